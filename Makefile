@@ -1,0 +1,41 @@
+# torchik — set-up and everyday commands. Every target creates .venv if it is missing.
+PY ?= python3
+VENV := .venv
+BIN := $(VENV)/bin
+TORCH := torch==2.13.0
+STAMP := $(VENV)/.stamp
+
+.PHONY: demo test bench lint format clean
+
+$(BIN)/python:
+	$(PY) -m venv $(VENV)
+	$(BIN)/python -m pip install -q --upgrade pip
+	$(BIN)/python -m pip install -q $(TORCH)
+
+$(STAMP)-dev: $(BIN)/python pyproject.toml
+	$(BIN)/python -m pip install -q $(TORCH) -e ".[dev]"
+	touch $@
+
+$(STAMP)-bench: $(STAMP)-dev
+	$(BIN)/python -m pip install -q $(TORCH) -e ".[dev,bench]"
+	touch $@
+
+demo: $(STAMP)-dev
+	$(BIN)/python -m torchik.demo
+
+test: $(STAMP)-dev
+	$(BIN)/python -m pytest -q -n 2 tests
+
+lint: $(STAMP)-dev
+	$(BIN)/ruff check src tests benchmarks
+	$(BIN)/ruff format --check src tests benchmarks
+
+format: $(STAMP)-dev
+	$(BIN)/ruff check --fix src tests benchmarks
+	$(BIN)/ruff format src tests benchmarks
+
+bench: $(STAMP)-bench
+	$(BIN)/python benchmarks/run.py
+
+clean:
+	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache .ruff_cache

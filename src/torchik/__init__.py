@@ -1,0 +1,1 @@
+"""torchik: batched, differentiable robot kinematics and learned inverse kinematics."""
