@@ -7,7 +7,13 @@ message names the problem and the joint or link concerned.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+import math
+import os
+import re
+import xml.etree.ElementTree as ET
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from xml.parsers import expat
 
 __all__ = ["URDFError", "Origin", "Mimic", "Joint", "URDFModel", "parse_urdf"]
 
@@ -59,3 +65,358 @@ class URDFModel:
     root: str
     links: tuple[str, ...]
     joints: tuple[Joint, ...]
+
+
+# --------------------------------------------------------------------------- reading the XML
+
+# Unambiguous alternatives, so a long malformed number fails in linear time (no backtracking).
+_NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
+_MIN_AXIS_NORM = 1e-9  # below this the direction of an axis is numerical noise
+
+
+def parse_urdf(source: str | os.PathLike, root: str | None = None) -> URDFModel:
+    """Read a URDF robot description into a validated kinematic tree.
+
+    Visual, collision, inertial, transmission, gazebo and any other unknown tags or attributes
+    are ignored. Mimic chains (``c`` mimics ``b`` which mimics ``a``) are resolved so that
+    every :class:`Mimic` refers to a joint that is not itself a mimic.
+
+    Args:
+        source: A path to a ``.urdf`` file, or the XML text itself. A ``str`` is taken as text
+            when it starts with ``<`` (after leading whitespace) or contains ``<robot``; an
+            ``os.PathLike`` is always a path.
+        root: The link to start the tree at. ``None`` requires the description to have exactly
+            one root link; a name keeps only the subtree reachable from that link.
+
+    Returns:
+        The model, with ``links`` and ``joints`` in depth-first order (children in file order),
+        so ``links[0]`` is the root and ``joints[i].child == links[i + 1]``.
+
+    Raises:
+        URDFError: If the file is missing, is not safe well-formed XML (any DOCTYPE or entity
+            declaration is refused), or describes something that is not a valid tree of
+            revolute, continuous, prismatic and fixed joints. File errors start with the path.
+
+    Example:
+        >>> model = parse_urdf('<robot name="r"><link name="a"/><link name="b"/>'
+        ...     '<joint name="j" type="continuous"><parent link="a"/><child link="b"/>'
+        ...     '<axis xyz="0 0 2"/></joint></robot>')
+        >>> model.root, model.joints[0].axis
+        ('a', (0.0, 0.0, 1.0))
+    """
+    data, label = _read_source(source)
+    try:
+        return _build_model(_parse_xml(data), root)
+    except URDFError as err:
+        if label is None:
+            raise
+        raise URDFError(f"{label}: {err}") from None
+
+
+def _read_source(source: str | os.PathLike) -> tuple[str | bytes, str | None]:
+    """Return ``(xml data, file name or None for text)``."""
+    if isinstance(source, str) and (_looks_like_xml(source) or not source.strip()):
+        # Leading whitespace would put an <?xml ...?> declaration out of place; an empty
+        # string is empty text, not the current directory.
+        return source.lstrip(), None
+    path = Path(source)
+    try:
+        return path.read_bytes(), str(path)
+    except FileNotFoundError:
+        raise URDFError(f"URDF file not found: {path}") from None
+    except OSError as err:
+        raise URDFError(f"cannot read URDF file {path}: {err.strerror or err}") from None
+
+
+def _looks_like_xml(text: str) -> bool:
+    return text.lstrip().startswith("<") or "<robot" in text
+
+
+def _parse_xml(data: str | bytes) -> ET.Element:
+    """Parse XML with expat, refusing DTDs so that no entity is ever declared or expanded."""
+    if not data.strip():
+        raise URDFError("the URDF is empty")
+    builder = ET.TreeBuilder()
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = _refuse_doctype
+    parser.EntityDeclHandler = _refuse_entity
+    parser.ExternalEntityRefHandler = _refuse_entity
+    parser.StartElementHandler = builder.start
+    parser.EndElementHandler = builder.end
+    try:
+        parser.Parse(data, True)
+    except expat.ExpatError as err:
+        raise URDFError(f"not well-formed XML: {err}") from None
+    return builder.close()
+
+
+def _refuse_doctype(*_: object) -> None:
+    raise URDFError("a <!DOCTYPE> is not allowed in URDF (entities are never expanded)")
+
+
+def _refuse_entity(*_: object) -> None:
+    raise URDFError("an <!ENTITY> is not allowed in URDF (entities are never expanded)")
+
+
+# --------------------------------------------------------------------------- elements -> values
+
+
+def _build_model(robot: ET.Element, root: str | None) -> URDFModel:
+    """Validate the ``<robot>`` element and order its tree from ``root``."""
+    if robot.tag != "robot":
+        raise URDFError(f"the root element is <{robot.tag}>, expected <robot>")
+    name = _required(robot, "name", "<robot>")
+    links = _parse_links(robot, name)
+    joints = _parse_joints(robot)
+    _check_joint_links(joints, links)
+    _check_acyclic(links, joints)
+    parent_joint = _parent_joints(joints)
+    root = _choose_root(links, parent_joint, root, name)
+    order = _depth_first(root, joints)
+    _check_mimics(joints, order, root)
+    kept = tuple(_resolve_mimic(joint, joints) for joint in order)
+    return URDFModel(name, root, (root, *(joint.child for joint in kept)), kept)
+
+
+def _required(element: ET.Element, attribute: str, where: str) -> str:
+    value = element.get(attribute)
+    if not value:
+        raise URDFError(f"{where} has no {attribute!r} attribute")
+    return value
+
+
+def _parse_links(robot: ET.Element, robot_name: str) -> list[str]:
+    links: list[str] = []
+    for index, element in enumerate(robot.iterfind("link")):
+        name = _required(element, "name", f"<link> number {index + 1}")
+        if name in links:
+            raise URDFError(f"duplicate link name {name!r}")
+        links.append(name)
+    if not links:
+        raise URDFError(f"robot {robot_name!r} has no links")
+    return links
+
+
+def _parse_joints(robot: ET.Element) -> dict[str, Joint]:
+    """Return the joints by name, in file order."""
+    joints: dict[str, Joint] = {}
+    for index, element in enumerate(robot.iterfind("joint")):
+        name = _required(element, "name", f"<joint> number {index + 1}")
+        if name in joints:
+            raise URDFError(f"duplicate joint name {name!r}")
+        joints[name] = _parse_joint(element, name)
+    return joints
+
+
+def _parse_joint(element: ET.Element, name: str) -> Joint:
+    where = f"joint {name!r}"
+    kind = _required(element, "type", where)
+    if kind in UNSUPPORTED_TYPES:
+        raise URDFError(f"{where} has type {kind!r}, which torchik does not support")
+    if kind not in JOINT_TYPES:
+        raise URDFError(f"{where} has unknown type {kind!r}; expected one of {JOINT_TYPES}")
+    parent = _link_reference(element, "parent", where)
+    child = _link_reference(element, "child", where)
+    if parent == child:
+        raise URDFError(f"{where} has the same parent and child link {parent!r}")
+    if kind == "fixed":  # axis, limits and mimic mean nothing for a fixed joint
+        return Joint(name, kind, parent, child, _parse_origin(element, where))
+    lower, upper = _parse_limits(element, kind, where)
+    return Joint(
+        name,
+        kind,
+        parent,
+        child,
+        origin=_parse_origin(element, where),
+        axis=_parse_axis(element, where),
+        lower=lower,
+        upper=upper,
+        mimic=_parse_mimic(element, where),
+    )
+
+
+def _link_reference(element: ET.Element, tag: str, where: str) -> str:
+    reference = element.find(tag)
+    if reference is None or not reference.get("link"):
+        raise URDFError(f"{where} has no <{tag} link=...>")
+    return reference.get("link", "")
+
+
+def _parse_origin(element: ET.Element, where: str) -> Origin:
+    origin = element.find("origin")
+    if origin is None:
+        return Origin()
+    xyz = _vector(origin.get("xyz", "0 0 0"), f"{where}: <origin xyz>")
+    rpy = _vector(origin.get("rpy", "0 0 0"), f"{where}: <origin rpy>")
+    return Origin(xyz, rpy)
+
+
+def _parse_axis(element: ET.Element, where: str) -> tuple[float, float, float]:
+    axis = element.find("axis")
+    if axis is None:
+        return (1.0, 0.0, 0.0)
+    x, y, z = _vector(axis.get("xyz", "1 0 0"), f"{where}: <axis xyz>")
+    norm = math.sqrt(x * x + y * y + z * z)
+    if norm < _MIN_AXIS_NORM:
+        raise URDFError(f"{where} has a zero-length axis ({x:g} {y:g} {z:g})")
+    return (x / norm, y / norm, z / norm)
+
+
+def _parse_limits(element: ET.Element, kind: str, where: str) -> tuple[float | None, float | None]:
+    """``(lower, upper)``: required for revolute and prismatic joints, ``None`` otherwise."""
+    if kind == "continuous":
+        return None, None
+    limit = element.find("limit")
+    if limit is None or limit.get("lower") is None or limit.get("upper") is None:
+        raise URDFError(f"{where} ({kind}) needs <limit lower=... upper=...>")
+    lower = _number(limit.get("lower", ""), f"{where}: <limit lower>")
+    upper = _number(limit.get("upper", ""), f"{where}: <limit upper>")
+    if lower > upper:
+        raise URDFError(f"{where} has lower limit {lower:g} above upper limit {upper:g}")
+    return lower, upper
+
+
+def _parse_mimic(element: ET.Element, where: str) -> Mimic | None:
+    mimic = element.find("mimic")
+    if mimic is None:
+        return None
+    return Mimic(
+        joint=_required(mimic, "joint", f"{where}: <mimic>"),
+        multiplier=_number(mimic.get("multiplier", "1"), f"{where}: <mimic multiplier>"),
+        offset=_number(mimic.get("offset", "0"), f"{where}: <mimic offset>"),
+    )
+
+
+def _vector(text: str, where: str) -> tuple[float, float, float]:
+    parts = text.split()
+    if len(parts) != 3:
+        raise URDFError(f"{where} needs 3 numbers, got {len(parts)} in {text!r}")
+    x, y, z = (_number(part, where) for part in parts)
+    return (x, y, z)
+
+
+def _number(text: str, where: str) -> float:
+    # A strict pattern rather than float() alone: float() also takes 'nan', 'inf' and '1_0'.
+    value = text.strip()
+    if not _NUMBER.fullmatch(value) or not math.isfinite(float(value)):
+        raise URDFError(f"{where} has {text!r}, which is not a finite number")
+    return float(value)
+
+
+# --------------------------------------------------------------------------- tree checks
+
+
+def _check_joint_links(joints: dict[str, Joint], links: list[str]) -> None:
+    known = set(links)
+    for joint in joints.values():
+        for role, link in (("parent", joint.parent), ("child", joint.child)):
+            if link not in known:
+                raise URDFError(
+                    f"joint {joint.name!r} has {role} link {link!r}, which is not a link"
+                )
+
+
+def _check_acyclic(links: list[str], joints: dict[str, Joint]) -> None:
+    """Raise if the joints form a directed cycle; iterative so long chains cannot overflow."""
+    children: dict[str, list[str]] = {link: [] for link in links}
+    for joint in joints.values():
+        children[joint.parent].append(joint.child)
+    state = dict.fromkeys(links, 0)  # 0 unseen, 1 on the current path, 2 done
+    for start in links:
+        if state[start]:
+            continue
+        path, stack = [start], [iter(children[start])]
+        state[start] = 1
+        while stack:
+            link = next(stack[-1], None)
+            if link is None:
+                state[path.pop()] = 2
+                stack.pop()
+            elif state[link] == 1:
+                loop = path[path.index(link) :] + [link]
+                raise URDFError(
+                    "the joints form a cycle through links " + " -> ".join(map(repr, loop))
+                )
+            elif state[link] == 0:
+                state[link] = 1
+                path.append(link)
+                stack.append(iter(children[link]))
+
+
+def _parent_joints(joints: dict[str, Joint]) -> dict[str, Joint]:
+    """Map each child link to the one joint whose child it is."""
+    parent_joint: dict[str, Joint] = {}
+    for joint in joints.values():
+        other = parent_joint.get(joint.child)
+        if other is not None:
+            raise URDFError(
+                f"link {joint.child!r} has two parent joints, {other.name!r} and {joint.name!r}"
+            )
+        parent_joint[joint.child] = joint
+    return parent_joint
+
+
+def _choose_root(
+    links: list[str], parent_joint: dict[str, Joint], root: str | None, robot: str
+) -> str:
+    if root is not None:
+        if root not in links:
+            raise URDFError(f"root link {root!r} is not a link of robot {robot!r}")
+        return root
+    roots = [link for link in links if link not in parent_joint]
+    if len(roots) > 1:  # at least one exists: the joints form no cycle
+        raise URDFError(
+            f"robot {robot!r} has {len(roots)} root links {roots}; connect them or pass root="
+        )
+    return roots[0]
+
+
+def _depth_first(root: str, joints: dict[str, Joint]) -> list[Joint]:
+    """Joints reachable from ``root``, parents first, siblings in file order."""
+    below: dict[str, list[Joint]] = {}
+    for joint in joints.values():
+        below.setdefault(joint.parent, []).append(joint)
+    order: list[Joint] = []
+    stack = list(reversed(below.get(root, [])))
+    while stack:
+        joint = stack.pop()
+        order.append(joint)
+        stack.extend(reversed(below.get(joint.child, [])))
+    return order
+
+
+# --------------------------------------------------------------------------- mimic joints
+
+
+def _check_mimics(joints: dict[str, Joint], kept: list[Joint], root: str) -> None:
+    in_tree = {joint.name for joint in kept}
+    for joint in kept:
+        if joint.mimic is None:
+            continue
+        target = joints.get(joint.mimic.joint)
+        where = f"joint {joint.name!r} mimics {joint.mimic.joint!r}"
+        if target is None:
+            raise URDFError(f"{where}, which is not a joint")
+        if target.type == "fixed":
+            raise URDFError(f"{where}, which is a fixed joint")
+        if target.name not in in_tree:
+            raise URDFError(f"{where}, which is outside the tree rooted at link {root!r}")
+
+
+def _resolve_mimic(joint: Joint, joints: dict[str, Joint]) -> Joint:
+    """Follow a mimic chain to a joint that mimics nothing, composing the affine maps."""
+    if joint.mimic is None:
+        return joint
+    multiplier, offset, seen = 1.0, 0.0, [joint.name]
+    mimic: Mimic | None = joint.mimic
+    while mimic is not None:
+        if mimic.joint in seen:
+            raise URDFError(
+                "mimic joints form a cycle: " + " -> ".join(map(repr, [*seen, mimic.joint]))
+            )
+        # q = multiplier * q_this + offset, and q_this = m * q_next + o
+        multiplier, offset = multiplier * mimic.multiplier, multiplier * mimic.offset + offset
+        seen.append(mimic.joint)
+        mimic = joints[mimic.joint].mimic
+    return replace(joint, mimic=Mimic(seen[-1], multiplier, offset))
