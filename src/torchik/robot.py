@@ -1,0 +1,334 @@
+"""The robot model: a URDF kinematic tree flattened into buffers of an ``nn.Module``."""
+
+from __future__ import annotations
+
+import math
+import os
+from collections.abc import Sequence
+
+import torch
+from torch import Tensor, nn
+
+from torchik import kinematics as kin
+from torchik.rotations import rpy_to_rotmat
+from torchik.urdf import Joint, URDFModel, parse_urdf
+
+__all__ = ["Robot", "load_robot"]
+
+LinkSpec = str | Sequence[str] | None
+
+
+def _axis_alignment(axis: Sequence[float]) -> Tensor:
+    """A rotation ``(4, 4)`` (homogeneous, float64) whose z column is the unit ``axis``."""
+    z = torch.tensor(axis, dtype=torch.float64)
+    helper = torch.tensor([1.0, 0.0, 0.0] if abs(z[0]) < 0.9 else [0.0, 1.0, 0.0], dtype=z.dtype)
+    x = torch.linalg.cross(helper, z)
+    x = x / x.norm()
+    out = torch.eye(4, dtype=torch.float64)
+    out[:3, :3] = torch.stack((x, torch.linalg.cross(z, x), z), dim=1)
+    return out
+
+
+def _origin_matrices(xyz: Tensor, rpy: Tensor) -> Tensor:
+    """``(N, 4, 4)`` transforms from translations ``(N, 3)`` and roll-pitch-yaw ``(N, 3)``."""
+    top = torch.cat((rpy_to_rotmat(rpy), xyz[..., None]), dim=-1)
+    bottom = xyz.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(xyz.shape[0], 1, 4)
+    return torch.cat((top, bottom), dim=-2)
+
+
+def _resolve_mimic(joint: Joint, by_name: dict[str, Joint]) -> tuple[str, float, float]:
+    """The actuated joint that drives ``joint`` and the combined multiplier and offset."""
+    name, mult, off = joint.name, 1.0, 0.0
+    seen = set()
+    current = joint
+    while current.mimic is not None:
+        if current.name in seen:
+            raise ValueError(f"mimic joints form a loop through '{current.name}'")
+        seen.add(current.name)
+        m = current.mimic
+        mult, off = mult * m.multiplier, mult * m.offset + off
+        current = by_name[m.joint]
+        name = current.name
+    return name, mult, off
+
+
+class Robot(nn.Module):
+    """A robot's kinematic tree with batched, differentiable forward kinematics.
+
+    Build one with :meth:`from_urdf` or :func:`load_robot`. Everything numeric lives in buffers
+    (parameters when link origins are made learnable), so ``robot.to(device, dtype)`` moves it.
+    ``q`` must have the robot's dtype and device; its last dimension follows ``joint_names``.
+
+    Attributes:
+        name: the URDF robot name.
+        root: the root link.
+        joint_names: actuated joints (mimic and fixed joints excluded), the order of ``q``.
+        link_names: every link, in topological order (root first).
+        lower, upper: ``(dof,)`` joint limits; continuous joints get ``(-π, π]`` and are marked in
+            the ``continuous`` mask.
+
+    Example:
+        >>> robot = load_robot("panda")
+        >>> q = robot.random_configuration(8)
+        >>> robot.forward_kinematics(q, "panda_hand").shape
+        torch.Size([8, 4, 4])
+    """
+
+    def __init__(self, model: URDFModel, dtype: torch.dtype | None = None):
+        super().__init__()
+        self.name, self.root, self.link_names = model.name, model.root, tuple(model.links)
+        self._joints = tuple(model.joints)
+        self._link_index = {name: i for i, name in enumerate(self.link_names)}
+        self._init_joints()
+        self._init_tree()
+        xyz = torch.tensor([j.origin.xyz for j in self._joints], dtype=torch.float64)
+        rpy = torch.tensor([j.origin.rpy for j in self._joints], dtype=torch.float64)
+        self.register_buffer("origin_xyz", xyz.reshape(-1, 3))
+        self.register_buffer("origin_rpy", rpy.reshape(-1, 3))
+        self._refresh_constants()
+        self.to(dtype or torch.get_default_dtype())
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_urdf(
+        cls, source: str | os.PathLike, root: str | None = None, dtype: torch.dtype | None = None
+    ) -> Robot:
+        """Read a URDF file or text (see :func:`torchik.urdf.parse_urdf`)."""
+        return cls(parse_urdf(source, root=root), dtype=dtype)
+
+    def _init_joints(self) -> None:
+        by_name = {j.name: j for j in self._joints}
+        moving = [j for j in self._joints if j.type != "fixed"]
+        actuated = [j for j in moving if j.mimic is None]
+        self.joint_names = tuple(j.name for j in actuated)
+        index = {name: i for i, name in enumerate(self.joint_names)}
+        resolved = [_resolve_mimic(j, by_name) for j in moving]
+        self._moving = tuple(j.name for j in moving)
+        continuous = [j.type == "continuous" for j in actuated]
+        lower = [-math.pi if c else j.lower for j, c in zip(actuated, continuous, strict=True)]
+        upper = [math.pi if c else j.upper for j, c in zip(actuated, continuous, strict=True)]
+        f64 = torch.float64
+        self.register_buffer("lower", torch.tensor(lower, dtype=f64))
+        self.register_buffer("upper", torch.tensor(upper, dtype=f64))
+        self.register_buffer("continuous", torch.tensor(continuous, dtype=torch.bool))
+        self.register_buffer("_source", torch.tensor([index[r[0]] for r in resolved]), False)
+        self.register_buffer(
+            "_multiplier", torch.tensor([r[1] for r in resolved], dtype=f64), False
+        )
+        self.register_buffer("_offset", torch.tensor([r[2] for r in resolved], dtype=f64), False)
+        self._identity_map = len(moving) == len(actuated) and all(
+            r[0] == j.name for r, j in zip(resolved, moving, strict=True)
+        )
+        self._kind = tuple(kin.PRISMATIC if j.type == "prismatic" else kin.REVOLUTE for j in moving)
+
+    def _init_tree(self) -> None:
+        """Which moving joint each joint and link hangs from, and the ancestor matrix."""
+        moving_index = {name: i for i, name in enumerate(self._moving)}
+        link_joint = {self.root: -1}
+        parent = [0] * len(self._moving)
+        for joint in self._joints:
+            above = link_joint[joint.parent]
+            if joint.type == "fixed":
+                link_joint[joint.child] = above
+            else:
+                parent[moving_index[joint.name]] = above
+                link_joint[joint.child] = moving_index[joint.name]
+        self._parent = tuple(parent)
+        self._link_joint = tuple(link_joint[name] for name in self.link_names)
+        ancestors = torch.zeros(len(self._moving), len(self.link_names), dtype=torch.float64)
+        for link, j in enumerate(self._link_joint):
+            while j >= 0:
+                ancestors[j, link] = 1.0
+                j = self._parent[j]
+        self.register_buffer("_ancestors", ancestors, False)
+        align = [_axis_alignment(j.axis) for j in self._joints if j.type != "fixed"]
+        self.register_buffer("_align", torch.stack(align) if align else torch.eye(4)[:0], False)
+
+    def _constants(self) -> tuple[Tensor, Tensor]:
+        """``w_joint (J, 4, 4)`` and ``w_link (L, 4, 4)`` from the current joint origins."""
+        origins = _origin_matrices(self.origin_xyz, self.origin_rpy)
+        eye = torch.eye(4, dtype=origins.dtype, device=origins.device)
+        static = {self.root: eye}
+        w_joint = [eye] * len(self._moving)
+        align = self._align.to(origins.dtype)
+        moving = 0
+        for k, joint in enumerate(self._joints):
+            base = static[joint.parent] @ origins[k]
+            if joint.type == "fixed":
+                static[joint.child] = base
+            else:
+                w_joint[moving] = (base @ align[moving]).T
+                static[joint.child] = align[moving].T
+                moving += 1
+        w_link = torch.stack([static[name].T for name in self.link_names])
+        w_joint_t = torch.stack(w_joint) if w_joint else eye[None, :0]
+        return w_joint_t, w_link
+
+    def _refresh_constants(self) -> None:
+        with torch.no_grad():
+            w_joint, w_link = self._constants()
+        self.register_buffer("_w_joint", w_joint.contiguous(), False)
+        self.register_buffer("_w_link", w_link.contiguous(), False)
+
+    # ---------------------------------------------------------------- properties
+    @property
+    def dof(self) -> int:
+        """Number of actuated joints (the size of ``q``'s last dimension)."""
+        return len(self.joint_names)
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.lower.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.lower.device
+
+    @property
+    def learnable(self) -> bool:
+        """Whether the joint origins are parameters (see :meth:`learnable_origins`)."""
+        return isinstance(self.origin_xyz, nn.Parameter)
+
+    def learnable_origins(self, enabled: bool = True) -> Robot:
+        """Turn the joint origins (``origin_xyz``, ``origin_rpy``, ``(N, 3)`` over every URDF
+        joint in topological order) into parameters, so gradients reach link lengths and offsets;
+        ``enabled=False`` freezes their current values again. Returns ``self``."""
+        if enabled == self.learnable:
+            return self
+        for name in ("origin_xyz", "origin_rpy"):
+            value = getattr(self, name).detach().clone()
+            delattr(self, name)
+            if enabled:
+                self.register_parameter(name, nn.Parameter(value))
+            else:
+                self.register_buffer(name, value)
+        if not enabled:
+            self._refresh_constants()
+        return self
+
+    @property
+    def tree(self) -> kin.KinematicTree:
+        """The flattened tree that the pure functions of :mod:`torchik.kinematics` take."""
+        w_joint, w_link = self._constants() if self.learnable else (self._w_joint, self._w_link)
+        return kin.KinematicTree(
+            parent=self._parent,
+            kind=self._kind,
+            w_joint=w_joint,
+            link_joint=self._link_joint,
+            w_link=w_link,
+            source=self._source,
+            multiplier=self._multiplier,
+            offset=self._offset,
+            ancestors=self._ancestors,
+            dof=self.dof,
+            identity_map=self._identity_map,
+        )
+
+    # ---------------------------------------------------------------- configurations
+    def neutral(self) -> Tensor:
+        """``(dof,)`` zeros, or the middle of the range for joints whose range excludes zero."""
+        inside = (self.lower <= 0) & (self.upper >= 0)
+        return torch.where(inside, torch.zeros_like(self.lower), (self.lower + self.upper) / 2)
+
+    def random_configuration(self, n: int, generator: torch.Generator | None = None) -> Tensor:
+        """``(n, dof)`` joint values uniform within the limits."""
+        device = generator.device if generator is not None else self.device
+        u = torch.rand(n, self.dof, generator=generator, dtype=self.dtype, device=device)
+        return self.lower + u.to(self.device) * (self.upper - self.lower)
+
+    # ---------------------------------------------------------------- checks
+    def _check_q(self, q: Tensor) -> Tensor:
+        """Validate ``q (..., dof)`` and flatten it to ``(B, dof)``."""
+        if not isinstance(q, Tensor):
+            raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
+        if q.dim() == 0 or q.shape[-1] != self.dof:
+            raise ValueError(
+                f"q must have shape (..., {self.dof}) for the {self.dof} joints "
+                f"{list(self.joint_names)}, got {tuple(q.shape)}"
+            )
+        if q.dtype != self.dtype:
+            raise TypeError(
+                f"q has dtype {q.dtype} but the robot is {self.dtype}: "
+                f"convert one of them (robot.to({q.dtype}) or q.to({self.dtype}))"
+            )
+        if q.device != self.device:
+            raise ValueError(
+                f"q is on {q.device} but the robot is on {self.device}: use robot.to(q.device)"
+            )
+        return q.reshape(math.prod(q.shape[:-1]), self.dof)
+
+    def link_index(self, link: str) -> int:
+        """Index of ``link`` in ``link_names``; a clear error for unknown names."""
+        try:
+            return self._link_index[link]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"unknown link {link!r}; the links of '{self.name}' are {list(self.link_names)}"
+            ) from None
+
+    def _links(self, links: LinkSpec) -> tuple[tuple[int, ...], bool]:
+        if links is None:
+            return tuple(range(len(self.link_names))), False
+        if isinstance(links, str):
+            return (self.link_index(links),), True
+        idx = tuple(self.link_index(name) for name in links)
+        if not idx:
+            raise ValueError("links must name at least one link")
+        return idx, False
+
+    # ---------------------------------------------------------------- kinematics
+    def forward_kinematics(self, q: Tensor, links: LinkSpec = None) -> Tensor:
+        """Poses of links in the root frame, ``T_root_link``.
+
+        Args:
+            q: ``(..., dof)`` joint values.
+            links: a link name, a sequence of names, or ``None`` for every link.
+
+        Returns:
+            ``(..., 4, 4)`` for a single name, else ``(..., L, 4, 4)``.
+        """
+        idx, single = self._links(links)
+        flat = self._check_q(q)
+        poses = kin.forward_kinematics(flat, self.tree, idx)
+        poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
+        return poses[..., 0, :, :] if single else poses
+
+    def link_positions(self, q: Tensor, links: LinkSpec = None) -> Tensor:
+        """Positions of link origins in the root frame: ``(..., 3)`` or ``(..., L, 3)``."""
+        return self.forward_kinematics(q, links)[..., :3, 3]
+
+    def jacobian(self, q: Tensor, link: str) -> Tensor:
+        """Geometric Jacobian ``(..., 6, dof)`` of ``link``'s origin, linear rows first, in the
+        root frame (see :func:`torchik.kinematics.jacobian`)."""
+        idx = self.link_index(link)
+        flat = self._check_q(q)
+        return kin.jacobian(flat, self.tree, idx).reshape(*q.shape[:-1], 6, self.dof)
+
+    def extra_repr(self) -> str:
+        return (
+            f"name={self.name!r}, dof={self.dof}, links={len(self.link_names)}, "
+            f"dtype={self.dtype}, learnable={self.learnable}"
+        )
+
+
+def load_robot(name: str, dtype: torch.dtype | None = None, **kwargs) -> Robot:
+    """A robot bundled with torchik (no download).
+
+    Args:
+        name: ``"panda"``, ``"ur5"``, ``"digit_arm"``, ``"snake2"``, ``"snake4"``, ``"rail_arm"``,
+            or ``"planar"`` with ``link_lengths=[...]`` (and optional ``lower``/``upper``).
+        dtype: floating dtype of the robot (default: torch's default dtype).
+        **kwargs: options of the planar-arm factory.
+
+    Returns:
+        The :class:`Robot`.
+    """
+    from torchik import robots
+
+    if name == "planar":
+        return Robot.from_urdf(robots.planar_arm_urdf(**kwargs), dtype=dtype)
+    if kwargs:
+        raise TypeError(f"robot '{name}' takes no options, got {sorted(kwargs)}")
+    if name == "rail_arm":
+        return Robot.from_urdf(robots.rail_arm_urdf(), dtype=dtype)
+    return Robot.from_urdf(robots.bundled_urdf(name), dtype=dtype)

@@ -1,0 +1,247 @@
+"""Forward kinematics and Jacobians vs Pinocchio reference values, autograd and closed forms."""
+
+from __future__ import annotations
+
+import json
+import math
+from pathlib import Path
+
+import numpy as np
+import pytest
+import torch
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from torchik import Robot, kinematics
+from torchik.urdf import URDFError
+
+DATA = Path(__file__).parent / "data"
+REFERENCE = json.loads((DATA / "fk_reference.json").read_text())["robots"]
+THIRD_PARTY = {"urdf/panda.urdf", "urdf/ur5_robot.urdf"}
+
+
+def reference_robot(name: str, shared: Path | None) -> Robot:
+    rel = REFERENCE[name]["urdf"]
+    if rel in THIRD_PARTY:
+        if shared is None:
+            pytest.skip(f"{rel} is third-party and read from ../shared, which is absent here")
+        return Robot.from_urdf(shared / rel, dtype=torch.float64)
+    return Robot.from_urdf(DATA / rel, dtype=torch.float64)
+
+
+@pytest.mark.parametrize("name", sorted(REFERENCE))
+def test_fk_matches_pinocchio(name, shared_fixtures_dir):
+    robot = reference_robot(name, shared_fixtures_dir)
+    entry = REFERENCE[name]
+    assert list(robot.joint_names) == entry["joints"]
+    samples = entry["samples"]
+    q = torch.tensor([[s["q"][j] for j in robot.joint_names] for s in samples], dtype=torch.float64)
+    poses = robot.forward_kinematics(q)  # (S, L, 4, 4), every link
+    worst = 0.0
+    for i, sample in enumerate(samples):
+        for link, ref in sample["links"].items():
+            pose = poses[i, robot.link_index(link)]
+            worst = max(
+                worst,
+                (pose[:3, 3] - torch.tensor(ref["xyz"], dtype=torch.float64)).abs().max().item(),
+            )
+            worst = max(
+                worst,
+                (pose[:3, :3] - torch.tensor(ref["rotation"], dtype=torch.float64))
+                .abs()
+                .max()
+                .item(),
+            )
+            assert pose[3].tolist() == [0.0, 0.0, 0.0, 1.0]
+    assert set(sample["links"]) <= set(robot.link_names)
+    assert worst <= 1e-9, f"max deviation from Pinocchio {worst:.2e}"
+
+
+@pytest.mark.parametrize("urdf", ["tilted_axes", "prismatic_continuous", "two_branches", "mimic"])
+def test_jacobian_matches_autograd_and_finite_differences(urdf):
+    robot = Robot.from_urdf(DATA / "urdf" / f"{urdf}.urdf", dtype=torch.float64)
+    q = robot.random_configuration(5, generator=torch.Generator().manual_seed(1))
+    link = robot.link_names[-1]
+    jac = robot.jacobian(q, link)
+    assert jac.shape == (5, 6, robot.dof)
+
+    def position(qi):
+        return robot.link_positions(qi, link)
+
+    lin = torch.func.vmap(torch.func.jacrev(position))(q)
+    torch.testing.assert_close(jac[:, :3], lin, atol=1e-12, rtol=0)
+    # angular rows from finite differences of the rotation: dR R^T = [ω]x
+    eps = 1e-6
+    for d in range(robot.dof):
+        dq = torch.zeros(robot.dof, dtype=torch.float64)
+        dq[d] = eps
+        r_plus = robot.forward_kinematics(q + dq, link)[:, :3, :3]
+        r_minus = robot.forward_kinematics(q - dq, link)[:, :3, :3]
+        r = robot.forward_kinematics(q, link)[:, :3, :3]
+        w = (r_plus - r_minus) / (2 * eps) @ r.transpose(-1, -2)
+        omega = torch.stack((w[:, 2, 1], w[:, 0, 2], w[:, 1, 0]), dim=-1)
+        torch.testing.assert_close(jac[:, 3:, d], omega, atol=1e-8, rtol=0)
+
+
+@pytest.mark.parametrize("urdf", ["tilted_axes", "prismatic_continuous", "two_branches", "mimic"])
+def test_analytic_backward_equals_autograd(urdf):
+    robot = Robot.from_urdf(DATA / "urdf" / f"{urdf}.urdf", dtype=torch.float64)
+    q = robot.random_configuration(7, generator=torch.Generator().manual_seed(2))
+    links = tuple(range(len(robot.link_names)))
+    weights = torch.randn(7, len(links), 4, 4, dtype=torch.float64)
+    q1 = q.clone().requires_grad_()
+    (kinematics.forward_kinematics(q1, robot.tree, links) * weights).sum().backward()
+    q2 = q.clone().requires_grad_()
+    plain = kinematics.forward_kinematics(q2, robot.tree, links, analytic=False)
+    (plain * weights).sum().backward()
+    torch.testing.assert_close(q1.grad, q2.grad, atol=1e-12, rtol=0)
+
+
+@pytest.mark.parametrize("urdf", ["tilted_axes", "mimic", "prismatic_continuous"])
+def test_gradcheck(urdf):
+    robot = Robot.from_urdf(DATA / "urdf" / f"{urdf}.urdf", dtype=torch.float64)
+    q = robot.random_configuration(3, generator=torch.Generator().manual_seed(3))
+    q.requires_grad_()
+    assert torch.autograd.gradcheck(lambda x: robot.forward_kinematics(x), (q,))
+    assert torch.autograd.gradcheck(lambda x: robot.jacobian(x, robot.link_names[-1]), (q,))
+
+
+def _finite_grad(robot: Robot, q: torch.Tensor, link: str) -> torch.Tensor:
+    q = q.clone().requires_grad_()
+    pose = robot.forward_kinematics(q, link)
+    (pose.sum() + robot.link_positions(q, link).norm(dim=-1).sum()).backward()
+    return q.grad
+
+
+def test_gradients_finite_at_singular_configurations():
+    from torchik import load_robot
+
+    straight = load_robot("planar", link_lengths=[1.0, 1.0, 1.0, 1.0], dtype=torch.float64)
+    assert torch.isfinite(
+        _finite_grad(straight, torch.zeros(1, 4, dtype=torch.float64), "ee")
+    ).all()
+    pc = Robot.from_urdf(DATA / "urdf" / "prismatic_continuous.urdf", dtype=torch.float64)
+    for spin in (math.pi, -math.pi):
+        q = torch.tensor([[0.3, spin, 0.0]], dtype=torch.float64)
+        assert torch.isfinite(_finite_grad(pc, q, "flange")).all()
+    mimic = Robot.from_urdf(DATA / "urdf" / "mimic.urdf", dtype=torch.float64)
+    assert torch.isfinite(_finite_grad(mimic, mimic.neutral()[None], "finger_b")).all()
+
+
+def test_batch_shapes_and_links_argument():
+    robot = Robot.from_urdf(DATA / "urdf" / "two_branches.urdf", dtype=torch.float64)
+    q = robot.random_configuration(6).reshape(2, 3, robot.dof)
+    assert robot.forward_kinematics(q).shape == (2, 3, len(robot.link_names), 4, 4)
+    assert robot.forward_kinematics(q[0, 0]).shape == (len(robot.link_names), 4, 4)
+    end = robot.link_names[-1]
+    assert robot.forward_kinematics(q, end).shape == (2, 3, 4, 4)
+    assert robot.forward_kinematics(q, [end, robot.root]).shape == (2, 3, 2, 4, 4)
+    assert robot.jacobian(q, end).shape == (2, 3, 6, robot.dof)
+    both = robot.forward_kinematics(q, [end, robot.root])
+    torch.testing.assert_close(both[..., 0, :, :], robot.forward_kinematics(q, end))
+    torch.testing.assert_close(
+        both[..., 1, :, :], torch.eye(4, dtype=torch.float64).expand(2, 3, 4, 4)
+    )
+
+
+def test_float32_agrees_with_float64():
+    robot64 = Robot.from_urdf(DATA / "urdf" / "digit_arm.urdf", dtype=torch.float64)
+    robot32 = Robot.from_urdf(DATA / "urdf" / "digit_arm.urdf").to(torch.float32)
+    assert robot32.dtype == torch.float32
+    q = robot64.random_configuration(50)
+    diff = robot32.forward_kinematics(q.float()).double() - robot64.forward_kinematics(q)
+    assert diff.abs().max() < 1e-5
+
+
+def test_bad_inputs_give_clear_errors():
+    robot = Robot.from_urdf(DATA / "urdf" / "tilted_axes.urdf", dtype=torch.float64)
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 3\)"):
+        robot.forward_kinematics(torch.zeros(4, 2, dtype=torch.float64))
+    with pytest.raises(TypeError, match="dtype"):
+        robot.forward_kinematics(torch.zeros(4, 3, dtype=torch.float32))
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        robot.forward_kinematics(np.zeros((4, 3)))
+    with pytest.raises(ValueError, match="unknown link 'nope'"):
+        robot.forward_kinematics(torch.zeros(4, 3, dtype=torch.float64), "nope")
+    with pytest.raises(ValueError, match="unknown link"):
+        robot.jacobian(torch.zeros(3, dtype=torch.float64), "nope")
+    if torch.cuda.is_available():
+        with pytest.raises(ValueError, match="device"):
+            robot.forward_kinematics(torch.zeros(4, 3, dtype=torch.float64, device="cuda"))
+
+
+def test_floating_joint_is_not_supported():
+    text = """<robot name="f"><link name="a"/><link name="b"/>
+      <joint name="free" type="floating"><parent link="a"/><child link="b"/></joint></robot>"""
+    with pytest.raises(URDFError, match="floating"):
+        Robot.from_urdf(text)
+
+
+def test_learnable_origins_receive_gradients_and_match():
+    robot = Robot.from_urdf(DATA / "urdf" / "tilted_axes.urdf", dtype=torch.float64)
+    q = robot.random_configuration(4, generator=torch.Generator().manual_seed(5))
+    before = robot.forward_kinematics(q)
+    robot.learnable_origins(True)
+    assert robot.learnable and {n for n, _ in robot.named_parameters()} == {
+        "origin_xyz",
+        "origin_rpy",
+    }
+    after = robot.forward_kinematics(q)
+    torch.testing.assert_close(before, after, atol=1e-12, rtol=0)
+    after[..., :3, 3].sum().backward()
+    assert robot.origin_xyz.grad is not None and robot.origin_xyz.grad.abs().sum() > 0
+    with torch.no_grad():
+        robot.origin_xyz[-1, 0] += 0.5
+    robot.learnable_origins(False)
+    assert not robot.learnable
+    moved = robot.forward_kinematics(q)
+    assert (moved - before).abs().max() > 0.1
+
+
+# ------------------------------------------------------------------ random chains (hypothesis)
+def _rot(axis: np.ndarray, angle: float) -> np.ndarray:
+    axis = axis / np.linalg.norm(axis)
+    k = np.array([[0, -axis[2], axis[1]], [axis[2], 0, -axis[0]], [-axis[1], axis[0], 0]])
+    return np.eye(3) + math.sin(angle) * k + (1 - math.cos(angle)) * k @ k
+
+
+def _rpy(r: float, p: float, y: float) -> np.ndarray:
+    ex, ey, ez = np.eye(3)
+    return _rot(ez, y) @ _rot(ey, p) @ _rot(ex, r)
+
+
+finite = st.floats(-2.0, 2.0, allow_nan=False)
+joint_strategy = st.tuples(
+    st.sampled_from(["revolute", "continuous", "prismatic", "fixed"]),
+    st.tuples(finite, finite, finite),  # xyz
+    st.tuples(finite, finite, finite),  # rpy
+    st.tuples(finite, finite, finite).filter(lambda a: np.linalg.norm(a) > 0.1),  # axis
+    finite,  # joint value
+)
+
+
+@settings(max_examples=40, deadline=None)
+@given(st.lists(joint_strategy, min_size=1, max_size=7))
+def test_random_chains_match_naive_product(chain):
+    parts, expected, q = ['<robot name="r"><link name="l0"/>'], np.eye(4), []
+    for i, (kind, xyz, rpy, axis, value) in enumerate(chain):
+        origin = np.eye(4)
+        origin[:3, :3], origin[:3, 3] = _rpy(*rpy), xyz
+        motion = np.eye(4)
+        if kind in ("revolute", "continuous"):
+            motion[:3, :3] = _rot(np.array(axis), value)
+        elif kind == "prismatic":
+            motion[:3, 3] = value * np.array(axis) / np.linalg.norm(axis)
+        expected = expected @ origin @ motion
+        if kind != "fixed":
+            q.append(value)
+        limit = '<limit lower="-3" upper="3"/>' if kind in ("revolute", "prismatic") else ""
+        parts.append(
+            f'<link name="l{i + 1}"/><joint name="j{i}" type="{kind}"><parent link="l{i}"/>'
+            f'<child link="l{i + 1}"/><origin xyz="{" ".join(map(repr, xyz))}" '
+            f'rpy="{" ".join(map(repr, rpy))}"/><axis xyz="{" ".join(map(repr, axis))}"/>'
+            f"{limit}</joint>"
+        )
+    robot = Robot.from_urdf("".join(parts) + "</robot>", dtype=torch.float64)
+    pose = robot.forward_kinematics(torch.tensor(q, dtype=torch.float64), f"l{len(chain)}")
+    np.testing.assert_allclose(pose.numpy(), expected, atol=1e-10)
