@@ -11,7 +11,7 @@ from torch import Tensor, nn
 
 from torchik import kinematics as kin
 from torchik.rotations import rpy_to_rotmat
-from torchik.urdf import Joint, URDFModel, parse_urdf
+from torchik.urdf import URDFModel, parse_urdf
 
 __all__ = ["Robot", "load_robot"]
 
@@ -34,22 +34,6 @@ def _origin_matrices(xyz: Tensor, rpy: Tensor) -> Tensor:
     top = torch.cat((rpy_to_rotmat(rpy), xyz[..., None]), dim=-1)
     bottom = xyz.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(xyz.shape[0], 1, 4)
     return torch.cat((top, bottom), dim=-2)
-
-
-def _resolve_mimic(joint: Joint, by_name: dict[str, Joint]) -> tuple[str, float, float]:
-    """The actuated joint that drives ``joint`` and the combined multiplier and offset."""
-    name, mult, off = joint.name, 1.0, 0.0
-    seen = set()
-    current = joint
-    while current.mimic is not None:
-        if current.name in seen:
-            raise ValueError(f"mimic joints form a loop through '{current.name}'")
-        seen.add(current.name)
-        m = current.mimic
-        mult, off = mult * m.multiplier, mult * m.offset + off
-        current = by_name[m.joint]
-        name = current.name
-    return name, mult, off
 
 
 class Robot(nn.Module):
@@ -97,12 +81,17 @@ class Robot(nn.Module):
         return cls(parse_urdf(source, root=root), dtype=dtype)
 
     def _init_joints(self) -> None:
-        by_name = {j.name: j for j in self._joints}
         moving = [j for j in self._joints if j.type != "fixed"]
         actuated = [j for j in moving if j.mimic is None]
         self.joint_names = tuple(j.name for j in actuated)
         index = {name: i for i, name in enumerate(self.joint_names)}
-        resolved = [_resolve_mimic(j, by_name) for j in moving]
+        # the parser resolves mimic chains: every mimic names an actuated joint
+        resolved = [
+            (j.name, 1.0, 0.0)
+            if j.mimic is None
+            else (j.mimic.joint, j.mimic.multiplier, j.mimic.offset)
+            for j in moving
+        ]
         self._moving = tuple(j.name for j in moving)
         continuous = [j.type == "continuous" for j in actuated]
         lower = [-math.pi if c else j.lower for j, c in zip(actuated, continuous, strict=True)]
