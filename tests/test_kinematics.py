@@ -245,3 +245,12 @@ def test_random_chains_match_naive_product(chain):
     robot = Robot.from_urdf("".join(parts) + "</robot>", dtype=torch.float64)
     pose = robot.forward_kinematics(torch.tensor(q, dtype=torch.float64), f"l{len(chain)}")
     np.testing.assert_allclose(pose.numpy(), expected, atol=1e-10)
+
+
+def test_jacobian_can_return_the_pose():
+    robot = Robot.from_urdf(DATA / "urdf" / "two_branches.urdf", dtype=torch.float64)
+    q = robot.random_configuration(4)
+    end = robot.link_names[-1]
+    jac, pose = robot.jacobian(q, end, return_pose=True)
+    torch.testing.assert_close(jac, robot.jacobian(q, end))
+    torch.testing.assert_close(pose, robot.forward_kinematics(q, end))

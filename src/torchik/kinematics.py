@@ -226,8 +226,8 @@ def forward_kinematics(
     return frames_to_matrix(_compute(q, tree, links)[2])
 
 
-def jacobian(q: Tensor, tree: KinematicTree, link: int) -> Tensor:
-    """Geometric Jacobian of the origin of ``link``, in the root frame.
+def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]:
+    """Geometric Jacobian of the origin of ``link``, in the root frame, and the link's pose.
 
     Args:
         q: ``(B, D)`` joint values.
@@ -236,12 +236,14 @@ def jacobian(q: Tensor, tree: KinematicTree, link: int) -> Tensor:
 
     Returns:
         ``(B, 6, D)``: rows 0-2 the linear velocity of the link origin, rows 3-5 the angular
-        velocity, both in the root frame, per unit joint velocity.
+        velocity, both in the root frame, per unit joint velocity; and the pose ``(B, 4, 4)``
+        (computed on the way).
     """
     needed, frames, lf = _compute(q, tree, (link,))
     batch = q.shape[0]
+    pose = frames_to_matrix(lf)[:, 0]
     if not needed:
-        return q.new_zeros(batch, 6, tree.dof)
+        return q.new_zeros(batch, 6, tree.dof), pose
     jf = torch.stack([frames[j] for j in needed])  # (n, 4, 3, B)
     axis, origin = jf[:, 2], jf[:, 3]
     revolute = torch.tensor([tree.kind[j] == REVOLUTE for j in needed], device=q.device)
@@ -249,4 +251,6 @@ def jacobian(q: Tensor, tree: KinematicTree, link: int) -> Tensor:
     linear = torch.where(rev, torch.linalg.cross(axis, lf[0, 3] - origin, dim=1), axis)
     angular = torch.where(rev, axis, torch.zeros_like(axis))
     j_theta = torch.cat((linear, angular), dim=1)  # (n, 6, B)
-    return torch.einsum("nd,nkb->bkd", _theta_to_q(tree, list(needed)), j_theta)
+    to_q = _theta_to_q(tree, list(needed))  # (n, D)
+    j_q = (to_q.T @ j_theta.reshape(len(needed), -1)).view(tree.dof, 6, batch)
+    return j_q.permute(2, 1, 0), pose

@@ -286,12 +286,18 @@ class Robot(nn.Module):
         """Positions of link origins in the root frame: ``(..., 3)`` or ``(..., L, 3)``."""
         return self.forward_kinematics(q, links)[..., :3, 3]
 
-    def jacobian(self, q: Tensor, link: str) -> Tensor:
+    def jacobian(self, q: Tensor, link: str, return_pose: bool = False):
         """Geometric Jacobian ``(..., 6, dof)`` of ``link``'s origin, linear rows first, in the
-        root frame (see :func:`torchik.kinematics.jacobian`)."""
+        root frame (see :func:`torchik.kinematics.jacobian`).
+
+        With ``return_pose=True`` also returns the link pose ``(..., 4, 4)``, computed on the way
+        (what numerical IK needs at every iteration).
+        """
         idx = self.link_index(link)
         flat = self._check_q(q)
-        return kin.jacobian(flat, self.tree, idx).reshape(*q.shape[:-1], 6, self.dof)
+        jac, pose = kin.jacobian(flat, self.tree, idx)
+        jac = jac.reshape(*q.shape[:-1], 6, self.dof)
+        return (jac, pose.reshape(*q.shape[:-1], 4, 4)) if return_pose else jac
 
     def extra_repr(self) -> str:
         return (
