@@ -1,0 +1,415 @@
+"""The common interface of learned IK models, their registry and their checkpoints.
+
+Every model family subclasses :class:`IKModel`, declares ``family`` and a frozen ``Config``
+dataclass, and implements :meth:`IKModel.loss` and :meth:`IKModel.sample` (and
+:meth:`IKModel.log_prob` where it has a density). Decorate the class with :func:`register` so
+that :func:`load` can rebuild it from a checkpoint and the contract tests cover it.
+
+A checkpoint is a ``torch.save`` of plain types and tensors only::
+
+    {"format_version": 1, "family": "mlp", "config": {...}, "spec": {...}, "state_dict": {...}}
+
+and :func:`load` reads it with ``weights_only=True``: a checkpoint never executes code.
+
+Note for model files: import from :mod:`torchik.models.base` (and :mod:`torchik.rotations`),
+not from :mod:`torchik.data`, at module level; ``torchik.data`` imports this package lazily and
+a top-level import back would be circular.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import os
+from dataclasses import dataclass
+from typing import Any, ClassVar, TypeVar
+
+import torch
+from torch import Tensor, nn
+
+from torchik.rotations import wrap_angle
+
+__all__ = [
+    "FORMAT_VERSION",
+    "TARGET_DIMS",
+    "IKModel",
+    "ProblemSpec",
+    "atomic_save",
+    "clamp_to_limits",
+    "families",
+    "from_checkpoint",
+    "joint_difference",
+    "load",
+    "load_pretrained",
+    "register",
+    "squash_to_limits",
+]
+
+FORMAT_VERSION = 1
+"""Version of the checkpoint layout written by :meth:`IKModel.save`."""
+
+TARGET_DIMS: dict[str, int] = {"position": 3, "pose": 9, "planar": 2}
+"""Target kind -> its size ``T``: ``"position"`` (x, y, z), ``"pose"`` (x, y, z and the 6-D
+rotation of :func:`torchik.rotations.rotmat_to_6d`), ``"planar"`` (x, y of the end point)."""
+
+
+# ---------------------------------------------------------------------------- problem spec
+@dataclass(frozen=True)
+class ProblemSpec:
+    """What a model needs to know about the robot; saved in every checkpoint.
+
+    Attributes:
+        robot: the robot's name (``robot.name``).
+        robot_hash: :func:`torchik.data.robot_hash` of the robot, to catch a model or data set
+            used with another robot of the same name.
+        link: the end link whose pose is the target.
+        dof: number of actuated joints ``D``.
+        targets: ``"position"``, ``"pose"`` or ``"planar"`` (see :data:`TARGET_DIMS`).
+        lower, upper: ``D`` joint limits; continuous joints have ``(-pi, pi]``.
+        continuous: ``D`` flags marking continuous (wrapping) joints.
+    """
+
+    robot: str
+    robot_hash: str
+    link: str
+    dof: int
+    targets: str
+    lower: tuple[float, ...]
+    upper: tuple[float, ...]
+    continuous: tuple[bool, ...]
+
+    def __post_init__(self) -> None:
+        if self.targets not in TARGET_DIMS:
+            raise ValueError(f"targets must be one of {sorted(TARGET_DIMS)}, got {self.targets!r}")
+        for name in ("lower", "upper", "continuous"):
+            value = tuple(getattr(self, name))
+            object.__setattr__(self, name, value)  # lists (from a checkpoint) become tuples
+            if len(value) != self.dof:
+                raise ValueError(f"{name} has {len(value)} entries for dof={self.dof}")
+        if any(lo > hi for lo, hi in zip(self.lower, self.upper, strict=True)):
+            raise ValueError(f"lower {self.lower} exceeds upper {self.upper}")
+
+    @property
+    def target_dim(self) -> int:
+        """The size ``T`` of one target."""
+        return TARGET_DIMS[self.targets]
+
+    @classmethod
+    def from_robot(cls, robot: Any, link: str | None = None, targets: str = "position"):
+        """The spec of ``robot`` (a :class:`torchik.Robot`).
+
+        Args:
+            robot: the robot.
+            link: the end link; default :data:`torchik.robots.END_LINKS` of ``robot.name``.
+            targets: the target kind.
+
+        Example:
+            >>> spec = ProblemSpec.from_robot(torchik.load_robot("panda"))
+            >>> spec.link, spec.dof, spec.target_dim
+            ('panda_hand', 7, 3)
+        """
+        from torchik.data import robot_hash  # lazy: torchik.data imports this module
+        from torchik.robots import END_LINKS
+
+        if link is None:
+            if robot.name not in END_LINKS:
+                raise ValueError(f"no default end link for robot {robot.name!r}: pass link=...")
+            link = END_LINKS[robot.name]
+        robot.link_index(link)  # a clear error for unknown links
+        return cls(
+            robot=robot.name,
+            robot_hash=robot_hash(robot),
+            link=link,
+            dof=robot.dof,
+            targets=targets,
+            lower=tuple(float(x) for x in robot.lower.tolist()),
+            upper=tuple(float(x) for x in robot.upper.tolist()),
+            continuous=tuple(bool(x) for x in robot.continuous.tolist()),
+        )
+
+
+# ---------------------------------------------------------------------------- limit helpers
+def _limits(spec: ProblemSpec, like: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    lower = torch.tensor(spec.lower, dtype=like.dtype, device=like.device)
+    upper = torch.tensor(spec.upper, dtype=like.dtype, device=like.device)
+    return lower, upper, torch.tensor(spec.continuous, device=like.device)
+
+
+def _clamp(q: Tensor, lower: Tensor, upper: Tensor, continuous: Tensor) -> Tensor:
+    # continuous joints have limits (-pi, pi]: wrapping keeps their value, clamping would not
+    return torch.where(continuous, wrap_angle(q), torch.clamp(q, lower, upper))
+
+
+def _squash(raw: Tensor, lower: Tensor, upper: Tensor, kind: str) -> Tensor:
+    if kind == "sigmoid":
+        unit = torch.sigmoid(raw)
+    elif kind == "tanh":
+        unit = 0.5 * (torch.tanh(raw) + 1.0)
+    else:
+        raise ValueError(f"squash must be 'sigmoid' or 'tanh', got {kind!r}")
+    # float rounding of lower + span * 1 can land one ulp past upper: clamp the result
+    return torch.clamp(lower + (upper - lower) * unit, lower, upper)
+
+
+def clamp_to_limits(q: Tensor, spec: ProblemSpec) -> Tensor:
+    """Joints ``q (..., D)`` clamped to ``[lower, upper]``; continuous joints wrapped instead.
+
+    The gradient is zero where a joint is clamped (use :func:`squash_to_limits` to keep one).
+    """
+    return _clamp(q, *_limits(spec, q))
+
+
+def squash_to_limits(raw: Tensor, spec: ProblemSpec, kind: str = "sigmoid") -> Tensor:
+    """Unbounded ``raw (..., D)`` mapped smoothly into ``[lower, upper]``.
+
+    Args:
+        raw: network outputs ``(..., D)``.
+        spec: the problem (its limits).
+        kind: ``"sigmoid"`` (``lower + span * sigmoid(raw)``) or ``"tanh"``
+            (``lower + span * (tanh(raw) + 1) / 2``, the same map with ``raw`` scaled by 2).
+
+    Returns:
+        ``(..., D)`` within the limits.
+    """
+    lower, upper, _ = _limits(spec, raw)
+    return _squash(raw, lower, upper, kind)
+
+
+def joint_difference(q1: Tensor, q2: Tensor, continuous: Tensor) -> Tensor:
+    """``q1 - q2`` with continuous joints' differences wrapped to ``(-pi, pi]``.
+
+    Args:
+        q1, q2: ``(..., D)`` joint values (broadcast).
+        continuous: ``(D,)`` bool mask.
+
+    Returns:
+        ``(..., D)``.
+    """
+    diff = q1 - q2
+    return torch.where(continuous, wrap_angle(diff), diff)
+
+
+# ---------------------------------------------------------------------------- the model
+class IKModel(nn.Module):
+    """Base class of learned inverse kinematics: targets ``(..., T)`` -> joints ``(..., D)``.
+
+    Subclasses set ``family`` and ``Config`` and implement :meth:`loss` and :meth:`sample`
+    (and :meth:`log_prob` if they have a density). Register them with :func:`register`.
+
+    Buffers: ``target_mean``/``target_std`` ``(T,)`` and ``q_mean``/``q_std`` ``(D,)``, set from
+    training data by :meth:`set_normalization` and saved in the ``state_dict``; ``lower``,
+    ``upper`` ``(D,)`` and ``continuous`` ``(D,)`` (bool) from the spec, on the model's
+    device and dtype.
+
+    Attributes:
+        spec: the :class:`ProblemSpec`.
+        config: an instance of ``Config``.
+    """
+
+    family: ClassVar[str] = ""
+    Config: ClassVar[type] = type(None)
+    log_prob_is_bound: ClassVar[bool] = False
+    """True where :meth:`log_prob` is a lower bound (an ELBO), not the exact log density."""
+
+    def __init__(self, spec: ProblemSpec, config: Any = None):
+        super().__init__()
+        if not isinstance(spec, ProblemSpec):
+            raise TypeError(f"spec must be a ProblemSpec, got {type(spec).__name__}")
+        config = self.Config() if config is None else config
+        if not isinstance(config, self.Config):
+            raise TypeError(
+                f"config of a {self.family!r} model must be {self.Config.__name__}, "
+                f"got {type(config).__name__}"
+            )
+        self.spec, self.config = spec, config
+        f = torch.get_default_dtype()
+        t, d = spec.target_dim, spec.dof
+        self.register_buffer("target_mean", torch.zeros(t, dtype=f))
+        self.register_buffer("target_std", torch.ones(t, dtype=f))
+        self.register_buffer("q_mean", torch.zeros(d, dtype=f))
+        self.register_buffer("q_std", torch.ones(d, dtype=f))
+        self.register_buffer("lower", torch.tensor(spec.lower, dtype=f))
+        self.register_buffer("upper", torch.tensor(spec.upper, dtype=f))
+        self.register_buffer("continuous", torch.tensor(spec.continuous, dtype=torch.bool))
+
+    @classmethod
+    def tiny_config(cls) -> Any:
+        """A small configuration for quick tests (default: ``Config()``)."""
+        return cls.Config()
+
+    # ------------------------------------------------------------ normalisation
+    @torch.no_grad()
+    def set_normalization(self, q: Tensor, target: Tensor) -> None:
+        """Set the normalisation buffers from training data ``q (N, D)``, ``target (N, T)``.
+
+        Standard deviations are floored at 1e-6 so constant columns (e.g. a planar arm's z)
+        normalise to 0 instead of dividing by zero.
+        """
+        self._check(q, target)
+        for name, x in (("q", q), ("target", target)):
+            x = x.to(self.target_mean)
+            std = x.std(dim=0) if x.shape[0] > 1 else torch.ones_like(x[0])
+            getattr(self, f"{name}_mean").copy_(x.mean(dim=0))
+            getattr(self, f"{name}_std").copy_(std.clamp_min(1e-6))
+
+    def normalize_target(self, target: Tensor) -> Tensor:
+        """``(target - target_mean) / target_std``, shape ``(..., T)``."""
+        return (target - self.target_mean) / self.target_std
+
+    def normalize_q(self, q: Tensor) -> Tensor:
+        """``(q - q_mean) / q_std``, shape ``(..., D)``."""
+        return (q - self.q_mean) / self.q_std
+
+    def denormalize_q(self, z: Tensor) -> Tensor:
+        """Inverse of :meth:`normalize_q`."""
+        return z * self.q_std + self.q_mean
+
+    # ------------------------------------------------------------ limits
+    def clamp_to_limits(self, q: Tensor) -> Tensor:
+        """``q (..., D)`` clamped to the limits, continuous joints wrapped."""
+        return _clamp(q, self.lower, self.upper, self.continuous)
+
+    def squash_to_limits(self, raw: Tensor, kind: str = "sigmoid") -> Tensor:
+        """``raw (..., D)`` mapped smoothly into the limits (see :func:`squash_to_limits`)."""
+        return _squash(raw, self.lower, self.upper, kind)
+
+    def joint_difference(self, q1: Tensor, q2: Tensor) -> Tensor:
+        """``q1 - q2`` ``(..., D)`` with continuous joints wrapped."""
+        return joint_difference(q1, q2, self.continuous)
+
+    # ------------------------------------------------------------ the interface
+    def loss(self, q: Tensor, target: Tensor) -> Tensor:
+        """The scalar training loss of a batch ``q (B, D)``, ``target (B, T)``."""
+        raise NotImplementedError(f"the {self.family!r} model does not implement loss")
+
+    def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
+        """``n`` solutions per target: ``target (..., T)`` -> ``(..., n, D)``, within limits."""
+        raise NotImplementedError(f"the {self.family!r} model does not implement sample")
+
+    def log_prob(self, q: Tensor, target: Tensor) -> Tensor:
+        """Log density of ``q (..., D)`` given ``target (..., T)``: ``(...)``."""
+        raise NotImplementedError(f"the {self.family!r} model has no log_prob")
+
+    def _check(self, q: Tensor | None, target: Tensor | None) -> None:
+        """Shape checks with clear messages, for subclasses to call."""
+        if q is not None and (q.dim() == 0 or q.shape[-1] != self.spec.dof):
+            raise ValueError(f"q must have shape (..., {self.spec.dof}), got {tuple(q.shape)}")
+        t = self.spec.target_dim
+        if target is not None and (target.dim() == 0 or target.shape[-1] != t):
+            raise ValueError(
+                f"{self.spec.targets!r} targets must have shape (..., {t}), "
+                f"got {tuple(target.shape)}"
+            )
+
+    # ------------------------------------------------------------ checkpoints
+    def checkpoint(self) -> dict[str, Any]:
+        """The checkpoint dict (plain types and tensors) that :meth:`save` writes."""
+        return {
+            "format_version": FORMAT_VERSION,
+            "family": self.family,
+            "config": dataclasses.asdict(self.config),
+            "spec": dataclasses.asdict(self.spec),
+            "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
+        }
+
+    def save(self, path: str | os.PathLike) -> None:
+        """Write the checkpoint atomically (a temporary file renamed over ``path``)."""
+        atomic_save(self.checkpoint(), path)
+
+    def extra_repr(self) -> str:
+        return f"family={self.family!r}, robot={self.spec.robot!r}, targets={self.spec.targets!r}"
+
+
+def atomic_save(obj: Any, path: str | os.PathLike) -> None:
+    """``torch.save(obj, path)`` via a temporary file and ``os.replace``: a killed writer never
+    leaves a half-written ``path``."""
+    path = os.fspath(path)
+    tmp = f"{path}.tmp{os.getpid()}"
+    try:
+        torch.save(obj, tmp)
+        os.replace(tmp, path)
+    finally:
+        if os.path.exists(tmp):
+            os.remove(tmp)
+
+
+# ---------------------------------------------------------------------------- registry
+_REGISTRY: dict[str, type[IKModel]] = {}
+
+M = TypeVar("M", bound=type[IKModel])
+
+
+def register(cls: M) -> M:
+    """Class decorator: add an :class:`IKModel` subclass to the registry under ``cls.family``."""
+    if not (isinstance(cls, type) and issubclass(cls, IKModel)):
+        raise TypeError(f"register expects an IKModel subclass, got {cls!r}")
+    if not cls.family:
+        raise ValueError(f"{cls.__name__} must set the class attribute 'family'")
+    if not (dataclasses.is_dataclass(cls.Config) and cls.Config.__dataclass_params__.frozen):
+        raise TypeError(f"{cls.__name__}.Config must be a frozen dataclass")
+    known = _REGISTRY.get(cls.family)
+    if known is not None and known.__qualname__ != cls.__qualname__:
+        raise ValueError(f"family {cls.family!r} is already registered by {known.__name__}")
+    _REGISTRY[cls.family] = cls
+    return cls
+
+
+def families() -> dict[str, type[IKModel]]:
+    """A copy of the registry: family name -> model class."""
+    return dict(_REGISTRY)
+
+
+def _read_checkpoint(path: str | os.PathLike, map_location: Any) -> dict[str, Any]:
+    try:
+        ckpt = torch.load(path, map_location=map_location, weights_only=True)
+    except FileNotFoundError:
+        raise
+    except Exception as err:  # torch raises many types for corrupt or foreign files
+        name = os.fspath(path)
+        raise ValueError(f"{name!r} is not a readable torchik checkpoint: {err}") from err
+    keys = {"format_version", "family", "config", "spec", "state_dict"}
+    if not isinstance(ckpt, dict) or not keys <= set(ckpt):
+        raise ValueError(f"{os.fspath(path)!r} is not a torchik model checkpoint")
+    version = ckpt["format_version"]
+    if not isinstance(version, int) or version > FORMAT_VERSION:
+        raise ValueError(
+            f"{os.fspath(path)!r} has checkpoint format {version!r}; this torchik reads up to "
+            f"{FORMAT_VERSION}: upgrade torchik"
+        )
+    return ckpt
+
+
+def from_checkpoint(ckpt: dict[str, Any]) -> IKModel:
+    """Rebuild a model from a checkpoint dict (see :meth:`IKModel.checkpoint`)."""
+    family = ckpt["family"]
+    if family not in _REGISTRY:
+        raise ValueError(f"unknown model family {family!r}; registered: {sorted(_REGISTRY)}")
+    cls = _REGISTRY[family]
+    try:
+        spec = ProblemSpec(**ckpt["spec"])
+        model = cls(spec, cls.Config(**ckpt["config"]))
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"invalid spec or config in a {family!r} checkpoint: {err}") from err
+    state = ckpt["state_dict"]
+    floats = [v for v in state.values() if isinstance(v, Tensor) and v.is_floating_point()]
+    if floats:  # keep the saved dtype and the device map_location chose
+        model.to(device=floats[0].device, dtype=floats[0].dtype)
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, KeyError) as err:
+        raise ValueError(f"the {family!r} checkpoint does not match its model: {err}") from err
+    return model
+
+
+def load(path: str | os.PathLike, map_location: Any = None) -> IKModel:
+    """Load a model saved by :meth:`IKModel.save`, in eval mode.
+
+    Raises:
+        ValueError: the file is corrupt, not a torchik checkpoint, of a newer format, of an
+            unknown family, or inconsistent with its model class.
+    """
+    return from_checkpoint(_read_checkpoint(path, map_location)).eval()
+
+
+def load_pretrained(name: str) -> IKModel:
+    """A pretrained model bundled with torchik (none yet)."""
+    raise ValueError(f"no pretrained model named {name!r} is bundled yet")
