@@ -23,7 +23,7 @@ autograd graph is used instead.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import torch
 from torch import Tensor
@@ -73,82 +73,152 @@ class KinematicTree:
     ancestors: Tensor
     dof: int
     identity_map: bool
+    _plans: dict = field(default_factory=dict, compare=False, repr=False)
 
-    def needed_joints(self, links: tuple[int, ...]) -> tuple[int, ...]:
-        """Moving joints that move at least one of ``links``, in topological order."""
-        mask = self.ancestors[:, list(links)].sum(dim=1) > 0
-        return tuple(int(j) for j in torch.nonzero(mask).flatten().tolist())
+    def plan(self, links: tuple[int, ...]) -> _Plan:
+        """What computing ``links`` needs (cached per request)."""
+        if links not in self._plans:
+            self._plans[links] = _Plan.make(self, links)
+        return self._plans[links]
 
 
-def _joint_values(q_t: Tensor, tree: KinematicTree) -> Tensor:
-    """Joint values ``θ (J, B)`` from ``q_t (D, B)``, mimic joints resolved."""
+@dataclass(frozen=True)
+class _Plan:
+    """Index data for one request of links: the joints that move them and their subtree sums.
+
+    ``n`` needed joints (ancestors of the requested links, topological order).
+    """
+
+    needed: tuple[int, ...]  # joint indices
+    parent_pos: tuple[int, ...]  # position of each needed joint's parent in ``needed`` (-1: root)
+    link_pos: tuple[int, ...]  # position of each requested link's joint in ``needed`` (-1: root)
+    revolute: Tensor  # (n,) bool
+    subtree: Tensor  # (n, L') 0/1: needed joint moves requested link
+    to_q: Tensor | None  # (n, D) chain rule from joint values to q; None when it is the identity
+
+    @staticmethod
+    def make(tree: KinematicTree, links: tuple[int, ...]) -> _Plan:
+        sub = tree.ancestors[:, list(links)]
+        needed = tuple(int(j) for j in torch.nonzero(sub.sum(dim=1) > 0).flatten().tolist())
+        pos = {j: i for i, j in enumerate(needed)}
+        pos[-1] = -1
+        idx = torch.tensor(needed, dtype=torch.long, device=sub.device)
+        to_q = sub.new_zeros(len(needed), tree.dof)
+        to_q[torch.arange(len(needed)), tree.source[idx]] = tree.multiplier[idx]
+        direct = tree.identity_map and needed == tuple(range(tree.dof))
+        return _Plan(
+            needed=needed,
+            parent_pos=tuple(pos[tree.parent[j]] for j in needed),
+            link_pos=tuple(pos[tree.link_joint[link]] for link in links),
+            revolute=torch.tensor([tree.kind[j] == REVOLUTE for j in needed], device=sub.device),
+            subtree=sub[idx],
+            to_q=None if direct else to_q,
+        )
+
+
+def _cross(a: Tensor, b: Tensor) -> Tensor:
+    """Cross product along dim ``-2`` of ``(..., 3, B)`` arrays.
+
+    Written out with slices: ``torch.linalg.cross`` over a non-last dim is several times slower
+    on this layout.
+    """
+    a0, a1, a2 = a.unbind(-2)
+    b0, b1, b2 = b.unbind(-2)
+    return torch.stack((a1 * b2 - a2 * b1, a2 * b0 - a0 * b2, a0 * b1 - a1 * b0), dim=-2)
+
+
+def _joint_values(q: Tensor, tree: KinematicTree) -> Tensor:
+    """Joint values ``θ (J, B)`` from ``q (B, D)``, mimic joints resolved."""
     if tree.identity_map:
-        return q_t
-    return q_t[tree.source] * tree.multiplier[:, None] + tree.offset[:, None]
+        return q.T
+    return q.T[tree.source] * tree.multiplier[:, None] + tree.offset[:, None]
 
 
-def _compose(w: Tensor, frame: Tensor | None) -> Tensor:
+def _compose(w: Tensor, frame: Tensor | None, batch: int) -> Tensor:
     """``frame @ C`` for ``w = C^T (4, 4)``; ``frame (4, 3, B)`` or ``None`` for the root."""
     if frame is None:
-        return w[:, :3, None]  # the constant itself, (4, 3, 1), broadcast over the batch
+        return w[:, :3, None].expand(4, 3, batch)  # the constant itself, broadcast
     return (w @ frame.reshape(4, -1)).view(frame.shape)
 
 
 def _move(a: Tensor, kind: int, theta: Tensor, cos: Tensor, sin: Tensor) -> Tensor:
-    """Apply the joint motion about/along the local z axis to ``a (4, 3, B or 1)``."""
+    """Apply the joint motion about/along the local z axis to ``a (4, 3, B)`` (out of place)."""
     if kind == REVOLUTE:
-        c0 = cos * a[0] + sin * a[1]
-        c1 = cos * a[1] - sin * a[0]
-        return torch.stack((c0, c1, a[2].expand_as(c0), a[3].expand_as(c0)))
-    c3 = a[3] + theta * a[2]
-    return torch.stack((a[0].expand_as(c3), a[1].expand_as(c3), a[2].expand_as(c3), c3))
+        return torch.stack((cos * a[0] + sin * a[1], cos * a[1] - sin * a[0], a[2], a[3]))
+    return torch.stack((a[0], a[1], a[2], a[3] + theta * a[2]))
 
 
-def joint_frames(theta: Tensor, tree: KinematicTree, needed: tuple[int, ...]) -> dict[int, Tensor]:
-    """Frames ``(4, 3, B)`` of the ``needed`` joints (ancestors must be included).
+def _move_(f: Tensor, kind: int, theta: Tensor, cos: Tensor, sin: Tensor) -> None:
+    """:func:`_move` in place on a frame ``f (4, 3, B)`` that autograd does not track."""
+    if kind == REVOLUTE:
+        c0, c1 = f[0], f[1]
+        s0 = c0 * sin
+        c0.mul_(cos).addcmul_(c1, sin)
+        c1.mul_(cos).sub_(s0)
+    else:
+        f[3].addcmul_(f[2], theta)
 
-    Args:
-        theta: ``(J, B)`` joint values.
-        tree: the flattened robot.
-        needed: joints to compute, in topological order, closed under ``parent``.
 
-    Returns:
-        A dict joint index -> frame in the root frame, in the structure-of-arrays layout.
+def _frames(q: Tensor, tree: KinematicTree, plan: _Plan, links: tuple[int, ...]):
+    """Frames of the needed joints ``(n, 4, 3, B)`` and of ``links`` ``(L', 4, 3, B)``.
+
+    When autograd records (learnable origins, or ``analytic=False``), each frame is a new tensor;
+    otherwise they are written in place into two buffers (no copies, no graph).
     """
+    batch = q.shape[0]
+    theta = _joint_values(q, tree)
     cos, sin = torch.cos(theta), torch.sin(theta)
-    frames: dict[int, Tensor] = {}
-    for j in needed:
-        p = tree.parent[j]
-        a = _compose(tree.w_joint[j], frames[p] if p >= 0 else None)
-        frames[j] = _move(a, tree.kind[j], theta[j], cos[j], sin[j])
-    return frames
+    if _recording(q, tree):
+        joints: list[Tensor] = []
+        for i, j in enumerate(plan.needed):
+            p = plan.parent_pos[i]
+            a = _compose(tree.w_joint[j], joints[p] if p >= 0 else None, batch)
+            joints.append(_move(a, tree.kind[j], theta[j], cos[j], sin[j]))
+        out = [
+            _compose(tree.w_link[link], joints[p] if p >= 0 else None, batch)
+            for link, p in zip(links, plan.link_pos, strict=True)
+        ]
+        return (torch.stack(joints) if joints else q.new_zeros(0, 4, 3, batch)), torch.stack(out)
+    jf = q.new_empty(len(plan.needed), 4, 3, batch)
+    for i, j in enumerate(plan.needed):
+        _place(tree.w_joint[j], jf, plan.parent_pos[i], jf[i])
+        _move_(jf[i], tree.kind[j], theta[j], cos[j], sin[j])
+    lf = q.new_empty(len(links), 4, 3, batch)
+    for i, (link, p) in enumerate(zip(links, plan.link_pos, strict=True)):
+        _place(tree.w_link[link], jf, p, lf[i])
+    return jf, lf
 
 
-def link_frames(
-    frames: dict[int, Tensor], tree: KinematicTree, links: tuple[int, ...], batch: int
-) -> Tensor:
-    """Frames ``(L', 4, 3, B)`` of ``links`` from the joint frames."""
-    out = []
-    for link in links:
-        j = tree.link_joint[link]
-        f = _compose(tree.w_link[link], frames[j] if j >= 0 else None)
-        out.append(f.expand(4, 3, batch))
-    return torch.stack(out)
+def _recording(q: Tensor, tree: KinematicTree) -> bool:
+    """Whether autograd or a ``torch.func`` transform watches (then nothing may be in place)."""
+    if torch.is_grad_enabled() and (q.requires_grad or tree.w_joint.requires_grad):
+        return True
+    return _is_functorch_wrapped(q)
+
+
+def _is_functorch_wrapped(x: Tensor) -> bool:
+    try:  # private but long-standing; without it we would only lose the in-place fast path
+        return bool(torch._C._functorch.is_functorch_wrapped_tensor(x))
+    except AttributeError:  # pragma: no cover
+        return True
+
+
+def _place(w: Tensor, jf: Tensor, parent: int, out: Tensor) -> None:
+    """Write ``jf[parent] @ C`` (``w = C^T``; the constant itself for the root) into ``out``."""
+    if parent < 0:
+        out.copy_(w[:, :3, None].expand_as(out))
+    else:
+        torch.mm(w, jf[parent].view(4, -1), out=out.view(4, -1))
 
 
 def frames_to_matrix(frames: Tensor) -> Tensor:
     """Structure-of-arrays frames ``(L, 4, 3, B)`` -> homogeneous matrices ``(B, L, 4, 4)``."""
     n_links, _, _, batch = frames.shape
-    top = frames.permute(3, 0, 2, 1)  # (B, L, 3 rows, 4 columns)
-    bottom = frames.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(batch, n_links, 1, 4)
-    return torch.cat((top, bottom), dim=2)
-
-
-def _compute(q: Tensor, tree: KinematicTree, links: tuple[int, ...]):
-    needed = tree.needed_joints(links)
-    theta = _joint_values(q.T, tree)
-    frames = joint_frames(theta, tree, needed)
-    return needed, frames, link_frames(frames, tree, links, q.shape[0])
+    out = frames.new_empty(batch, n_links, 4, 4)
+    out[:, :, :3, :].copy_(frames.permute(3, 0, 2, 1))
+    out[:, :, 3, :3] = 0.0
+    out[:, :, 3, 3] = 1.0
+    return out
 
 
 class _AnalyticFK(torch.autograd.Function):
@@ -162,8 +232,7 @@ class _AnalyticFK(torch.autograd.Function):
 
     @staticmethod
     def forward(q: Tensor, tree: KinematicTree, links: tuple[int, ...]):
-        needed, frames, lf = _compute(q, tree, links)
-        jf = torch.stack([frames[j] for j in needed]) if needed else lf[:0]
+        jf, lf = _frames(q, tree, tree.plan(links), links)
         return frames_to_matrix(lf), jf, lf
 
     @staticmethod
@@ -171,38 +240,27 @@ class _AnalyticFK(torch.autograd.Function):
         _, tree, links = inputs
         _, jf, lf = output
         ctx.mark_non_differentiable(jf, lf)
+        ctx.set_materialize_grads(False)  # the frames' gradients are never used
         ctx.save_for_backward(jf, lf)
-        ctx.tree, ctx.links, ctx.needed = tree, links, tree.needed_joints(links)
+        ctx.plan, ctx.dof = tree.plan(links), tree.dof
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor, _jf_grad: Tensor, _lf_grad: Tensor):
+    def backward(ctx, grad: Tensor, _jf_grad: Tensor | None, _lf_grad: Tensor | None):
         jf, lf = ctx.saved_tensors
-        tree, needed = ctx.tree, list(ctx.needed)
-        batch = grad.shape[0]
-        if not needed:
-            return grad.new_zeros(batch, tree.dof), None, None
-        g = grad[..., :3, :].permute(1, 3, 2, 0)  # (L, 4 columns, 3 rows, B)
-        u = torch.linalg.cross(lf, g, dim=2).sum(dim=1)  # (L, 3, B)
-        sub = tree.ancestors[needed][:, list(ctx.links)]  # (n, L)
-        u_sum = (sub @ u.reshape(len(ctx.links), -1)).view(-1, 3, batch)
-        g_sum = (sub @ g[:, 3].reshape(len(ctx.links), -1)).view(-1, 3, batch)
+        plan: _Plan = ctx.plan
+        batch, n_links = lf.shape[3], lf.shape[0]
+        if grad is None or not plan.needed:
+            return lf.new_zeros(batch, ctx.dof), None, None
+        g = grad[..., :3, :].permute(1, 3, 2, 0).contiguous()  # (L, 4 columns, 3 rows, B)
+        u = _cross(lf, g).sum(dim=1)  # Σ_k c_k(T) x c_k(G): (L, 3, B)
+        u_sum = (plan.subtree @ u.view(n_links, -1)).view(-1, 3, batch)
+        g_sum = (plan.subtree @ g[:, 3].reshape(n_links, -1)).view(-1, 3, batch)
         axis, origin = jf[:, 2], jf[:, 3]
-        revolute = torch.tensor([tree.kind[j] == REVOLUTE for j in needed], device=grad.device)
-        moment = torch.where(
-            revolute[:, None, None], u_sum - torch.linalg.cross(origin, g_sum, dim=1), g_sum
-        )
+        moment = torch.where(plan.revolute[:, None, None], u_sum - _cross(origin, g_sum), g_sum)
         dtheta = (axis * moment).sum(dim=1)  # (n, B)
-        dq = _theta_to_q(tree, needed).T @ dtheta  # (D, B)
+        dq = dtheta if plan.to_q is None else plan.to_q.T @ dtheta  # (D, B)
         return dq.T, None, None
-
-
-def _theta_to_q(tree: KinematicTree, needed: list[int]) -> Tensor:
-    """``(n, D)`` matrix mapping joint-value derivatives to ``q`` derivatives (chain rule)."""
-    m = tree.multiplier.new_zeros(len(needed), tree.dof)
-    rows = torch.arange(len(needed), device=m.device)
-    m[rows, tree.source[needed]] = tree.multiplier[needed]
-    return m
 
 
 def forward_kinematics(
@@ -221,9 +279,9 @@ def forward_kinematics(
         ``(B, L', 4, 4)`` homogeneous transforms ``T_root_link``.
     """
     constants_need_grad = tree.w_joint.requires_grad or tree.w_link.requires_grad
-    if analytic and q.requires_grad and not constants_need_grad:
+    if analytic and q.requires_grad and not constants_need_grad and torch.is_grad_enabled():
         return _AnalyticFK.apply(q, tree, links)[0]
-    return frames_to_matrix(_compute(q, tree, links)[2])
+    return frames_to_matrix(_frames(q, tree, tree.plan(links), links)[1])
 
 
 def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]:
@@ -239,18 +297,17 @@ def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]
         velocity, both in the root frame, per unit joint velocity; and the pose ``(B, 4, 4)``
         (computed on the way).
     """
-    needed, frames, lf = _compute(q, tree, (link,))
+    plan = tree.plan((link,))
+    jf, lf = _frames(q, tree, plan, (link,))
     batch = q.shape[0]
     pose = frames_to_matrix(lf)[:, 0]
-    if not needed:
+    if not plan.needed:
         return q.new_zeros(batch, 6, tree.dof), pose
-    jf = torch.stack([frames[j] for j in needed])  # (n, 4, 3, B)
-    axis, origin = jf[:, 2], jf[:, 3]
-    revolute = torch.tensor([tree.kind[j] == REVOLUTE for j in needed], device=q.device)
-    rev = revolute[:, None, None]
-    linear = torch.where(rev, torch.linalg.cross(axis, lf[0, 3] - origin, dim=1), axis)
+    axis, origin = jf[:, 2], jf[:, 3]  # (n, 3, B)
+    rev = plan.revolute[:, None, None]
+    linear = torch.where(rev, _cross(axis, lf[0, 3] - origin), axis)
     angular = torch.where(rev, axis, torch.zeros_like(axis))
     j_theta = torch.cat((linear, angular), dim=1)  # (n, 6, B)
-    to_q = _theta_to_q(tree, list(needed))  # (n, D)
-    j_q = (to_q.T @ j_theta.reshape(len(needed), -1)).view(tree.dof, 6, batch)
-    return j_q.permute(2, 1, 0), pose
+    if plan.to_q is not None:
+        j_theta = (plan.to_q.T @ j_theta.reshape(len(plan.needed), -1)).view(tree.dof, 6, batch)
+    return j_theta.permute(2, 1, 0), pose

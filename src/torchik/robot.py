@@ -100,7 +100,9 @@ class Robot(nn.Module):
         self.register_buffer("lower", torch.tensor(lower, dtype=f64))
         self.register_buffer("upper", torch.tensor(upper, dtype=f64))
         self.register_buffer("continuous", torch.tensor(continuous, dtype=torch.bool))
-        self.register_buffer("_source", torch.tensor([index[r[0]] for r in resolved]), False)
+        self.register_buffer(
+            "_source", torch.tensor([index[r[0]] for r in resolved], dtype=torch.long), False
+        )
         self.register_buffer(
             "_multiplier", torch.tensor([r[1] for r in resolved], dtype=f64), False
         )
@@ -193,12 +195,27 @@ class Robot(nn.Module):
                 self.register_buffer(name, value)
         if not enabled:
             self._refresh_constants()
+        self._tree_cache = None
         return self
+
+    def _apply(self, fn, recurse=True):
+        self._tree_cache = None  # buffers move or change dtype: rebuild the flattened tree
+        return super()._apply(fn, recurse)
 
     @property
     def tree(self) -> kin.KinematicTree:
-        """The flattened tree that the pure functions of :mod:`torchik.kinematics` take."""
-        w_joint, w_link = self._constants() if self.learnable else (self._w_joint, self._w_link)
+        """The flattened tree that the pure functions of :mod:`torchik.kinematics` take.
+
+        Cached (with its per-request index plans) unless the origins are learnable, in which
+        case the constants are recomputed from the parameters at every call.
+        """
+        if self.learnable:
+            return self._make_tree(*self._constants())
+        if getattr(self, "_tree_cache", None) is None:
+            self._tree_cache = self._make_tree(self._w_joint, self._w_link)
+        return self._tree_cache
+
+    def _make_tree(self, w_joint: Tensor, w_link: Tensor) -> kin.KinematicTree:
         return kin.KinematicTree(
             parent=self._parent,
             kind=self._kind,
