@@ -99,7 +99,8 @@ class ProblemSpec:
 
         Args:
             robot: the robot.
-            link: the end link; default :data:`torchik.robots.END_LINKS` of ``robot.name``.
+            link: the end link; default :data:`torchik.robots.END_LINKS` of ``robot.name``, or
+                the only leaf link of a robot not listed there.
             targets: the target kind.
 
         Example:
@@ -110,10 +111,7 @@ class ProblemSpec:
         from torchik.data import robot_hash  # lazy: torchik.data imports this module
         from torchik.robots import END_LINKS
 
-        if link is None:
-            if robot.name not in END_LINKS:
-                raise ValueError(f"no default end link for robot {robot.name!r}: pass link=...")
-            link = END_LINKS[robot.name]
+        link = _default_link(robot, END_LINKS) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
         return cls(
             robot=robot.name,
@@ -125,6 +123,18 @@ class ProblemSpec:
             upper=tuple(float(x) for x in robot.upper.tolist()),
             continuous=tuple(bool(x) for x in robot.continuous.tolist()),
         )
+
+
+def _default_link(robot: Any, end_links: dict[str, str]) -> str:
+    """``END_LINKS[robot.name]`` (planar arms are named ``planar_arm``), else the only leaf."""
+    name = "planar" if robot.name == "planar_arm" else robot.name
+    if name in end_links:
+        return end_links[name]
+    parents = {joint.parent for joint in robot._joints}
+    leaves = [link for link in robot.link_names if link not in parents]
+    if len(leaves) != 1:
+        raise ValueError(f"robot {robot.name!r} has no default end link: pass link=...")
+    return leaves[0]
 
 
 # ---------------------------------------------------------------------------- limit helpers
