@@ -224,8 +224,10 @@ def frames_to_matrix(frames: Tensor) -> Tensor:
 class _AnalyticFK(torch.autograd.Function):
     """FK with the Jacobian-based backward described in the module docstring.
 
-    The joint and link frames are returned as extra (non-differentiable) outputs so that
-    ``setup_context`` can save them; this form also works under ``torch.func`` transforms.
+    The forward also returns, as non-differentiable extra outputs (so that ``setup_context`` can
+    save them and ``torch.func`` transforms work), the link frames and the Plücker coordinates
+    of the needed joint axes: direction ``a`` and moment ``m = o x a``. Then, for a revolute
+    joint, ``a . (u - o x g) = a . u + m . g``: the backward is two dot products per joint.
     """
 
     generate_vmap_rule = True
@@ -233,32 +235,38 @@ class _AnalyticFK(torch.autograd.Function):
     @staticmethod
     def forward(q: Tensor, tree: KinematicTree, links: tuple[int, ...]):
         jf, lf = _frames(q, tree, tree.plan(links), links)
-        return frames_to_matrix(lf), jf, lf
+        axis, origin = jf[:, 2], jf[:, 3]
+        return frames_to_matrix(lf), lf, axis.contiguous(), _cross(origin, axis)
 
     @staticmethod
     def setup_context(ctx, inputs, output):
         _, tree, links = inputs
-        _, jf, lf = output
-        ctx.mark_non_differentiable(jf, lf)
-        ctx.set_materialize_grads(False)  # the frames' gradients are never used
-        ctx.save_for_backward(jf, lf)
+        _, lf, axis, moment = output
+        ctx.mark_non_differentiable(lf, axis, moment)
+        ctx.set_materialize_grads(False)  # the extra outputs' gradients are never used
+        ctx.save_for_backward(lf, axis, moment)
         ctx.plan, ctx.dof = tree.plan(links), tree.dof
 
     @staticmethod
     @torch.autograd.function.once_differentiable
-    def backward(ctx, grad: Tensor, _jf_grad: Tensor | None, _lf_grad: Tensor | None):
-        jf, lf = ctx.saved_tensors
+    def backward(ctx, grad: Tensor | None, *_unused):
+        lf, axis, moment = ctx.saved_tensors
         plan: _Plan = ctx.plan
-        batch, n_links = lf.shape[3], lf.shape[0]
+        n_links, batch = lf.shape[0], lf.shape[3]
         if grad is None or not plan.needed:
             return lf.new_zeros(batch, ctx.dof), None, None
         g = grad[..., :3, :].permute(1, 3, 2, 0).contiguous()  # (L, 4 columns, 3 rows, B)
         u = _cross(lf, g).sum(dim=1)  # Σ_k c_k(T) x c_k(G): (L, 3, B)
-        u_sum = (plan.subtree @ u.view(n_links, -1)).view(-1, 3, batch)
-        g_sum = (plan.subtree @ g[:, 3].reshape(n_links, -1)).view(-1, 3, batch)
-        axis, origin = jf[:, 2], jf[:, 3]
-        moment = torch.where(plan.revolute[:, None, None], u_sum - _cross(origin, g_sum), g_sum)
-        dtheta = (axis * moment).sum(dim=1)  # (n, B)
+        g_p = g[:, 3]
+        if n_links == 1:  # every needed joint moves the one link: no subtree sums
+            u_sum, g_sum = u, g_p
+        else:
+            u_sum = (plan.subtree @ u.view(n_links, -1)).view(-1, 3, batch)
+            g_sum = (plan.subtree @ g_p.reshape(n_links, -1)).view(-1, 3, batch)
+        rev = plan.revolute[:, None]
+        dtheta = torch.where(rev, (axis * u_sum).sum(1) + (moment * g_sum).sum(1), 0.0)
+        if not bool(plan.revolute.all()):
+            dtheta = dtheta + torch.where(rev, 0.0, (axis * g_sum).sum(1))
         dq = dtheta if plan.to_q is None else plan.to_q.T @ dtheta  # (D, B)
         return dq.T, None, None
 
