@@ -368,7 +368,8 @@ def train(
         resume: continue from ``out_dir/checkpoint.pt`` if it exists (otherwise start afresh).
         robot: enables the FK validation metric (mean position error of one sample per target),
             which then drives early stopping and ``best.pt`` instead of the validation loss.
-        callback: called as ``callback(step, row)`` after every step (``row`` has ``"loss"``).
+        callback: called as ``callback(step, metrics)`` at the end of every step (after its
+            log row and checkpoint); ``metrics`` has ``"loss"`` and any validation metrics.
 
     Returns:
         A :class:`TrainResult`.
@@ -399,8 +400,6 @@ def _loop(run, q_all, target_all, val, robot, out, history, callback) -> bool:
         loss = _train_step(run, q_all[index], target_all[index])
         run.window = [run.window[0] + loss, run.window[1] + 1]
         run.elapsed = elapsed0 + time.perf_counter() - t0
-        if callback is not None:
-            callback(run.step, {"loss": loss})
         metrics = {}
         if val is not None and _due(run.step, config.val_every, config.steps):
             metrics = validate(run.model, val, robot, seed=config.seed)
@@ -413,6 +412,8 @@ def _loop(run, q_all, target_all, val, robot, out, history, callback) -> bool:
         stop = config.patience is not None and run.bad_checks >= config.patience
         if out is not None and (_due(run.step, config.checkpoint_every, config.steps) or stop):
             _save_checkpoint(run, out)
+        if callback is not None:
+            callback(run.step, {"loss": loss, **metrics})
         if stop:
             return True
     return False
