@@ -1,0 +1,199 @@
+"""The contract every registered IKModel family keeps; new families are covered automatically."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from functools import cache
+
+import pytest
+import torch
+
+from torchik import load_robot, models
+from torchik.data import make_dataset
+from torchik.models import IKModel, ProblemSpec, families
+from torchik.models.base import FORMAT_VERSION, clamp_to_limits, squash_to_limits
+
+FAMILIES = sorted(families())
+PROBLEMS = {  # name -> (robot factory, target kind)
+    "panda-position": (lambda: load_robot("panda"), "position"),
+    "panda-pose": (lambda: load_robot("panda"), "pose"),
+    "continuous-planar": (
+        lambda: load_robot("planar", link_lengths=[0.5, 0.3, 0.2], limits=False),
+        "planar",
+    ),
+}
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # tiny models on a shared machine
+    yield
+    torch.set_num_threads(threads)
+
+
+@cache
+def _data(problem: str):
+    factory, targets = PROBLEMS[problem]
+    return make_dataset(factory(), 96, targets=targets, seed=0)
+
+
+def _model(family: str, problem: str) -> IKModel:
+    """A tiny seeded model with normalisation set, or a skip if it does not do this problem."""
+    cls, data = families()[family], _data(problem)
+    torch.manual_seed(0)
+    try:
+        model = cls(data.spec, cls.tiny_config())
+    except NotImplementedError as err:
+        pytest.skip(f"{family} does not support {problem}: {err}")
+    model.set_normalization(data.q, data.target)
+    return model
+
+
+def _generator(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _pairs():
+    return [(f, p) for f in FAMILIES for p in PROBLEMS]
+
+
+def test_registry_has_the_baselines():
+    assert "mlp" in FAMILIES
+    for cls in families().values():
+        assert isinstance(cls.tiny_config(), cls.Config)
+        cls.Config()  # every hyper-parameter has a default
+        assert dataclasses.is_dataclass(cls.Config)
+
+
+@pytest.mark.parametrize(("family", "problem"), _pairs())
+def test_sample_shapes_limits_and_generator(family, problem):
+    model, data = _model(family, problem), _data(problem)
+    model.eval()
+    with torch.no_grad():
+        q = model.sample(data.target[:4], 5, generator=_generator())
+        assert q.shape == (4, 5, data.spec.dof) and q.dtype == torch.float32
+        assert torch.isfinite(q).all()
+        assert ((q >= model.lower) & (q <= model.upper)).all()
+        again = model.sample(data.target[:4], 5, generator=_generator())
+        assert torch.equal(q, again)
+        batched = model.sample(data.target[:6].reshape(2, 3, -1), 2, generator=_generator())
+        assert batched.shape == (2, 3, 2, data.spec.dof)
+
+
+@pytest.mark.parametrize(("family", "problem"), _pairs())
+def test_loss_is_a_scalar_whose_gradient_reaches_every_parameter(family, problem):
+    model, data = _model(family, problem), _data(problem)
+    model.train()
+    loss = model.loss(data.q[:64], data.target[:64])
+    assert loss.shape == () and torch.isfinite(loss)
+    loss.backward()
+    for name, param in model.named_parameters():
+        assert param.grad is not None, f"no gradient reaches {name}"
+        assert torch.isfinite(param.grad).all(), f"non-finite gradient in {name}"
+        assert param.grad.abs().sum() > 0, f"zero gradient in {name}"
+
+
+@pytest.mark.parametrize(("family", "problem"), _pairs())
+def test_log_prob_shape_where_supported(family, problem):
+    model, data = _model(family, problem), _data(problem)
+    model.eval()
+    q, target = data.q[:6], data.target[:6]
+    try:
+        with torch.no_grad():
+            lp = model.log_prob(q, target)
+    except NotImplementedError as err:
+        assert family in str(err)
+        return
+    assert lp.shape == (6,) and torch.isfinite(lp).all()
+    grid = model.log_prob(q.reshape(2, 3, -1), target.reshape(2, 3, -1))
+    assert grid.shape == (2, 3)
+    torch.testing.assert_close(grid.reshape(6), lp)
+
+
+@pytest.mark.parametrize(("family", "problem"), _pairs())
+def test_save_load_round_trip(family, problem, tmp_path):
+    model, data = _model(family, problem), _data(problem)
+    torch.optim.SGD(model.parameters(), lr=0.1).zero_grad()
+    model.loss(data.q[:32], data.target[:32]).backward()
+    torch.optim.SGD(model.parameters(), lr=0.1).step()  # not the initial weights
+    model.eval()
+    model.save(tmp_path / "m.pt")
+    loaded = models.load(tmp_path / "m.pt")
+    assert type(loaded) is type(model) and not loaded.training
+    assert loaded.config == model.config and loaded.spec == model.spec
+    for key, value in model.state_dict().items():
+        assert torch.equal(loaded.state_dict()[key], value), key
+    with torch.no_grad():
+        target = data.target[:3]
+        a = model.sample(target, 4, generator=_generator(7))
+        b = loaded.sample(target, 4, generator=_generator(7))
+    assert torch.equal(a, b)
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_float64(family):
+    model = _model(family, "panda-position").double().eval()
+    with torch.no_grad():
+        q = model.sample(_data("panda-position").target[:2].double(), 3, generator=_generator())
+    assert q.dtype == torch.float64 and q.shape == (2, 3, 7)
+
+
+class _Evil:
+    def __reduce__(self):
+        return (exec, ("raise SystemExit('pickled code ran')",))
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_bad_checkpoints_raise_value_error(family, tmp_path):
+    model = _model(family, "panda-position")
+    ckpt = model.checkpoint()
+    bad = {
+        "corrupt": b"\x80\x02garbage that is no pickle",
+        "code": pickle.dumps(_Evil(), protocol=2),
+    }
+    for name, blob in bad.items():
+        (tmp_path / name).write_bytes(blob)
+    model.save(tmp_path / "good")
+    (tmp_path / "truncated").write_bytes((tmp_path / "good").read_bytes()[:200])
+    torch.save(torch.zeros(3), tmp_path / "foreign")
+    torch.save({**ckpt, "family": "no-such-family"}, tmp_path / "family")
+    torch.save({**ckpt, "format_version": FORMAT_VERSION + 1}, tmp_path / "newer")
+    torch.save({**ckpt, "config": {**ckpt["config"], "bogus": 1}}, tmp_path / "config")
+    torch.save({**ckpt, "state_dict": {}}, tmp_path / "weights")
+    names = ["corrupt", "code", "truncated", "foreign", "family", "newer", "config", "weights"]
+    for name in names:
+        with pytest.raises(ValueError):
+            models.load(tmp_path / name)
+
+
+def test_load_pretrained_is_a_clear_stub():
+    with pytest.raises(ValueError, match="no pretrained model named 'panda-iknet' is bundled"):
+        models.load_pretrained("panda-iknet")
+
+
+def test_register_checks():
+    with pytest.raises(ValueError, match="family"):
+
+        @models.register
+        class Nameless(IKModel):
+            Config = models.MLPConfig
+
+    with pytest.raises(ValueError, match="already registered"):
+
+        @models.register
+        class Impostor(IKModel):
+            family = "mlp"
+            Config = models.MLPConfig
+
+
+def test_limit_helpers():
+    spec = ProblemSpec("r", "h", "ee", 2, "planar", (-1.0, -3.2), (1.0, 3.2), (False, True))
+    q = torch.tensor([[2.0, 4.0], [-0.5, -4.0]])
+    out = clamp_to_limits(q, spec)
+    torch.testing.assert_close(out, torch.tensor([[1.0, 4.0 - 6.283185307], [-0.5, 2.283185307]]))
+    squashed = squash_to_limits(torch.tensor([[-50.0, 0.0], [50.0, 0.0]]), spec, "tanh")
+    torch.testing.assert_close(squashed, torch.tensor([[-1.0, 0.0], [1.0, 0.0]]))
+    with pytest.raises(ValueError, match="dof"):
+        ProblemSpec("r", "h", "ee", 3, "planar", (0.0,), (1.0,), (False,))
