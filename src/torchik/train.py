@@ -241,7 +241,7 @@ def _resume(run: _Run, out_dir: Path) -> bool:
     if not path.exists():
         return False
     try:
-        ckpt = torch.load(path, map_location=run.model.target_mean.device, weights_only=True)
+        ckpt = torch.load(path, map_location="cpu", weights_only=True)  # RNG states live on CPU
         state = ckpt["training"]
     except Exception as err:  # corrupt or foreign file: say which
         raise ValueError(f"cannot resume from {str(path)!r}: {err}") from err
