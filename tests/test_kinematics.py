@@ -254,3 +254,18 @@ def test_jacobian_can_return_the_pose():
     jac, pose = robot.jacobian(q, end, return_pose=True)
     torch.testing.assert_close(jac, robot.jacobian(q, end))
     torch.testing.assert_close(pose, robot.forward_kinematics(q, end))
+
+
+@pytest.mark.parametrize("urdf", ["tilted_axes", "mimic", "prismatic_continuous", "two_branches"])
+def test_small_batch_path_agrees_with_batched_kernel(urdf):
+    robot = Robot.from_urdf(DATA / "urdf" / f"{urdf}.urdf", dtype=torch.float64)
+    n = kinematics.SMALL_BATCH + 4
+    q = robot.random_configuration(n, generator=torch.Generator().manual_seed(6))
+    for link in robot.link_names:
+        big = robot.forward_kinematics(q, link)
+        small = torch.cat([robot.forward_kinematics(q[i : i + 4], link) for i in range(0, n, 4)])
+        torch.testing.assert_close(small, big, atol=1e-13, rtol=0)
+    # the analytic backward of a single link over a large batch
+    qg = q.clone().requires_grad_()
+    end = robot.link_names[-1]
+    assert torch.autograd.gradcheck(lambda x: robot.forward_kinematics(x, end), (qg,))

@@ -95,6 +95,9 @@ class _Plan:
     revolute: Tensor  # (n,) bool
     subtree: Tensor  # (n, L') 0/1: needed joint moves requested link
     to_q: Tensor | None  # (n, D) chain rule from joint values to q; None when it is the identity
+    c_joint: Tensor  # (n, 1, 16) constant transforms C of the needed joints, flattened
+    c_motion: Tensor  # (n, 3, 16): C @ motion(θ) = C + [cos θ - 1, sin θ, θ] @ c_motion
+    c_link: Tensor  # (L', 4, 4) constant transforms of the requested links
 
     @staticmethod
     def make(tree: KinematicTree, links: tuple[int, ...]) -> _Plan:
@@ -106,6 +109,8 @@ class _Plan:
         to_q = sub.new_zeros(len(needed), tree.dof)
         to_q[torch.arange(len(needed)), tree.source[idx]] = tree.multiplier[idx]
         direct = tree.identity_map and needed == tuple(range(tree.dof))
+        c_joint = tree.w_joint[idx].transpose(-1, -2)
+        patterns = _motion_patterns([tree.kind[j] for j in needed], sub).view(-1, 3, 4, 4)
         return _Plan(
             needed=needed,
             parent_pos=tuple(pos[tree.parent[j]] for j in needed),
@@ -113,7 +118,49 @@ class _Plan:
             revolute=torch.tensor([tree.kind[j] == REVOLUTE for j in needed], device=sub.device),
             subtree=sub[idx],
             to_q=None if direct else to_q,
+            c_joint=c_joint.reshape(-1, 1, 16),
+            c_motion=torch.einsum("nij,nkjl->nkil", c_joint, patterns).reshape(-1, 3, 16),
+            c_link=tree.w_link[list(links)].transpose(-1, -2),
         )
+
+
+def _motion_patterns(kinds: list[int], like: Tensor) -> Tensor:
+    """``(n, 3, 16)``: ``Rz(θ) = I + (cos θ - 1)(E00 + E11) + sin θ (E10 - E01)`` for a revolute
+    joint, ``Tz(θ) = I + θ E23`` for a prismatic one, as rows of flattened 4x4 patterns."""
+    out = like.new_zeros(len(kinds), 3, 16)
+    for i, kind in enumerate(kinds):
+        if kind == REVOLUTE:
+            out[i, 0, 0] = out[i, 0, 5] = 1.0
+            out[i, 1, 4], out[i, 1, 1] = 1.0, -1.0
+        else:
+            out[i, 2, 11] = 1.0
+    return out
+
+
+SMALL_BATCH = 16  # up to this batch size, per-op overhead dominates: see :func:`_path_pose`
+
+
+def _path_pose(q: Tensor, tree: KinematicTree, plan: _Plan) -> Tensor:
+    """Pose ``(B, 4, 4)`` of one link with a handful of batched 4x4 products (plain autograd).
+
+    For tiny batches the structure-of-arrays kernel spends its time launching ops. The joints
+    that move one link form a path, so its pose is the product ``C_1 M_1 ... C_n M_n S``: all
+    local transforms ``C_j M_j(θ_j)`` come from one ``baddbmm``, and the product is reduced
+    pairwise, in ``log2(n + 1)`` matrix products.
+    """
+    batch = q.shape[0]
+    theta = _joint_values(q, tree)
+    if plan.to_q is not None:  # not every joint is needed, or mimic joints
+        theta = theta[list(plan.needed)]
+    features = torch.stack((torch.cos(theta) - 1.0, torch.sin(theta), theta), dim=-1)
+    local = torch.baddbmm(plan.c_joint, features, plan.c_motion).view(-1, batch, 4, 4)
+    factors = torch.cat((local, plan.c_link[:, None].expand(1, batch, 4, 4)))
+    while factors.shape[0] > 1:
+        if factors.shape[0] % 2:
+            factors = torch.cat((factors[:-2], factors[-2:-1] @ factors[-1:]))
+        else:
+            factors = factors[0::2] @ factors[1::2]
+    return factors[0]
 
 
 def _cross(a: Tensor, b: Tensor) -> Tensor:
@@ -286,10 +333,14 @@ def forward_kinematics(
     Returns:
         ``(B, L', 4, 4)`` homogeneous transforms ``T_root_link``.
     """
+    plan = tree.plan(links)
+    if len(links) == 1 and plan.needed and q.shape[0] <= SMALL_BATCH:
+        if not _is_functorch_wrapped(q):
+            return _path_pose(q, tree, plan)[:, None]
     constants_need_grad = tree.w_joint.requires_grad or tree.w_link.requires_grad
     if analytic and q.requires_grad and not constants_need_grad and torch.is_grad_enabled():
         return _AnalyticFK.apply(q, tree, links)[0]
-    return frames_to_matrix(_frames(q, tree, tree.plan(links), links)[1])
+    return frames_to_matrix(_frames(q, tree, plan, links)[1])
 
 
 def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]:

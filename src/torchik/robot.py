@@ -133,7 +133,7 @@ class Robot(nn.Module):
                 j = self._parent[j]
         self.register_buffer("_ancestors", ancestors, False)
         align = [_axis_alignment(j.axis) for j in self._joints if j.type != "fixed"]
-        self.register_buffer("_align", torch.stack(align) if align else torch.eye(4)[:0], False)
+        self.register_buffer("_align", torch.stack(align) if align else torch.zeros(0, 4, 4), False)
 
     def _constants(self) -> tuple[Tensor, Tensor]:
         """``w_joint (J, 4, 4)`` and ``w_link (L, 4, 4)`` from the current joint origins."""
@@ -152,7 +152,7 @@ class Robot(nn.Module):
                 static[joint.child] = align[moving].T
                 moving += 1
         w_link = torch.stack([static[name].T for name in self.link_names])
-        w_joint_t = torch.stack(w_joint) if w_joint else eye[None, :0]
+        w_joint_t = torch.stack(w_joint) if w_joint else eye.new_zeros(0, 4, 4)
         return w_joint_t, w_link
 
     def _refresh_constants(self) -> None:
