@@ -1,0 +1,37 @@
+"""Numerical inverse kinematics: batched solvers sharing one loop, and ``solve_ik``.
+
+Solvers (each implements only its step, see :class:`IKSolver`): :class:`LevenbergMarquardt`
+(default), :class:`DampedLeastSquares`, :class:`JacobianTranspose`, :class:`GradientDescent`,
+:class:`LBFGSB` (SciPy, optional extra ``ik``).
+"""
+
+from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, pose_residual
+from torchik.ik.gradient import GDSettings, GradientDescent
+from torchik.ik.jacobian import DampedLeastSquares, DLSSettings, JacobianTranspose, JTSettings
+from torchik.ik.lbfgsb import LBFGSB, LBFGSBSettings
+from torchik.ik.lm import LevenbergMarquardt, LMSettings
+from torchik.ik.result import IKResult, joint_distance
+from torchik.ik.solve import METHODS, default_link, solve_ik
+
+__all__ = [
+    "DLSSettings",
+    "DampedLeastSquares",
+    "GDSettings",
+    "GradientDescent",
+    "IKProblem",
+    "IKResult",
+    "IKSolver",
+    "JTSettings",
+    "JacobianTranspose",
+    "LBFGSB",
+    "LBFGSBSettings",
+    "LMSettings",
+    "LevenbergMarquardt",
+    "Linearization",
+    "METHODS",
+    "SolverSettings",
+    "default_link",
+    "joint_distance",
+    "pose_residual",
+    "solve_ik",
+]

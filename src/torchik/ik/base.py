@@ -1,0 +1,282 @@
+"""The batched IK loop shared by every solver; a solver only supplies its step.
+
+A problem is a flat batch of ``N`` rows (targets x slots). Every iteration the solver's
+:meth:`IKSolver.linearize` evaluates the pose residual at the active rows, rows within tolerance
+are frozen ("sticky") and dropped from the active set (with ``early_stop``, every slot of their
+target is), stalled rows are re-seeded, and :meth:`IKSolver.step` moves the rest, after which the
+joints are projected back into their limits. The active set shrinks as rows converge, so late
+iterations only pay for the rows that still need work.
+"""
+
+from __future__ import annotations
+
+import math
+from abc import ABC, abstractmethod
+from collections.abc import Callable
+from dataclasses import dataclass, field, replace
+from typing import ClassVar
+
+import torch
+from torch import Tensor
+
+from torchik.robot import Robot
+from torchik.rotations import wrap_angle
+
+__all__ = ["IKProblem", "IKSolver", "Linearization", "SolverSettings", "pose_residual"]
+
+State = dict[str, Tensor]
+
+
+@dataclass(frozen=True)
+class SolverSettings:
+    """Settings every solver has; each solver's settings dataclass extends this one.
+
+    Attributes:
+        max_iters: iterations (residual evaluations) before giving up.
+        rotation_weight: weight of the rotation residual (rad) against the position one (m) in
+            the least-squares cost; a length scale of the robot.
+        patience: iterations without a relative cost decrease of ``min_improvement`` after which
+            a slot is re-seeded (only when the solver was given a way to draw new seeds).
+        min_improvement: see ``patience``.
+        early_stop: stop every slot of a target as soon as one of them succeeds (``False`` to
+            collect several solutions per target).
+    """
+
+    max_iters: int = 100
+    rotation_weight: float = 1.0
+    patience: int = 4
+    min_improvement: float = 0.01
+    early_stop: bool = True
+
+
+def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor | None):
+    """Residual ``[p_target - p, log(R_target R^T)]`` (root frame) and its rotation angle.
+
+    The same residual as :func:`torchik.rotations.pose_error`, in fewer operations:
+    ``vee(R_t R^T) = sin(θ) u = ½ Σ_k r_k × t_k`` over the columns of ``R`` and ``R_t``, and
+    ``cos θ = (tr(R_t R^T) - 1) / 2``; ``θ = atan2`` of the two is accurate at any angle. At
+    ``θ = π`` exactly, the direction is undefined and the rotation residual is zero, which
+    only matters for that one iteration.
+
+    Args:
+        pose: ``(B, 4, 4)`` current poses.
+        target_position: ``(B, 3)``.
+        target_rotmat: ``(B, 3, 3)``, or ``None`` for position-only residuals.
+
+    Returns:
+        ``(B, 6)`` (or ``(B, 3)``) residual and ``(B,)`` rotation angles (zeros if position-only).
+    """
+    pos = target_position - pose[:, :3, 3]
+    if target_rotmat is None:
+        return pos, pos.new_zeros(pos.shape[0])
+    rot = pose[:, :3, :3]
+    sin_axis = 0.5 * torch.linalg.cross(rot, target_rotmat, dim=-2).sum(dim=-1)
+    cos = 0.5 * ((rot * target_rotmat).sum(dim=(-2, -1)) - 1.0)
+    sin = sin_axis.norm(dim=-1)
+    angle = torch.atan2(sin, cos)
+    # angle / sin -> 1 at the identity; the floor only guards the exact zero (sin_axis = 0 there)
+    scale = angle / sin.clamp_min(torch.finfo(sin.dtype).tiny)
+    scale = torch.where(sin > 0, scale, 1.0)
+    return torch.cat((pos, sin_axis * scale[:, None]), dim=-1), angle
+
+
+@dataclass
+class IKProblem:
+    """The rows of a batched IK problem (targets repeated once per slot).
+
+    Attributes:
+        robot: the robot.
+        link: name of the link whose origin is placed.
+        target_position: ``(N, 3)``.
+        target_rotmat: ``(N, 3, 3)``, or ``None`` for position-only problems.
+        group: ``(N,)`` long, the target each row belongs to (``early_stop`` groups).
+        tol_position: success threshold on the position error (m).
+        tol_rotation: success threshold on the rotation angle (rad); ignored if position-only.
+    """
+
+    robot: Robot
+    link: str
+    target_position: Tensor
+    target_rotmat: Tensor | None
+    group: Tensor
+    tol_position: float
+    tol_rotation: float
+    _limits: tuple[Tensor, Tensor, Tensor | None] = field(init=False, repr=False)
+
+    def __post_init__(self):
+        r = self.robot
+        continuous = r.continuous if bool(r.continuous.any()) else None
+        self._limits = (r.lower, r.upper, continuous)
+
+    @property
+    def position_only(self) -> bool:
+        return self.target_rotmat is None
+
+    def __len__(self) -> int:
+        return self.target_position.shape[0]
+
+    def rows(self, index: Tensor) -> IKProblem:
+        """The sub-problem of the rows ``index`` (long)."""
+        rotmat = None if self.target_rotmat is None else self.target_rotmat[index]
+        return replace(
+            self,
+            target_position=self.target_position[index],
+            target_rotmat=rotmat,
+            group=self.group[index],
+        )
+
+    def weights(self, rotation_weight: float) -> Tensor:
+        """``(m,)`` residual weights: 1 for position rows, ``rotation_weight`` for rotation."""
+        w = [1.0] * 3 + ([] if self.position_only else [rotation_weight] * 3)
+        return self.target_position.new_tensor(w)
+
+    def residual(self, pose: Tensor) -> tuple[Tensor, Tensor]:
+        """:func:`pose_residual` of ``pose (N, 4, 4)`` against the targets."""
+        return pose_residual(pose, self.target_position, self.target_rotmat)
+
+    def project(self, q: Tensor) -> Tensor:
+        """Clamp ``q (N, dof)`` into the limits; continuous joints are wrapped instead."""
+        lower, upper, continuous = self._limits
+        clamped = torch.clamp(q, lower, upper)
+        if continuous is None:
+            return clamped
+        return torch.where(continuous, wrap_angle(q), clamped)
+
+
+@dataclass
+class Linearization:
+    """What a step needs at the current rows.
+
+    Attributes:
+        error: ``(B, m)`` residual (``m = 6``, or 3 if position-only), unweighted.
+        angle: ``(B,)`` rotation error (rad).
+        cost: ``(B,)`` weighted squared norm of ``error``.
+        jacobian: ``(B, m, dof)`` d(residual)/dq up to sign (the geometric Jacobian), or ``None``.
+        gradient: ``(B, dof)`` gradient of ``cost / 2``, for solvers that use autograd.
+    """
+
+    error: Tensor
+    angle: Tensor
+    cost: Tensor
+    jacobian: Tensor | None = None
+    gradient: Tensor | None = None
+
+
+def _index_state(state: State, index: Tensor) -> State:
+    return {k: v[index] for k, v in state.items()}
+
+
+class IKSolver(ABC):
+    """Base class: runs the batched loop; subclasses implement :meth:`step`.
+
+    Subclasses set ``Settings`` to their settings dataclass (an extension of
+    :class:`SolverSettings`) and may override :meth:`linearize` (default: geometric Jacobian
+    and pose from :meth:`torchik.Robot.jacobian`) and :meth:`initial_state`.
+    """
+
+    Settings: ClassVar[type[SolverSettings]] = SolverSettings
+
+    def __init__(self, settings: SolverSettings | None = None, **overrides):
+        settings = settings if settings is not None else self.Settings()
+        if not isinstance(settings, self.Settings):
+            raise TypeError(f"{type(self).__name__} takes {self.Settings.__name__}")
+        self.settings = replace(settings, **overrides) if overrides else settings
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}({self.settings})"
+
+    # ---------------------------------------------------------------- what subclasses supply
+    def linearize(self, problem: IKProblem, q: Tensor) -> Linearization:
+        """Residual, angle, cost and geometric Jacobian of the rows at ``q (B, dof)``."""
+        jac, pose = problem.robot.jacobian(q, problem.link, return_pose=True)
+        error, angle = problem.residual(pose)
+        if problem.position_only:
+            jac = jac[:, :3]
+        w = problem.weights(self.settings.rotation_weight)
+        return Linearization(error, angle, ((w * error) ** 2).sum(dim=-1), jacobian=jac)
+
+    def initial_state(self, q: Tensor) -> State:
+        """Per-row solver state for fresh seeds ``q (B, dof)`` (batch-first tensors)."""
+        return {}
+
+    @abstractmethod
+    def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
+        """The next ``q (B, dof)`` from ``q`` (it is projected into the limits afterwards).
+
+        May update ``state`` in place (assign new tensors to its keys).
+        """
+
+    # ---------------------------------------------------------------- the loop
+    def solve(
+        self, problem: IKProblem, q: Tensor, reseed: Callable[[Tensor], Tensor] | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """Run the loop on every row.
+
+        Args:
+            problem: ``N`` rows.
+            q: ``(N, dof)`` seeds.
+            reseed: ``groups (n,) -> (n, dof)`` fresh seeds for stalled rows of those targets, or
+                ``None`` for no restarts.
+
+        Returns:
+            The best ``q (N, dof)`` met per row (the converged one for converged rows) and the
+            ``(N,)`` iterations each row ran.
+        """
+        s = self.settings
+        n_rows = len(problem)
+        q = problem.project(q)
+        best_q, best_cost = q.clone(), q.new_full((n_rows,), math.inf)
+        iterations = torch.full((n_rows,), s.max_iters, dtype=torch.long, device=q.device)
+        finished_groups = torch.zeros(n_rows, dtype=torch.bool, device=q.device)
+        ids = torch.arange(n_rows, device=q.device)
+        state = self.initial_state(q)
+        track = {"seed_cost": best_cost.clone(), "stall": torch.zeros_like(ids)}
+        tol_rot = math.inf if problem.position_only else problem.tol_rotation
+        for it in range(s.max_iters + 1):
+            lin = self.linearize(problem, q)
+            pos_err = lin.error[:, :3].norm(dim=-1)
+            done = (pos_err < problem.tol_position) & (lin.angle < tol_rot)
+            better = (lin.cost < best_cost[ids]) | done
+            best_q[ids] = torch.where(better[:, None], q, best_q[ids])
+            best_cost[ids] = torch.where(better, lin.cost, best_cost[ids])
+            finished = done
+            if s.early_stop:
+                finished_groups[problem.group[done]] = True
+                finished = finished_groups[problem.group]
+            if it == s.max_iters:
+                break
+            if bool(finished.any()):
+                iterations[ids[finished]] = it
+                keep = torch.nonzero(~finished).flatten()
+                if keep.numel() == 0:
+                    break
+                ids, q, problem = ids[keep], q[keep], problem.rows(keep)
+                lin = Linearization(**{k: _maybe_index(v, keep) for k, v in vars(lin).items()})
+                state, track = _index_state(state, keep), _index_state(track, keep)
+            q = problem.project(self.step(problem, q, lin, state))
+            if reseed is not None:
+                q = self._restart_stalled(q, problem.group, lin.cost, state, track, reseed)
+        return best_q, iterations
+
+    def _restart_stalled(
+        self, q: Tensor, group: Tensor, cost: Tensor, state: State, track: State, reseed: Callable
+    ) -> Tensor:
+        s = self.settings
+        progress = cost < (1.0 - s.min_improvement) * track["seed_cost"]
+        track["seed_cost"] = torch.where(progress, cost, track["seed_cost"])
+        track["stall"] = torch.where(progress, 0, track["stall"] + 1)
+        stalled = track["stall"] >= s.patience
+        if not bool(stalled.any()):
+            return q
+        q = q.clone()
+        q[stalled] = reseed(group[stalled])
+        track["seed_cost"] = torch.where(stalled, math.inf, track["seed_cost"])
+        track["stall"] = torch.where(stalled, 0, track["stall"])
+        for key, value in self.initial_state(q).items():
+            mask = stalled.view(-1, *([1] * (value.dim() - 1)))
+            state[key] = torch.where(mask, value, state[key])
+        return q
+
+
+def _maybe_index(value: Tensor | None, index: Tensor) -> Tensor | None:
+    return None if value is None else value[index]

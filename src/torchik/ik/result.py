@@ -1,0 +1,123 @@
+"""The result of :func:`torchik.ik.solve_ik`: solutions, their errors, and helpers to pick some."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from torchik.rotations import wrap_angle
+
+__all__ = ["IKResult", "joint_distance"]
+
+
+def joint_distance(q1: Tensor, q2: Tensor, continuous: Tensor) -> Tensor:
+    """Euclidean joint-space distance, the difference of continuous joints wrapped to (-π, π].
+
+    Args:
+        q1: ``(..., dof)`` configurations.
+        q2: ``(..., dof)``, broadcast against ``q1``.
+        continuous: ``(dof,)`` bool mask of continuous joints.
+
+    Returns:
+        ``(...)`` distances.
+    """
+    diff = q1 - q2
+    diff = torch.where(continuous, wrap_angle(diff), diff)
+    return diff.norm(dim=-1)
+
+
+@dataclass
+class IKResult:
+    """Solutions of a batch of IK problems, ``K`` per target (seeds or restarts of one slot).
+
+    Every ``q`` is within the joint limits (continuous joints in (-π, π]); ``success`` and the
+    errors come from forward kinematics of the returned ``q``. Slots that did not succeed hold
+    their best effort (the lowest weighted pose error met).
+
+    Attributes:
+        q: ``(..., K, dof)`` joint values.
+        success: ``(..., K)`` bool, both errors within tolerance.
+        position_error: ``(..., K)`` distance (m) between the link origin and the target.
+        rotation_error: ``(..., K)`` geodesic angle (rad) to the target orientation; zeros when
+            the problem was position-only.
+        iterations: ``(..., K)`` iterations each slot ran (restarts included).
+        tol_position: the position tolerance (m) used for ``success``.
+        tol_rotation: the rotation tolerance (rad); ``inf`` for position-only problems.
+        continuous: ``(dof,)`` bool mask of the robot's continuous joints (for distances).
+    """
+
+    q: Tensor
+    success: Tensor
+    position_error: Tensor
+    rotation_error: Tensor
+    iterations: Tensor
+    tol_position: float
+    tol_rotation: float
+    continuous: Tensor
+
+    @property
+    def success_rate(self) -> float:
+        """Fraction of targets with at least one successful slot."""
+        return self.success.any(dim=-1).double().mean().item()
+
+    def _order(self) -> Tensor:
+        """``(..., K)`` slot indices sorted best first: successes, then by normalised error."""
+        tol_rot = self.tol_rotation if math.isfinite(self.tol_rotation) else 1.0
+        score = self.position_error / self.tol_position + self.rotation_error / tol_rot
+        score = torch.where(self.success, score, score + 1e30)
+        return score.argsort(dim=-1, stable=True)
+
+    def best(self) -> IKResult:
+        """The best slot of every target: a success if any, else the smallest error.
+
+        Returns:
+            An :class:`IKResult` with ``K = 1``, i.e. ``q (..., 1, dof)``.
+        """
+        pick = self._order()[..., :1]
+        return self._take(pick)
+
+    def _take(self, index: Tensor) -> IKResult:
+        def take(x: Tensor) -> Tensor:
+            return torch.take_along_dim(x, index, dim=-1)
+
+        return IKResult(
+            q=torch.take_along_dim(self.q, index[..., None], dim=-2),
+            success=take(self.success),
+            position_error=take(self.position_error),
+            rotation_error=take(self.rotation_error),
+            iterations=take(self.iterations),
+            tol_position=self.tol_position,
+            tol_rotation=self.tol_rotation,
+            continuous=self.continuous,
+        )
+
+    def distinct(self, min_distance: float = 0.1) -> tuple[Tensor, Tensor]:
+        """Up to ``K`` pairwise distinct successful solutions per target.
+
+        Greedy: successful slots are visited best first and kept when their joint-space distance
+        (:func:`joint_distance`, continuous joints wrapped) to every kept one exceeds
+        ``min_distance``.
+
+        Args:
+            min_distance: distance threshold (rad, or m for prismatic joints).
+
+        Returns:
+            ``q (..., K, dof)`` with the kept solutions first (the rest are repeats of slots that
+            were not kept and must be ignored) and ``mask (..., K)`` marking the kept ones;
+            ``mask.sum(-1)`` is the number of distinct solutions per target.
+        """
+        order = self._order()
+        q = torch.take_along_dim(self.q, order[..., None], dim=-2)
+        ok = torch.take_along_dim(self.success, order, dim=-1)
+        dist = joint_distance(q[..., :, None, :], q[..., None, :, :], self.continuous)
+        keep = torch.zeros_like(ok)
+        for k in range(q.shape[-2]):
+            far = torch.where(keep, dist[..., k, :], math.inf).amin(dim=-1) > min_distance
+            keep[..., k] = ok[..., k] & far
+        first = torch.argsort((~keep).to(torch.uint8), dim=-1, stable=True)
+        return torch.take_along_dim(q, first[..., None], dim=-2), torch.take_along_dim(
+            keep, first, dim=-1
+        )

@@ -1,0 +1,233 @@
+"""``solve_ik``: checks the inputs, builds the rows, runs a solver, re-checks with FK."""
+
+from __future__ import annotations
+
+import math
+
+import torch
+from torch import Tensor
+
+from torchik.ik.base import IKProblem, IKSolver
+from torchik.ik.result import IKResult
+from torchik.ik.seeding import candidate_seeder, nearest_candidates, uniform_seeder
+from torchik.robot import Robot
+from torchik.rotations import geodesic_distance
+
+__all__ = ["METHODS", "default_link", "solve_ik"]
+
+SPARE_FACTOR = 4
+"""With ``seed_pool``, ``SPARE_FACTOR * K`` candidates are chosen per target: ``K`` seeds, the
+rest restarts."""
+
+
+def _methods() -> dict[str, type[IKSolver]]:
+    from torchik.ik.gradient import GradientDescent
+    from torchik.ik.jacobian import DampedLeastSquares, JacobianTranspose
+    from torchik.ik.lbfgsb import LBFGSB
+    from torchik.ik.lm import LevenbergMarquardt
+
+    return {
+        "lm": LevenbergMarquardt,
+        "dls": DampedLeastSquares,
+        "jt": JacobianTranspose,
+        "gd": GradientDescent,
+        "lbfgsb": LBFGSB,
+    }
+
+
+METHODS = ("lm", "dls", "jt", "gd", "lbfgsb")
+"""Names ``solve_ik`` accepts for ``method``: Levenberg-Marquardt (default), damped least
+squares with fixed damping, Jacobian transpose, gradient descent through autograd FK, and
+SciPy's L-BFGS-B per row (needs the ``ik`` extra)."""
+
+
+def default_link(robot: Robot) -> str:
+    """The link IK places by default: ``END_LINKS[robot.name]`` for a bundled robot (when the
+    robot has that link), else the last link in ``robot.link_names``."""
+    from torchik.robots import END_LINKS
+
+    link = END_LINKS.get(robot.name)
+    if link is None and robot.name.startswith("planar"):
+        link = END_LINKS["planar"]
+    return link if link in robot.link_names else robot.link_names[-1]
+
+
+def _check_target(robot: Robot, target: Tensor, position_only: bool):
+    """``(batch shape, positions (T, 3), rotations (T, 3, 3) or None)``."""
+    if not isinstance(target, Tensor):
+        raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
+    if not target.is_floating_point():
+        raise TypeError(f"target must be a floating-point tensor, got {target.dtype}")
+    is_pose = target.dim() >= 2 and target.shape[-2:] == (4, 4)
+    if position_only and target.dim() >= 1 and target.shape[-1] == 3:
+        batch, position, rotmat = target.shape[:-1], target, None
+    elif is_pose:
+        batch, position, rotmat = target.shape[:-2], target[..., :3, 3], target[..., :3, :3]
+        if position_only:
+            rotmat = None
+    else:
+        want = "(..., 3) positions or (..., 4, 4) poses" if position_only else "(..., 4, 4) poses"
+        hint = "" if position_only else " (pass position_only=True for (..., 3) positions)"
+        raise ValueError(f"target must be {want}, got shape {tuple(target.shape)}{hint}")
+    if not bool(torch.isfinite(target).all()):
+        raise ValueError("target contains NaN or infinite values")
+    position = position.to(robot.device, robot.dtype).reshape(-1, 3)
+    if rotmat is not None:
+        rotmat = rotmat.to(robot.device, robot.dtype).reshape(-1, 3, 3)
+        eye = torch.eye(3, dtype=rotmat.dtype, device=rotmat.device)
+        off = (rotmat.transpose(-1, -2) @ rotmat - eye).abs().amax().item() if len(rotmat) else 0
+        if off > 1e-3 or bool((torch.linalg.det(rotmat) <= 0).any()):
+            raise ValueError("target rotations must be orthonormal with determinant +1")
+    return batch, position, rotmat
+
+
+def _check_seeds(robot: Robot, seeds: Tensor, batch: torch.Size) -> Tensor:
+    """Seeds ``(..., K, dof)`` (or ``(K, dof)`` for every target) -> ``(T * K, dof)``."""
+    if not isinstance(seeds, Tensor) or seeds.dim() < 2 or seeds.shape[-1] != robot.dof:
+        shape = tuple(seeds.shape) if isinstance(seeds, Tensor) else type(seeds).__name__
+        raise ValueError(f"seeds must have shape (..., K, {robot.dof}), got {shape}")
+    if seeds.shape[-2] < 1:
+        raise ValueError("seeds must hold at least one configuration per target (K >= 1)")
+    if seeds.shape[:-2] != batch and seeds.dim() != 2:
+        raise ValueError(
+            f"seeds batch shape {tuple(seeds.shape[:-2])} does not match the targets' "
+            f"{tuple(batch)}; use (..., K, dof) or (K, dof) for all targets"
+        )
+    if not bool(torch.isfinite(seeds).all()):
+        raise ValueError("seeds contain NaN or infinite values")
+    seeds = seeds.to(robot.device, robot.dtype).expand(*batch, *seeds.shape[-2:])
+    return seeds.reshape(-1, robot.dof)
+
+
+def _make_solver(method: str | IKSolver, **overrides) -> IKSolver:
+    overrides = {k: v for k, v in overrides.items() if v is not None}
+    if isinstance(method, IKSolver):
+        return type(method)(method.settings, **overrides) if overrides else method
+    methods = _methods()
+    if method not in methods:
+        raise ValueError(f"unknown IK method {method!r}; choose one of {list(methods)}")
+    return methods[method](**overrides)
+
+
+def solve_ik(
+    robot: Robot,
+    target: Tensor,
+    link: str | None = None,
+    *,
+    position_only: bool = False,
+    seeds: Tensor | None = None,
+    num_seeds: int = 4,
+    method: str | IKSolver = "lm",
+    tol_position: float = 1e-3,
+    tol_rotation: float = math.radians(1.0),
+    max_iters: int | None = None,
+    generator: torch.Generator | None = None,
+    restarts: bool | None = None,
+    early_stop: bool | None = None,
+    seed_pool: int = 1024,
+) -> IKResult:
+    """Numerical inverse kinematics for a batch of targets, several slots per target.
+
+    Args:
+        robot: the robot.
+        target: ``(..., 4, 4)`` poses of ``link`` in the root frame, or with
+            ``position_only=True`` ``(..., 3)`` positions (poses are accepted too).
+        link: the link to place; ``None``: :func:`default_link` (``END_LINKS`` of a bundled
+            robot, else the last link).
+        position_only: ignore the orientation.
+        seeds: ``(..., K, dof)`` start configurations (e.g. samples of a learned model to
+            refine), or ``(K, dof)`` for every target; projected into the limits first.
+        num_seeds: ``K`` random starts per target when ``seeds`` is ``None``.
+        method: a name in :data:`METHODS` or a configured :class:`IKSolver`.
+        tol_position: success threshold (m) on the distance of the link origin to the target.
+        tol_rotation: success threshold (rad) on the geodesic rotation error.
+        max_iters: override the solver's ``max_iters``.
+        generator: random generator for the seeds and restarts (determinism).
+        restarts: re-seed stalled slots at random; default: only when ``seeds`` is ``None``.
+        early_stop: stop a target's slots once one succeeds (the solver's default is ``True``;
+            pass ``False`` to fill every slot, e.g. for :meth:`IKResult.distinct`).
+        seed_pool: random seeds are the ``K`` nearest to each target (in pose space) of
+            ``seed_pool`` uniform random configurations, restarts random picks of the next
+            ``3 K``; ``0``: plain uniform random seeds and restarts (see
+            :mod:`torchik.ik.seeding`).
+
+    Returns:
+        An :class:`IKResult` with ``q (..., K, dof)``. Unreachable targets give
+        ``success=False`` with the best effort, not an exception.
+
+    Raises:
+        ValueError: malformed targets or seeds (shape, NaN/inf, non-rotations), an unknown
+            link or method.
+
+    Example:
+        >>> import torchik
+        >>> robot = torchik.load_robot("panda", dtype=torch.float64)
+        >>> g = torch.Generator().manual_seed(0)
+        >>> target = robot.forward_kinematics(robot.random_configuration(5, g), "panda_hand")
+        >>> result = solve_ik(robot, target, generator=g)
+        >>> result.q.shape, bool(result.success.any(-1).all())
+        (torch.Size([5, 4, 7]), True)
+    """
+    link = default_link(robot) if link is None else link
+    robot.link_index(link)  # a clear error for unknown links
+    batch, position, rotmat = _check_target(robot, target, position_only)
+    solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
+    if seeds is None:
+        k, q0, seeder = _random_seeds(
+            robot, link, position, rotmat, num_seeds, seed_pool, solver, generator
+        )
+    else:
+        k, q0 = seeds.shape[-2], _check_seeds(robot, seeds, batch)
+        seeder = uniform_seeder(robot, generator)
+    group = torch.arange(position.shape[0], device=robot.device).repeat_interleave(k)
+    problem = IKProblem(
+        robot, link, position[group], None if rotmat is None else rotmat[group], group,
+        tol_position, tol_rotation,
+    )  # fmt: skip
+    use_restarts = seeds is None if restarts is None else restarts
+    with torch.no_grad():
+        q, iterations = solver.solve(problem, q0, seeder if use_restarts else None)
+    return _evaluate(problem, q, iterations, (*batch, k))
+
+
+def _random_seeds(robot, link, position, rotmat, num_seeds, seed_pool, solver, generator):
+    """``(K, seeds (T * K, dof), seeder)`` for random starts (see ``seed_pool``)."""
+    if not isinstance(num_seeds, int) or num_seeds < 1:
+        raise ValueError(f"num_seeds must be a positive int, got {num_seeds!r}")
+    n_targets, k = position.shape[0], num_seeds
+    if not seed_pool:
+        q0 = robot.random_configuration(n_targets * k, generator)
+        return k, q0, uniform_seeder(robot, generator)
+    count = k * SPARE_FACTOR
+    with torch.no_grad():
+        candidates = nearest_candidates(
+            robot, link, position, rotmat, count, seed_pool, solver.settings.rotation_weight,
+            generator,
+        )  # fmt: skip
+    seeder = candidate_seeder(candidates, k, robot, generator)
+    return k, candidates[:, :k].reshape(-1, robot.dof), seeder
+
+
+def _evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) -> IKResult:
+    """Success and errors from forward kinematics of the final ``q (N, dof)``."""
+    robot = problem.robot
+    with torch.no_grad():
+        pose = robot.forward_kinematics(q, problem.link)
+        pos_err = (pose[:, :3, 3] - problem.target_position).norm(dim=-1)
+        if problem.position_only:
+            rot_err, tol_rot = torch.zeros_like(pos_err), math.inf
+        else:
+            rot_err = geodesic_distance(pose[:, :3, :3], problem.target_rotmat)
+            tol_rot = problem.tol_rotation
+        within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
+    success = (pos_err < problem.tol_position) & (rot_err < tol_rot) & within
+    return IKResult(
+        q=q.reshape(*shape, robot.dof),
+        success=success.reshape(shape),
+        position_error=pos_err.reshape(shape),
+        rotation_error=rot_err.reshape(shape),
+        iterations=iterations.reshape(shape),
+        tol_position=problem.tol_position,
+        tol_rotation=tol_rot,
+        continuous=robot.continuous,
+    )
