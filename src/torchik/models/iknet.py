@@ -1,0 +1,270 @@
+"""IKNet, the model of "Neural Inverse Kinematics" (Bensadoun et al., ICML 2022).
+
+A *hypernetwork* maps the target to the weights of one small *primary network* per joint.
+Primary network ``j`` reads the joints before it and returns a one-dimensional Gaussian mixture
+for joint ``j`` whose mixing weights go through :func:`~torchik.models.mixture.sparsemax`. The
+joints are therefore an autoregressive chain: ``p(q | x) = prod_j p(q_j | q_<j, x)``.
+
+Design choices (the paper leaves them open or the robots need them):
+
+* **Generated weights** are one flat vector per target, cut into layers without copying. Each
+  layer is a ``(fan_in + 1, fan_out)`` matrix whose last row is the bias, applied as
+  ``(x @ W + b) / sqrt(fan_in + 1)`` with ``torch.baddbmm``: that fixed scale plays the role of
+  a fan-in initialisation, so the heads can start as plain ``N(0, 1 / embedding)`` matrices on a
+  layer-normalised embedding. ``n`` samples per target share their target's weights (batched
+  matrix products over ``(targets, n, features)``), so sampling never copies weights.
+* **Joint features** fed to later primary networks: ``(cos q, sin q)`` for circular joints (no
+  seam at ``+-pi``) and ``q`` scaled to ``[-1, 1]`` for limited ones.
+* **Limits and wrap-around** live in the mixture (see :mod:`torchik.models.mixture`): a
+  wrapped normal per component for joints that turn fully (continuous, or ranges of a full turn
+  such as UR5's ``[-pi, pi]``), a normal truncated to the limits otherwise. Means of limited
+  joints are kept inside the limits by a sigmoid; scales lie between ``min_scale`` and the
+  domain's maximum (:func:`~torchik.models.mixture.scale_range`). Samples are therefore always
+  inside the limits and :meth:`IKNet.log_prob` is an exact, normalised density.
+* At initialisation the component means of every joint are spread evenly over its range.
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor, nn
+
+from torchik.models.base import IKModel, ProblemSpec, register
+from torchik.models.mixture import (
+    JointDomain,
+    mixture_log_prob,
+    mixture_sample,
+    scale_range,
+    sparsemax,
+)
+
+__all__ = ["IKNet", "IKNetConfig"]
+
+_NORMS = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm, "none": lambda width: nn.Identity()}
+_LOGIT_INIT_GAIN = 0.1  # small initial logits: sparsemax starts with most components in support
+
+
+@dataclass(frozen=True)
+class IKNetConfig:
+    """Hyper-parameters of :class:`IKNet`. The defaults are the public code's sizes;
+    :meth:`paper` gives the paper's, :meth:`small` a model that trains on a CPU in minutes.
+
+    Attributes:
+        hyper_width: units of each hidden layer of the hypernetwork.
+        hyper_depth: hidden layers (linear, normalisation, ReLU) of the hypernetwork.
+        embedding: size of the target embedding that the linear heads read.
+        primary_width: hidden units of each primary network.
+        primary_layers: linear layers of each primary network (>= 1).
+        components: Gaussian components ``K`` per joint.
+        min_scale: smallest component scale (radians or metres): keeps the NLL bounded.
+        norm: hypernetwork normalisation, ``"batch"`` (the paper), ``"layer"`` or ``"none"``.
+    """
+
+    hyper_width: int = 1024
+    hyper_depth: int = 3
+    embedding: int = 128
+    primary_width: int = 256
+    primary_layers: int = 2
+    components: int = 50
+    min_scale: float = 1e-4
+    norm: str = "batch"
+
+    def __post_init__(self) -> None:
+        sizes = (self.hyper_width, self.embedding, self.primary_width, self.components)
+        if min(sizes) < 1 or self.hyper_depth < 0 or self.primary_layers < 1:
+            raise ValueError(f"IKNet sizes must be positive, got {self}")
+        if not self.min_scale > 0:
+            raise ValueError(f"min_scale must be positive, got {self.min_scale}")
+        if self.norm not in _NORMS:
+            raise ValueError(f"norm must be one of {sorted(_NORMS)}, got {self.norm!r}")
+
+    @classmethod
+    def paper(cls, **overrides) -> IKNetConfig:
+        """The paper's sizes: 4 hypernetwork layers and 3-layer primary networks."""
+        return cls(**{"hyper_depth": 4, "primary_layers": 3, **overrides})
+
+    @classmethod
+    def small(cls, **overrides) -> IKNetConfig:
+        """A model of about a million parameters that trains on a CPU in minutes."""
+        sizes = {"hyper_width": 256, "hyper_depth": 2, "embedding": 32, "primary_width": 64}
+        return cls(**{**sizes, "components": 10, **overrides})
+
+
+@dataclass(frozen=True)
+class _Layer:
+    """Where one generated layer sits in a target's flat weight vector."""
+
+    offset: int
+    fan_in: int
+    fan_out: int
+
+    @property
+    def size(self) -> int:
+        return (self.fan_in + 1) * self.fan_out
+
+
+def _layouts(fan_ins: list[int], width: int, layers: int, outs: list[int]) -> list[list[_Layer]]:
+    """The generated layers of every joint's primary network, packed one after another."""
+    offset, result = 0, []
+    for fan_in, out in zip(fan_ins, outs, strict=True):
+        sizes = [fan_in] + [width] * (layers - 1) + [out]
+        joint = []
+        for a, b in zip(sizes[:-1], sizes[1:], strict=True):
+            joint.append(_Layer(offset, a, b))
+            offset += joint[-1].size
+        result.append(joint)
+    return result
+
+
+def _apply(x: Tensor, flat: Tensor, layer: _Layer) -> Tensor:
+    """``x (B, n, fan_in)`` through each target's generated layer: ``(B, n, fan_out)``."""
+    w = flat[:, layer.offset : layer.offset + layer.size].unflatten(1, (-1, layer.fan_out))
+    scale = 1.0 / math.sqrt(layer.fan_in + 1)
+    return torch.baddbmm(w[:, -1:], x, w[:, :-1], beta=scale, alpha=scale)
+
+
+@register
+class IKNet(IKModel):
+    """The hypernetwork + sparse Gaussian-mixture model of the Neural IK paper.
+
+    Training is teacher-forced: :meth:`loss` is the negative log-likelihood of the true joints,
+    each primary network reading the *true* joints before its own. :meth:`sample` draws joint by
+    joint, each conditioned on the ones already drawn.
+
+    Attributes:
+        domains: the :class:`~torchik.models.mixture.JointDomain` of every joint.
+        generated_size: number of primary-network weights generated per target.
+
+    Example:
+        >>> spec = ProblemSpec.from_robot(torchik.load_robot("panda"))
+        >>> model = IKNet(spec, IKNetConfig.small()).eval()
+        >>> model.sample(torch.zeros(5, 3), n=4).shape
+        torch.Size([5, 4, 7])
+    """
+
+    family = "iknet"
+    Config = IKNetConfig
+
+    def __init__(self, spec: ProblemSpec, config: IKNetConfig | None = None):
+        super().__init__(spec, config)
+        cfg = self.config
+        self.domains = tuple(
+            JointDomain.from_limits(lo, hi, c)
+            for lo, hi, c in zip(spec.lower, spec.upper, spec.continuous, strict=True)
+        )
+        widths = [2 if d.circular else 1 for d in self.domains]
+        self._feature_end = [sum(widths[:j]) for j in range(spec.dof)]
+        outs = [(2 + w) * cfg.components for w in widths]  # logits, scales, 1 or 2 per mean
+        self._layers = _layouts(self._feature_end, cfg.primary_width, cfg.primary_layers, outs)
+        self.generated_size = self._layers[-1][-1].offset + self._layers[-1][-1].size
+        self.hyper = self._hypernetwork(spec.target_dim)
+        self.heads = nn.Linear(cfg.embedding, self.generated_size)
+        self._init_heads()
+
+    @classmethod
+    def tiny_config(cls) -> IKNetConfig:
+        return IKNetConfig(
+            hyper_width=16, hyper_depth=1, embedding=8, primary_width=8, components=3
+        )
+
+    # ------------------------------------------------------------ construction
+    def _hypernetwork(self, target_dim: int) -> nn.Sequential:
+        cfg, norm = self.config, _NORMS[self.config.norm]
+        layers: list[nn.Module] = []
+        size = target_dim
+        for _ in range(cfg.hyper_depth):
+            layers += [nn.Linear(size, cfg.hyper_width), norm(cfg.hyper_width), nn.ReLU()]
+            size = cfg.hyper_width
+        # a unit-variance embedding lets the heads' initialisation fix the generated weights' scale
+        embed = nn.LayerNorm(cfg.embedding, elementwise_affine=False)
+        layers += [nn.Linear(size, cfg.embedding), embed]
+        return nn.Sequential(*layers)
+
+    @torch.no_grad()
+    def _init_heads(self) -> None:
+        k = self.config.components
+        nn.init.normal_(self.heads.weight, std=1.0 / math.sqrt(self.config.embedding))
+        self.heads.bias.zero_()
+        centers = (torch.arange(k, dtype=torch.float64) + 0.5) / k
+        for domain, layers in zip(self.domains, self._layers, strict=True):
+            out = layers[-1]
+            rows = self.heads.weight[out.offset : out.offset + out.size]
+            rows.view(out.fan_in + 1, out.fan_out, -1)[:, :k] *= _LOGIT_INIT_GAIN
+            bias = self.heads.bias[out.offset : out.offset + out.size].view(out.fan_in + 1, -1)
+            # the bias row is scaled by 1 / sqrt(fan_in + 1) when applied: undo that here
+            gain = math.sqrt(out.fan_in + 1)
+            lo, hi = scale_range(domain, self.config.min_scale)
+            start = min(hi / 2, domain.span / k)
+            bias[-1, k : 2 * k] = gain * math.log((start - lo) / (hi - start))
+            if domain.circular:
+                angle = 2 * math.pi * centers
+                bias[-1, 2 * k :] = gain * torch.cat((torch.cos(angle), torch.sin(angle)))
+            else:
+                bias[-1, 2 * k :] = gain * torch.logit(centers)
+
+    # ------------------------------------------------------------ pieces
+    def generate(self, target: Tensor) -> Tensor:
+        """The flat generated weights ``(B, generated_size)`` of targets ``(B, T)``."""
+        return self.heads(self.hyper(self.normalize_target(target)))
+
+    def _features(self, q: Tensor, j: int) -> Tensor:
+        """Features ``(..., 1 or 2)`` of joint ``j``'s values ``q (...)``."""
+        domain = self.domains[j]
+        if domain.circular:
+            return torch.stack((torch.cos(q), torch.sin(q)), dim=-1)
+        return (2.0 * (q - domain.lower) / domain.span - 1.0).unsqueeze(-1)
+
+    def _mixture(self, x: Tensor, flat: Tensor, j: int) -> tuple[Tensor, Tensor, Tensor]:
+        """Weights, means, scales ``(B, n, K)`` of joint ``j`` from features ``x (B, n, F_j)``."""
+        for layer in self._layers[j][:-1]:
+            x = torch.relu(_apply(x, flat, layer))
+        k, domain = self.config.components, self.domains[j]
+        out = _apply(x, flat, self._layers[j][-1])
+        logits, raw_scale, raw_mean = out[..., :k], out[..., k : 2 * k], out[..., 2 * k :]
+        if domain.circular:  # a direction (cos, sin): no seam where the angle wraps
+            means = domain.lower + math.pi + torch.atan2(raw_mean[..., k:], raw_mean[..., :k])
+        else:
+            means = domain.lower + domain.span * torch.sigmoid(raw_mean)
+        lo, hi = scale_range(domain, self.config.min_scale)
+        scales = lo + (hi - lo) * torch.sigmoid(raw_scale)
+        return sparsemax(logits), means, scales
+
+    # ------------------------------------------------------------ the interface
+    def log_prob(self, q: Tensor, target: Tensor) -> Tensor:
+        """Exact log density ``(...)`` of ``q (..., D)`` given ``target (..., T)`` (broadcast);
+        ``-inf`` where a limited joint is outside its limits."""
+        self._check(q, target)
+        shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
+        q = q.expand(*shape, q.shape[-1]).reshape(-1, q.shape[-1])
+        flat = self.generate(target.expand(*shape, target.shape[-1]).reshape(-1, target.shape[-1]))
+        features = torch.cat([self._features(q[:, j], j) for j in range(self.spec.dof)], dim=-1)
+        total = q.new_zeros(q.shape[0])
+        for j, end in enumerate(self._feature_end):
+            weights, means, scales = self._mixture(features[:, None, :end], flat, j)
+            total = total + mixture_log_prob(
+                q[:, j], weights[:, 0], means[:, 0], scales[:, 0], self.domains[j]
+            )
+        return total.reshape(shape)
+
+    def loss(self, q: Tensor, target: Tensor) -> Tensor:
+        """Teacher-forced negative log-likelihood of the true joints, averaged over the batch."""
+        return -self.log_prob(self.clamp_to_limits(q), target).mean()
+
+    def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
+        """``n`` solutions per target, drawn joint by joint: ``(..., T)`` -> ``(..., n, D)``."""
+        self._check(None, target)
+        batch, t = target.shape[:-1], target.shape[-1]
+        flat = self.generate(target.reshape(-1, t))
+        features = flat.new_zeros(flat.shape[0], n, 0)
+        joints = []
+        for j in range(self.spec.dof):
+            weights, means, scales = self._mixture(features, flat, j)
+            joints.append(mixture_sample(weights, means, scales, self.domains[j], generator))
+            features = torch.cat((features, self._features(joints[-1], j)), dim=-1)
+        return torch.stack(joints, dim=-1).reshape(*batch, n, self.spec.dof)
+
+    def extra_repr(self) -> str:
+        return f"{super().extra_repr()}, generated_size={self.generated_size}"
