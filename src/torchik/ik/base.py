@@ -19,6 +19,7 @@ from typing import ClassVar
 import torch
 from torch import Tensor
 
+from torchik.ik.seeding import Seeder
 from torchik.robot import Robot
 from torchik.rotations import wrap_angle
 
@@ -38,6 +39,8 @@ class SolverSettings:
         patience: iterations without a relative cost decrease of ``min_improvement`` after which
             a slot is re-seeded (only when the solver was given a way to draw new seeds).
         min_improvement: see ``patience``.
+        attempt_iters: also re-seed a slot after this many iterations from its seed
+            (``0``: never).
         early_stop: stop every slot of a target as soon as one of them succeeds (``False`` to
             collect several solutions per target).
     """
@@ -46,6 +49,7 @@ class SolverSettings:
     rotation_weight: float = 1.0
     patience: int = 4
     min_improvement: float = 0.01
+    attempt_iters: int = 0
     early_stop: bool = True
 
 
@@ -208,15 +212,15 @@ class IKSolver(ABC):
 
     # ---------------------------------------------------------------- the loop
     def solve(
-        self, problem: IKProblem, q: Tensor, reseed: Callable[[Tensor], Tensor] | None = None
+        self, problem: IKProblem, q: Tensor, reseed: Seeder | None = None
     ) -> tuple[Tensor, Tensor]:
         """Run the loop on every row.
 
         Args:
             problem: ``N`` rows.
             q: ``(N, dof)`` seeds.
-            reseed: ``groups (n,) -> (n, dof)`` fresh seeds for stalled rows of those targets, or
-                ``None`` for no restarts.
+            reseed: ``(rows (n,), attempt (n,)) -> (n, dof)`` fresh seeds for stalled rows
+                (:data:`torchik.ik.seeding.Seeder`), or ``None`` for no restarts.
 
         Returns:
             The best ``q (N, dof)`` met per row (the converged one for converged rows) and the
@@ -230,7 +234,12 @@ class IKSolver(ABC):
         finished_groups = torch.zeros(n_rows, dtype=torch.bool, device=q.device)
         ids = torch.arange(n_rows, device=q.device)
         state = self.initial_state(q)
-        track = {"seed_cost": best_cost.clone(), "stall": torch.zeros_like(ids)}
+        track = {
+            "seed_cost": best_cost.clone(),
+            "stall": torch.zeros_like(ids),
+            "age": torch.zeros_like(ids),
+            "attempt": torch.zeros_like(ids),
+        }
         tol_rot = math.inf if problem.position_only else problem.tol_rotation
         for it in range(s.max_iters + 1):
             lin = self.linearize(problem, q)
@@ -255,23 +264,28 @@ class IKSolver(ABC):
                 state, track = _index_state(state, keep), _index_state(track, keep)
             q = problem.project(self.step(problem, q, lin, state))
             if reseed is not None:
-                q = self._restart_stalled(q, problem.group, lin.cost, state, track, reseed)
+                q = self._restart_stalled(q, ids, lin.cost, state, track, reseed)
         return best_q, iterations
 
     def _restart_stalled(
-        self, q: Tensor, group: Tensor, cost: Tensor, state: State, track: State, reseed: Callable
+        self, q: Tensor, ids: Tensor, cost: Tensor, state: State, track: State, reseed: Callable
     ) -> Tensor:
         s = self.settings
         progress = cost < (1.0 - s.min_improvement) * track["seed_cost"]
         track["seed_cost"] = torch.where(progress, cost, track["seed_cost"])
         track["stall"] = torch.where(progress, 0, track["stall"] + 1)
         stalled = track["stall"] >= s.patience
+        if s.attempt_iters:
+            track["age"] = track["age"] + 1
+            stalled = stalled | (track["age"] >= s.attempt_iters)
         if not bool(stalled.any()):
             return q
         q = q.clone()
-        q[stalled] = reseed(group[stalled])
+        track["attempt"] = track["attempt"] + stalled.long()
+        q[stalled] = reseed(ids[stalled], track["attempt"][stalled])
         track["seed_cost"] = torch.where(stalled, math.inf, track["seed_cost"])
         track["stall"] = torch.where(stalled, 0, track["stall"])
+        track["age"] = torch.where(stalled, 0, track["age"])
         for key, value in self.initial_state(q).items():
             mask = stalled.view(-1, *([1] * (value.dim() - 1)))
             state[key] = torch.where(mask, value, state[key])

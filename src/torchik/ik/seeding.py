@@ -1,10 +1,10 @@
 """Start configurations: uniform random, or the random ones whose link pose is nearest the target.
 
-Both draw uniform random configurations within the limits (never the answer). ``nearest`` draws a
-pool of them once per call, computes their link poses in one batched FK, and gives every target
-the pool members closest to it in pose space; a local solver started there converges in fewer
-iterations and more often than from an arbitrary draw, for the cost of one small FK and a
-``(targets, pool)`` distance matrix.
+Both draw uniform random configurations within the limits (never the answer). The ``nearest``
+seeder draws a pool of them, computes their link poses in one batched FK, and gives every row
+the pool member closest to its target in pose space; a local solver started there converges in
+fewer iterations and more often than from an arbitrary draw, for the cost of one small FK and a
+``(rows, pool)`` distance matrix. Restarts draw a fresh pool for the stalled rows only.
 """
 
 from __future__ import annotations
@@ -16,45 +16,40 @@ from torch import Tensor
 
 from torchik.robot import Robot
 
-__all__ = ["Seeder", "nearest_candidates"]
+__all__ = ["Seeder", "nearest_in_pools", "nearest_seeder", "uniform_seeder"]
 
-Seeder = Callable[[Tensor], Tensor]
-"""``groups (n,) -> (n, dof)``: fresh seeds for rows of the given targets."""
+Seeder = Callable[[Tensor, Tensor], Tensor]
+"""``(rows (n,), attempt (n,)) -> (n, dof)``: the seeds of attempt ``attempt`` (0 for the
+first seed, 1 for the first restart, ...) of the given rows."""
 
 
-def nearest_candidates(
+def nearest_in_pools(
     robot: Robot,
     link: str,
     position: Tensor,
     rotmat: Tensor | None,
-    count: int,
-    pool_size: int,
+    pool: Tensor,
+    which: Tensor,
     rotation_weight: float,
-    generator: torch.Generator | None = None,
 ) -> Tensor:
-    """For every target, the nearest configuration of each of ``count`` random sub-pools.
+    """For every target, the member of one pool whose link pose is nearest to it.
 
-    ``pool_size`` uniform random configurations are split into ``count`` sub-pools; candidate
-    ``c`` of a target is the member of sub-pool ``c`` whose link pose is nearest to it, with the
-    distance ``|p - p_t|² + w² (3 - tr(R_tᵀ R))`` (the second term is ``2 w² (1 - cos θ)``, about
-    ``w² θ²`` for small angles). Separate sub-pools keep the candidates of one target apart
-    (nearest neighbours of a single pool tend to fail together), and an ``argmin`` per sub-pool
-    is much cheaper than a ``topk``. The distances are one float32 matrix product.
+    Distance: ``|p - p_t|² + w² (3 - tr(R_tᵀ R))`` (the second term is ``2 w² (1 - cos θ)``, about
+    ``w² θ²`` for small angles), formed as one float32 matrix product; the choice of a seed
+    needs no more precision.
 
     Args:
         robot: the robot; ``link`` the placed link.
-        position: ``(T, 3)`` target positions; ``rotmat`` ``(T, 3, 3)`` or ``None``.
-        count: candidates per target (sub-pools).
-        pool_size: random configurations drawn in all (at least ``count``).
+        position: ``(n, 3)`` target positions; ``rotmat`` ``(n, 3, 3)`` or ``None``.
+        pool: ``(P, S, dof)`` random configurations, ``P`` pools of ``S``.
+        which: ``(n,)`` long, the pool each target picks from.
         rotation_weight: ``w`` (m/rad).
-        generator: for the random configurations.
 
     Returns:
-        ``(T, count, dof)`` configurations.
+        ``(n, dof)`` configurations.
     """
-    per_pool = max(pool_size // count, 1)
-    pool = robot.random_configuration(per_pool * count, generator)
-    pose = robot.forward_kinematics(pool, link)
+    n_pools, size, dof = pool.shape
+    pose = robot.forward_kinematics(pool.reshape(-1, dof), link)
     p = pose[:, :3, 3]
     # |p - p_t|² = |p|² - 2 p·p_t + const, and -w² tr(R_tᵀ R) = -w² R_t:R (flattened dot)
     pool_features = [p, (p * p).sum(-1, keepdim=True)]
@@ -63,29 +58,47 @@ def nearest_candidates(
         pool_features.append(pose[:, :3, :3].flatten(-2))
         target_features.append(-(rotation_weight**2) * rotmat.flatten(-2))
     a = torch.cat(target_features, dim=-1).float()
-    b = torch.cat(pool_features, dim=-1).float()
-    dist = (a @ b.T).view(-1, count, per_pool)
-    index = dist.argmin(dim=-1) + per_pool * torch.arange(count, device=dist.device)
-    return pool[index]
+    b = torch.cat(pool_features, dim=-1).float().view(n_pools, size, -1)
+    best = torch.empty_like(which)
+    for k in range(n_pools):  # a few pools: one product per pool, over its rows only
+        rows = torch.nonzero(which == k).flatten()
+        best[rows] = (a[rows] @ b[k].T).argmin(dim=-1)
+    return pool[which, best]
 
 
 def uniform_seeder(robot: Robot, generator: torch.Generator | None) -> Seeder:
-    """Fresh uniform random configurations, whatever the target."""
-    return lambda groups: robot.random_configuration(groups.shape[0], generator)
+    """Uniform random configurations, whatever the row."""
+    return lambda rows, attempt: robot.random_configuration(rows.shape[0], generator)
 
 
-def candidate_seeder(
-    candidates: Tensor, first: int, robot: Robot, generator: torch.Generator | None
+def nearest_seeder(
+    robot: Robot,
+    link: str,
+    position: Tensor,
+    rotmat: Tensor | None,
+    slots: int,
+    pool_size: int,
+    rotation_weight: float,
+    generator: torch.Generator | None = None,
 ) -> Seeder:
-    """Seeds drawn at random among ``candidates[g, first:]`` of each target ``g``; uniform random
-    configurations once a target has no spare candidates (``first == C``)."""
-    spare = candidates.shape[1] - first
-    if spare <= 0:
-        return uniform_seeder(robot, generator)
+    """Seeds nearest to the targets among random pools (see :func:`nearest_in_pools`).
 
-    def seeder(groups: Tensor) -> Tensor:
-        u = torch.rand(groups.shape[0], generator=generator, device=groups.device)
-        pick = first + (u * spare).long().clamp_max(spare - 1)
-        return candidates[groups, pick]
+    Every call draws ``slots`` pools of ``pool_size`` configurations; row ``r`` (target
+    ``r // slots``, slot ``r % slots``) picks from pool ``(slot + attempt) % slots``, so the
+    slots of one target never share a pool in a call and their seeds differ.
+
+    Args:
+        position: ``(T, 3)`` target positions; ``rotmat`` ``(T, 3, 3)`` or ``None``.
+        slots: ``K``, rows per target.
+        pool_size: configurations per pool.
+    """
+
+    def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
+        pool = robot.random_configuration(slots * pool_size, generator)
+        target = rows // slots
+        which = (rows % slots + attempt) % slots
+        rot = None if rotmat is None else rotmat[target]
+        pool = pool.view(slots, pool_size, robot.dof)
+        return nearest_in_pools(robot, link, position[target], rot, pool, which, rotation_weight)
 
     return seeder

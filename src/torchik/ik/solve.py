@@ -9,15 +9,11 @@ from torch import Tensor
 
 from torchik.ik.base import IKProblem, IKSolver
 from torchik.ik.result import IKResult
-from torchik.ik.seeding import candidate_seeder, nearest_candidates, uniform_seeder
+from torchik.ik.seeding import nearest_seeder, uniform_seeder
 from torchik.robot import Robot
 from torchik.rotations import geodesic_distance
 
 __all__ = ["METHODS", "default_link", "solve_ik"]
-
-SPARE_FACTOR = 4
-"""With ``seed_pool``, ``SPARE_FACTOR * K`` candidates are chosen per target: ``K`` seeds, the
-rest restarts."""
 
 
 def _methods() -> dict[str, type[IKSolver]]:
@@ -124,7 +120,7 @@ def solve_ik(
     generator: torch.Generator | None = None,
     restarts: bool | None = None,
     early_stop: bool | None = None,
-    seed_pool: int = 1024,
+    seed_pool: int = 256,
 ) -> IKResult:
     """Numerical inverse kinematics for a batch of targets, several slots per target.
 
@@ -146,10 +142,9 @@ def solve_ik(
         restarts: re-seed stalled slots at random; default: only when ``seeds`` is ``None``.
         early_stop: stop a target's slots once one succeeds (the solver's default is ``True``;
             pass ``False`` to fill every slot, e.g. for :meth:`IKResult.distinct`).
-        seed_pool: random seeds are the ``K`` nearest to each target (in pose space) of
-            ``seed_pool`` uniform random configurations, restarts random picks of the next
-            ``3 K``; ``0``: plain uniform random seeds and restarts (see
-            :mod:`torchik.ik.seeding`).
+        seed_pool: each random seed (and restart) is the configuration nearest to the target,
+            in pose space, of a pool of ``seed_pool`` uniform random configurations; ``0``:
+            plain uniform random seeds (see :mod:`torchik.ik.seeding`).
 
     Returns:
         An :class:`IKResult` with ``q (..., K, dof)``. Unreachable targets give
@@ -194,18 +189,14 @@ def _random_seeds(robot, link, position, rotmat, num_seeds, seed_pool, solver, g
     """``(K, seeds (T * K, dof), seeder)`` for random starts (see ``seed_pool``)."""
     if not isinstance(num_seeds, int) or num_seeds < 1:
         raise ValueError(f"num_seeds must be a positive int, got {num_seeds!r}")
-    n_targets, k = position.shape[0], num_seeds
-    if not seed_pool:
-        q0 = robot.random_configuration(n_targets * k, generator)
-        return k, q0, uniform_seeder(robot, generator)
-    count = k * SPARE_FACTOR
+    if seed_pool:
+        w = solver.settings.rotation_weight
+        seeder = nearest_seeder(robot, link, position, rotmat, num_seeds, seed_pool, w, generator)
+    else:
+        seeder = uniform_seeder(robot, generator)
+    rows = torch.arange(position.shape[0] * num_seeds, device=robot.device)
     with torch.no_grad():
-        candidates = nearest_candidates(
-            robot, link, position, rotmat, count, seed_pool, solver.settings.rotation_weight,
-            generator,
-        )  # fmt: skip
-    seeder = candidate_seeder(candidates, k, robot, generator)
-    return k, candidates[:, :k].reshape(-1, robot.dof), seeder
+        return num_seeds, seeder(rows, torch.zeros_like(rows)), seeder
 
 
 def _evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) -> IKResult:
