@@ -12,7 +12,7 @@ import torch
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from torchik import Robot, kinematics
+from torchik import Robot, kinematics, load_robot
 from torchik.urdf import URDFError
 
 DATA = Path(__file__).parent / "data"
@@ -114,8 +114,6 @@ def _finite_grad(robot: Robot, q: torch.Tensor, link: str) -> torch.Tensor:
 
 
 def test_gradients_finite_at_singular_configurations():
-    from torchik import load_robot
-
     straight = load_robot("planar", link_lengths=[1.0, 1.0, 1.0, 1.0], dtype=torch.float64)
     assert torch.isfinite(
         _finite_grad(straight, torch.zeros(1, 4, dtype=torch.float64), "ee")
@@ -126,6 +124,12 @@ def test_gradients_finite_at_singular_configurations():
         assert torch.isfinite(_finite_grad(pc, q, "flange")).all()
     mimic = Robot.from_urdf(DATA / "urdf" / "mimic.urdf", dtype=torch.float64)
     assert torch.isfinite(_finite_grad(mimic, mimic.neutral()[None], "finger_b")).all()
+    # Panda with joints 5 and 7 aligned (q6 = 0... within limits the nearest is the lower bound)
+    panda = load_robot("panda", dtype=torch.float32)
+    for batch in (1, kinematics.SMALL_BATCH + 1):
+        q = panda.neutral().expand(batch, 7).clone()
+        q[:, 5] = 0.0
+        assert torch.isfinite(_finite_grad(panda, q, "panda_hand")).all()
 
 
 def test_batch_shapes_and_links_argument():

@@ -16,7 +16,7 @@ from torch import nn
 from torchik import load_robot
 
 
-def train_position_mlp(steps: int = 1500, batch: int = 512, seed: int = 0, log_every: int = 100):
+def train_position_mlp(steps: int = 1000, batch: int = 256, seed: int = 0, log_every: int = 100):
     """Train ``target position -> joint angles`` through FK and return (model, robot, history)."""
     torch.manual_seed(seed)
     robot = load_robot("panda")
@@ -52,7 +52,7 @@ def train_position_mlp(steps: int = 1500, batch: int = 512, seed: int = 0, log_e
 
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--steps", type=int, default=1500)
+    parser.add_argument("--steps", type=int, default=1000)
     parser.add_argument("--seed", type=int, default=0)
     args = parser.parse_args(argv)
     print("torchik demo: an MLP learns Panda IK through differentiable FK (CPU)")
