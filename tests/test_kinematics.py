@@ -124,7 +124,7 @@ def test_gradients_finite_at_singular_configurations():
         assert torch.isfinite(_finite_grad(pc, q, "flange")).all()
     mimic = Robot.from_urdf(DATA / "urdf" / "mimic.urdf", dtype=torch.float64)
     assert torch.isfinite(_finite_grad(mimic, mimic.neutral()[None], "finger_b")).all()
-    # Panda with joints 5 and 7 aligned (q6 = 0... within limits the nearest is the lower bound)
+    # Panda with joint 6 at zero: the axes of joints 5 and 7 are aligned (a wrist singularity)
     panda = load_robot("panda", dtype=torch.float32)
     for batch in (1, kinematics.SMALL_BATCH + 1):
         q = panda.neutral().expand(batch, 7).clone()
