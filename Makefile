@@ -4,6 +4,7 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.stamp
+CODE := $(wildcard src tests benchmarks)
 
 .PHONY: demo test bench lint format clean
 
@@ -27,12 +28,12 @@ test: $(STAMP)-dev
 	$(BIN)/python -m pytest -q -n 2 tests
 
 lint: $(STAMP)-dev
-	$(BIN)/ruff check src tests benchmarks
-	$(BIN)/ruff format --check src tests benchmarks
+	$(BIN)/ruff check $(CODE)
+	$(BIN)/ruff format --check $(CODE)
 
 format: $(STAMP)-dev
-	$(BIN)/ruff check --fix src tests benchmarks
-	$(BIN)/ruff format src tests benchmarks
+	$(BIN)/ruff check --fix $(CODE)
+	$(BIN)/ruff format $(CODE)
 
 bench: $(STAMP)-bench
 	$(BIN)/python benchmarks/run.py
