@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from typing import ClassVar
 
 import torch
@@ -23,7 +23,14 @@ from torchik.ik.seeding import Seeder
 from torchik.robot import Robot
 from torchik.rotations import wrap_angle
 
-__all__ = ["IKProblem", "IKSolver", "Linearization", "SolverSettings", "pose_residual"]
+__all__ = [
+    "IKProblem",
+    "JointLimits",
+    "IKSolver",
+    "Linearization",
+    "SolverSettings",
+    "pose_residual",
+]
 
 State = dict[str, Tensor]
 
@@ -43,6 +50,10 @@ class SolverSettings:
             (``0``: never).
         early_stop: stop every slot of a target as soon as one of them succeeds (``False`` to
             collect several solutions per target).
+        round_iters: with random restarts and ``early_stop``, :func:`~torchik.ik.solve_ik` runs
+            rounds of this many iterations; after each, targets without a success are retried
+            with ``retry_seeds`` fresh seeds each (``0``: one round of ``max_iters``).
+        retry_seeds: slots per target in the retry rounds.
     """
 
     max_iters: int = 100
@@ -51,6 +62,8 @@ class SolverSettings:
     min_improvement: float = 0.01
     attempt_iters: int = 0
     early_stop: bool = True
+    round_iters: int = 0
+    retry_seeds: int = 8
 
 
 def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor | None):
@@ -84,6 +97,44 @@ def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor |
     return torch.cat((pos, sin_axis * scale[:, None]), dim=-1), angle
 
 
+@dataclass(frozen=True)
+class JointLimits:
+    """How joint values are kept within the limits.
+
+    Attributes:
+        lower: ``(dof,)``; ``upper`` ``(dof,)``.
+        continuous: ``(dof,)`` bool, continuous joints: wrapped to (-π, π].
+        full_turn: ``(dof,)`` bool, limited revolute joints whose range spans a full turn
+            (the UR5's ``[-π, π]``): wrapped into the range (``q`` and ``q ± 2π`` are the same
+            pose), so a solver is never stuck on such a limit.
+        clamped: ``(dof,)`` bool, the rest: clamped.
+    """
+
+    lower: Tensor
+    upper: Tensor
+    continuous: Tensor
+    full_turn: Tensor
+    clamped: Tensor
+
+    @classmethod
+    def of(cls, robot: Robot) -> JointLimits:
+        kinds = {j.name: j.type for j in robot._joints}  # TODO: a public mask on Robot
+        revolute = torch.tensor([kinds[n] != "prismatic" for n in robot.joint_names])
+        revolute = revolute.to(robot.device)
+        full = revolute & ~robot.continuous & (robot.upper - robot.lower >= 2 * math.pi - 1e-6)
+        return cls(robot.lower, robot.upper, robot.continuous, full, ~(robot.continuous | full))
+
+    def project(self, q: Tensor) -> Tensor:
+        """``q (N, dof)`` into the limits."""
+        out = torch.clamp(q, self.lower, self.upper)
+        if bool(self.full_turn.any()):
+            turned = self.lower + torch.remainder(q - self.lower, 2 * math.pi)
+            out = torch.where(self.full_turn, torch.clamp(turned, self.lower, self.upper), out)
+        if bool(self.continuous.any()):
+            out = torch.where(self.continuous, wrap_angle(q), out)
+        return out
+
+
 @dataclass
 class IKProblem:
     """The rows of a batched IK problem (targets repeated once per slot).
@@ -96,6 +147,7 @@ class IKProblem:
         group: ``(N,)`` long, the target each row belongs to (``early_stop`` groups).
         tol_position: success threshold on the position error (m).
         tol_rotation: success threshold on the rotation angle (rad); ignored if position-only.
+        limits: how ``q`` is kept in the limits (default: :meth:`JointLimits.of` the robot).
     """
 
     robot: Robot
@@ -105,12 +157,11 @@ class IKProblem:
     group: Tensor
     tol_position: float
     tol_rotation: float
-    _limits: tuple[Tensor, Tensor, Tensor | None] = field(init=False, repr=False)
+    limits: JointLimits = None  # type: ignore[assignment]
 
     def __post_init__(self):
-        r = self.robot
-        continuous = r.continuous if bool(r.continuous.any()) else None
-        self._limits = (r.lower, r.upper, continuous)
+        if self.limits is None:
+            self.limits = JointLimits.of(self.robot)
 
     @property
     def position_only(self) -> bool:
@@ -139,12 +190,8 @@ class IKProblem:
         return pose_residual(pose, self.target_position, self.target_rotmat)
 
     def project(self, q: Tensor) -> Tensor:
-        """Clamp ``q (N, dof)`` into the limits; continuous joints are wrapped instead."""
-        lower, upper, continuous = self._limits
-        clamped = torch.clamp(q, lower, upper)
-        if continuous is None:
-            return clamped
-        return torch.where(continuous, wrap_angle(q), clamped)
+        """``q (N, dof)`` into the limits (see :class:`JointLimits`)."""
+        return self.limits.project(q)
 
 
 @dataclass
@@ -212,7 +259,11 @@ class IKSolver(ABC):
 
     # ---------------------------------------------------------------- the loop
     def solve(
-        self, problem: IKProblem, q: Tensor, reseed: Seeder | None = None
+        self,
+        problem: IKProblem,
+        q: Tensor,
+        reseed: Seeder | None = None,
+        max_iters: int | None = None,
     ) -> tuple[Tensor, Tensor]:
         """Run the loop on every row.
 
@@ -221,16 +272,18 @@ class IKSolver(ABC):
             q: ``(N, dof)`` seeds.
             reseed: ``(rows (n,), attempt (n,)) -> (n, dof)`` fresh seeds for stalled rows
                 (:data:`torchik.ik.seeding.Seeder`), or ``None`` for no restarts.
+            max_iters: override ``settings.max_iters``.
 
         Returns:
             The best ``q (N, dof)`` met per row (the converged one for converged rows) and the
             ``(N,)`` iterations each row ran.
         """
         s = self.settings
+        max_iters = s.max_iters if max_iters is None else max_iters
         n_rows = len(problem)
         q = problem.project(q)
         best_q, best_cost = q.clone(), q.new_full((n_rows,), math.inf)
-        iterations = torch.full((n_rows,), s.max_iters, dtype=torch.long, device=q.device)
+        iterations = torch.full((n_rows,), max_iters, dtype=torch.long, device=q.device)
         finished_groups = torch.zeros(n_rows, dtype=torch.bool, device=q.device)
         ids = torch.arange(n_rows, device=q.device)
         state = self.initial_state(q)
@@ -241,7 +294,7 @@ class IKSolver(ABC):
             "attempt": torch.zeros_like(ids),
         }
         tol_rot = math.inf if problem.position_only else problem.tol_rotation
-        for it in range(s.max_iters + 1):
+        for it in range(max_iters + 1):
             lin = self.linearize(problem, q)
             pos_err = lin.error[:, :3].norm(dim=-1)
             done = (pos_err < problem.tol_position) & (lin.angle < tol_rot)
@@ -252,7 +305,7 @@ class IKSolver(ABC):
             if s.early_stop:
                 finished_groups[problem.group[done]] = True
                 finished = finished_groups[problem.group]
-            if it == s.max_iters:
+            if it == max_iters:
                 break
             if bool(finished.any()):
                 iterations[ids[finished]] = it

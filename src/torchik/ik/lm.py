@@ -46,8 +46,8 @@ def free_limit_columns(
     their part, and the rest of the step no longer fits: convergence slows or stalls.
     """
     g = (jacobian.transpose(-1, -2) @ (error * weights * weights)[..., None])[..., 0]
-    lower, upper = problem.robot.lower, problem.robot.upper
-    blocked = ((q <= lower) & (g < 0)) | ((q >= upper) & (g > 0))
+    lim = problem.limits
+    blocked = lim.clamped & (((q <= lim.lower) & (g < 0)) | ((q >= lim.upper) & (g > 0)))
     return jacobian * (~blocked)[:, None, :]
 
 
@@ -74,6 +74,7 @@ class LMSettings(SolverSettings):
     """
 
     max_iters: int = 60
+    round_iters: int = 10
     rotation_weight: float = 0.3
     damping: float = 0.1
     damping_floor: float = 1e-6

@@ -76,8 +76,16 @@ class IKResult:
         Returns:
             An :class:`IKResult` with ``K = 1``, i.e. ``q (..., 1, dof)``.
         """
-        pick = self._order()[..., :1]
-        return self._take(pick)
+        return self.top(1)
+
+    def top(self, k: int) -> IKResult:
+        """The ``k`` best slots of every target, best first (successes, then by error
+        normalised by the tolerances).
+
+        Returns:
+            An :class:`IKResult` with ``K = k``.
+        """
+        return self._take(self._order()[..., :k])
 
     def _take(self, index: Tensor) -> IKResult:
         def take(x: Tensor) -> Tensor:

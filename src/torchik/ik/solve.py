@@ -3,13 +3,15 @@
 from __future__ import annotations
 
 import math
+from dataclasses import replace
+from functools import partial
 
 import torch
 from torch import Tensor
 
 from torchik.ik.base import IKProblem, IKSolver
 from torchik.ik.result import IKResult
-from torchik.ik.seeding import nearest_seeder, uniform_seeder
+from torchik.ik.seeding import Seeder, nearest_seeder, uniform_seeder
 from torchik.robot import Robot
 from torchik.rotations import geodesic_distance
 
@@ -167,36 +169,81 @@ def solve_ik(
     robot.link_index(link)  # a clear error for unknown links
     batch, position, rotmat = _check_target(robot, target, position_only)
     solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
-    if seeds is None:
-        k, q0, seeder = _random_seeds(
-            robot, link, position, rotmat, num_seeds, seed_pool, solver, generator
-        )
-    else:
-        k, q0 = seeds.shape[-2], _check_seeds(robot, seeds, batch)
-        seeder = uniform_seeder(robot, generator)
-    group = torch.arange(position.shape[0], device=robot.device).repeat_interleave(k)
-    problem = IKProblem(
-        robot, link, position[group], None if rotmat is None else rotmat[group], group,
-        tol_position, tol_rotation,
-    )  # fmt: skip
     use_restarts = seeds is None if restarts is None else restarts
+    make = partial(_problem, robot, link, tol_position=tol_position, tol_rotation=tol_rotation)
     with torch.no_grad():
-        q, iterations = solver.solve(problem, q0, seeder if use_restarts else None)
-    return _evaluate(problem, q, iterations, (*batch, k))
+        if seeds is None:
+            k = _check_num_seeds(num_seeds)
+            seeder = _seeder(make(position, rotmat, k), k, seed_pool, solver, generator)
+            q0 = seeder(*_first_attempt(position.shape[0] * k, robot.device))
+        else:
+            k, q0 = seeds.shape[-2], _check_seeds(robot, seeds, batch)
+            seeder = uniform_seeder(robot, generator)
+        rounds = use_restarts and solver.settings.early_stop and solver.settings.round_iters > 0
+        budget = solver.settings.max_iters
+        first = min(solver.settings.round_iters, budget) if rounds else budget
+        problem = make(position, rotmat, k)
+        q, iterations = solver.solve(problem, q0, seeder if use_restarts else None, first)
+        result = _evaluate(problem, q, iterations, (position.shape[0], k))
+        if rounds:
+            result = _retry(result, make, position, rotmat, solver, seed_pool, generator, first)
+    return _reshape(result, batch)
 
 
-def _random_seeds(robot, link, position, rotmat, num_seeds, seed_pool, solver, generator):
-    """``(K, seeds (T * K, dof), seeder)`` for random starts (see ``seed_pool``)."""
-    if not isinstance(num_seeds, int) or num_seeds < 1:
+def _check_num_seeds(num_seeds: int) -> int:
+    if not isinstance(num_seeds, int) or isinstance(num_seeds, bool) or num_seeds < 1:
         raise ValueError(f"num_seeds must be a positive int, got {num_seeds!r}")
-    if seed_pool:
-        w = solver.settings.rotation_weight
-        seeder = nearest_seeder(robot, link, position, rotmat, num_seeds, seed_pool, w, generator)
-    else:
-        seeder = uniform_seeder(robot, generator)
-    rows = torch.arange(position.shape[0] * num_seeds, device=robot.device)
-    with torch.no_grad():
-        return num_seeds, seeder(rows, torch.zeros_like(rows)), seeder
+    return num_seeds
+
+
+def _problem(robot, link, position, rotmat, k, tol_position, tol_rotation) -> IKProblem:
+    """The rows of ``k`` slots for each of the targets ``position (T, 3)``, ``rotmat``."""
+    group = torch.arange(position.shape[0], device=robot.device).repeat_interleave(k)
+    rot = None if rotmat is None else rotmat[group]
+    return IKProblem(robot, link, position[group], rot, group, tol_position, tol_rotation)
+
+
+def _first_attempt(n_rows: int, device) -> tuple[Tensor, Tensor]:
+    rows = torch.arange(n_rows, device=device)
+    return rows, torch.zeros_like(rows)
+
+
+def _seeder(problem: IKProblem, k: int, seed_pool: int, solver: IKSolver, generator) -> Seeder:
+    """Random seeds for the ``k`` slots of each target of ``problem`` (see ``seed_pool``)."""
+    robot = problem.robot
+    if not seed_pool:
+        return uniform_seeder(robot, generator)
+    # the rows repeat each target k times: slot 0 rows give the targets
+    position = problem.target_position[::k]
+    rotmat = None if problem.target_rotmat is None else problem.target_rotmat[::k]
+    w = solver.settings.rotation_weight
+    return nearest_seeder(robot, problem.link, position, rotmat, k, seed_pool, w, generator)
+
+
+def _retry(result, make, position, rotmat, solver, seed_pool, generator, used) -> IKResult:
+    """Rounds after the first: targets without a success get ``retry_seeds`` fresh slots each
+    for ``round_iters`` more iterations, until ``max_iters``; each keeps its best ``K`` slots.
+
+    Few targets are left by then, and a batched iteration costs about as much for 10 rows as for
+    200, so many parallel seeds finish the hard targets in fewer iterations than restarting
+    their few slots one after another.
+    """
+    s = solver.settings
+    k, r = result.q.shape[-2], s.retry_seeds
+    while used < s.max_iters:
+        todo = torch.nonzero(~result.success.any(dim=-1)).flatten()
+        if todo.numel() == 0:
+            break
+        iters = min(s.round_iters, s.max_iters - used)
+        rot = None if rotmat is None else rotmat[todo]
+        problem = make(position[todo], rot, r)
+        seeder = _seeder(problem, r, seed_pool, solver, generator)
+        q0 = seeder(*_first_attempt(len(problem), position.device))
+        q, iterations = solver.solve(problem, q0, seeder, iters)
+        retried = _evaluate(problem, q, iterations + used, (todo.numel(), r))
+        result = _replace_rows(result, todo, _concat(_take_rows(result, todo), retried).top(k))
+        used += iters
+    return result
 
 
 def _evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) -> IKResult:
@@ -222,3 +269,34 @@ def _evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) -
         tol_rotation=tol_rot,
         continuous=robot.continuous,
     )
+
+
+_FIELDS = ("q", "success", "position_error", "rotation_error", "iterations")
+
+
+def _map(result: IKResult, fn) -> IKResult:
+    return replace(result, **{f: fn(getattr(result, f)) for f in _FIELDS})
+
+
+def _reshape(result: IKResult, batch: tuple) -> IKResult:
+    """``(T, K, ...)`` fields to ``(*batch, K, ...)``."""
+    k = result.q.shape[1]
+    return _map(result, lambda x: x.reshape(*batch, k, *x.shape[2:]))
+
+
+def _take_rows(result: IKResult, index: Tensor) -> IKResult:
+    return _map(result, lambda x: x[index])
+
+
+def _concat(a: IKResult, b: IKResult) -> IKResult:
+    """Slots of ``a`` then of ``b``, per target."""
+    return replace(a, **{f: torch.cat((getattr(a, f), getattr(b, f)), dim=1) for f in _FIELDS})
+
+
+def _replace_rows(result: IKResult, index: Tensor, rows: IKResult) -> IKResult:
+    def put(name: str) -> Tensor:
+        value = getattr(result, name).clone()
+        value[index] = getattr(rows, name)
+        return value
+
+    return replace(result, **{f: put(f) for f in _FIELDS})
