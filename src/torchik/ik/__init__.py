@@ -5,7 +5,14 @@ Solvers (each implements only its step, see :class:`IKSolver`): :class:`Levenber
 :class:`LBFGSB` (SciPy, optional extra ``ik``).
 """
 
-from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, pose_residual
+from torchik.ik.base import (
+    IKProblem,
+    IKSolver,
+    JointLimits,
+    Linearization,
+    SolverSettings,
+    pose_residual,
+)
 from torchik.ik.gradient import GDSettings, GradientDescent
 from torchik.ik.jacobian import DampedLeastSquares, DLSSettings, JacobianTranspose, JTSettings
 from torchik.ik.lbfgsb import LBFGSB, LBFGSBSettings
@@ -22,6 +29,7 @@ __all__ = [
     "IKResult",
     "IKSolver",
     "JTSettings",
+    "JointLimits",
     "JacobianTranspose",
     "LBFGSB",
     "LBFGSBSettings",

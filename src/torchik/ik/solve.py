@@ -171,23 +171,35 @@ def solve_ik(
     solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
     use_restarts = seeds is None if restarts is None else restarts
     make = partial(_problem, robot, link, tol_position=tol_position, tol_rotation=tol_rotation)
+    if seeds is None:
+        k, q0 = _check_num_seeds(num_seeds), None
+    else:
+        k, q0 = seeds.shape[-2], _check_seeds(robot, seeds, batch)
+    problem = make(position, rotmat, k)
+    if len(problem) == 0:
+        return _reshape(_empty_result(problem, k), batch)
     with torch.no_grad():
-        if seeds is None:
-            k = _check_num_seeds(num_seeds)
-            seeder = _seeder(make(position, rotmat, k), k, seed_pool, solver, generator)
-            q0 = seeder(*_first_attempt(position.shape[0] * k, robot.device))
-        else:
-            k, q0 = seeds.shape[-2], _check_seeds(robot, seeds, batch)
-            seeder = uniform_seeder(robot, generator)
-        rounds = use_restarts and solver.settings.early_stop and solver.settings.round_iters > 0
-        budget = solver.settings.max_iters
-        first = min(solver.settings.round_iters, budget) if rounds else budget
-        problem = make(position, rotmat, k)
+        seeder = _seeder(problem, k, seed_pool if q0 is None else 0, solver, generator)
+        if q0 is None:
+            q0 = seeder(*_first_attempt(len(problem), robot.device))
+        s = solver.settings
+        rounds = use_restarts and s.early_stop and s.round_iters > 0
+        first = min(s.round_iters, s.max_iters) if rounds else s.max_iters
         q, iterations = solver.solve(problem, q0, seeder if use_restarts else None, first)
         result = _evaluate(problem, q, iterations, (position.shape[0], k))
         if rounds:
             result = _retry(result, make, position, rotmat, solver, seed_pool, generator, first)
     return _reshape(result, batch)
+
+
+def _empty_result(problem: IKProblem, k: int) -> IKResult:
+    q = problem.target_position.new_zeros(0, k, problem.robot.dof)
+    zeros = q.new_zeros(0, k)
+    tol_rot = math.inf if problem.position_only else problem.tol_rotation
+    return IKResult(
+        q, zeros.bool(), zeros, zeros, zeros.long(),
+        problem.tol_position, tol_rot, problem.robot.continuous,
+    )  # fmt: skip
 
 
 def _check_num_seeds(num_seeds: int) -> int:

@@ -1,0 +1,304 @@
+"""Numerical IK: every solver converges, limits hold, shapes, seeds, errors, determinism."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import sys
+
+import pytest
+import torch
+
+from torchik import Robot, load_robot
+from torchik.ik import (
+    METHODS,
+    IKResult,
+    JointLimits,
+    LevenbergMarquardt,
+    LMSettings,
+    default_link,
+    joint_distance,
+    pose_residual,
+    solve_ik,
+)
+from torchik.robots import END_LINKS
+from torchik.rotations import pose_error
+
+F64 = torch.float64
+
+# A spatial arm with two continuous joints (and one limited) for wrapping tests.
+CONTINUOUS_URDF = """<?xml version="1.0"?>
+<robot name="wrist_arm">
+  <link name="base"/><link name="a"/><link name="b"/><link name="c"/><link name="tip"/>
+  <joint name="yaw" type="continuous">
+    <parent link="base"/><child link="a"/><origin xyz="0 0 0.1"/><axis xyz="0 0 1"/>
+  </joint>
+  <joint name="pitch" type="revolute">
+    <parent link="a"/><child link="b"/><origin xyz="0 0 0.1"/><axis xyz="0 1 0"/>
+    <limit lower="-1.5" upper="1.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="elbow" type="continuous">
+    <parent link="b"/><child link="c"/><origin xyz="0 0 0.4"/><axis xyz="0 1 0"/>
+  </joint>
+  <joint name="tip_joint" type="fixed">
+    <parent link="c"/><child link="tip"/><origin xyz="0 0 0.3"/>
+  </joint>
+</robot>
+"""
+
+
+def robot_and_targets(name: str, n: int, seed: int = 0, dtype=F64):
+    robot = load_robot(name, dtype=dtype)
+    g = torch.Generator().manual_seed(seed)
+    q = robot.random_configuration(n, g)
+    return robot, robot.forward_kinematics(q, END_LINKS[name])
+
+
+def assert_within_limits(robot: Robot, q: torch.Tensor) -> None:
+    assert bool(((q >= robot.lower) & (q <= robot.upper)).all())
+
+
+def assert_errors_match_fk(robot: Robot, result: IKResult, target: torch.Tensor, link: str):
+    """The reported errors are those of FK of the returned q (never an internal estimate)."""
+    pose = robot.forward_kinematics(result.q, link)
+    target = target[..., None, :, :]
+    pos_err = (pose[..., :3, 3] - target[..., :3, 3]).norm(dim=-1)
+    torch.testing.assert_close(result.position_error, pos_err)
+    expected = (result.position_error < result.tol_position) & (
+        result.rotation_error < result.tol_rotation
+    )
+    assert torch.equal(result.success, expected)
+
+
+@pytest.mark.parametrize("name", ["panda", "ur5"])
+def test_lm_solves_full_poses(name):
+    robot, target = robot_and_targets(name, 64)
+    g = torch.Generator().manual_seed(1)
+    result = solve_ik(robot, target, generator=g)
+    assert result.q.shape == (64, 4, robot.dof)
+    assert bool(result.success.any(dim=-1).all())
+    best = result.best()
+    assert best.q.shape == (64, 1, robot.dof)
+    assert float(best.position_error.max()) < 1e-3
+    assert float(best.rotation_error.max()) < math.radians(1.0)
+    assert_within_limits(robot, result.q)
+    assert_errors_match_fk(robot, result, target, END_LINKS[name])
+
+
+def test_lm_reaches_tight_tolerances():
+    robot, target = robot_and_targets("panda", 32, seed=3)
+    result = solve_ik(robot, target, tol_position=1e-8, tol_rotation=1e-8, generator=None)
+    best = result.best()
+    assert bool(best.success.all())
+    assert float(best.position_error.max()) < 1e-8
+
+
+# Every solver on small batches; the slow baselines get fewer, easier problems.
+SOLVER_CASES = {
+    "lm": ("panda", False, 8, {}),
+    "dls": ("panda", False, 8, {}),
+    "jt": ("digit_arm", True, 8, {}),
+    "gd": ("digit_arm", True, 4, {}),
+    "lbfgsb": ("ur5", False, 3, {"num_seeds": 2}),
+}
+
+
+@pytest.mark.parametrize("method", METHODS)
+def test_every_solver_converges(method):
+    pytest.importorskip("scipy") if method == "lbfgsb" else None
+    name, position_only, n, kwargs = SOLVER_CASES[method]
+    robot, target = robot_and_targets(name, n, seed=5)
+    if position_only:
+        target = target[..., :3, 3]
+    g = torch.Generator().manual_seed(2)
+    result = solve_ik(
+        robot, target, position_only=position_only, method=method, generator=g, **kwargs
+    )
+    assert bool(result.success.any(dim=-1).all()), method
+    assert_within_limits(robot, result.q)
+
+
+def test_limits_always_respected_even_from_wild_seeds_and_unreachable_targets():
+    robot, target = robot_and_targets("panda", 6)
+    target[:2, 0, 3] += 5.0  # far out of reach
+    seeds = torch.randn(6, 3, robot.dof, dtype=F64, generator=torch.Generator().manual_seed(0))
+    for method in ("lm", "dls", "jt"):
+        result = solve_ik(robot, target, seeds=10 * seeds, method=method, max_iters=20)
+        assert_within_limits(robot, result.q)
+        assert not bool(result.success[:2].any())
+
+
+def test_unreachable_targets_give_best_effort_not_an_exception():
+    robot, target = robot_and_targets("panda", 4)
+    target[:, :3, 3] = target[:, :3, 3] * 0 + torch.tensor([3.0, 0.0, 0.5], dtype=F64)
+    result = solve_ik(robot, target, max_iters=20, generator=torch.Generator().manual_seed(0))
+    assert not bool(result.success.any())
+    assert bool(torch.isfinite(result.q).all())
+    # the best effort (a compromise with the orientation) leans towards the target
+    assert float(result.best().position_error.max()) < math.hypot(3.0, 0.5) - 0.5
+    assert_within_limits(robot, result.q)
+
+
+def test_continuous_joints_are_wrapped():
+    robot = Robot.from_urdf(CONTINUOUS_URDF, dtype=F64)
+    assert robot.continuous.tolist() == [True, False, True]
+    g = torch.Generator().manual_seed(0)
+    target = robot.link_positions(robot.random_configuration(16, g), "tip")
+    seeds = torch.full((16, 2, 3), 7.0, dtype=F64)  # outside (-π, π]: wrapped, not clamped
+    result = solve_ik(robot, target, position_only=True, seeds=seeds, generator=g, restarts=True)
+    assert default_link(robot) == "tip"
+    assert bool(result.success.any(dim=-1).all())
+    q = result.q[..., robot.continuous]
+    assert bool(((q > -math.pi) & (q <= math.pi)).all())
+    assert_within_limits(robot, result.q)
+
+
+def test_full_turn_joints_wrap_into_their_range():
+    robot = load_robot("ur5", dtype=F64)
+    limits = JointLimits.of(robot)
+    assert limits.full_turn.tolist() == [True, True, False, True, True, True]
+    q = torch.tensor([[3.5, -3.5, 3.0, 7.0, 0.1, -0.1]], dtype=F64)
+    out = limits.project(q)
+    assert_within_limits(robot, out)
+    expected = torch.tensor([3.5 - 2 * math.pi, 2 * math.pi - 3.5, 7.0 - 2 * math.pi], dtype=F64)
+    torch.testing.assert_close(out[0, [0, 1, 3]], expected)
+    assert out[0, 2] == 2.5  # limited to ±2.5: clamped
+
+
+def test_position_only_accepts_points_and_poses():
+    robot, target = robot_and_targets("digit_arm", 16)
+    g = torch.Generator().manual_seed(0)
+    from_points = solve_ik(robot, target[:, :3, 3], position_only=True, generator=g)
+    from_poses = solve_ik(robot, target, position_only=True, generator=g)
+    for result in (from_points, from_poses):
+        assert bool(result.success.any(dim=-1).all())
+        assert bool((result.rotation_error == 0).all())
+        assert math.isinf(result.tol_rotation)
+
+
+def test_user_seeds_are_refined_without_restarts():
+    robot, target = robot_and_targets("panda", 8)
+    g = torch.Generator().manual_seed(0)
+    answer = robot.random_configuration(8, g)  # unrelated start: not all converge
+    target = robot.forward_kinematics(answer, "panda_hand")
+    near = (answer + 0.05)[:, None].expand(8, 3, 7).clone()
+    result = solve_ik(robot, target, seeds=near)
+    assert result.q.shape == (8, 3, 7)
+    assert bool(result.success.all())
+    assert int(result.iterations.max()) <= 10
+    # (K, dof) seeds are shared by every target
+    shared = solve_ik(robot, target, seeds=robot.neutral()[None], max_iters=5)
+    assert shared.q.shape == (8, 1, 7)
+
+
+def test_batch_shapes():
+    robot, target = robot_and_targets("ur5", 6)
+    result = solve_ik(robot, target.reshape(2, 3, 4, 4), num_seeds=2, max_iters=30)
+    assert result.q.shape == (2, 3, 2, 6)
+    for field in ("success", "position_error", "rotation_error", "iterations"):
+        assert getattr(result, field).shape == (2, 3, 2)
+    single = solve_ik(robot, target[0], num_seeds=3)
+    assert single.q.shape == (3, 6) and single.success.shape == (3,)
+    assert single.best().q.shape == (1, 6)
+    empty = solve_ik(robot, target[:0], num_seeds=2)
+    assert empty.q.shape == (0, 2, 6)
+
+
+def test_determinism_with_a_generator():
+    robot, target = robot_and_targets("panda", 16)
+    runs = [
+        solve_ik(robot, target, generator=torch.Generator().manual_seed(7), num_seeds=2)
+        for _ in range(2)
+    ]
+    assert torch.equal(runs[0].q, runs[1].q)
+    assert torch.equal(runs[0].iterations, runs[1].iterations)
+
+
+def test_distinct_solutions_of_one_pose():
+    robot, target = robot_and_targets("panda", 1)
+    g = torch.Generator().manual_seed(0)
+    result = solve_ik(robot, target[0], num_seeds=24, early_stop=False, generator=g)
+    q, mask = result.distinct(min_distance=0.3)
+    n = int(mask.sum())
+    assert n >= 5
+    assert bool(mask[:n].all()) and not bool(mask[n:].any())
+    kept = q[:n]
+    dist = joint_distance(kept[:, None], kept[None], robot.continuous)
+    assert float((dist + 10 * torch.eye(n, dtype=F64)).min()) > 0.3
+    pose = robot.forward_kinematics(kept, "panda_hand")
+    assert float((pose[:, :3, 3] - target[0, :3, 3]).norm(dim=-1).max()) < 1e-3
+
+
+def test_joint_distance_wraps_continuous_joints():
+    a = torch.tensor([3.1, 0.0], dtype=F64)
+    b = torch.tensor([-3.1, 0.0], dtype=F64)
+    wrapped = joint_distance(a, b, torch.tensor([True, False]))
+    assert float(wrapped) == pytest.approx(2 * math.pi - 6.2)
+    assert float(joint_distance(a, b, torch.tensor([False, False]))) == pytest.approx(6.2)
+
+
+def test_float32_robot():
+    robot, target = robot_and_targets("panda", 16, dtype=torch.float32)
+    result = solve_ik(robot, target, generator=torch.Generator().manual_seed(0))
+    assert result.q.dtype == torch.float32
+    assert bool(result.success.any(dim=-1).all())
+
+
+def test_pose_residual_matches_pose_error():
+    robot, target = robot_and_targets("panda", 50)
+    _, current = robot_and_targets("panda", 50, seed=1)
+    residual, angle = pose_residual(current, target[:, :3, 3], target[:, :3, :3])
+    expected = pose_error(current, target)
+    torch.testing.assert_close(residual, expected)
+    torch.testing.assert_close(angle, expected[:, 3:].norm(dim=-1))
+
+
+def test_clear_errors():
+    robot, target = robot_and_targets("panda", 2)
+    bad = target.clone()
+    bad[0, 0, 3] = float("nan")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        solve_ik(robot, bad)
+    bad[0, 0, 3] = float("inf")
+    with pytest.raises(ValueError, match="NaN or infinite"):
+        solve_ik(robot, bad)
+    with pytest.raises(ValueError, match="position_only=True"):
+        solve_ik(robot, target[:, :3, 3])
+    with pytest.raises(ValueError, match=r"\(\.\.\., 4, 4\)"):
+        solve_ik(robot, target[:, :3, :])
+    with pytest.raises(ValueError, match="unknown link 'nope'"):
+        solve_ik(robot, target, "nope")
+    with pytest.raises(ValueError, match="unknown IK method"):
+        solve_ik(robot, target, method="newton")
+    with pytest.raises(ValueError, match="num_seeds"):
+        solve_ik(robot, target, num_seeds=0)
+    with pytest.raises(ValueError, match="seeds must have shape"):
+        solve_ik(robot, target, seeds=torch.zeros(2, 3, 6, dtype=F64))
+    with pytest.raises(ValueError, match="batch shape"):
+        solve_ik(robot, target, seeds=torch.zeros(3, 1, 7, dtype=F64))
+    with pytest.raises(ValueError, match="orthonormal"):
+        solve_ik(robot, target * 2)
+    with pytest.raises(TypeError, match="torch.Tensor"):
+        solve_ik(robot, target.tolist())
+
+
+def test_settings_are_frozen_and_overridable():
+    solver = LevenbergMarquardt(max_iters=7)
+    assert solver.settings.max_iters == 7 and solver.settings.damping == LMSettings().damping
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        solver.settings.max_iters = 3  # type: ignore[misc]
+    with pytest.raises(TypeError):
+        LevenbergMarquardt(dataclasses.replace(LMSettings()).__class__.__bases__[0]())
+
+
+def test_lbfgsb_without_scipy_says_what_to_install(monkeypatch):
+    robot, target = robot_and_targets("ur5", 1)
+    monkeypatch.setitem(sys.modules, "scipy.optimize", None)
+    with pytest.raises(ImportError, match=r"torchik\[ik\]"):
+        solve_ik(robot, target, method="lbfgsb", num_seeds=1)
+
+
+def test_default_link():
+    assert default_link(load_robot("panda")) == "panda_hand"
+    assert default_link(load_robot("planar", link_lengths=[1.0, 1.0])) == "ee"
+    assert default_link(Robot.from_urdf(CONTINUOUS_URDF)) == "tip"
