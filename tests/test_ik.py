@@ -182,10 +182,15 @@ def test_user_seeds_are_refined_without_restarts():
     answer = robot.random_configuration(8, g)  # unrelated start: not all converge
     target = robot.forward_kinematics(answer, "panda_hand")
     near = (answer + 0.05)[:, None].expand(8, 3, 7).clone()
-    result = solve_ik(robot, target, seeds=near)
+    result = solve_ik(robot, target, seeds=near, early_stop=False)
     assert result.q.shape == (8, 3, 7)
     assert bool(result.success.all())
     assert int(result.iterations.max()) <= 10
+    # with early_stop the seeds are used lazily: slot 2 was not needed and keeps its seed
+    lazy = solve_ik(robot, target, seeds=near)
+    assert bool(lazy.success[:, :2].all())
+    projected = torch.clamp(near[:, 2], robot.lower, robot.upper)  # seeds are projected
+    assert torch.equal(lazy.q[:, 2], projected) and bool((lazy.iterations[:, 2] == 0).all())
     # (K, dof) seeds are shared by every target
     shared = solve_ik(robot, target, seeds=robot.neutral()[None], max_iters=5)
     assert shared.q.shape == (8, 1, 7)

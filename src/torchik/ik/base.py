@@ -50,9 +50,12 @@ class SolverSettings:
             (``0``: never).
         early_stop: stop every slot of a target as soon as one of them succeeds (``False`` to
             collect several solutions per target).
-        round_iters: with random restarts and ``early_stop``, :func:`~torchik.ik.solve_ik` runs
-            rounds of this many iterations; after each, targets without a success are retried
-            with ``retry_seeds`` fresh seeds each (``0``: one round of ``max_iters``).
+        round_iters: with ``early_stop``, :func:`~torchik.ik.solve_ik` runs rounds of this many
+            iterations; after each, targets without a success are retried with ``retry_seeds``
+            fresh seeds each, random or the next given ones (``0``: one round of ``max_iters``).
+        initial_seeds: with given seeds and ``early_stop``, the first round refines only this
+            many slots of each target; later rounds take the next ``retry_seeds`` slots of the
+            targets still unsolved (slots never run keep their seed).
         retry_seeds: slots per target in the retry rounds.
     """
 
@@ -63,6 +66,7 @@ class SolverSettings:
     attempt_iters: int = 0
     early_stop: bool = True
     round_iters: int = 0
+    initial_seeds: int = 2
     retry_seeds: int = 8
 
 

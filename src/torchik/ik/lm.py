@@ -31,9 +31,8 @@ def damped_step(jacobian: Tensor, error: Tensor, damping: Tensor, weights: Tenso
     jw = jacobian * weights[:, None]
     a = jw @ jw.transpose(-1, -2)
     a.diagonal(dim1=-2, dim2=-1).add_(damping[:, None])
-    chol, _ = torch.linalg.cholesky_ex(a)
-    y = torch.cholesky_solve((error * weights)[..., None], chol)
-    return (jw.transpose(-1, -2) @ y)[..., 0]
+    y, _ = torch.linalg.solve_ex(a, error * weights)
+    return (jw.transpose(-1, -2) @ y[..., None])[..., 0]
 
 
 def free_limit_columns(

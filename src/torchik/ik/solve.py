@@ -178,17 +178,21 @@ def solve_ik(
     problem = make(position, rotmat, k)
     if len(problem) == 0:
         return _reshape(_empty_result(problem, k), batch)
+    st = solver.settings
+    staged = st.early_stop and st.round_iters > 0
     with torch.no_grad():
-        seeder = _seeder(problem, k, seed_pool if q0 is None else 0, solver, generator)
-        if q0 is None:
-            q0 = seeder(*_first_attempt(len(problem), robot.device))
-        s = solver.settings
-        rounds = use_restarts and s.early_stop and s.round_iters > 0
-        first = min(s.round_iters, s.max_iters) if rounds else s.max_iters
-        q, iterations = solver.solve(problem, q0, seeder if use_restarts else None, first)
-        result = _evaluate(problem, q, iterations, (position.shape[0], k))
-        if rounds:
-            result = _retry(result, make, position, rotmat, solver, seed_pool, generator, first)
+        if q0 is not None and staged and not use_restarts:
+            seeds = q0.view(-1, k, robot.dof)
+            result = _given_seeds_in_rounds(solver, make, position, rotmat, seeds)
+        else:
+            rounds = staged and use_restarts and q0 is None
+            seeder = _seeder(problem, k, seed_pool if q0 is None else 0, solver, generator)
+            if q0 is None:
+                q0 = seeder(*_first_attempt(len(problem), robot.device))
+            iters = st.round_iters if rounds else st.max_iters
+            result = _run(solver, problem, q0, seeder if use_restarts else None, iters, 0, k)
+            if rounds:
+                result = _retry(result, make, position, rotmat, solver, seed_pool, generator)
     return _reshape(result, batch)
 
 
@@ -232,7 +236,37 @@ def _seeder(problem: IKProblem, k: int, seed_pool: int, solver: IKSolver, genera
     return nearest_seeder(robot, problem.link, position, rotmat, k, seed_pool, w, generator)
 
 
-def _retry(result, make, position, rotmat, solver, seed_pool, generator, used) -> IKResult:
+def _run(solver, problem, q0, reseed, iters, used, k) -> IKResult:
+    """One call of the solver loop, evaluated by FK; ``(T, k)`` slots."""
+    q, iterations = solver.solve(problem, q0, reseed, iters)
+    return _evaluate(problem, q, iterations + used, (len(problem) // k, k))
+
+
+def _given_seeds_in_rounds(solver, make, position, rotmat, seeds: Tensor) -> IKResult:
+    """User seeds ``(T, K, dof)`` used lazily: round 0 refines the first ``initial_seeds``
+    slots of every target, each later round the next ``retry_seeds`` slots of the targets still
+    unsolved. Slots never run keep their (projected) seed, with ``iterations`` 0."""
+    s = solver.settings
+    n_targets, k, _ = seeds.shape
+    problem = make(position, rotmat, k)
+    result = _evaluate(problem, problem.project(seeds.reshape(-1, seeds.shape[-1])),
+                       torch.zeros(n_targets * k, dtype=torch.long), (n_targets, k))  # fmt: skip
+    start, width, used = 0, s.initial_seeds, 0
+    todo = torch.arange(n_targets, device=seeds.device)
+    while start < k and used < s.max_iters and todo.numel():
+        block = torch.arange(start, min(k, start + width), device=seeds.device)
+        iters = min(s.round_iters, s.max_iters - used)
+        rot = None if rotmat is None else rotmat[todo]
+        part = make(position[todo], rot, block.numel())
+        q0 = seeds[todo][:, block].reshape(-1, seeds.shape[-1])
+        done = _run(solver, part, q0, None, iters, used, block.numel())
+        result = _replace_slots(result, todo, block, done)
+        todo = todo[~done.success.any(dim=-1)]
+        start, width, used = start + block.numel(), s.retry_seeds, used + iters
+    return result
+
+
+def _retry(result, make, position, rotmat, solver, seed_pool, generator) -> IKResult:
     """Rounds after the first: targets without a success get ``retry_seeds`` fresh slots each
     for ``round_iters`` more iterations, until ``max_iters``; each keeps its best ``K`` slots.
 
@@ -241,7 +275,7 @@ def _retry(result, make, position, rotmat, solver, seed_pool, generator, used) -
     their few slots one after another.
     """
     s = solver.settings
-    k, r = result.q.shape[-2], s.retry_seeds
+    k, r, used = result.q.shape[-2], s.retry_seeds, s.round_iters
     while used < s.max_iters:
         todo = torch.nonzero(~result.success.any(dim=-1)).flatten()
         if todo.numel() == 0:
@@ -251,8 +285,7 @@ def _retry(result, make, position, rotmat, solver, seed_pool, generator, used) -
         problem = make(position[todo], rot, r)
         seeder = _seeder(problem, r, seed_pool, solver, generator)
         q0 = seeder(*_first_attempt(len(problem), position.device))
-        q, iterations = solver.solve(problem, q0, seeder, iters)
-        retried = _evaluate(problem, q, iterations + used, (todo.numel(), r))
+        retried = _run(solver, problem, q0, seeder, iters, used, r)
         result = _replace_rows(result, todo, _concat(_take_rows(result, todo), retried).top(k))
         used += iters
     return result
@@ -309,6 +342,15 @@ def _replace_rows(result: IKResult, index: Tensor, rows: IKResult) -> IKResult:
     def put(name: str) -> Tensor:
         value = getattr(result, name).clone()
         value[index] = getattr(rows, name)
+        return value
+
+    return replace(result, **{f: put(f) for f in _FIELDS})
+
+
+def _replace_slots(result: IKResult, rows: Tensor, slots: Tensor, part: IKResult) -> IKResult:
+    def put(name: str) -> Tensor:
+        value = getattr(result, name).clone()
+        value[rows[:, None], slots] = getattr(part, name)
         return value
 
     return replace(result, **{f: put(f) for f in _FIELDS})
