@@ -3,8 +3,19 @@
 Importing torchik has no side effects: no prints, no global device or seed, no heavy imports.
 """
 
+from torchik.data import IKDataset, load_dataset, make_dataset
+from torchik.planar import PlanarArm
 from torchik.robot import Robot, load_robot
 from torchik.urdf import URDFError, parse_urdf
 
-__all__ = ["Robot", "URDFError", "load_robot", "parse_urdf"]
+__all__ = [
+    "IKDataset",
+    "PlanarArm",
+    "Robot",
+    "URDFError",
+    "load_dataset",
+    "load_robot",
+    "make_dataset",
+    "parse_urdf",
+]
 __version__ = "0.1.0"
