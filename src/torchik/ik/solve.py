@@ -141,7 +141,9 @@ def solve_ik(
         tol_rotation: success threshold (rad) on the geodesic rotation error.
         max_iters: override the solver's ``max_iters``.
         generator: random generator for the seeds and restarts (determinism).
-        restarts: re-seed stalled slots at random; default: only when ``seeds`` is ``None``.
+        restarts: allow fresh random seeds: for stalled slots and, under ``early_stop``, for the
+            targets still unsolved after each round (after the given ``seeds`` are used up);
+            default: only when ``seeds`` is ``None``.
         early_stop: stop a target's slots once one succeeds (the solver's default is ``True``;
             pass ``False`` to fill every slot, e.g. for :meth:`IKResult.distinct`).
         seed_pool: each random seed (and restart) is the configuration nearest to the target,
@@ -181,9 +183,11 @@ def solve_ik(
     st = solver.settings
     staged = st.early_stop and st.round_iters > 0
     with torch.no_grad():
-        if q0 is not None and staged and not use_restarts:
+        if q0 is not None and staged:
             seeds = q0.view(-1, k, robot.dof)
-            result = _given_seeds_in_rounds(solver, make, position, rotmat, seeds)
+            result, used = _given_seeds_in_rounds(solver, make, position, rotmat, seeds)
+            if use_restarts:
+                result = _retry(result, make, position, rotmat, solver, seed_pool, generator, used)
         else:
             rounds = staged and use_restarts and q0 is None
             seeder = _seeder(problem, k, seed_pool if q0 is None else 0, solver, generator)
@@ -192,7 +196,9 @@ def solve_ik(
             iters = st.round_iters if rounds else st.max_iters
             result = _run(solver, problem, q0, seeder if use_restarts else None, iters, 0, k)
             if rounds:
-                result = _retry(result, make, position, rotmat, solver, seed_pool, generator)
+                result = _retry(
+                    result, make, position, rotmat, solver, seed_pool, generator, st.round_iters
+                )
     return _reshape(result, batch)
 
 
@@ -242,10 +248,14 @@ def _run(solver, problem, q0, reseed, iters, used, k) -> IKResult:
     return _evaluate(problem, q, iterations + used, (len(problem) // k, k))
 
 
-def _given_seeds_in_rounds(solver, make, position, rotmat, seeds: Tensor) -> IKResult:
+def _given_seeds_in_rounds(solver, make, position, rotmat, seeds: Tensor):
     """User seeds ``(T, K, dof)`` used lazily: round 0 refines the first ``initial_seeds``
     slots of every target, each later round the next ``retry_seeds`` slots of the targets still
-    unsolved. Slots never run keep their (projected) seed, with ``iterations`` 0."""
+    unsolved. Slots never run keep their (projected) seed, with ``iterations`` 0.
+
+    Returns:
+        The result and the iterations used.
+    """
     s = solver.settings
     n_targets, k, _ = seeds.shape
     problem = make(position, rotmat, k)
@@ -263,10 +273,10 @@ def _given_seeds_in_rounds(solver, make, position, rotmat, seeds: Tensor) -> IKR
         result = _replace_slots(result, todo, block, done)
         todo = todo[~done.success.any(dim=-1)]
         start, width, used = start + block.numel(), s.retry_seeds, used + iters
-    return result
+    return result, used
 
 
-def _retry(result, make, position, rotmat, solver, seed_pool, generator) -> IKResult:
+def _retry(result, make, position, rotmat, solver, seed_pool, generator, used) -> IKResult:
     """Rounds after the first: targets without a success get ``retry_seeds`` fresh slots each
     for ``round_iters`` more iterations, until ``max_iters``; each keeps its best ``K`` slots.
 
@@ -275,7 +285,7 @@ def _retry(result, make, position, rotmat, solver, seed_pool, generator) -> IKRe
     their few slots one after another.
     """
     s = solver.settings
-    k, r, used = result.q.shape[-2], s.retry_seeds, s.round_iters
+    k, r = result.q.shape[-2], s.retry_seeds
     while used < s.max_iters:
         todo = torch.nonzero(~result.success.any(dim=-1)).flatten()
         if todo.numel() == 0:
