@@ -1,0 +1,491 @@
+"""Shared benchmark helpers: machine stamp, timing, fixtures, anchors and result tables.
+
+The protocols live in ``shared/BENCHMARKS.md``. Importing this module sets
+``torch.set_num_threads(os.cpu_count())`` as those protocols ask; benchmarks are scripts, so
+that side effect is intended here (it would not be in the library).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import datetime as dt
+import importlib
+import importlib.metadata as metadata
+import io
+import json
+import math
+import os
+import platform
+import shlex
+import subprocess
+import sys
+import time
+import xml.etree.ElementTree as ET
+from collections.abc import Callable, Iterator, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import torch
+
+REPO = Path(__file__).resolve().parents[1]
+RESULTS_DIR = REPO / "benchmarks" / "results"
+#: Distributions whose versions go into every stamp (the `bench` extra of pyproject.toml).
+ANCHOR_DISTS = ("pytorch-kinematics", "pin", "pytracik", "ikpy", "scipy")
+#: The anchor every speed ratio is taken against unless a table says otherwise.
+REFERENCE = "pytorch_kinematics"
+#: Environment variable run.py sets so that a stamp also names the command that launched it.
+PARENT_ENV = "TORCHIK_BENCH_PARENT"
+
+torch.set_num_threads(os.cpu_count() or 1)
+
+
+# ----------------------------------------------------------------------------- machine stamp
+def cpu_model() -> str:
+    """The CPU model name from /proc/cpuinfo (falls back to `platform.processor()`)."""
+    with contextlib.suppress(OSError):
+        for line in Path("/proc/cpuinfo").read_text().splitlines():
+            if line.startswith("model name"):
+                return line.split(":", 1)[1].strip()
+    return platform.processor() or "unknown"
+
+
+def dist_version(dist: str) -> str:
+    """Installed version of a distribution, or ``"not installed"``."""
+    try:
+        return metadata.version(dist)
+    except metadata.PackageNotFoundError:
+        return "not installed"
+
+
+def gpu_name() -> str:
+    """Name of the first CUDA device torch sees, or ``"none"``."""
+    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
+
+
+def git_commit() -> str:
+    """Short commit of the repository the benchmark ran from (``+dirty`` if modified)."""
+    try:
+        run = dict(capture_output=True, text=True, check=True, timeout=10, cwd=REPO)
+        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], **run).stdout.strip()
+        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], **run).stdout
+        return head + ("+dirty(src)" if dirty.strip() else "")
+    except (OSError, subprocess.SubprocessError):
+        return "unknown"
+
+
+def _relative(path: str) -> str:
+    with contextlib.suppress(ValueError):
+        return str(Path(os.path.abspath(path)).relative_to(REPO))  # keep .venv symlinks
+    return path
+
+
+def command_line() -> str:
+    """The exact command that is running, interpreter included, relative to the repo root."""
+    return shlex.join([_relative(sys.executable), *sys.argv])
+
+
+def machine_stamp() -> dict[str, Any]:
+    """Everything a reader needs to judge where a number came from."""
+    return {
+        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
+        "command": command_line(),
+        "launched_by": os.environ.get(PARENT_ENV, ""),
+        "cpu": cpu_model(),
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "load_average_at_start": load_average(),
+        "gpu": gpu_name(),
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "numpy": np.__version__,
+        "torchik": f"{dist_version('torchik')} (git {git_commit()})",
+        "anchors": {dist: dist_version(dist) for dist in ANCHOR_DISTS},
+    }
+
+
+# ---------------------------------------------------------------------------------- timing
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call: median and quartiles over `reps` measurements of `calls` calls each."""
+
+    median: float
+    q1: float
+    q3: float
+    reps: int
+    calls: int
+
+
+def _seconds(fn: Callable[[], object], calls: int, sync: Callable[[], None]) -> float:
+    start = time.perf_counter()
+    for _ in range(calls):
+        fn()
+    sync()
+    return time.perf_counter() - start
+
+
+def _calibrate(fn: Callable[[], object], warmup: int, min_measure_s: float, sync) -> int:
+    """Warm up, then the number of calls that makes one measurement last >= `min_measure_s`."""
+    for _ in range(warmup):
+        fn()
+    sync()
+    calls, elapsed = 1, _seconds(fn, 1, sync)
+    while elapsed < min_measure_s / 4:  # calibrate on >= a quarter of the target duration
+        calls *= 2
+        elapsed = _seconds(fn, calls, sync)
+    return max(1, math.ceil(calls * min_measure_s / elapsed))
+
+
+def time_calls(
+    fns: dict[str, Callable[[], object]],
+    *,
+    reps: int = 7,
+    min_measure_s: float = 0.02,
+    warmup: int = 2,
+    sync: Callable[[], None] = lambda: None,
+) -> dict[str, Timing | Exception]:
+    """Time several calls; per call, the median and quartiles of `reps` (>= 7) measurements.
+
+    Each call is warmed up, then repeated inside a measurement until one measurement lasts at
+    least `min_measure_s` (timer resolution and loop overhead stay negligible; the figure is the
+    measurement divided by the number of calls). Measurements are interleaved round-robin across
+    the calls, so that a burst of load from elsewhere on a shared machine hits every call alike
+    and their ratios stay fair. A call that raises gets its exception instead of a Timing. Pass
+    ``sync=torch.cuda.synchronize`` for GPU work.
+    """
+    out: dict[str, Timing | Exception] = {}
+    calls: dict[str, int] = {}
+    for name, fn in fns.items():
+        try:
+            calls[name] = _calibrate(fn, warmup, min_measure_s, sync)
+        except Exception as exc:
+            out[name] = exc
+    samples: dict[str, list[float]] = {name: [] for name in calls}
+    for _ in range(max(reps, 7)):
+        for name, n in calls.items():
+            samples[name].append(_seconds(fns[name], n, sync) / n)
+    for name, values in samples.items():
+        q1, median, q3 = np.percentile(values, [25, 50, 75])
+        out[name] = Timing(float(median), float(q1), float(q3), len(values), calls[name])
+    return {name: out[name] for name in fns}
+
+
+def time_call(fn: Callable[[], object], **options: Any) -> Timing:
+    """`time_calls` for a single call (same options); raises what the call raises."""
+    result = time_calls({"call": fn}, **options)["call"]
+    if isinstance(result, Exception):
+        raise result
+    return result
+
+
+# --------------------------------------------------------------------- anchors and fixtures
+@contextlib.contextmanager
+def quiet() -> Iterator[None]:
+    """Silence stdout and stderr, C-level writes included (anchor parsers print warnings)."""
+    sys.stdout.flush()
+    sys.stderr.flush()
+    saved = (os.dup(1), os.dup(2))
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    try:
+        os.dup2(devnull, 1)
+        os.dup2(devnull, 2)
+        with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(io.StringIO()):
+            yield
+    finally:
+        sys.stdout.flush()
+        sys.stderr.flush()
+        os.dup2(saved[0], 1)
+        os.dup2(saved[1], 2)
+        for fd in (*saved, devnull):
+            os.close(fd)
+
+
+def try_import(module: str) -> tuple[Any | None, str | None]:
+    """Import an anchor; on any failure return ``(None, reason)`` so a row can say so."""
+    try:
+        with quiet():
+            return importlib.import_module(module), None
+    except Exception as exc:  # any import failure means the anchor is missing
+        return None, f"{type(exc).__name__}: {exc}"
+
+
+def describe(exc: BaseException) -> str:
+    """One-line description of an exception for a table's status column."""
+    text = str(exc).strip().splitlines()
+    return f"{type(exc).__name__}: {text[0][:120]}" if text else type(exc).__name__
+
+
+def shared_dir() -> Path | None:
+    """The project's ``shared/`` folder (``$TORCHIK_SHARED``, ``./shared`` or ``../shared``)."""
+    for candidate in (os.environ.get("TORCHIK_SHARED"), REPO / "shared", REPO.parent / "shared"):
+        if candidate and (Path(candidate) / "fixtures" / "urdf").is_dir():
+            return Path(candidate)
+    return None
+
+
+def fixture_urdf(name: str) -> Path | None:
+    """Path of a third-party fixture URDF (never copied into the repo), or None if absent."""
+    shared = shared_dir()
+    path = shared / "fixtures" / "urdf" / name if shared else None
+    return path if path and path.is_file() else None
+
+
+@dataclass(frozen=True)
+class ChainSpec:
+    """The movable joints from a URDF's root to `tip`, in root-to-tip order."""
+
+    urdf: Path
+    root: str
+    tip: str
+    joint_names: tuple[str, ...]
+    lower: np.ndarray
+    upper: np.ndarray
+    path: tuple[str, ...]  # link, joint, link, ..., joint, tip: every element, fixed joints too
+
+    @property
+    def dof(self) -> int:
+        return len(self.joint_names)
+
+
+def read_chain(urdf: Path, tip: str) -> ChainSpec:
+    """Walk a URDF from `tip` up to its root with the standard library (no anchor needed)."""
+    robot = ET.parse(urdf).getroot()
+    by_child = {j.find("child").get("link"): j for j in robot.findall("joint")}
+    names, lower, upper, link, path = [], [], [], tip, [tip]
+    while link in by_child:
+        joint = by_child[link]
+        path += [joint.get("name"), joint.find("parent").get("link")]
+        if joint.get("type") not in ("fixed", "floating", "planar") and joint.find("mimic") is None:
+            limit = joint.find("limit")
+            continuous = joint.get("type") == "continuous" or limit is None
+            names.append(joint.get("name"))
+            lower.append(-math.inf if continuous else float(limit.get("lower", 0.0)))
+            upper.append(math.inf if continuous else float(limit.get("upper", 0.0)))
+        link = joint.find("parent").get("link")
+    lo, hi = np.array(lower[::-1]), np.array(upper[::-1])
+    return ChainSpec(urdf, link, tip, tuple(names[::-1]), lo, hi, tuple(path[::-1]))
+
+
+def write_urdf_variant(
+    src: Path,
+    dst: Path,
+    limits: dict[str, tuple[float, float]] | None = None,
+    strip_safety_controller: bool = True,
+) -> Path:
+    """Write a modified copy of `src` to `dst` (a temporary folder, never the repository).
+
+    `limits` overrides ``<limit lower upper>`` per joint name. `strip_safety_controller` removes
+    ``<safety_controller>`` tags, which pytracik's parser reads as zero-width joint limits.
+    """
+    tree = ET.parse(src)
+    for joint in tree.getroot().findall("joint"):
+        if strip_safety_controller:
+            for tag in joint.findall("safety_controller"):
+                joint.remove(tag)
+        if limits and joint.get("name") in limits:
+            lo, hi = limits[joint.get("name")]
+            joint.find("limit").set("lower", repr(float(lo)))
+            joint.find("limit").set("upper", repr(float(hi)))
+    tree.write(dst, encoding="unicode")  # no declaration: some parsers refuse one in a str
+    return dst
+
+
+def uniform_configs(lower: np.ndarray, upper: np.ndarray, shape: Sequence[int], seed: int):
+    """Joint configurations uniform within limits, float64 tensor ``(*shape, dof)``."""
+    gen = torch.Generator().manual_seed(seed)
+    lo, hi = torch.as_tensor(lower), torch.as_tensor(upper)
+    u = torch.rand(*shape, len(lo), generator=gen, dtype=torch.float64)
+    return lo + u * (hi - lo)
+
+
+def load_average() -> list[float]:
+    """1-, 5- and 15-minute load averages (NaN where the platform has none)."""
+    load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
+    return [round(x, 2) for x in load]
+
+
+def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
+    """Wait up to `max_wait_s` for the 1-minute load average to fall below `threshold`.
+
+    Machines here are shared: another job on the 2 cores multiplies timings (and their noise).
+    The default threshold is half the cores. Returns the seconds waited.
+    """
+    limit = threshold if threshold is not None else (os.cpu_count() or 2) / 2
+    start = time.perf_counter()
+    while time.perf_counter() - start < max_wait_s and load_average()[0] >= limit:
+        log(f"load average {load_average()[0]} >= {limit}: waiting for a quieter machine")
+        time.sleep(min(30.0, max(0.0, max_wait_s - (time.perf_counter() - start))))
+    return round(time.perf_counter() - start, 1)
+
+
+def add_common_args(parser: argparse.ArgumentParser) -> None:
+    """Options every benchmark script takes (run.py forwards them)."""
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
+    parser.add_argument(
+        "--wait-idle",
+        type=float,
+        default=0.0,
+        metavar="SECONDS",
+        help="first wait up to SECONDS for the load average to fall below half the cores",
+    )
+
+
+# ---------------------------------------------------------------------------------- tables
+def fmt_time(seconds: float) -> str:
+    """Human units: 412 ns, 3.10 µs, 12.4 ms, 1.52 s."""
+    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
+        if abs(seconds) >= scale:
+            return f"{seconds / scale:.3g} {unit}"
+    return f"{seconds / 1e-9:.3g} ns"
+
+
+def fmt_pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+def fmt_sci(x: float) -> str:
+    return f"{x:.1e}"
+
+
+def fmt_ratio(x: float) -> str:
+    return f"{x:.2f}×"
+
+
+@dataclass(frozen=True)
+class Column:
+    """One table column: the row field it shows, its header and how to format a value."""
+
+    key: str
+    header: str
+    fmt: Callable[[Any], str] = str
+
+
+@dataclass
+class Table:
+    """Rows of results; a speed ratio column per reference method.
+
+    A row's ratio against reference R is R's `time_key` divided by the row's, taken from the R
+    row with the same values of `case_keys` (so > 1 means "faster than R").
+    """
+
+    title: str
+    columns: list[Column]
+    case_keys: tuple[str, ...] = ()
+    time_key: str | None = None
+    references: tuple[str, ...] = (REFERENCE,)
+    notes: list[str] = field(default_factory=list)
+    rows: list[dict[str, Any]] = field(default_factory=list)
+
+    def add(self, method: str, status: str = "ok", **values: Any) -> dict[str, Any]:
+        """Append a row; `status` is "ok", "missing: …", "not available yet: …" or "failed: …"."""
+        row = {"method": method, "status": status, **values}
+        self.rows.append(row)
+        return row
+
+    def _reference_row(self, ref: str, row: dict[str, Any]) -> dict[str, Any] | None:
+        for other in self.rows:
+            same_case = all(other.get(k) == row.get(k) for k in self.case_keys)
+            if other["method"] == ref and other["status"] == "ok" and same_case:
+                return other
+        return None
+
+    def fill_ratios(self) -> None:
+        if self.time_key is None:
+            return
+        for ref in self.references:
+            for row in self.rows:
+                base = self._reference_row(ref, row)
+                mine = row.get(self.time_key)
+                ok = base is not None and row["status"] == "ok" and mine
+                row[f"speedup_vs_{ref}"] = base[self.time_key] / mine if ok else None
+
+    def markdown(self) -> str:
+        self.fill_ratios()
+        cols = [Column("method", "method"), *self.columns]
+        if self.time_key is not None:
+            cols += [
+                Column(f"speedup_vs_{r}", f"× faster than {r}", fmt_ratio) for r in self.references
+            ]
+        cols.append(Column("status", "status"))
+        lines = [f"## {self.title}", ""]
+        lines.append("| " + " | ".join(c.header for c in cols) + " |")
+        lines.append("|" + "---|" * len(cols))
+        for row in self.rows:
+            cells = [c.fmt(row[c.key]) if row.get(c.key) is not None else "—" for c in cols]
+            lines.append("| " + " | ".join(cells) + " |")
+        lines += [""] + [f"- {note}" for note in self.notes]
+        return "\n".join(lines).rstrip() + "\n"
+
+    def as_json(self) -> dict[str, Any]:
+        self.fill_ratios()
+        return {"title": self.title, "notes": self.notes, "rows": self.rows}
+
+
+def _jsonable(value: Any) -> Any:
+    """Plain JSON values: numpy scalars to Python, NaN and inf to None."""
+    if isinstance(value, dict):
+        return {str(k): _jsonable(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_jsonable(v) for v in value]
+    if isinstance(value, np.generic):
+        value = value.item()
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    return value
+
+
+@dataclass
+class Report:
+    """A benchmark's output: the machine stamp on top, then its tables."""
+
+    name: str
+    title: str
+    intro: list[str] = field(default_factory=list)
+    tables: list[Table] = field(default_factory=list)
+    stamp: dict[str, Any] = field(default_factory=machine_stamp)
+    started: float = field(default_factory=time.perf_counter)
+
+    def _stamp_markdown(self) -> str:
+        lines = ["| machine | |", "|---|---|"]
+        for key, value in self.stamp.items():
+            if isinstance(value, dict):
+                value = ", ".join(f"{k} {v}" for k, v in value.items())
+            lines.append(f"| {key} | `{value}` |" if key == "command" else f"| {key} | {value} |")
+        return "\n".join(lines) + "\n"
+
+    def write(self, out_dir: Path = RESULTS_DIR) -> tuple[Path, Path]:
+        """Write ``<name>.md`` and ``<name>.json`` and return their paths."""
+        self.stamp["load_average_at_end"] = load_average()
+        self.stamp["duration_s"] = round(time.perf_counter() - self.started, 1)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        parts = [f"# {self.title}\n", self._stamp_markdown()]
+        parts += ["\n".join(self.intro) + "\n"] if self.intro else []
+        parts += [table.markdown() for table in self.tables]
+        md, js = out_dir / f"{self.name}.md", out_dir / f"{self.name}.json"
+        md.write_text("\n".join(parts))
+        payload = {"stamp": self.stamp, "intro": self.intro}
+        payload["tables"] = [t.as_json() for t in self.tables]
+        js.write_text(json.dumps(_jsonable(payload), indent=1, ensure_ascii=False) + "\n")
+        return md, js
+
+
+_T0 = time.perf_counter()
+
+
+def log(message: str) -> None:
+    """Progress line on stderr, prefixed with the wall time since this module was imported."""
+    print(f"[{time.perf_counter() - _T0:7.1f} s] {message}", file=sys.stderr, flush=True)
+
+
+def torchik_robot(torchik: Any, name: str, dtype: torch.dtype) -> torch.nn.Module:
+    """``torchik.load_robot(name)`` built directly in `dtype`.
+
+    Building in float32 and then calling ``.to(torch.float64)`` would keep float32-rounded link
+    origins (about 1e-8 m of error), so the dtype is passed to the loader when it accepts one.
+    """
+    try:
+        return torchik.load_robot(name, dtype=dtype)
+    except TypeError:
+        return torchik.load_robot(name).to(dtype)

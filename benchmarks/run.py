@@ -1,0 +1,47 @@
+"""Run the benchmarks: ``python benchmarks/run.py [fk|ik|all] [--wait-idle S]`` (default: all).
+
+Each benchmark runs in its own process (fresh thread pool and memory; its results stamp its own
+command) and writes ``benchmarks/results/<name>.md`` and ``.json``. ``make bench`` calls this.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shlex
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+HERE = Path(__file__).resolve().parent
+BENCHMARKS = {"fk": HERE / "fk.py", "ik": HERE / "ik.py"}
+PARENT_ENV = "TORCHIK_BENCH_PARENT"  # same name as common.PARENT_ENV (kept import-free here)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("which", nargs="*", help=f"any of {', '.join(BENCHMARKS)}, all (default)")
+    args, extra = parser.parse_known_args(argv)  # e.g. --wait-idle 600, forwarded to each
+    which = args.which or ["all"]
+    unknown = set(which) - {*BENCHMARKS, "all"}
+    if unknown:
+        parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
+    names = list(BENCHMARKS) if "all" in which else list(dict.fromkeys(which))
+    env = dict(os.environ, **{PARENT_ENV: shlex.join(["benchmarks/run.py", *sys.argv[1:]])})
+    failed = []
+    for name in names:
+        start = time.perf_counter()
+        print(f"== {name}: {BENCHMARKS[name].name}", flush=True)
+        command = [sys.executable, str(BENCHMARKS[name].relative_to(HERE.parent)), *extra]
+        code = subprocess.call(command, cwd=HERE.parent, env=env)
+        print(f"== {name}: exit {code} after {time.perf_counter() - start:.0f} s", flush=True)
+        if code:
+            failed.append(name)
+    if failed:
+        print(f"failed: {', '.join(failed)}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
