@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import numpy as np
 import torch
 from torch import Tensor
 
@@ -25,8 +26,16 @@ def joint_distance(q1: Tensor, q2: Tensor, continuous: Tensor) -> Tensor:
         ``(...)`` distances.
     """
     diff = q1 - q2
-    diff = torch.where(continuous, wrap_angle(diff), diff)
+    if bool(continuous.any()):
+        diff = torch.where(continuous, wrap_angle(diff), diff)
     return diff.norm(dim=-1)
+
+
+def _pairwise_distance(q: Tensor, continuous: Tensor) -> Tensor:
+    """``(..., K, K)`` :func:`joint_distance` between the slots of ``q (..., K, dof)``."""
+    if bool(continuous.any()):
+        return joint_distance(q[..., :, None, :], q[..., None, :, :], continuous)
+    return torch.cdist(q, q, compute_mode="donot_use_mm_for_euclid_dist")
 
 
 @dataclass
@@ -120,12 +129,23 @@ class IKResult:
         order = self._order()
         q = torch.take_along_dim(self.q, order[..., None], dim=-2)
         ok = torch.take_along_dim(self.success, order, dim=-1)
-        dist = joint_distance(q[..., :, None, :], q[..., None, :, :], self.continuous)
-        keep = torch.zeros_like(ok)
-        for k in range(q.shape[-2]):
-            far = torch.where(keep, dist[..., k, :], math.inf).amin(dim=-1) > min_distance
-            keep[..., k] = ok[..., k] & far
+        close = _pairwise_distance(q, self.continuous)
+        keep = _greedy_distinct(ok, close <= min_distance)
         first = torch.argsort((~keep).to(torch.uint8), dim=-1, stable=True)
         return torch.take_along_dim(q, first[..., None], dim=-2), torch.take_along_dim(
             keep, first, dim=-1
         )
+
+
+def _greedy_distinct(ok: Tensor, close: Tensor) -> Tensor:
+    """``keep (..., K)``: slot ``k`` is kept when ``ok`` and not ``close`` to a kept slot before
+    it. Sequential over ``k`` (vectorised over targets), so it runs in NumPy, whose small
+    operations cost far less than torch's; successes come first, so the loop stops at the
+    largest number of successes of a target."""
+    shape, k = ok.shape, ok.shape[-1]
+    ok_np = ok.detach().cpu().numpy().reshape(-1, k)
+    close_np = close.detach().cpu().numpy().reshape(-1, k, k)
+    keep = np.zeros_like(ok_np)
+    for i in range(int(ok_np.sum(axis=-1).max(initial=0))):
+        keep[:, i] = ok_np[:, i] & ~(close_np[:, i, :] & keep).any(axis=-1)
+    return torch.from_numpy(keep).reshape(shape).to(ok.device)

@@ -16,7 +16,10 @@ from torch import Tensor
 
 from torchik.robot import Robot
 
-__all__ = ["Seeder", "nearest_in_pools", "nearest_seeder", "uniform_seeder"]
+__all__ = ["MAX_POOLS", "Seeder", "nearest_in_pools", "nearest_seeder", "uniform_seeder"]
+
+MAX_POOLS = 8
+"""Above this many slots per target, :func:`nearest_seeder` gives uniform random seeds."""
 
 Seeder = Callable[[Tensor, Tensor], Tensor]
 """``(rows (n,), attempt (n,)) -> (n, dof)``: the seeds of attempt ``attempt`` (0 for the
@@ -83,15 +86,20 @@ def nearest_seeder(
 ) -> Seeder:
     """Seeds nearest to the targets among random pools (see :func:`nearest_in_pools`).
 
-    Every call draws ``slots`` pools of ``pool_size`` configurations; row ``r`` (target
-    ``r // slots``, slot ``r % slots``) picks from pool ``(slot + attempt) % slots``, so the
-    slots of one target never share a pool in a call and their seeds differ.
+    Every call draws ``slots`` pools; row ``r`` (target ``r // slots``, slot ``r % slots``)
+    picks from pool ``(slot + attempt) % slots``, so the slots of one target never share a pool
+    in a call and their seeds differ. With more than :data:`MAX_POOLS` slots per target the
+    seeds are uniform random instead: so many slots are asked for to find many different
+    solutions, which spread-out seeds find as well, and one pool per slot would cost much more.
 
     Args:
         position: ``(T, 3)`` target positions; ``rotmat`` ``(T, 3, 3)`` or ``None``.
         slots: ``K``, rows per target.
         pool_size: configurations per pool.
     """
+
+    if slots > MAX_POOLS:
+        return uniform_seeder(robot, generator)
 
     def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
         pool = robot.random_configuration(slots * pool_size, generator)
