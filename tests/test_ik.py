@@ -75,7 +75,7 @@ def test_lm_solves_full_poses(name):
     robot, target = robot_and_targets(name, 64)
     g = torch.Generator().manual_seed(1)
     result = solve_ik(robot, target, generator=g)
-    assert result.q.shape == (64, 4, robot.dof)
+    assert result.q.shape == (64, 2, robot.dof)  # num_seeds defaults to 2
     assert bool(result.success.any(dim=-1).all())
     best = result.best()
     assert best.q.shape == (64, 1, robot.dof)
@@ -307,3 +307,13 @@ def test_default_link():
     assert default_link(load_robot("panda")) == "panda_hand"
     assert default_link(load_robot("planar", link_lengths=[1.0, 1.0])) == "ee"
     assert default_link(Robot.from_urdf(CONTINUOUS_URDF)) == "tip"
+
+
+def test_num_threads_is_restored():
+    robot, target = robot_and_targets("ur5", 4)
+    before = torch.get_num_threads()
+    solve_ik(robot, target, num_threads=1)
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError):
+        solve_ik(robot, target[:, :3, :], num_threads=1)  # errors inside restore it too
+    assert torch.get_num_threads() == before

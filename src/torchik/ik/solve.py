@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import contextlib
 import math
-from dataclasses import replace
+from collections.abc import Callable
+from dataclasses import dataclass, replace
 from functools import partial
 
 import torch
@@ -114,7 +116,7 @@ def solve_ik(
     *,
     position_only: bool = False,
     seeds: Tensor | None = None,
-    num_seeds: int = 4,
+    num_seeds: int = 2,
     method: str | IKSolver = "lm",
     tol_position: float = 1e-3,
     tol_rotation: float = math.radians(1.0),
@@ -123,6 +125,7 @@ def solve_ik(
     restarts: bool | None = None,
     early_stop: bool | None = None,
     seed_pool: int = 256,
+    num_threads: int | None = 1,
 ) -> IKResult:
     """Numerical inverse kinematics for a batch of targets, several slots per target.
 
@@ -149,6 +152,10 @@ def solve_ik(
         seed_pool: each random seed (and restart) is the configuration nearest to the target,
             in pose space, of a pool of ``seed_pool`` uniform random configurations; ``0``:
             plain uniform random seeds (see :mod:`torchik.ik.seeding`).
+        num_threads: torch intra-op threads during the solve (the previous setting is restored
+            after). The batched operations are small (a few thousand rows of 6x7 matrices), so
+            handing each to several threads costs more than it saves: on a busy 2-core machine
+            two threads made a solve ten times slower. ``None`` keeps torch's setting.
 
     Returns:
         An :class:`IKResult` with ``q (..., K, dof)``. Unreachable targets give
@@ -165,41 +172,73 @@ def solve_ik(
         >>> target = robot.forward_kinematics(robot.random_configuration(5, g), "panda_hand")
         >>> result = solve_ik(robot, target, generator=g)
         >>> result.q.shape, bool(result.success.any(-1).all())
-        (torch.Size([5, 4, 7]), True)
+        (torch.Size([5, 2, 7]), True)
     """
-    link = default_link(robot) if link is None else link
-    robot.link_index(link)  # a clear error for unknown links
-    batch, position, rotmat = _check_target(robot, target, position_only)
-    solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
-    use_restarts = seeds is None if restarts is None else restarts
-    make = partial(_problem, robot, link, tol_position=tol_position, tol_rotation=tol_rotation)
-    if seeds is None:
-        k, q0 = _check_num_seeds(num_seeds), None
-    else:
-        k, q0 = seeds.shape[-2], _check_seeds(robot, seeds, batch)
-    problem = make(position, rotmat, k)
-    if len(problem) == 0:
-        return _reshape(_empty_result(problem, k), batch)
-    st = solver.settings
-    staged = st.early_stop and st.round_iters > 0
-    with torch.no_grad():
-        if q0 is not None and staged:
-            seeds = q0.view(-1, k, robot.dof)
-            result, used = _given_seeds_in_rounds(solver, make, position, rotmat, seeds)
-            if use_restarts:
-                result = _retry(result, make, position, rotmat, solver, seed_pool, generator, used)
+    with torch.no_grad(), _intra_op_threads(num_threads):
+        link = default_link(robot) if link is None else link
+        robot.link_index(link)  # a clear error for unknown links
+        batch, position, rotmat = _check_target(robot, target, position_only)
+        solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
+        make = partial(_problem, robot, link, tol_position=tol_position, tol_rotation=tol_rotation)
+        if seeds is None:
+            k, q0 = _check_num_seeds(num_seeds), None
         else:
-            rounds = staged and use_restarts and q0 is None
-            seeder = _seeder(problem, k, seed_pool if q0 is None else 0, solver, generator)
-            if q0 is None:
-                q0 = seeder(*_first_attempt(len(problem), robot.device))
-            iters = st.round_iters if rounds else st.max_iters
-            result = _run(solver, problem, q0, seeder if use_restarts else None, iters, 0, k)
-            if rounds:
-                result = _retry(
-                    result, make, position, rotmat, solver, seed_pool, generator, st.round_iters
-                )
-    return _reshape(result, batch)
+            k, q0 = seeds.shape[-2], _check_seeds(robot, seeds, batch)
+        if position.shape[0] == 0:
+            return _reshape(_empty_result(make(position, rotmat, k), k), batch)
+        restarts = seeds is None if restarts is None else restarts
+        run = _Run(solver, make, position, rotmat, k, restarts, seed_pool, generator)
+        return _reshape(run.given(q0) if q0 is not None else run.random(), batch)
+
+
+@dataclass
+class _Run:
+    """The rounds of one ``solve_ik`` call (see :class:`SolverSettings` ``round_iters``)."""
+
+    solver: IKSolver
+    make: Callable
+    position: Tensor
+    rotmat: Tensor | None
+    k: int
+    restarts: bool
+    seed_pool: int
+    generator: torch.Generator | None
+
+    @property
+    def staged(self) -> bool:
+        s = self.solver.settings
+        return s.early_stop and s.round_iters > 0
+
+    def random(self) -> IKResult:
+        """Random seeds; with restarts and ``early_stop``, in rounds."""
+        s, k = self.solver.settings, self.k
+        problem = self.make(self.position, self.rotmat, k)
+        seeder = _seeder(problem, k, self.seed_pool, self.solver, self.generator)
+        q0 = seeder(*_first_attempt(len(problem), self.position.device))
+        rounds = self.staged and self.restarts
+        iters = s.round_iters if rounds else s.max_iters
+        result = _run(self.solver, problem, q0, seeder if self.restarts else None, iters, 0, k)
+        return self.retry(result, iters) if rounds else result
+
+    def given(self, q0: Tensor) -> IKResult:
+        """Given seeds ``(T * K, dof)``: lazily in rounds under ``early_stop``, then random
+        retry rounds if restarts are allowed."""
+        k = self.k
+        if not self.staged:
+            problem = self.make(self.position, self.rotmat, k)
+            reseed = uniform_seeder(problem.robot, self.generator) if self.restarts else None
+            return _run(self.solver, problem, q0, reseed, self.solver.settings.max_iters, 0, k)
+        seeds = q0.view(-1, k, q0.shape[-1])
+        result, used = _given_seeds_in_rounds(
+            self.solver, self.make, self.position, self.rotmat, seeds
+        )
+        return self.retry(result, used) if self.restarts else result
+
+    def retry(self, result: IKResult, used: int) -> IKResult:
+        return _retry(
+            result, self.make, self.position, self.rotmat, self.solver, self.seed_pool,
+            self.generator, used,
+        )  # fmt: skip
 
 
 def _empty_result(problem: IKProblem, k: int) -> IKResult:
@@ -210,6 +249,20 @@ def _empty_result(problem: IKProblem, k: int) -> IKResult:
         q, zeros.bool(), zeros, zeros, zeros.long(),
         problem.tol_position, tol_rot, problem.robot.continuous,
     )  # fmt: skip
+
+
+@contextlib.contextmanager
+def _intra_op_threads(n: int | None):
+    """Run the block with ``n`` torch intra-op threads, then restore the previous number."""
+    previous = torch.get_num_threads()
+    if n is None or n == previous:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
 
 
 def _check_num_seeds(num_seeds: int) -> int:
