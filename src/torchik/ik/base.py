@@ -284,35 +284,22 @@ class IKSolver(ABC):
         """
         s = self.settings
         max_iters = s.max_iters if max_iters is None else max_iters
-        n_rows = len(problem)
         q = problem.project(q)
-        best_q, best_cost = q.clone(), q.new_full((n_rows,), math.inf)
-        iterations = torch.full((n_rows,), max_iters, dtype=torch.long, device=q.device)
-        finished_groups = torch.zeros(n_rows, dtype=torch.bool, device=q.device)
-        ids = torch.arange(n_rows, device=q.device)
+        best = _Best(q, max_iters)
+        ids = torch.arange(len(problem), device=q.device)
         state = self.initial_state(q)
-        track = {
-            "seed_cost": best_cost.clone(),
-            "stall": torch.zeros_like(ids),
-            "age": torch.zeros_like(ids),
-            "attempt": torch.zeros_like(ids),
-        }
+        zeros = torch.zeros_like(ids)
+        track = {"seed_cost": best.cost.clone(), "stall": zeros, "age": zeros, "attempt": zeros}
         tol_rot = math.inf if problem.position_only else problem.tol_rotation
         for it in range(max_iters + 1):
             lin = self.linearize(problem, q)
             pos_err = lin.error[:, :3].norm(dim=-1)
             done = (pos_err < problem.tol_position) & (lin.angle < tol_rot)
-            better = (lin.cost < best_cost[ids]) | done
-            best_q[ids] = torch.where(better[:, None], q, best_q[ids])
-            best_cost[ids] = torch.where(better, lin.cost, best_cost[ids])
-            finished = done
-            if s.early_stop:
-                finished_groups[problem.group[done]] = True
-                finished = finished_groups[problem.group]
+            finished = best.update(ids, q, lin.cost, done, problem.group, s.early_stop)
             if it == max_iters:
                 break
             if bool(finished.any()):
-                iterations[ids[finished]] = it
+                best.iterations[ids[finished]] = it
                 keep = torch.nonzero(~finished).flatten()
                 if keep.numel() == 0:
                     break
@@ -322,7 +309,7 @@ class IKSolver(ABC):
             q = problem.project(self.step(problem, q, lin, state))
             if reseed is not None:
                 q = self._restart_stalled(q, ids, lin.cost, state, track, reseed)
-        return best_q, iterations
+        return best.q, best.iterations
 
     def _restart_stalled(
         self, q: Tensor, ids: Tensor, cost: Tensor, state: State, track: State, reseed: Callable
@@ -347,6 +334,29 @@ class IKSolver(ABC):
             mask = stalled.view(-1, *([1] * (value.dim() - 1)))
             state[key] = torch.where(mask, value, state[key])
         return q
+
+
+class _Best:
+    """Per row of the full problem: the best ``q`` met, its cost, the iterations run, and
+    which targets (groups) are finished."""
+
+    def __init__(self, q: Tensor, max_iters: int):
+        n_rows = q.shape[0]
+        self.q, self.cost = q.clone(), q.new_full((n_rows,), math.inf)
+        self.iterations = torch.full((n_rows,), max_iters, dtype=torch.long, device=q.device)
+        self.finished_groups = torch.zeros(n_rows, dtype=torch.bool, device=q.device)  # >= T
+
+    def update(self, ids, q, cost, done, group, early_stop: bool) -> Tensor:
+        """Record the active rows ``ids``; returns which of them are finished (converged, or
+        with ``early_stop`` another slot of their target converged). Converged rows keep their
+        converged ``q`` even if an earlier one had a lower weighted cost."""
+        better = (cost < self.cost[ids]) | done
+        self.q[ids] = torch.where(better[:, None], q, self.q[ids])
+        self.cost[ids] = torch.where(better, cost, self.cost[ids])
+        if not early_stop:
+            return done
+        self.finished_groups[group[done]] = True
+        return self.finished_groups[group]
 
 
 def _maybe_index(value: Tensor | None, index: Tensor) -> Tensor | None:
