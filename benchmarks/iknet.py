@@ -1,0 +1,369 @@
+"""Protocol "Neural IK table" (iknet): IKNet on the Digit arm, UR5 and Franka, position targets.
+
+Each robot: joints uniform within limits, a training set (Digit 20k; UR5 and Franka as large as
+asked), 500 validation and 1000 test targets from other seeds (disjoint), a training budget in
+minutes turned into a number of steps by timing a few steps first. Then 100 samples per test
+target: mean +- std distance of every sample, accuracy at 10 / 2 / 1 cm, best of 10 and of 100,
+runtime per target (batch of 1000 targets), diversity (mean pairwise joint distance, wrapped on
+full-turn joints), and the validation error against training time. ``--sizes`` adds the Franka
+table of parameters, generated weights, memory and speed per preset.
+
+    .venv/bin/python benchmarks/iknet.py --preset small --minutes 6 --sizes
+    .venv/bin/python benchmarks/iknet.py --robots digit_arm --minutes 1 --out /tmp/iknet
+"""
+
+from __future__ import annotations
+
+import argparse
+import copy
+import json
+import math
+import time
+from dataclasses import asdict
+from pathlib import Path
+from typing import Any
+
+import torch
+from common import (
+    Column,
+    Report,
+    Table,
+    add_common_args,
+    fmt_time,
+    log,
+    time_calls,
+    wait_for_quiet,
+)
+
+from torchik import load_robot
+from torchik.data import make_dataset
+from torchik.metrics import best_of_n, mean_pairwise_distance, position_error
+from torchik.models import IKNet, IKNetConfig
+from torchik.train import TrainConfig, train
+
+ROBOTS = {"digit_arm": 20_000, "ur5": 1_000_000, "panda": 1_000_000}
+"""Robot -> the paper's training-set size (the end links are torchik's defaults)."""
+PAPER_CM = {"digit_arm": 2.3, "ur5": 2.8, "panda": 3.1}
+"""The paper's mean distances (cm) of IKNet samples."""
+PRESETS = {
+    "small": IKNetConfig.small(),
+    "mid": IKNetConfig(
+        hyper_width=512, hyper_depth=3, embedding=64, primary_width=128, components=20
+    ),
+    "default": IKNetConfig(),
+    "paper": IKNetConfig.paper(),
+}
+SEEDS = {"train": 1, "val": 2, "test": 3, "model": 0, "sample": 4}
+CM = 100.0
+
+
+def _cm(x: float) -> str:
+    return f"{x:.2f}"
+
+
+def _pct(x: float) -> str:
+    return f"{100 * x:.1f} %"
+
+
+# ---------------------------------------------------------------------------- training
+def _seconds_per_step(model: IKNet, data, batch: int, steps: int = 8) -> float:
+    """Median wall time of a training step, on a throwaway copy of the model."""
+    probe = copy.deepcopy(model).train()
+    probe.set_normalization(data.q, data.target)
+    opt = torch.optim.AdamW(probe.parameters(), lr=1e-4)
+    times = []
+    for i in range(steps):
+        rows = slice(i * batch % (len(data) - batch), None)
+        q, target = data.q[rows][:batch], data.target[rows][:batch]
+        start = time.perf_counter()
+        loss = probe.loss(q, target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+        times.append(time.perf_counter() - start)
+    return sorted(times)[len(times) // 2]
+
+
+def _train(name: str, args, robot, train_set, val_set) -> tuple[IKNet, Any, int]:
+    torch.manual_seed(SEEDS["model"])
+    model = IKNet(train_set.spec, PRESETS[args.preset])
+    step_s = _seconds_per_step(model, train_set, args.batch)
+    steps = max(50, int(args.minutes * 60 / step_s))
+    log(f"{name}: {step_s * 1000:.0f} ms/step -> {steps} steps in {args.minutes} min")
+    config = TrainConfig(
+        steps=steps,
+        batch_size=args.batch,
+        lr=args.lr,
+        warmup_steps=min(200, steps // 10),
+        min_lr_ratio=0.02,
+        grad_clip=args.grad_clip,
+        log_every=max(1, steps // 50),
+        val_every=max(1, steps // 12),
+        val_targets=len(val_set),
+        checkpoint_every=0,
+        seed=SEEDS["model"],
+    )
+    out_dir = Path(args.work) / name
+    result = train(model, train_set, val_set, config, out_dir=out_dir, robot=robot)
+    return result.model, result, steps
+
+
+# ---------------------------------------------------------------------------- evaluation
+def _evaluate(model: IKNet, robot64, test_set, n: int) -> dict[str, float]:
+    link = model.spec.link
+    gen = torch.Generator().manual_seed(SEEDS["sample"])
+    with torch.no_grad():
+        samples = model.sample(test_set.target, n, generator=gen)
+        errors = position_error(robot64, samples, test_set.target[:, None].double(), link)
+    circular = torch.tensor([d.circular for d in model.domains])
+    inside = (samples >= model.lower) & (samples <= model.upper)
+    return {
+        "mean_cm": errors.mean().item() * CM,
+        "std_cm": errors.std().item() * CM,
+        "median_cm": errors.median().item() * CM,
+        "acc_10cm": (errors < 0.10).double().mean().item(),
+        "acc_2cm": (errors < 0.02).double().mean().item(),
+        "acc_1cm": (errors < 0.01).double().mean().item(),
+        "best10_cm": best_of_n(errors, 10).mean().item() * CM,
+        "best100_cm": best_of_n(errors, min(100, n)).mean().item() * CM,
+        "diversity": mean_pairwise_distance(samples, circular).mean().item(),
+        "inside_limits": inside.all(-1).double().mean().item(),
+    }
+
+
+def _runtime(model: IKNet, targets: torch.Tensor) -> dict[str, float]:
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        timings = time_calls(
+            {
+                "1": lambda: model.sample(targets, 1, generator=gen),
+                "100": lambda: model.sample(targets, 100, generator=gen),
+            },
+            reps=7,
+        )
+    return {f"runtime_{k}_s": t.median / len(targets) for k, t in timings.items()}
+
+
+def _curve(name: str, result) -> list[dict[str, float]]:
+    rows = [r for r in result.history if not math.isnan(r["val_position_error"])]
+    return [
+        {
+            "robot": name,
+            "step": int(r["step"]),
+            "seconds": r["seconds"],
+            "val_mean_cm": r["val_position_error"] * CM,
+            "loss": r["loss"],
+        }
+        for r in rows
+    ]
+
+
+def run_robot(name: str, args) -> tuple[dict[str, Any], list[dict[str, float]]]:
+    robot, robot64 = load_robot(name), load_robot(name, dtype=torch.float64)
+    size = args.train_size.get(name, ROBOTS[name])
+    log(f"{name}: making {size} training pairs")
+    train_set = make_dataset(robot, size, seed=SEEDS["train"])
+    val_set = make_dataset(robot, 500, seed=SEEDS["val"])
+    test_set = make_dataset(robot, 1000, seed=SEEDS["test"])
+    model, result, steps = _train(name, args, robot64, train_set, val_set)
+    log(f"{name}: trained {result.seconds:.0f} s; evaluating")
+    row = {
+        "robot": name,
+        "link": model.spec.link,
+        "train_size": size,
+        "steps": steps,
+        "batch": args.batch,
+        "train_s": result.seconds,
+        "paper_cm": PAPER_CM[name],
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "generated_per_target": model.generated_size,
+    }
+    row |= _evaluate(model, robot64, test_set, args.samples)
+    row |= _runtime(model, test_set.target)
+    log(f"{name}: {json.dumps({k: row[k] for k in ('mean_cm', 'acc_2cm', 'best10_cm')})}")
+    return row, _curve(name, result)
+
+
+# ---------------------------------------------------------------------------- sizes
+def _saved_for_backward_mib(model: IKNet, q: torch.Tensor, target: torch.Tensor) -> float:
+    """MiB of the distinct tensors autograd saves for the backward of one loss."""
+    seen: dict[tuple[int, int], int] = {}
+
+    def pack(t: torch.Tensor) -> torch.Tensor:
+        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        seen[key] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.loss(q, target)
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    return sum(v for (ptr, _), v in seen.items() if ptr not in parameters) / 2**20
+
+
+def size_row(preset: str, batch: int) -> dict[str, Any]:
+    robot = load_robot("panda")
+    data = make_dataset(robot, 1000, seed=0)
+    torch.manual_seed(0)
+    model = IKNet(data.spec, PRESETS[preset])
+    model.set_normalization(data.q, data.target)
+    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
+    q, target = data.q[:batch], data.target[:batch]
+
+    def step() -> None:
+        loss = model.loss(q, target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    timings = time_calls({"step": step}, reps=7)
+    model.eval()
+    with torch.no_grad():
+        timings |= time_calls({"sample": lambda: model.sample(data.target, 1)}, reps=7)
+    model.train()
+    saved = _saved_for_backward_mib(model, q, target)
+    return {
+        "preset": preset,
+        "config": asdict(PRESETS[preset]),
+        "parameters": sum(p.numel() for p in model.parameters()),
+        "head_parameters": model.heads.weight.numel() + model.heads.bias.numel(),
+        "generated_per_target": model.generated_size,
+        "generated_mib_per_1000": model.generated_size * 4 * 1000 / 2**20,
+        "step_s": timings["step"].median,
+        "sample_per_target_s": timings["sample"].median / len(data.target),
+        "saved_mib": saved,
+        "state_mib": 4 * 4 * sum(p.numel() for p in model.parameters()) / 2**20,
+    }
+
+
+# ---------------------------------------------------------------------------- report
+def _tables(rows, curve, sizes, args) -> list[Table]:
+    main = Table(
+        f"IKNet ({args.preset} preset), position targets, 1000 test targets x {args.samples}",
+        [
+            Column("robot", "robot"),
+            Column("train_size", "train pairs"),
+            Column("steps", "steps"),
+            Column("train_s", "train time", fmt_time),
+            Column("mean_cm", "mean (cm)", _cm),
+            Column("std_cm", "std (cm)", _cm),
+            Column("median_cm", "median (cm)", _cm),
+            Column("paper_cm", "paper mean (cm)", _cm),
+            Column("acc_10cm", "< 10 cm", _pct),
+            Column("acc_2cm", "< 2 cm", _pct),
+            Column("acc_1cm", "< 1 cm", _pct),
+            Column("best10_cm", "best of 10 (cm)", _cm),
+            Column("best100_cm", "best of 100 (cm)", _cm),
+            Column("runtime_1_s", "time/target, 1 sample", fmt_time),
+            Column("runtime_100_s", "time/target, 100 samples", fmt_time),
+            Column("diversity", "diversity (rad)", lambda x: f"{x:.3f}"),
+        ],
+        references=(),
+    )
+    for row in rows:
+        main.add(f"IKNet ({args.preset})", **row)
+    main.notes += [
+        "Distances are over every sample (1000 targets x samples); accuracy = fraction of samples "
+        "within the threshold; best of N = mean over targets of the smallest of the first N.",
+        "Runtime: sampling for a batch of 1000 targets divided by 1000 (CPU, all cores); "
+        "train time: wall time of the training loop including its periodic validation "
+        "(500 targets, 1 sample each).",
+        "Diversity: mean pairwise joint-space distance between samples of one target (rad), "
+        "differences wrapped on full-turn joints.",
+        f"Training: AdamW lr {args.lr}, batch {args.batch}, grad-norm clip {args.grad_clip}, "
+        f"warm-up then cosine decay; about {args.minutes} min per robot; weights of the best "
+        "validation error kept.",
+    ]
+    tables = [main]
+    learning = Table(
+        "Validation mean distance against training time",
+        [
+            Column("robot", "robot"),
+            Column("step", "step"),
+            Column("seconds", "seconds", lambda x: f"{x:.0f}"),
+            Column("val_mean_cm", "val mean (cm), 1 sample", _cm),
+            Column("loss", "train NLL", lambda x: f"{x:.3f}"),
+        ],
+        references=(),
+    )
+    for row in curve:
+        learning.add(f"IKNet ({args.preset})", **row)
+    tables.append(learning)
+    if sizes:
+        tables.append(_size_table(sizes, args.batch))
+    return tables
+
+
+def _size_table(sizes, batch: int) -> Table:
+    table = Table(
+        f"Franka (panda_hand): sizes, memory and speed per preset (training batch {batch})",
+        [
+            Column("parameters", "parameters", lambda x: f"{x / 1e6:.2f} M"),
+            Column("head_parameters", "of which heads", lambda x: f"{x / 1e6:.2f} M"),
+            Column("generated_per_target", "generated weights / target", lambda x: f"{x:,}"),
+            Column("generated_mib_per_1000", "MiB / 1000 targets", lambda x: f"{x:.0f}"),
+            Column("saved_mib", "saved for backward (MiB)", lambda x: f"{x:.0f}"),
+            Column("state_mib", "weights+grads+AdamW (MiB)", lambda x: f"{x:.0f}"),
+            Column("step_s", "train step", fmt_time),
+            Column("sample_per_target_s", "sample / target (1000 x 1)", fmt_time),
+        ],
+        references=(),
+    )
+    for row in sizes:
+        table.add(row["preset"], **row)
+    table.notes.append(
+        "Generated weights are float32, one set per target, shared by all samples of a target "
+        "(batched matrix products over (targets, samples, features)). Saved for backward: the "
+        "distinct storages autograd keeps for one training step's backward (activations and "
+        "generated weights, parameters excluded); weights+grads+AdamW: 4 float32 copies."
+    )
+    return table
+
+
+def _parse_sizes(items: list[str]) -> dict[str, int]:
+    out = {}
+    for item in items:
+        name, _, value = item.partition("=")
+        out[name] = int(float(value))
+    return out
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    add_common_args(parser)
+    parser.add_argument("--robots", nargs="*", default=list(ROBOTS), choices=list(ROBOTS))
+    parser.add_argument("--preset", default="small", choices=list(PRESETS))
+    parser.add_argument("--minutes", type=float, default=6.0, help="training budget per robot")
+    parser.add_argument("--train-size", nargs="*", default=[], metavar="ROBOT=N")
+    parser.add_argument("--batch", type=int, default=256)
+    parser.add_argument("--lr", type=float, default=3e-3)
+    parser.add_argument("--grad-clip", type=float, default=0.3)
+    parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--sizes", action="store_true", help="add the Franka size table")
+    parser.add_argument("--size-presets", nargs="*", default=list(PRESETS))
+    parser.add_argument("--work", default="/tmp/torchik-iknet-bench", help="checkpoints")
+    args = parser.parse_args(argv)
+    args.train_size = _parse_sizes(args.train_size)
+    waited = wait_for_quiet(args.wait_idle)
+    report = Report("iknet", 'IKNet, the "Neural IK table" protocol (iknet)')
+    report.stamp["waited_for_quiet_s"] = waited
+    report.intro = [
+        "Position-only targets, joints uniform within limits; test targets from another seed. "
+        "The paper's numbers (Digit arm 2.3 cm, UR5 2.8 cm, Franka 3.1 cm mean) come from "
+        "GPU training on 20k / 1M / 1M pairs; these rows are a few CPU minutes each.",
+    ]
+    rows, curve = [], []
+    for name in args.robots:
+        row, points = run_robot(name, args)
+        rows.append(row)
+        curve += points
+        report.tables = _tables(rows, curve, [], args)
+        report.write(args.out)  # partial results survive a later failure
+    sizes = [size_row(p, args.batch) for p in args.size_presets] if args.sizes else []
+    report.tables = _tables(rows, curve, sizes, args)
+    md, _ = report.write(args.out)
+    log(f"wrote {md}")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
