@@ -273,3 +273,18 @@ def test_small_batch_path_agrees_with_batched_kernel(urdf):
     qg = q.clone().requires_grad_()
     end = robot.link_names[-1]
     assert torch.autograd.gradcheck(lambda x: robot.forward_kinematics(x, end), (qg,))
+
+
+def test_link_poses_position_and_quaternion():
+    from torchik.rotations import quat_to_rotmat
+
+    robot = load_robot("ur5", dtype=torch.float64)
+    q = robot.random_configuration(20, generator=torch.Generator().manual_seed(7))
+    q.requires_grad_()
+    position, quat = robot.link_poses(q, "ee_link")
+    pose = robot.forward_kinematics(q, "ee_link")
+    torch.testing.assert_close(position, pose[..., :3, 3])
+    torch.testing.assert_close(quat_to_rotmat(quat), pose[..., :3, :3])
+    assert (quat[..., 0] >= 0).all()
+    (position.sum() + quat.sum()).backward()
+    assert torch.isfinite(q.grad).all()

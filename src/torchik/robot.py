@@ -10,7 +10,7 @@ import torch
 from torch import Tensor, nn
 
 from torchik import kinematics as kin
-from torchik.rotations import rpy_to_rotmat
+from torchik.rotations import rotmat_to_quat, rpy_to_rotmat
 from torchik.urdf import URDFModel, parse_urdf
 
 __all__ = ["Robot", "load_robot"]
@@ -302,6 +302,12 @@ class Robot(nn.Module):
     def link_positions(self, q: Tensor, links: LinkSpec = None) -> Tensor:
         """Positions of link origins in the root frame: ``(..., 3)`` or ``(..., L, 3)``."""
         return self.forward_kinematics(q, links)[..., :3, 3]
+
+    def link_poses(self, q: Tensor, links: LinkSpec = None) -> tuple[Tensor, Tensor]:
+        """Positions ``(..., [L,] 3)`` and unit quaternions ``(..., [L,] 4)`` (w, x, y, z; w >= 0)
+        of link origins in the root frame: a compact pose for losses."""
+        pose = self.forward_kinematics(q, links)
+        return pose[..., :3, 3], rotmat_to_quat(pose[..., :3, :3])
 
     def jacobian(self, q: Tensor, link: str, return_pose: bool = False):
         """Geometric Jacobian ``(..., 6, dof)`` of ``link``'s origin, linear rows first, in the
