@@ -1,14 +1,14 @@
 """Protocol "Neural IK table" (iknet): IKNet on the Digit arm, UR5 and Franka, position targets.
 
 Each robot: joints uniform within limits, a training set (Digit 20k; UR5 and Franka as large as
-asked), 500 validation and 1000 test targets from other seeds (disjoint), a training budget in
-minutes turned into a number of steps by timing a few steps first. Then 100 samples per test
+asked), 500 validation and 1000 test targets from other seeds (disjoint), a fixed number of
+training steps (or a budget in minutes turned into steps by timing a few). Then 100 samples per test
 target: mean +- std distance of every sample, accuracy at 10 / 2 / 1 cm, best of 10 and of 100,
 runtime per target (batch of 1000 targets), diversity (mean pairwise joint distance, wrapped on
 full-turn joints), and the validation error against training time. ``--sizes`` adds the Franka
 table of parameters, generated weights, memory and speed per preset.
 
-    .venv/bin/python benchmarks/iknet.py --preset small --minutes 6 --sizes
+    .venv/bin/python benchmarks/iknet.py --steps digit_arm=10000 ur5=12000 panda=12000 --sizes
     .venv/bin/python benchmarks/iknet.py --robots digit_arm --minutes 1 --out /tmp/iknet
 """
 
@@ -87,9 +87,13 @@ def _seconds_per_step(model: IKNet, data, batch: int, steps: int = 8) -> float:
 def _train(name: str, args, robot, train_set, val_set) -> tuple[IKNet, Any, int]:
     torch.manual_seed(SEEDS["model"])
     model = IKNet(train_set.spec, PRESETS[args.preset])
-    step_s = _seconds_per_step(model, train_set, args.batch)
-    steps = max(50, int(args.minutes * 60 / step_s))
-    log(f"{name}: {step_s * 1000:.0f} ms/step -> {steps} steps in {args.minutes} min")
+    if name in args.steps:
+        steps = args.steps[name]
+        log(f"{name}: {steps} steps")
+    else:
+        step_s = _seconds_per_step(model, train_set, args.batch)
+        steps = max(50, int(args.minutes * 60 / step_s))
+        log(f"{name}: {step_s * 1000:.0f} ms/step -> {steps} steps in {args.minutes} min")
     config = TrainConfig(
         steps=steps,
         batch_size=args.batch,
@@ -109,11 +113,11 @@ def _train(name: str, args, robot, train_set, val_set) -> tuple[IKNet, Any, int]
 
 
 # ---------------------------------------------------------------------------- evaluation
-def _evaluate(model: IKNet, robot64, test_set, n: int) -> dict[str, float]:
+def _evaluate(model: IKNet, robot64, test_set, n: int, temperature: float) -> dict[str, float]:
     link = model.spec.link
     gen = torch.Generator().manual_seed(SEEDS["sample"])
     with torch.no_grad():
-        samples = model.sample(test_set.target, n, generator=gen)
+        samples = model.sample(test_set.target, n, generator=gen, temperature=temperature)
         errors = position_error(robot64, samples, test_set.target[:, None].double(), link)
     circular = torch.tensor([d.circular for d in model.domains])
     inside = (samples >= model.lower) & (samples <= model.upper)
@@ -158,7 +162,7 @@ def _curve(name: str, result) -> list[dict[str, float]]:
     ]
 
 
-def run_robot(name: str, args) -> tuple[dict[str, Any], list[dict[str, float]]]:
+def run_robot(name: str, args) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
     robot, robot64 = load_robot(name), load_robot(name, dtype=torch.float64)
     size = args.train_size.get(name, ROBOTS[name])
     log(f"{name}: making {size} training pairs")
@@ -178,10 +182,14 @@ def run_robot(name: str, args) -> tuple[dict[str, Any], list[dict[str, float]]]:
         "parameters": sum(p.numel() for p in model.parameters()),
         "generated_per_target": model.generated_size,
     }
-    row |= _evaluate(model, robot64, test_set, args.samples)
-    row |= _runtime(model, test_set.target)
-    log(f"{name}: {json.dumps({k: row[k] for k in ('mean_cm', 'acc_2cm', 'best10_cm')})}")
-    return row, _curve(name, result)
+    rows = []
+    for temperature in (1.0, *args.temperatures):
+        rows.append({**row, "temperature": temperature})
+        rows[-1] |= _evaluate(model, robot64, test_set, args.samples, temperature)
+        keys = ("temperature", "mean_cm", "acc_2cm", "best10_cm")
+        log(f"{name}: {json.dumps({k: rows[-1][k] for k in keys})}")
+    rows[0] |= _runtime(model, test_set.target)
+    return rows, _curve(name, result)
 
 
 # ---------------------------------------------------------------------------- sizes
@@ -260,7 +268,9 @@ def _tables(rows, curve, sizes, args) -> list[Table]:
         references=(),
     )
     for row in rows:
-        main.add(f"IKNet ({args.preset})", **row)
+        temperature = row["temperature"]
+        label = "" if temperature == 1.0 else f", temperature {temperature:g}"
+        main.add(f"IKNet ({args.preset}{label})", **row)
     main.notes += [
         "Distances are over every sample (1000 targets x samples); accuracy = fraction of samples "
         "within the threshold; best of N = mean over targets of the smallest of the first N.",
@@ -270,8 +280,13 @@ def _tables(rows, curve, sizes, args) -> list[Table]:
         "Diversity: mean pairwise joint-space distance between samples of one target (rad), "
         "differences wrapped on full-turn joints.",
         f"Training: AdamW lr {args.lr}, batch {args.batch}, grad-norm clip {args.grad_clip}, "
-        f"warm-up then cosine decay; about {args.minutes} min per robot; weights of the best "
+        "warm-up then cosine decay; steps as listed (a fixed number, so that load from other "
+        "jobs on the shared machine changes the time, not the model); weights of the best "
         "validation error kept.",
+        "Rows without a temperature are raw samples of the model's density (the protocol). "
+        "'temperature t' rows draw the same components with every scale multiplied by t "
+        "(sample(..., temperature=t)): not the learned density, shown to separate the error of "
+        "the component means from the spread of the components.",
     ]
     tables = [main]
     learning = Table(
@@ -334,15 +349,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--preset", default="small", choices=list(PRESETS))
     parser.add_argument("--minutes", type=float, default=6.0, help="training budget per robot")
     parser.add_argument("--train-size", nargs="*", default=[], metavar="ROBOT=N")
+    parser.add_argument(
+        "--steps", nargs="*", default=[], metavar="ROBOT=N", help="steps instead of --minutes"
+    )
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--grad-clip", type=float, default=0.3)
     parser.add_argument("--samples", type=int, default=100)
+    parser.add_argument("--temperatures", type=float, nargs="*", default=[0.25])
     parser.add_argument("--sizes", action="store_true", help="add the Franka size table")
     parser.add_argument("--size-presets", nargs="*", default=list(PRESETS))
     parser.add_argument("--work", default="/tmp/torchik-iknet-bench", help="checkpoints")
     args = parser.parse_args(argv)
-    args.train_size = _parse_sizes(args.train_size)
+    args.train_size, args.steps = _parse_sizes(args.train_size), _parse_sizes(args.steps)
     waited = wait_for_quiet(args.wait_idle)
     report = Report("iknet", 'IKNet, the "Neural IK table" protocol (iknet)')
     report.stamp["waited_for_quiet_s"] = waited
@@ -353,8 +372,8 @@ def main(argv: list[str] | None = None) -> int:
     ]
     rows, curve = [], []
     for name in args.robots:
-        row, points = run_robot(name, args)
-        rows.append(row)
+        robot_rows, points = run_robot(name, args)
+        rows += robot_rows
         curve += points
         report.tables = _tables(rows, curve, [], args)
         report.write(args.out)  # partial results survive a later failure

@@ -153,6 +153,21 @@ def test_sampling_expands_weights_without_copies_and_batches():
     assert ((q >= model.lower) & (q <= model.upper)).all()
 
 
+def test_temperature():
+    model = _tiny(_spec("panda"), components=5).eval()
+    target = torch.randn(4, 3, generator=_gen(9))
+    with torch.no_grad():
+        q = model.sample(target, 50, generator=_gen(10), temperature=0.0)
+        flat = model.generate(target)
+        weights, means, _ = model._mixture(flat.new_zeros(4, 1, 0), flat, 0)
+    assert ((q >= model.lower) & (q <= model.upper)).all()
+    # at temperature 0 the first joint takes only the means of components in the support
+    distance = (q[..., 0, None] - means).abs().masked_fill(weights == 0, math.inf)
+    assert distance.min(-1).values.max() < 1e-6
+    with pytest.raises(ValueError, match="temperature"):
+        model.sample(target, 2, temperature=-1.0)
+
+
 def test_gradients_are_finite_with_sparse_weights():
     data = make_dataset(load_robot("panda"), 256, seed=1)
     model = _tiny(data.spec, components=8)
