@@ -14,19 +14,24 @@ as ``torchik.solve_ik`` exists.
 from __future__ import annotations
 
 import argparse
+import importlib
+import inspect
 import math
 import tempfile
 import time
 import warnings
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import torch
 from common import (
     ChainSpec,
     Column,
+    QuietGate,
     Report,
     Table,
     add_common_args,
@@ -40,7 +45,6 @@ from common import (
     torchik_robot,
     try_import,
     uniform_configs,
-    wait_for_quiet,
     write_urdf_variant,
 )
 
@@ -263,12 +267,26 @@ def ikpy_chain_for(chain_cls: type, spec: ChainSpec) -> tuple[object, list[int]]
     return chain, active
 
 
-def torchik_solver(name: str, dtype: torch.dtype, **options) -> Solver | str:
-    """torchik rows against the promised ``solve_ik`` API (not available until it exists)."""
-    try:
-        import torchik
+def torchik_api() -> tuple[Any, Callable]:
+    """``torchik`` and its ``solve_ik`` (from ``torchik.ik`` until the top level exports it)."""
+    import torchik
 
-        solve_ik = torchik.solve_ik
+    solve_ik = getattr(torchik, "solve_ik", None)
+    return torchik, solve_ik or importlib.import_module("torchik.ik").solve_ik
+
+
+def torchik_solver(
+    name: str, dtype: torch.dtype, own_seeds: bool = False, n_targets: int = N_TARGETS, **options
+) -> Solver | str:
+    """torchik rows against the promised ``solve_ik`` API (not available until it exists).
+
+    By default torchik gets the same starts as pytorch_kinematics (`seeds`, ``(n, 10, dof)``);
+    with `own_seeds` it seeds itself (``num_seeds`` and seeding at their defaults, a fixed
+    generator), which is what a user gets without passing seeds.
+    """
+    try:
+        torchik, solve_ik = torchik_api()
+        default_k = inspect.signature(solve_ik).parameters["num_seeds"].default
     except Exception as exc:  # the library is being written: report, never crash
         return f"not available yet: {describe(exc)}"
 
@@ -282,19 +300,118 @@ def torchik_solver(name: str, dtype: torch.dtype, **options) -> Solver | str:
         target = torch.tensor(problem.targets[:n], dtype=dtype)
         if problem.position_only:
             target = target[..., :3, 3]
-        seeds = torch.tensor(problem.starts[:n][..., cols], dtype=dtype)  # (n, RETRIES, dof)
+        if own_seeds:
+            starts = dict(generator=torch.Generator().manual_seed(1))
+        else:  # (n, RETRIES, dof) in torchik's joint order
+            starts = dict(seeds=torch.tensor(problem.starts[:n][..., cols], dtype=dtype))
         result = solve_ik(
-            robot, target, spec.tip, position_only=problem.position_only, seeds=seeds, **options
+            robot, target, spec.tip, position_only=problem.position_only, **starts, **options
         )
         q_robot = result.q.detach().double().numpy().reshape(n, -1, spec.dof)
         out = np.empty_like(q_robot)
         out[..., cols] = q_robot  # back to the URDF's joint order
         return out
 
-    opts = ", ".join(f"{k}={v:g}" for k, v in options.items()) or "default tolerances"
-    return Solver(
-        name, run, notes=[f"{str(dtype).removeprefix('torch.')}, {RETRIES} seeds, {opts}"]
+    opts = ", ".join(
+        f"{k}={v:g}" if isinstance(v, float) else f"{k}={v}" for k, v in options.items()
     )
+    seeding = "its own seeds" if own_seeds else f"{RETRIES} seeds as pytorch_kinematics"
+    note = f"{str(dtype).removeprefix('torch.')}, {seeding}, {opts or 'default tolerances'}"
+    starts = default_k if own_seeds else RETRIES
+    return Solver(name, run, n_targets=n_targets, starts=starts, notes=[note])
+
+
+TORCHIK_BASELINES = ("dls", "jt", "gd", "lbfgsb")  # torchik's other solvers (method=...)
+LBFGSB_TARGETS = 50  # SciPy L-BFGS-B loops over targets in Python: a subset, like IKPy
+
+
+def torchik_rows() -> dict[str, Callable[[], Solver | str]]:
+    """torchik's rows beyond the two that share pytorch_kinematics' starts: its own seeding
+    (the default LM, also at 1e-5 in float64) and each baseline solver, all float64 but the
+    first."""
+    strict = dict(tol_position=STRICT_TOL, tol_rotation=STRICT_TOL)
+    own = f"{TORCHIK} (own seeding)"
+    rows = {
+        own: lambda: torchik_solver(own, torch.float32, own_seeds=True),
+        f"{own[:-1]}, float64, tol 1e-5)": lambda: torchik_solver(
+            f"{own[:-1]}, float64, tol 1e-5)", torch.float64, own_seeds=True, **strict
+        ),
+    }
+    for method in TORCHIK_BASELINES:
+        name = f"{TORCHIK} {method} (own seeding, float64)"
+        n = LBFGSB_TARGETS if method == "lbfgsb" else N_TARGETS
+        rows[name] = partial(
+            torchik_solver, name, torch.float64, own_seeds=True, n_targets=n, method=method
+        )
+    return rows
+
+
+MANY_SLOTS, MANY_ITERS, MANY_DISTANCE, MANY_GOAL = 512, 40, 0.1, 100
+
+
+def torchik_many_table(problem: Problem, fk: Callable) -> Table:
+    """Many solutions of one pose (the first target): ``solve_ik`` with ``MANY_SLOTS`` random
+    slots and no early stop, then ``IKResult.distinct``; each kept solution re-checked here."""
+    table = Table(
+        f"{problem.case.name} ({problem.spec.tip}): many solutions of one pose",
+        MANY_COLUMNS,
+        references=(),
+    )
+    try:
+        torchik, solve_ik = torchik_api()
+    except Exception as exc:
+        table.add(TORCHIK, status=f"not available yet: {describe(exc)}")
+        return table
+    spec = problem.spec
+    robot = torchik_robot(torchik, problem.case.name, torch.float64)
+    cols = [spec.joint_names.index(j) for j in robot.joint_names]
+    target = torch.tensor(problem.targets[0], dtype=torch.float64)
+
+    def run() -> np.ndarray:
+        result = solve_ik(
+            robot, target, spec.tip, num_seeds=MANY_SLOTS, early_stop=False,
+            max_iters=MANY_ITERS, generator=torch.Generator().manual_seed(1),
+        )  # fmt: skip
+        q, keep = result.distinct(MANY_DISTANCE)
+        return q[keep].numpy()
+
+    run()  # warm-up
+    walls, q = [], None
+    for _ in range(3):
+        start = time.perf_counter()
+        q = run()
+        walls.append(time.perf_counter() - start)
+    urdf_q = np.empty_like(q)
+    urdf_q[:, cols] = q
+    pos, rot = pose_errors(fk(urdf_q), problem.targets[:1])
+    inside = ((urdf_q >= spec.lower - LIMIT_SLACK) & (urdf_q <= spec.upper + LIMIT_SLACK)).all(1)
+    ok = (pos < POS_TOL) & (rot < ROT_TOL) & inside
+    gaps = np.linalg.norm(urdf_q[:, None] - urdf_q[None], axis=-1) + np.eye(len(q)) * 1e9
+    wall = float(np.median(walls))
+    table.add(
+        f"{TORCHIK} (LM)",
+        distinct=int(ok.sum()),
+        min_gap=float(gaps.min()) if len(q) > 1 else float("nan"),
+        wall_s=wall,
+        per_solution_s=wall / max(int(ok.sum()), 1),
+        settings=f"float64, {MANY_SLOTS} random slots, max_iters {MANY_ITERS}, "
+        f"distinct(min_distance={MANY_DISTANCE:g})",
+    )
+    table.notes.append(
+        f"goal: {MANY_GOAL} solutions of one pose more than {MANY_DISTANCE:g} rad apart (joint "
+        "space); each counted solution re-checked by FK (1 mm, 1°, limits); wall time includes "
+        "the selection of distinct solutions, median of 3 after a warm-up"
+    )
+    return table
+
+
+MANY_COLUMNS = [
+    Column("distinct", f"distinct solutions (> {MANY_DISTANCE:g} rad apart, checked)"),
+    Column("min_gap", "closest pair (rad)", lambda v: f"{v:.3f}"),
+    Column("wall_s", "wall time", fmt_time),
+    Column("per_solution_s", "per solution", fmt_time),
+    Column("settings", "settings"),
+]
 
 
 def solvers(args: argparse.Namespace, position_only: bool) -> list[tuple[str, Solver | str]]:
@@ -312,6 +429,7 @@ def solvers(args: argparse.Namespace, position_only: bool) -> list[tuple[str, So
         tk_tight: lambda: torchik_solver(
             tk_tight, torch.float64, tol_position=STRICT_TOL, tol_rotation=STRICT_TOL
         ),
+        **torchik_rows(),
     }
     if position_only:
         del makers[TRACIK]  # pytracik's binding has no position-only mode
@@ -325,7 +443,9 @@ def failure(exc: BaseException) -> str:
     return f"{'not available yet' if missing else 'failed'}: {describe(exc)}"
 
 
-def robot_table(problem: Problem, fk: Callable, entries: list, checker: str) -> Table:
+def robot_table(
+    problem: Problem, fk: Callable, entries: list, checker: str, gate: QuietGate
+) -> Table:
     """Run every solver on one problem: answers from the first timed run, then repeats."""
     kind = "position only" if problem.position_only else "full pose"
     title = f"{problem.case.name} ({problem.spec.tip}), {kind}"
@@ -340,6 +460,7 @@ def robot_table(problem: Problem, fk: Callable, entries: list, checker: str) -> 
         log(f"{title}: {name} on {n} targets")
         try:
             solver.run(problem, min(n, 10))  # warm-up
+            gate.wait()
             start = time.perf_counter()
             q = solver.run(problem, n)
             runs[name] = Run(solver, n, [time.perf_counter() - start])
@@ -350,7 +471,7 @@ def robot_table(problem: Problem, fk: Callable, entries: list, checker: str) -> 
             continue
         settings = "; ".join(solver.notes)
         table.add(name, targets=n, starts=solver.starts, settings=settings, **stats)
-    repeat(problem, runs)
+    repeat(problem, runs, gate)
     for row in table.rows:
         if row["method"] in runs:
             run = runs[row["method"]]
@@ -367,11 +488,12 @@ class Run:
     walls: list[float]
 
 
-def repeat(problem: Problem, runs: dict[str, Run]) -> None:
+def repeat(problem: Problem, runs: dict[str, Run], gate: QuietGate) -> None:
     """Two more timed runs of each fast solver, round-robin so load bursts hit all alike."""
     fast = [run for run in runs.values() if run.walls[0] < REPEAT_BELOW_S]
     for _ in range(2):
         for run in fast:
+            gate.wait()
             start = time.perf_counter()
             run.solver.run(problem, run.n)
             run.walls.append(time.perf_counter() - start)
@@ -423,9 +545,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    waited = wait_for_quiet(args.wait_idle)
+    gate = QuietGate(args.wait_idle)
+    gate.wait()
     report = Report("ik", 'Numerical IK benchmark (protocol "Numerical IK")', intro=INTRO)
-    report.stamp["waited_for_quiet_s"] = waited
     with tempfile.TemporaryDirectory(prefix="torchik-bench-") as tmp:
         for name in args.robots:
             made = make_problem(ROBOTS[name], Path(tmp), args.targets, make_fk)
@@ -435,10 +557,13 @@ def main(argv: list[str] | None = None) -> int:
                 report.tables.append(table)
                 continue
             problem, fk, checker = made
-            report.tables.append(robot_table(problem, fk, solvers(args, False), checker))
+            report.tables.append(robot_table(problem, fk, solvers(args, False), checker, gate))
+            if name == "panda":
+                report.tables.append(torchik_many_table(problem, fk))
             if not args.no_position_only:
                 problem.position_only = True
-                report.tables.append(robot_table(problem, fk, solvers(args, True), checker))
+                report.tables.append(robot_table(problem, fk, solvers(args, True), checker, gate))
+    report.stamp["waited_for_quiet_s"] = round(gate.waited_s, 1)
     md, _ = report.write(args.out)
     log(f"wrote {md}")
     return 0
@@ -460,8 +585,10 @@ INTRO = [
     "Position-only tables ignore rotation.",
     "",
     "Wall time covers all targets of the row (the solver's set-up included), after a warm-up on 10 "
-    "targets; median of 3 runs when a run takes < 20 s. Ratios compare per-target time "
-    "(> 1: faster than the reference). IKPy runs a subset of the targets (its row says how many).",
+    "targets; median of 3 runs when a run takes < 20 s (the repeats round-robin across "
+    "solvers). Each run starts once other jobs use < 25 % of the CPU (within the --wait-idle "
+    "budget). Ratios compare per-target time (> 1: faster than the reference). IKPy runs a "
+    "subset of the targets (its row says how many).",
 ]
 
 
