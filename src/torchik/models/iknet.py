@@ -21,7 +21,16 @@ Design choices (the paper leaves them open or the robots need them):
   joints are kept inside the limits by a sigmoid; scales lie between ``min_scale`` and the
   domain's maximum (:func:`~torchik.models.mixture.scale_range`). Samples are therefore always
   inside the limits and :meth:`IKNet.log_prob` is an exact, normalised density.
-* At initialisation the component means of every joint are spread evenly over its range.
+* **Means of circular joints** are directions ``(cos, sin)`` turned into angles by ``atan2``,
+  so a mean can follow a target around the circle without a jump; on the 2-joint snake this
+  halved the error after 1000 steps compared with an angle read off one output.
+* At initialisation the component means of every joint are spread evenly over its range, and
+  the mixing logits start small so that sparsemax begins with most components in its support
+  (a component outside the support gets no gradient through its logit).
+* **Normalisation** is batch norm, as in the paper. With layer norm (or none), on the snake both
+  components of the first joint settled on the midpoint of the elbow-up and elbow-down
+  solutions (one broad component, NLL still improving through the second joint), for three of
+  three seeds; batch norm separated them every time.
 """
 
 from __future__ import annotations
