@@ -1,6 +1,7 @@
 """Learned inverse kinematics: the common interface (:mod:`torchik.models.base`) and one module
 per model family. Importing this package registers every family with :func:`register`."""
 
+from torchik.models import cvae as cvae
 from torchik.models import iknet, mlp
 from torchik.models.base import (
     FORMAT_VERSION,
