@@ -3,6 +3,7 @@ per model family. Importing this package registers every family with :func:`regi
 
 from torchik.models import cvae as cvae
 from torchik.models import iknet, mlp
+from torchik.models import mdn as mdn
 from torchik.models.base import (
     FORMAT_VERSION,
     IKModel,
