@@ -108,7 +108,12 @@ def _train(name: str, args, robot, train_set, val_set) -> tuple[IKNet, Any, int]
         seed=SEEDS["model"],
     )
     out_dir = Path(args.work) / name
-    result = train(model, train_set, val_set, config, out_dir=out_dir, robot=robot)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(args.train_threads or threads)
+    try:
+        result = train(model, train_set, val_set, config, out_dir=out_dir, robot=robot)
+    finally:
+        torch.set_num_threads(threads)
     return result.model, result, steps
 
 
@@ -280,9 +285,9 @@ def _tables(rows, curve, sizes, args) -> list[Table]:
         "Diversity: mean pairwise joint-space distance between samples of one target (rad), "
         "differences wrapped on full-turn joints.",
         f"Training: AdamW lr {args.lr}, batch {args.batch}, grad-norm clip {args.grad_clip}, "
-        "warm-up then cosine decay; steps as listed (a fixed number, so that load from other "
-        "jobs on the shared machine changes the time, not the model); weights of the best "
-        "validation error kept.",
+        f"warm-up then cosine decay, {args.train_threads or 'all'} torch thread(s) while "
+        "training; steps as listed (a fixed number, so that load from other jobs on the shared "
+        "machine changes the time, not the model); weights of the best validation error kept.",
         "Rows without a temperature are raw samples of the model's density (the protocol). "
         "'temperature t' rows draw the same components with every scale multiplied by t "
         "(sample(..., temperature=t)): not the learned density, shown to separate the error of "
@@ -355,6 +360,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--batch", type=int, default=256)
     parser.add_argument("--lr", type=float, default=3e-3)
     parser.add_argument("--grad-clip", type=float, default=0.3)
+    parser.add_argument(
+        "--train-threads",
+        type=int,
+        default=0,
+        help="torch threads while training (0: all cores); timings always use all cores",
+    )
     parser.add_argument("--samples", type=int, default=100)
     parser.add_argument("--temperatures", type=float, nargs="*", default=[0.25])
     parser.add_argument("--sizes", action="store_true", help="add the Franka size table")
