@@ -5,6 +5,7 @@ from torchik.models import cvae as cvae
 from torchik.models import flow as flow
 from torchik.models import iknet, mlp
 from torchik.models import mdn as mdn
+from torchik.models import rnn as rnn
 from torchik.models.base import (
     FORMAT_VERSION,
     IKModel,
