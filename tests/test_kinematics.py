@@ -288,3 +288,13 @@ def test_link_poses_position_and_quaternion():
     assert (quat[..., 0] >= 0).all()
     (position.sum() + quat.sum()).backward()
     assert torch.isfinite(q.grad).all()
+
+
+def test_empty_batch_and_joint_type_masks():
+    robot = Robot.from_urdf(DATA / "urdf" / "prismatic_continuous.urdf", dtype=torch.float64)
+    assert robot.joint_types == ("prismatic", "continuous", "revolute")
+    assert robot.prismatic.tolist() == [True, False, False]
+    assert robot.continuous.tolist() == [False, True, False]
+    empty = torch.zeros(0, robot.dof, dtype=torch.float64)
+    assert robot.forward_kinematics(empty, "flange").shape == (0, 4, 4)
+    assert robot.jacobian(empty, "flange").shape == (0, 6, robot.dof)

@@ -4,12 +4,14 @@ Importing torchik has no side effects: no prints, no global device or seed, no h
 """
 
 from torchik.data import IKDataset, load_dataset, make_dataset
+from torchik.ik import IKResult, solve_ik
 from torchik.planar import PlanarArm
 from torchik.robot import Robot, load_robot
 from torchik.urdf import URDFError, parse_urdf
 
 __all__ = [
     "IKDataset",
+    "IKResult",
     "PlanarArm",
     "Robot",
     "URDFError",
@@ -17,5 +19,6 @@ __all__ = [
     "load_robot",
     "make_dataset",
     "parse_urdf",
+    "solve_ik",
 ]
 __version__ = "0.1.0"

@@ -334,7 +334,7 @@ def forward_kinematics(
         ``(B, L', 4, 4)`` homogeneous transforms ``T_root_link``.
     """
     plan = tree.plan(links)
-    if len(links) == 1 and plan.needed and q.shape[0] <= SMALL_BATCH:
+    if len(links) == 1 and plan.needed and 0 < q.shape[0] <= SMALL_BATCH:
         if not _is_functorch_wrapped(q):
             return _path_pose(q, tree, plan)[:, None]
     constants_need_grad = tree.w_joint.requires_grad or tree.w_link.requires_grad

@@ -47,9 +47,10 @@ class Robot(nn.Module):
         name: the URDF robot name.
         root: the root link.
         joint_names: actuated joints (mimic and fixed joints excluded), the order of ``q``.
+        joint_types: their URDF types (``"revolute"``, ``"continuous"``, ``"prismatic"``).
         link_names: every link, in topological order (root first).
         lower, upper: ``(dof,)`` joint limits; continuous joints get ``(-π, π]`` and are marked in
-            the ``continuous`` mask.
+            the ``continuous`` mask; ``prismatic`` marks prismatic joints (values in metres).
 
     Example:
         >>> robot = load_robot("panda")
@@ -84,6 +85,7 @@ class Robot(nn.Module):
         moving = [j for j in self._joints if j.type != "fixed"]
         actuated = [j for j in moving if j.mimic is None]
         self.joint_names = tuple(j.name for j in actuated)
+        self.joint_types = tuple(j.type for j in actuated)
         index = {name: i for i, name in enumerate(self.joint_names)}
         # the parser resolves mimic chains: every mimic names an actuated joint
         resolved = [
@@ -100,6 +102,8 @@ class Robot(nn.Module):
         self.register_buffer("lower", torch.tensor(lower, dtype=f64))
         self.register_buffer("upper", torch.tensor(upper, dtype=f64))
         self.register_buffer("continuous", torch.tensor(continuous, dtype=torch.bool))
+        prismatic = [j.type == "prismatic" for j in actuated]
+        self.register_buffer("prismatic", torch.tensor(prismatic, dtype=torch.bool))
         self.register_buffer(
             "_source", torch.tensor([index[r[0]] for r in resolved], dtype=torch.long), False
         )

@@ -122,9 +122,7 @@ class JointLimits:
 
     @classmethod
     def of(cls, robot: Robot) -> JointLimits:
-        kinds = {j.name: j.type for j in robot._joints}  # TODO: a public mask on Robot
-        revolute = torch.tensor([kinds[n] != "prismatic" for n in robot.joint_names])
-        revolute = revolute.to(robot.device)
+        revolute = ~robot.prismatic
         full = revolute & ~robot.continuous & (robot.upper - robot.lower >= 2 * math.pi - 1e-6)
         return cls(robot.lower, robot.upper, robot.continuous, full, ~(robot.continuous | full))
 
