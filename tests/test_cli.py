@@ -147,6 +147,11 @@ def test_help_on_every_command(capsys):
         assert code == 0 and "usage: torchik" in out
 
 
+def test_bench_help(capfd):  # benchmarks/run.py (a checkout) or our note: both print usage
+    code, out, _ = run(capfd, "bench", "--help")
+    assert code == 0 and "usage" in out
+
+
 def test_subprocess_module_runs():
     args = [sys.executable, "-m", "torchik.cli", "solve", "snake2", "--position", "0.1", "0.1",
             "-n", "2", "--format", "json"]  # fmt: skip

@@ -721,7 +721,10 @@ def _message(err: BaseException) -> str:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
+    argv = list(sys.argv[1:] if argv is None else argv)
     try:
+        if argv[:1] == ["bench"]:  # argparse's REMAINDER would not pass on a leading --help
+            return _cmd_bench(argparse.Namespace(rest=argv[1:]))
         args = build_parser().parse_args(argv)
         return args.func(args)
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)

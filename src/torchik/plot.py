@@ -449,6 +449,7 @@ def _draw_bars(ax: Axes, key: str, rows: list[dict[str, Any]], colors: dict[str,
     ax.set_yticks(ticks, labels, fontsize=8)
     ax.invert_yaxis()
     ax.set_xscale("log")
+    ax.set_xlim(right=3 * max(r[key] for r in rows))  # room for the success labels
     ax.grid(axis="x", alpha=0.3, which="major")
     if grouped:
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
