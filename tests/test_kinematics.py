@@ -298,3 +298,15 @@ def test_empty_batch_and_joint_type_masks():
     empty = torch.zeros(0, robot.dof, dtype=torch.float64)
     assert robot.forward_kinematics(empty, "flange").shape == (0, 4, 4)
     assert robot.jacobian(empty, "flange").shape == (0, 6, robot.dof)
+
+
+@pytest.mark.parametrize("urdf", ["tilted_axes", "mimic", "prismatic_continuous", "two_branches"])
+def test_small_batch_jacobian_agrees_with_batched_kernel(urdf):
+    robot = Robot.from_urdf(DATA / "urdf" / f"{urdf}.urdf", dtype=torch.float64)
+    n = kinematics.SMALL_BATCH + 4
+    q = robot.random_configuration(n, generator=torch.Generator().manual_seed(8))
+    for link in robot.link_names:
+        big, big_pose = robot.jacobian(q, link, return_pose=True)
+        parts = [robot.jacobian(q[i : i + 4], link, return_pose=True) for i in range(0, n, 4)]
+        torch.testing.assert_close(torch.cat([p[0] for p in parts]), big, atol=1e-13, rtol=0)
+        torch.testing.assert_close(torch.cat([p[1] for p in parts]), big_pose, atol=1e-13, rtol=0)

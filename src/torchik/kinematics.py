@@ -140,20 +140,25 @@ def _motion_patterns(kinds: list[int], like: Tensor) -> Tensor:
 SMALL_BATCH = 16  # up to this batch size, per-op overhead dominates: see :func:`_path_pose`
 
 
+def _local_transforms(q: Tensor, tree: KinematicTree, plan: _Plan) -> Tensor:
+    """``C_j M_j(θ_j)`` of every needed joint, ``(n, B, 4, 4)``, from one ``baddbmm``."""
+    theta = _joint_values(q, tree)
+    if plan.to_q is not None:  # not every joint is needed, or mimic joints
+        theta = theta[list(plan.needed)]
+    features = torch.stack((torch.cos(theta) - 1.0, torch.sin(theta), theta), dim=-1)
+    return torch.baddbmm(plan.c_joint, features, plan.c_motion).view(-1, q.shape[0], 4, 4)
+
+
 def _path_pose(q: Tensor, tree: KinematicTree, plan: _Plan) -> Tensor:
     """Pose ``(B, 4, 4)`` of one link with a handful of batched 4x4 products (plain autograd).
 
     For tiny batches the structure-of-arrays kernel spends its time launching ops. The joints
     that move one link form a path, so its pose is the product ``C_1 M_1 ... C_n M_n S``: all
-    local transforms ``C_j M_j(θ_j)`` come from one ``baddbmm``, and the product is reduced
-    pairwise, in ``log2(n + 1)`` matrix products.
+    local transforms come from one ``baddbmm``, and the product is reduced pairwise, in
+    ``log2(n + 1)`` matrix products.
     """
     batch = q.shape[0]
-    theta = _joint_values(q, tree)
-    if plan.to_q is not None:  # not every joint is needed, or mimic joints
-        theta = theta[list(plan.needed)]
-    features = torch.stack((torch.cos(theta) - 1.0, torch.sin(theta), theta), dim=-1)
-    local = torch.baddbmm(plan.c_joint, features, plan.c_motion).view(-1, batch, 4, 4)
+    local = _local_transforms(q, tree, plan)
     factors = torch.cat((local, plan.c_link[:, None].expand(1, batch, 4, 4)))
     while factors.shape[0] > 1:
         if factors.shape[0] % 2:
@@ -161,6 +166,16 @@ def _path_pose(q: Tensor, tree: KinematicTree, plan: _Plan) -> Tensor:
         else:
             factors = factors[0::2] @ factors[1::2]
     return factors[0]
+
+
+def _path_frames(q: Tensor, tree: KinematicTree, plan: _Plan) -> tuple[Tensor, Tensor]:
+    """Frames ``(n, B, 4, 4)`` of the joints on the path to one link, and its pose ``(B, 4, 4)``
+    (the small-batch counterpart of :func:`_frames` for Jacobians)."""
+    local = _local_transforms(q, tree, plan)
+    frames = [local[0]]
+    for i in range(1, local.shape[0]):
+        frames.append(frames[-1] @ local[i])
+    return torch.stack(frames), frames[-1] @ plan.c_link[0]
 
 
 def _cross(a: Tensor, b: Tensor) -> Tensor:
@@ -357,14 +372,20 @@ def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]
         (computed on the way).
     """
     plan = tree.plan((link,))
-    jf, lf = _frames(q, tree, plan, (link,))
     batch = q.shape[0]
-    pose = frames_to_matrix(lf)[:, 0]
     if not plan.needed:
+        pose = frames_to_matrix(_frames(q, tree, plan, (link,))[1])[:, 0]
         return q.new_zeros(batch, 6, tree.dof), pose
-    axis, origin = jf[:, 2], jf[:, 3]  # (n, 3, B)
+    if 0 < batch <= SMALL_BATCH and not _is_functorch_wrapped(q):
+        jf, pose = _path_frames(q, tree, plan)  # (n, B, 4, 4)
+        axis, origin = jf[..., :3, 2].transpose(1, 2), jf[..., :3, 3].transpose(1, 2)
+        end = pose[:, :3, 3].T
+    else:
+        jf, lf = _frames(q, tree, plan, (link,))
+        pose = frames_to_matrix(lf)[:, 0]
+        axis, origin, end = jf[:, 2], jf[:, 3], lf[0, 3]  # (n, 3, B), (3, B)
     rev = plan.revolute[:, None, None]
-    linear = torch.where(rev, _cross(axis, lf[0, 3] - origin), axis)
+    linear = torch.where(rev, _cross(axis, end - origin), axis)
     angular = torch.where(rev, axis, torch.zeros_like(axis))
     j_theta = torch.cat((linear, angular), dim=1)  # (n, 6, B)
     if plan.to_q is not None:
