@@ -1,0 +1,130 @@
+"""The generative families (cvae, inn, flow, mdn, rnn) after a short CPU training on the 2-joint
+snake, and their pieces: the INN's MMD and coupling inverse, the optional zuko import."""
+
+from __future__ import annotations
+
+import builtins
+import math
+from functools import cache
+
+import pytest
+import torch
+
+from torchik import load_robot
+from torchik.data import make_dataset
+from torchik.models import families
+from torchik.models.inn import AffineCoupling
+from torchik.models.kernels import mmd
+from torchik.train import TrainConfig, train
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small models on a shared machine
+    yield
+    torch.set_num_threads(threads)
+
+
+def _gen(seed: int) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+@cache
+def _snake():
+    robot = load_robot("snake2")
+    return robot, make_dataset(robot, 10000, targets="position", seed=0)
+
+
+def _targets() -> torch.Tensor:
+    """24 targets strictly inside the snake's reachable annulus (reach 0.2 m)."""
+    angle = torch.linspace(-3.0, 3.0, 24)
+    radius = torch.linspace(0.04, 0.18, 24)
+    return torch.stack((radius * torch.cos(angle), radius * torch.sin(angle), 0 * angle), -1)
+
+
+# family -> (config, steps, bound on the median end-point error in m); about 5-9 s each
+TRAINED = {
+    "mdn": ({"width": 128, "depth": 2, "components": 6}, 500, 0.01),
+    "rnn": ({"hidden": 48, "width": 48, "components": 4}, 400, 0.01),
+    "flow": ({"width": 64, "transforms": 2}, 300, 0.02),
+    "cvae": ({"width": 128, "depth": 2, "latent": 2, "beta": 0.1}, 500, 0.05),
+}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("family", sorted(TRAINED))
+def test_samples_reach_the_targets_after_short_training(family):
+    robot, data = _snake()
+    kwargs, steps, bound = TRAINED[family]
+    cls = families()[family]
+    torch.manual_seed(0)
+    model = cls(data.spec, cls.Config(**kwargs))
+    config = TrainConfig(
+        steps=steps, batch_size=512, lr=3e-3, warmup_steps=20, grad_clip=None, progress=False
+    )
+    model = train(model, data, config=config).model
+    target = _targets()
+    with torch.no_grad():
+        q = model.sample(target, 100, generator=_gen(1))
+    assert ((q >= model.lower) & (q <= model.upper)).all()
+    error = (robot.link_positions(q, "ee") - target[:, None]).norm(dim=-1)
+    assert error.median() < bound, error.median()
+
+
+def test_mmd_is_zero_for_identical_sets_and_grows_with_a_shift():
+    x = torch.randn(300, 3, generator=_gen(0), dtype=torch.float64)
+    assert mmd(x, x).item() == pytest.approx(0.0, abs=1e-12)
+    other = torch.randn(300, 3, generator=_gen(1), dtype=torch.float64)
+    values = [mmd(x, other + shift).item() for shift in (0.0, 0.5, 1.0, 2.0)]
+    assert values[0] < 0.02
+    assert all(a < b for a, b in zip(values, values[1:], strict=False)), values
+
+
+def test_coupling_inverse_and_inn_round_trip():
+    torch.manual_seed(0)
+    coupling = AffineCoupling(5, 16, 1, "relu", clamp=2.0).double()
+    u = torch.randn(10, 5, dtype=torch.float64)
+    torch.testing.assert_close(coupling.inverse(coupling(u)), u)
+    robot, data = _snake()
+    model = families()["inn"](data.spec, families()["inn"].tiny_config()).double()
+    x = torch.randn(10, model.size, dtype=torch.float64)
+    torch.testing.assert_close(model.inverse(model(x)), x)
+
+
+def test_inn_backward_term_is_switchable():
+    _, data = _snake()
+    cls = families()["inn"]
+    losses = []
+    for backward in (True, False):
+        torch.manual_seed(0)
+        config = cls.Config(latent=2, blocks=2, width=16, backward_mmd=backward)
+        model = cls(data.spec, config)
+        torch.manual_seed(1)
+        losses.append(model.loss(data.q[:64], data.target[:64]).item())
+    assert losses[0] > losses[1]
+
+
+def test_flow_without_zuko_names_the_extra(monkeypatch):
+    real_import = builtins.__import__
+
+    def no_zuko(name, *args, **kwargs):
+        if name == "zuko" or name.startswith("zuko."):
+            raise ImportError("No module named 'zuko'")
+        return real_import(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", no_zuko)
+    _, data = _snake()
+    with pytest.raises(ImportError, match=r"torchik\[flows\]"):
+        families()["flow"](data.spec)
+
+
+def test_circular_joints_wrap_in_losses_and_samples():
+    _, data = _snake()
+    model = families()["mdn"](data.spec, families()["mdn"].tiny_config())
+    assert model.circular.all()  # the snake's joints span [-pi, pi]
+    q = torch.tensor([[math.pi - 0.01, 0.0]])
+    diff = model.wrapped_difference(q, -q)
+    torch.testing.assert_close(diff, torch.tensor([[-0.02, 0.0]]), atol=1e-5, rtol=0)
+    projected = model.project(torch.tensor([[3 * math.pi / 2, -7.0]]))
+    assert ((projected >= model.lower) & (projected <= model.upper)).all()
