@@ -317,3 +317,21 @@ def test_num_threads_is_restored():
     with pytest.raises(ValueError):
         solve_ik(robot, target[:, :3, :], num_threads=1)  # errors inside restore it too
     assert torch.get_num_threads() == before
+
+
+def test_top_orders_successes_then_failures_by_error():
+    from torchik.ik import IKResult
+
+    err = torch.tensor([[1.4055, 1e-4, 1.4068, 1.4044, 2e-4]], dtype=torch.float64)
+    result = IKResult(
+        q=torch.arange(5, dtype=torch.float64).reshape(1, 5, 1),
+        success=err < 1e-3,
+        position_error=err,
+        rotation_error=torch.zeros_like(err),
+        iterations=torch.zeros(1, 5, dtype=torch.long),
+        tol_position=1e-3,
+        tol_rotation=math.inf,
+        continuous=torch.zeros(1, dtype=torch.bool),
+    )
+    assert result.top(5).q.flatten().tolist() == [1.0, 4.0, 3.0, 0.0, 2.0]
+    assert result.best().q.flatten().tolist() == [1.0]

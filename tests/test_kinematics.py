@@ -310,3 +310,14 @@ def test_small_batch_jacobian_agrees_with_batched_kernel(urdf):
         parts = [robot.jacobian(q[i : i + 4], link, return_pose=True) for i in range(0, n, 4)]
         torch.testing.assert_close(torch.cat([p[0] for p in parts]), big, atol=1e-13, rtol=0)
         torch.testing.assert_close(torch.cat([p[1] for p in parts]), big_pose, atol=1e-13, rtol=0)
+
+
+def test_chain_and_model():
+    robot = Robot.from_urdf(DATA / "urdf" / "two_branches.urdf", dtype=torch.float64)
+    end = robot.link_names[-1]
+    chain = robot.chain(end)
+    assert chain[0] == robot.root and chain[-1] == end
+    assert robot.chain(robot.root) == (robot.root,)
+    assert robot.model.links == robot.link_names
+    with pytest.raises(ValueError, match="unknown link"):
+        robot.chain("nope")

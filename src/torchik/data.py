@@ -49,7 +49,7 @@ def _canonical_text(robot: Robot) -> str:
         return "none" if x is None else repr(float(x))
 
     lines = [f"robot {robot.name} root {robot.root}", "links " + " ".join(robot.link_names)]
-    for j in robot._joints:  # the parsed URDF joints: the same text for every dtype and device
+    for j in robot.model.joints:  # the parsed URDF joints: the same for every dtype and device
         mimic = "none" if j.mimic is None else f"{j.mimic.joint} {num(j.mimic.multiplier)}"
         mimic += "" if j.mimic is None else f" {num(j.mimic.offset)}"
         lines.append(
@@ -191,12 +191,10 @@ def _float64_cpu(robot: Robot) -> Robot:
     """The robot in float64 on the CPU, rebuilt from its URDF when it is in another dtype
     (casting float32 constants up would keep their float32 rounding)."""
     from torchik.robot import Robot
-    from torchik.urdf import URDFModel
 
     if robot.dtype == torch.float64:
         return robot if robot.device.type == "cpu" else copy.deepcopy(robot).cpu()
-    model = URDFModel(robot.name, robot.root, tuple(robot.link_names), tuple(robot._joints))
-    return Robot(model, dtype=torch.float64)
+    return Robot(robot.model, dtype=torch.float64)
 
 
 def _sample_joints(

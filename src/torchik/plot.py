@@ -63,11 +63,7 @@ def _numpy(x: Any) -> np.ndarray:
 # ---------------------------------------------------------------------------- arms
 def _chain_links(robot: Any, link: str) -> list[str]:
     """The links from the root to ``link`` (the branch that carries it)."""
-    parent = {joint.child: joint.parent for joint in robot._joints}
-    chain = [link]
-    while chain[-1] in parent:
-        chain.append(parent[chain[-1]])
-    return chain[::-1]
+    return list(robot.chain(link))
 
 
 def _arm_points(robot_or_arm: Any, q: Tensor, link: str | None) -> np.ndarray:

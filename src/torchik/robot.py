@@ -44,6 +44,7 @@ class Robot(nn.Module):
     ``q`` must have the robot's dtype and device; its last dimension follows ``joint_names``.
 
     Attributes:
+        model: the parsed description (:class:`torchik.urdf.URDFModel`, immutable).
         name: the URDF robot name.
         root: the root link.
         joint_names: actuated joints (mimic and fixed joints excluded), the order of ``q``.
@@ -61,6 +62,7 @@ class Robot(nn.Module):
 
     def __init__(self, model: URDFModel, dtype: torch.dtype | None = None):
         super().__init__()
+        self.model = model
         self.name, self.root, self.link_names = model.name, model.root, tuple(model.links)
         self._joints = tuple(model.joints)
         self._link_index = {name: i for i, name in enumerate(self.link_names)}
@@ -166,6 +168,14 @@ class Robot(nn.Module):
         self.register_buffer("_w_link", w_link.contiguous(), False)
 
     # ---------------------------------------------------------------- properties
+    def chain(self, link: str) -> tuple[str, ...]:
+        """Link names from the root to ``link`` (both included)."""
+        parent = {j.child: j.parent for j in self._joints}
+        names = [self.link_names[self.link_index(link)]]
+        while names[-1] != self.root:
+            names.append(parent[names[-1]])
+        return tuple(reversed(names))
+
     @property
     def dof(self) -> int:
         """Number of actuated joints (the size of ``q``'s last dimension)."""

@@ -78,8 +78,11 @@ class IKResult:
         """``(..., K)`` slot indices sorted best first: successes, then by normalised error."""
         tol_rot = self.tol_rotation if math.isfinite(self.tol_rotation) else 1.0
         score = self.position_error / self.tol_position + self.rotation_error / tol_rot
-        score = torch.where(self.success, score, score + 1e30)
-        return score.argsort(dim=-1, stable=True)
+        by_score = score.argsort(dim=-1, stable=True)
+        # then successes first, keeping the score order within each group (two stable sorts;
+        # adding a large constant to failures would round their differences away)
+        failed = torch.take_along_dim((~self.success).to(torch.int8), by_score, dim=-1)
+        return torch.take_along_dim(by_score, failed.argsort(dim=-1, stable=True), dim=-1)
 
     def best(self) -> IKResult:
         """The best slot of every target: a success if any, else the smallest error.
