@@ -18,5 +18,7 @@ def test_readme_python_snippets_run():
     blocks = re.findall(r"```python\n(.*?)```", text, re.S)
     assert blocks
     user_file = str(REPO / "tests" / "data" / "urdf" / "two_branches.urdf")
+    namespace: dict = {}  # the snippets read as one session, top to bottom
     for block in blocks:
-        exec(compile(block.replace('"my_robot.urdf"', repr(user_file)), "README.md", "exec"), {})
+        code = block.replace('"my_robot.urdf"', repr(user_file))
+        exec(compile(code, "README.md", "exec"), namespace)
