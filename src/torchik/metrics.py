@@ -18,9 +18,12 @@ if TYPE_CHECKING:
 __all__ = [
     "accuracy",
     "best_of_n",
+    "convex_hull_area",
     "limit_violations",
     "mean_pairwise_distance",
+    "mmd",
     "position_error",
+    "resimulation_error",
     "rotation_error",
     "timed",
 ]
@@ -183,3 +186,112 @@ def timed(
         _sync()
         times.append(time.perf_counter() - start)
     return result, statistics.median(times)
+
+
+# ---------------------------------------------------------------------------- posteriors
+_MMD_BLOCK = 1 << 24  # elements of one (rows, n, m) block of kernel values
+
+
+def _imq_mean(x: Tensor, y: Tensor, bandwidths: tuple[float, ...], drop_diagonal: bool) -> Tensor:
+    """Mean over pairs of ``sum_h h² / (h² + |x_i - y_j|²)`` for ``x (B, n, D)``, ``y (B, m, D)``.
+
+    The distances are computed directly (not by the matrix-product expansion), so
+    ``|x_i - x_i|`` is exactly 0 and ``mmd(x, x)`` is exactly 0.
+    """
+    d2 = torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist").square()
+    k = sum(h * h / (h * h + d2) for h in bandwidths)
+    n = d2.shape[-1]
+    if drop_diagonal:
+        return (k.sum(dim=(1, 2)) - k.diagonal(dim1=1, dim2=2).sum(dim=1)) / (n * (n - 1))
+    return k.mean(dim=(1, 2))
+
+
+def mmd(
+    x: Tensor,
+    y: Tensor,
+    bandwidths: tuple[float, ...] = (0.05, 0.2, 0.9),
+    unbiased: bool = False,
+) -> Tensor:
+    """Squared maximum mean discrepancy between two sample sets, with a sum of inverse
+    multiquadric kernels ``k(a, b) = sum_h h² / (h² + |a - b|²)`` (Ardizzone et al.'s posterior
+    mismatch; the BENCHMARKS.md bandwidths by default).
+
+    Args:
+        x: ``(..., n, D)`` samples (e.g. a model's, per target).
+        y: ``(..., m, D)`` samples (e.g. the ground truth), same leading dims.
+        bandwidths: the kernel widths ``h``, in the units of the samples (radians).
+        unbiased: ``False`` (default, as Ardizzone et al.'s code): the biased V-statistic
+            ``mean k(x, x') + mean k(y, y') - 2 mean k(x, y)`` over all pairs, diagonals
+            included: ``>= 0``, exactly 0 for ``x`` against itself, biased upwards by ``O(1/n)``.
+            ``True``: the U-statistic without the diagonals: unbiased, can be negative.
+
+    Returns:
+        ``(...)`` squared MMD, in the samples' dtype; leading dims are processed in blocks.
+
+    Example:
+        >>> x = torch.randn(3, 100, 2)
+        >>> mmd(x, x).abs().max() == 0
+        tensor(True)
+    """
+    if x.shape[:-2] != y.shape[:-2] or x.shape[-1] != y.shape[-1]:
+        raise ValueError(f"x {tuple(x.shape)} and y {tuple(y.shape)} must be (..., n, D)")
+    (n, d), m = x.shape[-2:], y.shape[-2]
+    if unbiased and min(n, m) < 2:
+        raise ValueError("the unbiased estimator needs at least 2 samples in each set")
+    xf, yf = x.reshape(-1, n, d), y.reshape(-1, m, d).to(x)
+    rows = max(1, _MMD_BLOCK // max(n, m) ** 2)
+    parts = []
+    for s in range(0, xf.shape[0], rows):
+        a, b = xf[s : s + rows], yf[s : s + rows]
+        xx = _imq_mean(a, a, bandwidths, unbiased)
+        yy = _imq_mean(b, b, bandwidths, unbiased)
+        parts.append(xx + yy - 2 * _imq_mean(a, b, bandwidths, False))
+    return torch.cat(parts).reshape(x.shape[:-2]) if parts else x.new_zeros(x.shape[:-2])
+
+
+def resimulation_error(
+    forward: Callable[[Tensor], Tensor], samples: Tensor, targets: Tensor
+) -> Tensor:
+    """Mean squared distance between each target and the forward map of its samples.
+
+    Args:
+        forward: ``q (..., D) -> (..., T)``, e.g. a :class:`torchik.PlanarArm`.
+        samples: ``(..., n, D)``.
+        targets: ``(..., T)``.
+
+    Returns:
+        ``(...)`` (square units of the targets).
+    """
+    end = forward(samples)
+    return (end - targets[..., None, :].to(end)).square().sum(dim=-1).mean(dim=-1)
+
+
+def convex_hull_area(points: Tensor, percentile: float = 97.0) -> Tensor:
+    """Area of the convex hull of the ``percentile`` % of 2-D points closest to their median.
+
+    Points are ranked by distance to the coordinate-wise median (robust to the outliers being
+    trimmed); those within the ``percentile``-th percentile of that distance are kept. Needs
+    SciPy (the ``eval`` extra), imported on first use.
+
+    Args:
+        points: ``(..., n, 2)``, e.g. the forward map of a model's samples for each target.
+        percentile: in ``(0, 100]``.
+
+    Returns:
+        ``(...)`` float64 areas; 0 where fewer than 3 points are kept or they are collinear.
+    """
+    from scipy.spatial import ConvexHull, QhullError
+
+    if points.shape[-1] != 2 or not 0 < percentile <= 100:
+        raise ValueError(f"need points (..., n, 2) and percentile in (0, 100], got {percentile}")
+    flat = points.detach().to("cpu", torch.float64).reshape(-1, *points.shape[-2:])
+    dist = (flat - flat.median(dim=-2, keepdim=True).values).norm(dim=-1)
+    limit = dist.quantile(percentile / 100.0, dim=-1, keepdim=True)
+    areas = []
+    for pts, keep in zip(flat, dist <= limit, strict=True):
+        kept = pts[keep].numpy()
+        try:
+            areas.append(ConvexHull(kept).volume if len(kept) >= 3 else 0.0)  # 2-D volume: area
+        except QhullError:  # all points on a line
+            areas.append(0.0)
+    return torch.tensor(areas, dtype=torch.float64).reshape(points.shape[:-2])
