@@ -126,7 +126,7 @@ def _rejection_sample(
     if targets.dim() != 2 or n_accept < 1 or chunk < 1:
         raise ValueError("need targets (M, T), n_accept >= 1 and chunk >= 1")
     radii = torch.as_tensor(radius, dtype=targets.dtype, device=targets.device)
-    radii = radii.expand(targets.shape[0]).contiguous()
+    radii = radii.expand(targets.shape[0]).clone()  # never an alias of the caller's tensor
     if not (radii > 0).all():
         raise ValueError(f"the radius must be positive, got {radius}")
     std = torch.as_tensor(prior_std, dtype=targets.dtype, device=targets.device)
