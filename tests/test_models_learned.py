@@ -14,7 +14,6 @@ from torchik import load_robot
 from torchik.data import make_dataset
 from torchik.models import families
 from torchik.models.inn import AffineCoupling
-from torchik.models.kernels import mmd
 from torchik.train import TrainConfig, train
 
 
@@ -70,15 +69,6 @@ def test_samples_reach_the_targets_after_short_training(family):
     assert ((q >= model.lower) & (q <= model.upper)).all()
     error = (robot.link_positions(q, "ee") - target[:, None]).norm(dim=-1)
     assert error.median() < bound, error.median()
-
-
-def test_mmd_is_zero_for_identical_sets_and_grows_with_a_shift():
-    x = torch.randn(300, 3, generator=_gen(0), dtype=torch.float64)
-    assert mmd(x, x).item() == pytest.approx(0.0, abs=1e-12)
-    other = torch.randn(300, 3, generator=_gen(1), dtype=torch.float64)
-    values = [mmd(x, other + shift).item() for shift in (0.0, 0.5, 1.0, 2.0)]
-    assert values[0] < 0.02
-    assert all(a < b for a, b in zip(values, values[1:], strict=False)), values
 
 
 def test_coupling_inverse_and_inn_round_trip():

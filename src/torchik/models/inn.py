@@ -20,8 +20,9 @@ The loss (the paper's section 3.3) is a weighted sum of
 * ``L_x`` (``backward_mmd``): MMD between the inverted ``[y, z ~ N(0, I), 0]`` and the
   training ``x`` (unsupervised backward loss), plus its padding's squares.
 
-MMDs use inverse multiquadric kernels (:mod:`torchik.models.kernels`). Joint features are
-``(cos, sin)`` for circular joints (``cos_sin``), so no loss sees the seam at ``+-pi``.
+MMDs use inverse multiquadric kernels (:func:`torchik.metrics.mmd`, widths ``MMD_WIDTHS``).
+Joint features are ``(cos, sin)`` for circular joints (``cos_sin``), so no loss sees the seam at
+``+-pi``.
 The padded model has no tractable density: :meth:`IKModel.log_prob` is not implemented.
 """
 
@@ -33,11 +34,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from torchik.metrics import mmd
 from torchik.models.base import ProblemSpec, register
 from torchik.models.common import ACTIVATIONS, JointModel, mlp, repeat_targets
-from torchik.models.kernels import mmd
 
 __all__ = ["INN", "INNConfig", "AffineCoupling"]
+
+MMD_WIDTHS = (0.2, 0.5, 1.0, 2.0)
+"""Kernel widths for unit-scale data (normalised joint features, a standard normal latent)."""
 
 
 @dataclass(frozen=True)
@@ -183,14 +187,14 @@ class INN(JointModel):
         prior = torch.randn_like(z_pred)
         loss = cfg.weight_y * (y_pred - y).square().sum(-1).mean()
         loss = loss + cfg.weight_z * mmd(
-            torch.cat((y_pred.detach(), z_pred), -1), torch.cat((y, prior), -1)
+            torch.cat((y_pred.detach(), z_pred), -1), torch.cat((y, prior), -1), MMD_WIDTHS
         )
         loss = loss + cfg.weight_pad * pad.square().sum(-1).mean()
         if cfg.backward_mmd:
             noisy = y + cfg.y_noise * torch.randn_like(y)
             generated = self._generate(noisy, torch.randn_like(z_pred))
             f = self.feature_dim
-            loss = loss + cfg.weight_x * mmd(generated[..., :f], x)
+            loss = loss + cfg.weight_x * mmd(generated[..., :f], x, MMD_WIDTHS)
             loss = loss + cfg.weight_pad * generated[..., f:].square().sum(-1).mean()
         return loss
 
