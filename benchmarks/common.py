@@ -306,18 +306,58 @@ def load_average() -> list[float]:
     return [round(x, 2) for x in load]
 
 
-def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
-    """Wait up to `max_wait_s` for the 1-minute load average to fall below `threshold`.
+def cpu_busy_fraction(interval: float = 0.5) -> float:
+    """Share of all cores' time spent busy during the next `interval` s (/proc/stat; else NaN).
 
-    Machines here are shared: another job on the 2 cores multiplies timings (and their noise).
-    The default threshold is half the cores. Returns the seconds waited.
+    Called while this process sleeps, it measures the other jobs on the machine.
     """
-    limit = threshold if threshold is not None else (os.cpu_count() or 2) / 2
-    start = time.perf_counter()
-    while time.perf_counter() - start < max_wait_s and load_average()[0] >= limit:
-        log(f"load average {load_average()[0]} >= {limit}: waiting for a quieter machine")
-        time.sleep(min(30.0, max(0.0, max_wait_s - (time.perf_counter() - start))))
-    return round(time.perf_counter() - start, 1)
+
+    def snapshot() -> tuple[int, int]:
+        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
+        return sum(values), values[3] + values[4]  # all jiffies; idle + iowait
+
+    try:
+        total0, idle0 = snapshot()
+        time.sleep(interval)
+        total1, idle1 = snapshot()
+    except (OSError, ValueError, IndexError):
+        return math.nan
+    return round(1.0 - (idle1 - idle0) / max(1, total1 - total0), 3)
+
+
+@dataclass
+class QuietGate:
+    """Waits, within a total budget for the whole run, until other jobs leave the cores idle.
+
+    Machines here are shared: another job on 2 cores multiplies timings, and torch with one
+    thread per core suffers far more than proportionally. Call `wait` before each measured case.
+    """
+
+    budget_s: float
+    threshold: float = 0.25  # share of all cores busy with other jobs
+    waited_s: float = 0.0
+
+    def wait(self) -> float:
+        """Block until < `threshold` of the cores are busy or the budget is spent.
+
+        Returns the busy share last seen (recorded next to the timings).
+        """
+        busy, announced = cpu_busy_fraction(0.25), False
+        while busy >= self.threshold and self.waited_s < self.budget_s:
+            if not announced:
+                log(f"other jobs keep {busy:.0%} of the CPU busy: waiting for a quieter machine")
+                announced = True
+            start = time.perf_counter()
+            busy = cpu_busy_fraction(0.5)
+            self.waited_s += time.perf_counter() - start
+        return busy
+
+
+def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
+    """Wait up to `max_wait_s` for a quiet machine (see `QuietGate`); returns seconds waited."""
+    gate = QuietGate(max_wait_s) if threshold is None else QuietGate(max_wait_s, threshold)
+    gate.wait()
+    return round(gate.waited_s, 1)
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
@@ -328,7 +368,7 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="first wait up to SECONDS for the load average to fall below half the cores",
+        help="wait up to SECONDS in all for other jobs to leave the CPU idle before cases",
     )
 
 

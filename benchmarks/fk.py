@@ -22,6 +22,7 @@ import torch
 from common import (
     ChainSpec,
     Column,
+    QuietGate,
     Report,
     Table,
     add_common_args,
@@ -36,7 +37,6 @@ from common import (
     torchik_robot,
     try_import,
     uniform_configs,
-    wait_for_quiet,
 )
 
 ROBOT, LINK, URDF = "panda", "panda_hand", "panda.urdf"
@@ -218,7 +218,9 @@ def prepare(method: Method, q64: torch.Tensor, dtype: torch.dtype) -> torch.Tens
     return q[:, method.columns].contiguous() if method.columns else q
 
 
-def time_methods(methods: list[Method], q64: torch.Tensor, args: argparse.Namespace) -> Table:
+def time_methods(
+    methods: list[Method], q64: torch.Tensor, args: argparse.Namespace, gate: QuietGate
+) -> Table:
     table = Table(
         "FK timings (Panda, panda_hand)",
         [
@@ -240,14 +242,13 @@ def time_methods(methods: list[Method], q64: torch.Tensor, args: argparse.Namesp
     for op in OPS:
         for dtype in args.dtypes:
             for batch in args.batches:
-                time_case(
-                    table, methods, {"op": op, "dtype": dtype, "batch": batch}, q64, args.reps
-                )
+                case = {"op": op, "dtype": dtype, "batch": batch}
+                time_case(table, methods, case, q64, args.reps, gate)
     return table
 
 
 def time_case(
-    table: Table, methods: list[Method], case: dict, q64: torch.Tensor, reps: int
+    table: Table, methods: list[Method], case: dict, q64: torch.Tensor, reps: int, gate: QuietGate
 ) -> None:
     """Time every method offering this op, dtype and batch, measurements interleaved."""
     op, dtype, batch = case["op"], case["dtype"], case["batch"]
@@ -260,6 +261,7 @@ def time_case(
             thunks[m.name] = m.ops[op](prepare(m, q64[:batch], DTYPES[dtype]))
         except Exception as exc:
             table.add(m.name, status=status_of(exc), **case)
+    busy = gate.wait()
     timings = time_calls(thunks, reps=reps)
     for m in (m for m in here if m.name in timings):
         t = timings[m.name]
@@ -274,6 +276,7 @@ def time_case(
             per_config_s=t.median / batch,
             reps=t.reps,
             calls_per_measurement=t.calls,
+            others_busy_before=busy,
         )
 
 
@@ -340,9 +343,9 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    waited = wait_for_quiet(args.wait_idle)
+    gate = QuietGate(args.wait_idle)
+    gate.wait()
     report = Report("fk", 'FK benchmark (protocol "FK")', intro=INTRO)
-    report.stamp["waited_for_quiet_s"] = waited
     urdf = fixture_urdf(URDF)
     if urdf is None:
         table = Table("FK timings (Panda, panda_hand)", [])
@@ -356,9 +359,10 @@ def main(argv: list[str] | None = None) -> int:
         )
         methods = [*pk_methods(urdf, spec, args.compile), pin_method(urdf, spec)]
         methods += torchik_methods(spec, args.compile)
-        timings = time_methods(methods, q64, args)
+        timings = time_methods(methods, q64, args, gate)
         timings.notes += TIMING_NOTES
         report.tables += [timings, agreement(methods, q64[:AGREEMENT_CONFIGS])]
+    report.stamp["waited_for_quiet_s"] = round(gate.waited_s, 1)
     md, _ = report.write(args.out)
     log(f"wrote {md}")
     return 0
@@ -371,7 +375,9 @@ INTRO = [
 ]
 TIMING_NOTES = [
     "time per call = one call on the whole batch: median of >= 7 measurements after warm-up; a "
-    "fast call is repeated inside a measurement until it lasts >= 20 ms. IQR = q3 - q1.",
+    "fast call is repeated inside a measurement until it lasts >= 20 ms. IQR = q3 - q1. The "
+    "methods of one case are measured round-robin; each case starts once other jobs use < 25 % "
+    "of the CPU (within the --wait-idle budget; `others_busy_before` in the JSON).",
     "× faster than pytorch_kinematics = pytorch_kinematics' time / this row's time, same op, dtype "
     "and batch (> 1: faster). Only ratios travel between machines.",
     "pytorch_kinematics FK = `chain.forward_kinematics(q).get_matrix()` on "
