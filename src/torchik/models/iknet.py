@@ -46,6 +46,7 @@ from torchik.models.mixture import (
     JointDomain,
     mixture_log_prob,
     mixture_sample,
+    mixture_sample_within,
     scale_range,
     sparsemax,
 )
@@ -295,6 +296,49 @@ class IKNet(IKModel):
             joints.append(mixture_sample(weights, means, scales, self.domains[j], generator))
             features = torch.cat((features, self._features(joints[-1], j)), dim=-1)
         return torch.stack(joints, dim=-1).reshape(*batch, n, self.spec.dof)
+
+    def sample_within(
+        self,
+        target: Tensor,
+        n: int,
+        center: Tensor,
+        radius: float | Tensor,
+        generator: torch.Generator | None = None,
+    ) -> Tensor:
+        """``n`` solutions per target with every joint within ``radius`` of ``center``.
+
+        Joint ``j`` is drawn from its mixture (given the joints already drawn) restricted to
+        ``[center_j - radius_j, center_j + radius_j]`` and the limits, renormalised (see
+        :func:`~torchik.models.mixture.mixture_sample_within`): the windowed sampling of the
+        paper's path following (Eq. 15).
+
+        Args:
+            target: ``(..., T)`` targets.
+            n: samples per target.
+            center: ``(..., n, D)`` window centres (e.g. each path's previous configuration).
+            radius: window half-width ``> 0``: a number or ``(D,)`` per joint (rad or m).
+            generator: random generator on the model's device.
+
+        Returns:
+            ``(..., n, D)``.
+        """
+        self._check(center, target)
+        batch, t, d = target.shape[:-1], target.shape[-1], self.spec.dof
+        if center.shape != (*batch, n, d):
+            raise ValueError(f"center must have shape {(*batch, n, d)}, got {tuple(center.shape)}")
+        flat = self.generate(target.reshape(-1, t))
+        center = center.reshape(flat.shape[0], n, d).to(flat)
+        radius = torch.as_tensor(radius, dtype=flat.dtype, device=flat.device).expand(d)
+        features, joints = flat.new_zeros(flat.shape[0], n, 0), []
+        for j in range(d):
+            weights, means, scales = self._mixture(features, flat, j)
+            joints.append(
+                mixture_sample_within(
+                    weights, means, scales, self.domains[j], center[..., j], radius[j], generator
+                )
+            )
+            features = torch.cat((features, self._features(joints[-1], j)), dim=-1)
+        return torch.stack(joints, dim=-1).reshape(*batch, n, d)
 
     def extra_repr(self) -> str:
         return f"{super().extra_repr()}, generated_size={self.generated_size}"

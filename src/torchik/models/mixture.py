@@ -42,6 +42,7 @@ __all__ = [
     "JointDomain",
     "mixture_log_prob",
     "mixture_sample",
+    "mixture_sample_within",
     "scale_range",
     "sparsemax",
 ]
@@ -239,15 +240,29 @@ def _truncated_normal(
     mean: Tensor, scale: Tensor, domain: JointDomain, generator: torch.Generator | None
 ) -> Tensor:
     """Inverse-CDF draws of normals truncated to the limits, computed in float64."""
+    return _truncated_normal_between(mean, scale, domain.lower, domain.upper, generator)
+
+
+def _truncated_normal_between(
+    mean: Tensor,
+    scale: Tensor,
+    lower: Tensor | float,
+    upper: Tensor | float,
+    generator: torch.Generator | None,
+) -> Tensor:
+    """Inverse-CDF draws of normals truncated to ``[lower, upper]`` (broadcast with ``mean``),
+    computed in float64."""
     mean64, scale64 = mean.double(), scale.double()
-    a, b = (domain.lower - mean64) / scale64, (domain.upper - mean64) / scale64
+    a, b = (lower - mean64) / scale64, (upper - mean64) / scale64
     flip = a > 0  # sample the mirrored normal so the interval's left end is <= 0
     lo, hi = torch.where(flip, -b, a), torch.where(flip, -a, b)
     u = torch.rand(mean.shape, generator=generator, dtype=torch.float64, device=mean.device)
     p_lo, p_hi = ndtr(lo), ndtr(hi)
-    z = ndtri(p_lo + u * (p_hi - p_lo))
+    # an interval beyond ~37 scales from the mean underflows (p_hi = 0): its mass then sits
+    # within scale / 37 of the end nearer the mean, hi in the mirrored frame
+    z = torch.where(p_hi > 0, ndtri(p_lo + u * (p_hi - p_lo)), hi)
     z = torch.where(flip, -z, z)
-    # ndtri(0 or 1) is -+inf: such a draw lands on a limit once mixture_sample clamps it
+    # ndtri(0 or 1) is -+inf: such a draw lands on a limit once the caller clamps it
     return (mean64 + scale64 * z).to(mean.dtype)
 
 
@@ -274,3 +289,81 @@ def mixture_sample(
         noise = torch.randn(mean.shape, generator=generator, dtype=mean.dtype, device=mean.device)
         return domain.project(mean + scale * noise)
     return domain.project(_truncated_normal(mean, scale, domain, generator))
+
+
+def _window_weights(
+    weights: Tensor, means: Tensor, scales: Tensor, domain: JointDomain, lo: Tensor, hi: Tensor
+) -> tuple[Tensor, Tensor, Tensor]:
+    """Normalised weights, means and scales ``(..., K')`` (float64) of the mixture restricted
+    to ``[lo, hi]`` (``(...)``): each component's weight times its mass inside the window.
+
+    A circular component is a sum of three normal images ``mean + 2 pi m`` (``K' = 3 K``),
+    placed around the image of its mean nearest the window's middle.
+    """
+    m, s = means.double(), scales.double()
+    log_w = _log_weights(weights.double())
+    if domain.circular:
+        mid = (0.5 * (lo + hi))[..., None]
+        near = mid - _wrap(mid - m)
+        shifts = torch.tensor([-TWO_PI, 0.0, TWO_PI], dtype=m.dtype, device=m.device)
+        m = (near[..., None] + shifts).flatten(-2)
+        s, log_w = s.repeat_interleave(3, -1), log_w.repeat_interleave(3, -1)
+    else:  # undo the truncation to the limits: the window lies inside them
+        log_w = log_w - _log_truncation((domain.lower - m) / s, (domain.upper - m) / s)
+    log_w = log_w + _log_truncation((lo[..., None] - m) / s, (hi[..., None] - m) / s)
+    return torch.softmax(log_w, dim=-1), m, s
+
+
+def mixture_sample_within(
+    weights: Tensor,
+    means: Tensor,
+    scales: Tensor,
+    domain: JointDomain,
+    center: Tensor,
+    radius: Tensor | float,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """One draw per batch element from the mixture restricted to a window around ``center``.
+
+    The density is the mixture's (that of :func:`mixture_log_prob`) times the indicator of
+    ``[center - radius, center + radius]`` intersected with the limits (an arc of the circle
+    when circular), renormalised: each component keeps its weight times its mass inside the
+    window, and the drawn component is sampled truncated to the window.
+
+    Args:
+        weights, means, scales: ``(..., K)`` mixture parameters.
+        domain: the joint's range.
+        center: ``(...)`` window centres; projected into the domain first.
+        radius: window half-widths ``> 0``, broadcast with ``center``; circular windows are
+            capped at ``pi`` (the whole circle).
+        generator: random generator (on the parameters' device).
+
+    Returns:
+        ``(...)`` values inside the window and the limits (circular ones in
+        ``[lower, lower + 2 pi)``, within ``radius`` of ``center`` on the circle).
+
+    Example:
+        >>> dom = JointDomain(-1.0, 1.0, circular=False)
+        >>> x = mixture_sample_within(torch.tensor([0.5, 0.5]), torch.tensor([-0.8, 0.8]),
+        ...                           torch.tensor([0.1, 0.1]), dom, torch.tensor(0.7), 0.2)
+        >>> bool((x - 0.7).abs() <= 0.2)
+        True
+    """
+    radius = torch.as_tensor(radius, dtype=means.dtype, device=means.device)
+    if not bool((radius > 0).all()):
+        raise ValueError("radius must be positive")
+    center = domain.project(center.to(means.dtype))
+    if domain.circular:
+        radius = radius.clamp_max(math.pi)
+    # bounds in the output dtype, so rounding the float64 draw back can never cross them
+    lo, hi = center - radius, center + radius
+    if not domain.circular:
+        lo, hi = lo.clamp_min(domain.lower), hi.clamp_max(domain.upper)
+    shape = torch.broadcast_shapes(means.shape[:-1], lo.shape)
+    lo64, hi64 = lo.double().expand(shape), hi.double().expand(shape)
+    w, m, s = _window_weights(weights, means, scales, domain, lo64, hi64)
+    index = _pick(w, generator).unsqueeze(-1)
+    mean, scale = m.gather(-1, index).squeeze(-1), s.gather(-1, index).squeeze(-1)
+    x = _truncated_normal_between(mean, scale, lo64, hi64, generator)
+    x = torch.minimum(torch.maximum(x, lo64), hi64).to(means.dtype)
+    return domain.project(x) if domain.circular else torch.minimum(torch.maximum(x, lo), hi)
