@@ -310,7 +310,8 @@ class IKNet(IKModel):
         Joint ``j`` is drawn from its mixture (given the joints already drawn) restricted to
         ``[center_j - radius_j, center_j + radius_j]`` and the limits, renormalised (see
         :func:`~torchik.models.mixture.mixture_sample_within`): the windowed sampling of the
-        paper's path following (Eq. 15).
+        paper's path following (Eq. 15). Only continuous joints' windows wrap around; a
+        revolute joint whose range is a full turn keeps its window inside the limits.
 
         Args:
             target: ``(..., T)`` targets.
@@ -334,8 +335,15 @@ class IKNet(IKModel):
             weights, means, scales = self._mixture(features, flat, j)
             joints.append(
                 mixture_sample_within(
-                    weights, means, scales, self.domains[j], center[..., j], radius[j], generator
-                )
+                    weights,
+                    means,
+                    scales,
+                    self.domains[j],
+                    center[..., j],
+                    radius[j],
+                    generator,
+                    wrap=self.spec.continuous[j],
+                )  # fmt: skip
             )
             features = torch.cat((features, self._features(joints[-1], j)), dim=-1)
         return torch.stack(joints, dim=-1).reshape(*batch, n, d)

@@ -322,6 +322,7 @@ def mixture_sample_within(
     center: Tensor,
     radius: Tensor | float,
     generator: torch.Generator | None = None,
+    wrap: bool = True,
 ) -> Tensor:
     """One draw per batch element from the mixture restricted to a window around ``center``.
 
@@ -337,9 +338,13 @@ def mixture_sample_within(
         radius: window half-widths ``> 0``, broadcast with ``center``; circular windows are
             capped at ``pi`` (the whole circle).
         generator: random generator (on the parameters' device).
+        wrap: whether a circular window may cross the seam at ``lower = upper - 2 pi`` (a
+            continuous joint); ``False`` keeps it inside ``[lower, upper]`` as for a limited
+            joint (a revolute joint whose range is a full turn cannot pass its limits), while
+            the density is still the wrapped one.
 
     Returns:
-        ``(...)`` values inside the window and the limits (circular ones in
+        ``(...)`` values inside the window and the limits (wrapped ones in
         ``[lower, lower + 2 pi)``, within ``radius`` of ``center`` on the circle).
 
     Example:
@@ -352,12 +357,14 @@ def mixture_sample_within(
     radius = torch.as_tensor(radius, dtype=means.dtype, device=means.device)
     if not bool((radius > 0).all()):
         raise ValueError("radius must be positive")
-    center = domain.project(center.to(means.dtype))
-    if domain.circular:
-        radius = radius.clamp_max(math.pi)
+    wraps, center = domain.circular and wrap, center.to(means.dtype)
+    if wraps:
+        center, radius = domain.project(center), radius.clamp_max(math.pi)
+    else:
+        center = center.clamp(domain.lower, domain.upper)
     # bounds in the output dtype, so rounding the float64 draw back can never cross them
     lo, hi = center - radius, center + radius
-    if not domain.circular:
+    if not wraps:
         lo, hi = lo.clamp_min(domain.lower), hi.clamp_max(domain.upper)
     shape = torch.broadcast_shapes(means.shape[:-1], lo.shape)
     lo64, hi64 = lo.double().expand(shape), hi.double().expand(shape)
@@ -366,4 +373,4 @@ def mixture_sample_within(
     mean, scale = m.gather(-1, index).squeeze(-1), s.gather(-1, index).squeeze(-1)
     x = _truncated_normal_between(mean, scale, lo64, hi64, generator)
     x = torch.minimum(torch.maximum(x, lo64), hi64).to(means.dtype)
-    return domain.project(x) if domain.circular else torch.minimum(torch.maximum(x, lo), hi)
+    return domain.project(x) if wraps else torch.minimum(torch.maximum(x, lo), hi)
