@@ -1,0 +1,341 @@
+"""Path following: many smooth joint trajectories through a sequence of end-effector targets.
+
+A model that samples joint by joint (:meth:`torchik.models.IKNet.sample_within`) follows a
+path by drawing, at every step, each joint from its distribution restricted to within ``radius``
+of the same joint at the previous step (Eq. 15 of the Neural IK paper). No joint of a sampled
+path can therefore move more than ``radius`` between two steps, and every path is a different
+draw: :func:`follow_path` returns many of them at once. :func:`refine_path` polishes every step
+with numerical IK seeded by the sampled path; :func:`sequential_ik_path` is the classic
+baseline (numerical IK at each step, seeded by the previous solution);
+:func:`make_smooth_targets` makes test paths by moving the arm smoothly.
+
+Example:
+    >>> import torch, torchik
+    >>> robot = torchik.load_robot("snake2", dtype=torch.float64)
+    >>> q_true, targets = make_smooth_targets(robot, n_paths=1, steps=20)
+    >>> baseline = sequential_ik_path(robot, targets[0], start=q_true[0, 0])
+    >>> baseline.q.shape, bool(baseline.mean_error.max() < 1e-3)
+    (torch.Size([1, 20, 2]), True)
+"""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+from torch import Tensor
+
+from torchik.ik import solve_ik
+from torchik.ik.result import joint_distance
+from torchik.metrics import position_error
+from torchik.robot import Robot
+from torchik.rotations import wrap_angle
+
+__all__ = [
+    "PathResult",
+    "count_distinct_paths",
+    "follow_path",
+    "joint_jumps",
+    "make_smooth_targets",
+    "refine_path",
+    "sequential_ik_path",
+]
+
+
+# ---------------------------------------------------------------------------- metrics
+def joint_jumps(q: Tensor, continuous: Tensor) -> Tensor:
+    """``(..., S - 1, D)`` absolute joint changes between consecutive steps of paths
+    ``q (..., S, D)``; continuous joints' changes wrapped to ``[0, pi]``."""
+    diff = q[..., 1:, :] - q[..., :-1, :]
+    return torch.where(continuous.to(q.device), wrap_angle(diff), diff).abs()
+
+
+def count_distinct_paths(q: Tensor, continuous: Tensor, tol: float = 0.1) -> int:
+    """Number of paths ``q (P, S, D)`` that differ from every path kept before them.
+
+    Two paths are the same when, at every step, their joint-space distance (continuous joints
+    wrapped) is below ``tol`` (rad or m); paths are kept greedily in order.
+    """
+    dist = joint_distance(q[:, None], q[None, :], continuous.to(q.device)).amax(dim=-1)
+    kept: list[int] = []
+    for i in range(q.shape[0]):
+        if all(dist[i, j] >= tol for j in kept):
+            kept.append(i)
+    return len(kept)
+
+
+@dataclass
+class PathResult:
+    """Joint paths and their quality.
+
+    Attributes:
+        q: ``(P, S, D)`` joint paths (P paths of S steps).
+        position_error: ``(P, S)`` distance (m) of the end link to each step's target.
+        continuous: ``(D,)`` bool mask of continuous joints (for the jumps).
+        radius: the window radius the paths were sampled with, if any.
+    """
+
+    q: Tensor
+    position_error: Tensor
+    continuous: Tensor
+    radius: float | None = None
+
+    @classmethod
+    def measure(
+        cls, robot: Robot, link: str, targets: Tensor, q: Tensor, radius: float | None = None
+    ) -> PathResult:
+        """Errors of paths ``q (P, S, D)`` against ``targets (S, 3)`` (FK in ``robot``'s dtype)."""
+        error = position_error(robot, q, targets.to(robot.dtype), link)
+        return cls(q, error, robot.continuous.cpu(), radius)
+
+    @property
+    def mean_error(self) -> Tensor:
+        """``(P,)`` mean position error of each path (m)."""
+        return self.position_error.mean(dim=-1)
+
+    @property
+    def jumps(self) -> Tensor:
+        """``(P, S - 1, D)`` absolute joint changes between steps (see :func:`joint_jumps`)."""
+        return joint_jumps(self.q, self.continuous)
+
+    @property
+    def max_jump(self) -> Tensor:
+        """``(P,)`` largest change of any joint between two steps of each path."""
+        return self.jumps.flatten(1).amax(dim=-1)
+
+    @property
+    def mean_jump(self) -> Tensor:
+        """``(P,)`` mean absolute change of a joint between two steps of each path."""
+        return self.jumps.flatten(1).mean(dim=-1)
+
+    def distinct(self, tol: float = 0.1) -> int:
+        """Number of distinct paths (see :func:`count_distinct_paths`)."""
+        return count_distinct_paths(self.q, self.continuous, tol)
+
+    def summary(self, tol: float = 0.1) -> dict[str, float]:
+        """Plain numbers: mean / best / worst of the per-path mean errors (m), largest and
+        mean joint jump, and the number of distinct paths."""
+        mean = self.mean_error
+        return {
+            "paths": self.q.shape[0],
+            "mean_error": mean.mean().item(),
+            "best_error": mean.min().item(),
+            "worst_error": mean.max().item(),
+            "max_jump": self.max_jump.max().item(),
+            "mean_jump": self.mean_jump.mean().item(),
+            "distinct": self.distinct(tol),
+        }
+
+
+# ---------------------------------------------------------------------------- test paths
+def make_smooth_targets(
+    robot: Robot,
+    link: str | None = None,
+    steps: int = 50,
+    n_paths: int = 1,
+    max_move: float = 1.0,
+    margin: float = 0.1,
+    generator: torch.Generator | None = None,
+) -> tuple[Tensor, Tensor]:
+    """Smooth random joint paths within the limits and the end-link positions along them.
+
+    Each path moves every joint from a random start to a random end at most ``max_move`` away
+    (both at least ``margin`` of the range inside the limits) with the smooth profile
+    ``(1 - cos(pi s)) / 2``, ``s`` from 0 to 1: no joint moves more than
+    ``max_move * pi / (2 (steps - 1))`` per step.
+
+    Args:
+        robot: the robot.
+        link: the end link (default: :func:`torchik.ik.solve.default_link`).
+        steps: steps per path (``>= 2``).
+        n_paths: number of paths.
+        max_move: largest change of a joint over the path (rad or m).
+        margin: fraction of each joint's range kept free at both ends.
+        generator: random generator (CPU).
+
+    Returns:
+        ``q (n_paths, steps, D)`` and ``targets (n_paths, steps, 3)``, in the robot's dtype.
+    """
+    from torchik.ik.solve import default_link
+
+    if steps < 2 or n_paths < 1 or not 0 <= margin < 0.5:
+        raise ValueError("need steps >= 2, n_paths >= 1 and 0 <= margin < 0.5")
+    link = default_link(robot) if link is None else link
+    lower, upper = robot.lower.cpu().double(), robot.upper.cpu().double()
+    lo, hi = lower + margin * (upper - lower), upper - margin * (upper - lower)
+    u = torch.rand(2, n_paths, robot.dof, generator=generator, dtype=torch.float64)
+    start = lo + u[0] * (hi - lo)
+    end = torch.minimum(torch.maximum(start + max_move * (2 * u[1] - 1), lo), hi)
+    s = torch.linspace(0.0, 1.0, steps, dtype=torch.float64)
+    profile = (0.5 * (1.0 - torch.cos(math.pi * s)))[:, None]
+    q = (start[:, None] + (end - start)[:, None] * profile).to(robot.lower)
+    with torch.no_grad():
+        return q, robot.link_positions(q, link)
+
+
+# ---------------------------------------------------------------------------- following
+def _fk_robot(model, robot: Robot | None) -> Robot:
+    """``robot``, or the bundled robot the model was trained for (checked by hash)."""
+    from torchik.data import robot_hash
+    from torchik.robot import load_robot
+
+    if robot is None:
+        try:
+            robot = load_robot(model.spec.robot, dtype=torch.float64)
+        except (ValueError, TypeError) as err:
+            raise ValueError(f"pass robot=...: {err}") from err
+    if robot_hash(robot) != model.spec.robot_hash:
+        raise ValueError(f"robot {robot.name!r} is not the robot the model was trained for")
+    return robot
+
+
+def _first_step(model, target: Tensor, rows: int, start, radius, generator) -> Tensor:
+    """``rows`` samples for the first target, free or within ``radius`` of ``start``."""
+    if start is None:
+        return model.sample(target, rows, generator=generator)
+    center = torch.as_tensor(start).to(target).reshape(-1, model.spec.dof)
+    center = center.repeat(rows // center.shape[0], 1)
+    return model.sample_within(target, rows, center, radius, generator=generator)
+
+
+def _best_candidates(q: Tensor, robot: Robot, link: str, target: Tensor, n_paths: int) -> Tensor:
+    """The candidate of each path (``q (m * P, D)``, candidate-major) nearest its target."""
+    q = q.reshape(-1, n_paths, q.shape[-1])
+    error = position_error(robot, q, target.to(robot.dtype), link)
+    return q.gather(0, error.argmin(dim=0)[None, :, None].expand(1, *q.shape[1:]))[0]
+
+
+@torch.no_grad()
+def follow_path(
+    model,
+    targets: Tensor,
+    n_paths: int,
+    radius: float | Tensor,
+    start: Tensor | None = None,
+    refine: bool = False,
+    robot: Robot | None = None,
+    *,
+    candidates: int = 1,
+    generator: torch.Generator | None = None,
+) -> PathResult:
+    """``n_paths`` smooth joint paths through ``targets`` by windowed sampling (Eq. 15).
+
+    Step 0 is sampled freely (or within ``radius`` of ``start``); step ``t`` draws every joint
+    within ``radius`` of the same path's step ``t - 1`` (joint by joint, see
+    :meth:`~torchik.models.IKNet.sample_within`), so no joint jumps by more than ``radius``.
+
+    Args:
+        model: a model with ``sample`` and ``sample_within`` (e.g. :class:`~torchik.models.IKNet`).
+        targets: ``(S, T)`` targets of the model's kind (positions ``(S, 3)``).
+        n_paths: paths ``P`` to draw.
+        radius: window half-width (rad or m): a number or ``(D,)``.
+        start: ``(D,)`` or ``(P, D)`` configuration the paths start near.
+        refine: polish every step with :func:`refine_path` (the jumps are then no longer
+            bounded by ``radius``, only small).
+        robot: the robot for the errors (default: the bundled robot named by the model's spec).
+        candidates: draw this many windowed samples per path and step and keep the one nearest
+            the target (1: plain sampling, no kinematics in the loop).
+        generator: random generator on the model's device.
+
+    Returns:
+        A :class:`PathResult` with ``q (P, S, D)``.
+    """
+    from torchik.data import decode_target
+
+    robot, link = _fk_robot(model, robot), model.spec.link
+    targets = targets.to(model.target_mean)
+    position, _ = decode_target(targets, model.spec.targets)
+    if start is not None and n_paths % torch.as_tensor(start).reshape(-1, robot.dof).shape[0]:
+        raise ValueError(f"start must have shape (D,) or ({n_paths}, D)")
+    rows = n_paths * candidates
+
+    def keep(q: Tensor, step: int) -> Tensor:
+        return _best_candidates(q, robot, link, position[step], n_paths) if candidates > 1 else q
+
+    path = [keep(_first_step(model, targets[0], rows, start, radius, generator), 0)]
+    for step in range(1, targets.shape[0]):
+        center = path[-1].repeat(candidates, 1)
+        q = model.sample_within(targets[step], rows, center, radius, generator=generator)
+        path.append(keep(q, step))
+    q = torch.stack(path, dim=1)
+    if refine:
+        return refine_path(robot, position, q, link)
+    r = float(radius) if torch.as_tensor(radius).dim() == 0 else None
+    return PathResult.measure(robot, link, position, q, r)
+
+
+def refine_path(
+    robot: Robot,
+    targets: Tensor,
+    paths: Tensor,
+    link: str | None = None,
+    *,
+    tol_position: float = 1e-5,
+    max_iters: int = 30,
+) -> PathResult:
+    """Every step of ``paths (P, S, D)`` polished by Levenberg-Marquardt seeded with it.
+
+    Position-only LM takes minimum-norm damped steps from the seed, so a refined step stays
+    close to its sample (the 4-joint Digit arm keeps its redundancy where the path put it); no
+    random restarts.
+
+    Args:
+        robot: the robot.
+        targets: ``(S, 3)`` positions.
+        paths: ``(P, S, D)`` seeds.
+        link: the end link (default: :func:`torchik.ik.solve.default_link`).
+        tol_position: LM stops a step within this distance (m).
+        max_iters: LM iterations per step.
+
+    Returns:
+        A :class:`PathResult` of the refined paths.
+    """
+    from torchik.ik.solve import default_link
+
+    link = default_link(robot) if link is None else link
+    seeds = paths.to(robot.dtype)[..., None, :]
+    goal = targets.to(robot.dtype).expand(*paths.shape[:-1], 3)
+    result = solve_ik(
+        robot, goal, link, position_only=True, seeds=seeds, restarts=False,
+        tol_position=tol_position, max_iters=max_iters,
+    )  # fmt: skip
+    return PathResult.measure(robot, link, targets, result.q[..., 0, :])
+
+
+def sequential_ik_path(
+    robot: Robot,
+    targets: Tensor,
+    start: Tensor,
+    link: str | None = None,
+    *,
+    tol_position: float = 1e-5,
+    max_iters: int = 60,
+) -> PathResult:
+    """The baseline: numerical IK at each step, seeded by the previous step's solution.
+
+    Args:
+        robot: the robot.
+        targets: ``(S, 3)`` positions.
+        start: ``(D,)`` or ``(P, D)`` seed of the first step (one path per row).
+        link: the end link (default: :func:`torchik.ik.solve.default_link`).
+        tol_position: LM stops within this distance (m).
+        max_iters: LM iterations per step.
+
+    Returns:
+        A :class:`PathResult` with ``q (P, S, D)``.
+    """
+    from torchik.ik.solve import default_link
+
+    link = default_link(robot) if link is None else link
+    q = start.to(robot.dtype).reshape(-1, robot.dof)
+    targets = targets.to(robot.dtype)
+    path = []
+    for target in targets:
+        result = solve_ik(
+            robot, target.expand(q.shape[0], 3), link, position_only=True, seeds=q[:, None],
+            restarts=False, tol_position=tol_position, max_iters=max_iters,
+        )  # fmt: skip
+        q = result.q[:, 0]
+        path.append(q)
+    return PathResult.measure(robot, link, targets, torch.stack(path, dim=1))

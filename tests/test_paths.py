@@ -1,0 +1,164 @@
+"""Path following: windowed sampling, follow_path, refinement and the sequential IK baseline."""
+
+from __future__ import annotations
+
+import math
+from functools import cache
+
+import pytest
+import torch
+
+from torchik import load_robot, make_dataset
+from torchik.models import IKNet, IKNetConfig, ProblemSpec
+from torchik.models.mixture import JointDomain, mixture_log_prob, mixture_sample_within
+from torchik.paths import (
+    count_distinct_paths,
+    follow_path,
+    make_smooth_targets,
+    sequential_ik_path,
+)
+from torchik.train import TrainConfig, train
+
+F64 = torch.float64
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)  # small models on a shared machine
+    yield
+    torch.set_num_threads(threads)
+
+
+def _gen(seed: int = 0) -> torch.Generator:
+    return torch.Generator().manual_seed(seed)
+
+
+def _circle_distance(x: torch.Tensor, c: torch.Tensor) -> torch.Tensor:
+    return (torch.remainder(x - c + math.pi, 2 * math.pi) - math.pi).abs()
+
+
+DOMAINS = {
+    "limited": (JointDomain(-1.0, 2.0, circular=False), True),
+    "circular": (JointDomain(-math.pi, math.pi, circular=True), True),
+    "full-turn revolute": (JointDomain(-math.pi, math.pi, circular=True), False),
+}
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, F64])
+@pytest.mark.parametrize("name", DOMAINS)
+def test_window_sampling_never_leaves_the_window_nor_the_limits(name, dtype):
+    domain, wrap = DOMAINS[name]
+    g, n, k = _gen(1), 4000, 5
+    weights = torch.softmax(3 * torch.randn(n, k, generator=g), -1).to(dtype)
+    means = (domain.lower + domain.span * torch.rand(n, k, generator=g)).to(dtype)
+    scales = (0.01 + torch.rand(n, k, generator=g)).to(dtype)
+    # centres anywhere, some outside the limits; radii from tiny to wider than the range
+    center = (domain.lower - 0.5 + (domain.span + 1.0) * torch.rand(n, generator=g)).to(dtype)
+    radius = (10 ** (-4 + 5 * torch.rand(n, generator=g))).to(dtype)
+    x = mixture_sample_within(weights, means, scales, domain, center, radius, g, wrap=wrap)
+    assert x.dtype == dtype and torch.isfinite(x).all()
+    assert (x >= domain.lower).all() and (x <= domain.upper).all()
+    if domain.circular and wrap:  # the centre is wrapped onto the circle, the window too
+        dist = _circle_distance(x.double(), center.double())
+        assert (dist <= radius.double() + 1e-6).all()
+    else:  # the centre is clamped into the limits
+        assert ((x - center.clamp(domain.lower, domain.upper)).abs() <= radius).all()
+
+
+@pytest.mark.parametrize("name", DOMAINS)
+def test_window_sampling_follows_the_restricted_density(name):
+    domain, wrap = DOMAINS[name]
+    w = torch.tensor([0.3, 0.5, 0.2], dtype=F64)
+    m = torch.tensor([-0.8, 0.5, 1.9 if not domain.circular else -3.0], dtype=F64)
+    s = torch.tensor([0.1, 0.3, 0.2], dtype=F64)
+    c, r, n = (1.8, 0.4, 100_000) if not domain.circular else (3.0, 0.5, 100_000)
+    x = mixture_sample_within(
+        w.expand(n, 3), m.expand(n, 3), s.expand(n, 3), domain, torch.full((n,), c, dtype=F64),
+        r, _gen(2), wrap=wrap,
+    )  # fmt: skip
+    lo, hi = c - r, min(c + r, domain.upper) if not (domain.circular and wrap) else c + r
+    unwrapped = c + (torch.remainder(x - c + math.pi, 2 * math.pi) - math.pi)
+    grid = torch.linspace(lo, hi, 4001, dtype=F64)
+    density = mixture_log_prob(grid, w.expand(4001, 3), m.expand(4001, 3), s, domain).exp()
+    cdf = torch.cat((grid.new_zeros(1), torch.cumulative_trapezoid(density, grid)))
+    edges = torch.linspace(lo, hi, 9, dtype=F64)
+    expected = torch.diff(torch.from_numpy(__import__("numpy").interp(edges, grid, cdf)))
+    observed = torch.histogram(unwrapped, edges).hist / n
+    torch.testing.assert_close(observed, expected / cdf[-1], atol=6e-3, rtol=0)
+
+
+def test_iknet_sample_within_respects_window_and_limits():
+    for name in ("digit_arm", "snake2"):
+        robot = load_robot(name)
+        torch.manual_seed(0)
+        model = IKNet(ProblemSpec.from_robot(robot), IKNet.tiny_config()).eval()
+        center = robot.random_configuration(3 * 6, _gen(3)).reshape(3, 6, robot.dof)
+        radius = torch.linspace(0.05, 0.2, robot.dof)
+        q = model.sample_within(torch.randn(3, 3, generator=_gen(4)), 6, center, radius, _gen(5))
+        assert q.shape == (3, 6, robot.dof)
+        assert ((q - center).abs() <= radius).all()
+        assert ((q >= robot.lower) & (q <= robot.upper)).all()
+    with pytest.raises(ValueError, match="center"):
+        model.sample_within(torch.zeros(2, 3), 4, torch.zeros(2, 3, robot.dof), 0.1)
+
+
+@cache
+def _snake2_model() -> IKNet:
+    """IKNet on the 2-link snake after a short CPU training (a few seconds)."""
+    data = make_dataset(load_robot("snake2"), 10000, targets="planar", seed=0)
+    torch.manual_seed(0)
+    model = IKNet(data.spec, IKNetConfig.small(components=4, hyper_width=128))
+    config = TrainConfig(
+        steps=250, batch_size=256, lr=3e-3, warmup_steps=20, grad_clip=0.3, progress=False
+    )
+    return train(model, data, config=config).model
+
+
+def test_follow_path_on_snake2_has_bounded_jumps_and_errors():
+    robot = load_robot("snake2", dtype=F64)
+    q_true, targets = make_smooth_targets(robot, n_paths=1, steps=25, generator=_gen(6))
+    model, radius = _snake2_model(), 0.1
+    result = follow_path(model, targets[0, :, :2], 16, radius, robot=robot, generator=_gen(7))
+    assert result.q.shape == (16, 25, 2) and result.position_error.shape == (16, 25)
+    assert result.radius == radius
+    assert result.max_jump.max() <= radius + 1e-6
+    assert result.mean_error.max() < 0.03  # the arm reaches 0.2 m; about 0.7 cm measured
+    assert 1 <= result.distinct(tol=0.05) <= 16
+    best = follow_path(model, targets[0, :, :2], 16, radius, robot=robot, candidates=8,
+                       generator=_gen(7))  # fmt: skip
+    assert best.max_jump.max() <= radius + 1e-6
+    assert best.mean_error.mean() < result.mean_error.mean()
+    start = follow_path(model, targets[0, :, :2], 4, radius, start=q_true[0, 0], robot=robot,
+                        generator=_gen(8))  # fmt: skip
+    assert ((start.q[:, 0] - q_true[0, 0]).abs() <= radius).all()
+    refined = follow_path(model, targets[0, :, :2], 16, radius, refine=True, robot=robot,
+                          generator=_gen(7))  # fmt: skip
+    assert refined.position_error.max() < 1e-4
+    assert refined.max_jump.max() < 3 * radius
+
+
+def test_sequential_ik_tracks_a_smooth_path():
+    robot = load_robot("digit_arm", dtype=F64)
+    q_true, targets = make_smooth_targets(robot, n_paths=2, steps=30, generator=_gen(9))
+    for i in range(2):
+        result = sequential_ik_path(robot, targets[i], start=q_true[i, 0])
+        assert result.position_error.max() < 1e-4
+        true_step = (q_true[i, 1:] - q_true[i, :-1]).abs().max()
+        assert result.max_jump.max() < 4 * true_step
+
+
+def test_smooth_targets_stay_inside_the_limits_and_move_smoothly():
+    robot = load_robot("digit_arm", dtype=F64)
+    q, targets = make_smooth_targets(robot, steps=50, n_paths=5, max_move=1.0, generator=_gen())
+    assert q.shape == (5, 50, 4) and targets.shape == (5, 50, 3)
+    assert ((q >= robot.lower) & (q <= robot.upper)).all()
+    assert (q[:, 1:] - q[:, :-1]).abs().max() <= 1.0 * math.pi / (2 * 49) + 1e-12
+    torch.testing.assert_close(targets, robot.link_positions(q, "left_hand"))
+
+
+def test_count_distinct_paths():
+    base = torch.zeros(1, 10, 2)
+    paths = torch.cat((base, base + 0.01, base + 1.0, base - 1.0))
+    assert count_distinct_paths(paths, torch.tensor([False, False]), tol=0.1) == 3
+    assert count_distinct_paths(paths, torch.tensor([False, False]), tol=0.001) == 4
