@@ -7,7 +7,8 @@ recomputing FK in float64 (Pinocchio, or pytorch_kinematics if Pinocchio is miss
 Anchors: TRAC-IK (pytracik), pytorch_kinematics PseudoInverseIK, IKPy. torchik rows run as soon
 as ``torchik.solve_ik`` exists.
 
-    python benchmarks/ik.py                        # full protocol -> benchmarks/results/ik.*
+    python benchmarks/ik.py                        # full pose -> benchmarks/results/ik.*
+    python benchmarks/ik.py --position-only        # also the position-only tables (slower)
     python benchmarks/ik.py --targets 100 --out /tmp/ik   # a quick look elsewhere
 """
 
@@ -538,7 +539,14 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser.add_argument("--robots", nargs="+", choices=list(ROBOTS), default=list(ROBOTS))
     parser.add_argument("--targets", type=int, default=N_TARGETS)
     parser.add_argument("--ikpy-targets", type=int, default=IKPY_TARGETS, help="IKPy subset")
-    parser.add_argument("--no-position-only", action="store_true", help="skip position-only tables")
+    parser.add_argument(
+        "--position-only",
+        action="store_true",
+        help="also the position-only tables (several more minutes: IKPy and pytorch_kinematics)",
+    )
+    parser.add_argument(
+        "--no-position-only", action="store_true", help=argparse.SUPPRESS
+    )  # default
     add_common_args(parser)
     return parser.parse_args(argv)
 
@@ -560,7 +568,7 @@ def main(argv: list[str] | None = None) -> int:
             report.tables.append(robot_table(problem, fk, solvers(args, False), checker, gate))
             if name == "panda":
                 report.tables.append(torchik_many_table(problem, fk))
-            if not args.no_position_only:
+            if args.position_only:
                 problem.position_only = True
                 report.tables.append(robot_table(problem, fk, solvers(args, True), checker, gate))
     report.stamp["waited_for_quiet_s"] = round(gate.waited_s, 1)
