@@ -181,8 +181,9 @@ def test_floating_joint_is_not_supported():
         Robot.from_urdf(text)
 
 
-def test_learnable_origins_receive_gradients_and_match():
-    robot = Robot.from_urdf(DATA / "urdf" / "tilted_axes.urdf", dtype=torch.float64)
+@pytest.mark.parametrize("dtype", [torch.float64, torch.float32])
+def test_learnable_origins_receive_gradients_and_match(dtype):
+    robot = Robot.from_urdf(DATA / "urdf" / "tilted_axes.urdf", dtype=dtype)
     q = robot.random_configuration(4, generator=torch.Generator().manual_seed(5))
     before = robot.forward_kinematics(q)
     robot.learnable_origins(True)
@@ -191,7 +192,9 @@ def test_learnable_origins_receive_gradients_and_match():
         "origin_rpy",
     }
     after = robot.forward_kinematics(q)
-    torch.testing.assert_close(before, after, atol=1e-12, rtol=0)
+    torch.testing.assert_close(
+        before, after, atol=1e-12 if dtype == torch.float64 else 1e-5, rtol=0
+    )
     after[..., :3, 3].sum().backward()
     assert robot.origin_xyz.grad is not None and robot.origin_xyz.grad.abs().sum() > 0
     with torch.no_grad():
@@ -200,6 +203,10 @@ def test_learnable_origins_receive_gradients_and_match():
     assert not robot.learnable
     moved = robot.forward_kinematics(q)
     assert (moved - before).abs().max() > 0.1
+    # the frozen values survive a change of dtype
+    other = torch.float32 if dtype == torch.float64 else torch.float64
+    again = robot.to(other).forward_kinematics(q.to(other)).to(dtype)
+    torch.testing.assert_close(again, moved, atol=1e-5, rtol=0)
 
 
 # ------------------------------------------------------------------ random chains (hypothesis)
@@ -321,3 +328,12 @@ def test_chain_and_model():
     assert robot.model.links == robot.link_names
     with pytest.raises(ValueError, match="unknown link"):
         robot.chain("nope")
+
+
+def test_float32_robot_moved_to_float64_keeps_full_precision():
+    exact = load_robot("panda", dtype=torch.float64)
+    moved = load_robot("panda", dtype=torch.float32).to(torch.float64)
+    q = exact.random_configuration(64, generator=torch.Generator().manual_seed(9))
+    diff = moved.forward_kinematics(q) - exact.forward_kinematics(q)
+    assert diff.abs().max() < 1e-14
+    torch.testing.assert_close(moved.lower, exact.lower, atol=0, rtol=0)

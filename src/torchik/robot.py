@@ -73,6 +73,7 @@ class Robot(nn.Module):
         self.register_buffer("origin_xyz", xyz.reshape(-1, 3))
         self.register_buffer("origin_rpy", rpy.reshape(-1, 3))
         self._refresh_constants()
+        self._snapshot_float64()
         self.to(dtype or torch.get_default_dtype())
 
     # ---------------------------------------------------------------- construction
@@ -141,13 +142,18 @@ class Robot(nn.Module):
         align = [_axis_alignment(j.axis) for j in self._joints if j.type != "fixed"]
         self.register_buffer("_align", torch.stack(align) if align else torch.zeros(0, 4, 4), False)
 
-    def _constants(self) -> tuple[Tensor, Tensor]:
-        """``w_joint (J, 4, 4)`` and ``w_link (L, 4, 4)`` from the current joint origins."""
-        origins = _origin_matrices(self.origin_xyz, self.origin_rpy)
+    def _constants(
+        self, xyz: Tensor | None = None, rpy: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``w_joint (J, 4, 4)`` and ``w_link (L, 4, 4)`` from joint origins (default: the
+        current ones), in their dtype and on their device."""
+        xyz = self.origin_xyz if xyz is None else xyz
+        origins = _origin_matrices(xyz, self.origin_rpy if rpy is None else rpy)
         eye = torch.eye(4, dtype=origins.dtype, device=origins.device)
         static = {self.root: eye}
         w_joint = [eye] * len(self._moving)
-        align = self._align.to(origins.dtype)
+        align = self._float64["_align"] if hasattr(self, "_float64") else self._align
+        align = align.to(origins.device, origins.dtype)
         moving = 0
         for k, joint in enumerate(self._joints):
             base = static[joint.parent] @ origins[k]
@@ -166,6 +172,16 @@ class Robot(nn.Module):
             w_joint, w_link = self._constants()
         self.register_buffer("_w_joint", w_joint.contiguous(), False)
         self.register_buffer("_w_link", w_link.contiguous(), False)
+
+    def _snapshot_float64(self) -> None:
+        """Keep float64 CPU copies of the floating buffers (plain attributes, which ``.to()``
+        leaves alone): a robot built in float32 and moved to float64 gets float64 constants
+        back, not float32 roundings of them (2e-8 m off instead of 1e-15)."""
+        self._float64 = {
+            name: buf.detach().to("cpu", torch.float64, copy=True)
+            for name, buf in self.named_buffers()
+            if buf.is_floating_point()
+        }
 
     # ---------------------------------------------------------------- properties
     def chain(self, link: str) -> tuple[str, ...]:
@@ -207,14 +223,27 @@ class Robot(nn.Module):
                 self.register_parameter(name, nn.Parameter(value))
             else:
                 self.register_buffer(name, value)
-        if not enabled:
-            self._refresh_constants()
+        if not enabled:  # the learned values are the truth now: new float64 constants
+            master = self._float64
+            master["origin_xyz"] = self.origin_xyz.to("cpu", torch.float64)
+            master["origin_rpy"] = self.origin_rpy.to("cpu", torch.float64)
+            with torch.no_grad():
+                w_joint, w_link = self._constants(master["origin_xyz"], master["origin_rpy"])
+            master["_w_joint"], master["_w_link"] = w_joint, w_link
+            self.register_buffer("_w_joint", w_joint.to(self.device, self.dtype), False)
+            self.register_buffer("_w_link", w_link.to(self.device, self.dtype), False)
         self._tree_cache = None
         return self
 
     def _apply(self, fn, recurse=True):
         self._tree_cache = None  # buffers move or change dtype: rebuild the flattened tree
-        return super()._apply(fn, recurse)
+        before = self.lower.dtype if hasattr(self, "lower") else None
+        out = super()._apply(fn, recurse)
+        if before is not None and self.lower.dtype != before and not self.learnable:
+            for name, value in getattr(self, "_float64", {}).items():
+                buf = getattr(self, name)
+                setattr(self, name, value.to(buf.device, buf.dtype))
+        return out
 
     @property
     def tree(self) -> kin.KinematicTree:
