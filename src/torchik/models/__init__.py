@@ -9,6 +9,7 @@ from torchik.models import mdn as mdn
 from torchik.models import rnn as rnn
 from torchik.models.base import (
     FORMAT_VERSION,
+    PRETRAINED,
     IKModel,
     ProblemSpec,
     clamp_to_limits,
@@ -29,6 +30,7 @@ __all__ = [
     "IKNet",
     "IKNetConfig",
     "MLPConfig",
+    "PRETRAINED",
     "ProblemSpec",
     "clamp_to_limits",
     "families",

@@ -31,6 +31,7 @@ from torchik.rotations import wrap_angle
 __all__ = [
     "FORMAT_VERSION",
     "TARGET_DIMS",
+    "PRETRAINED",
     "IKModel",
     "ProblemSpec",
     "atomic_save",
@@ -420,6 +421,39 @@ def load(path: str | os.PathLike, map_location: Any = None) -> IKModel:
     return from_checkpoint(_read_checkpoint(path, map_location)).eval()
 
 
-def load_pretrained(name: str) -> IKModel:
-    """A pretrained model bundled with torchik (none yet)."""
-    raise ValueError(f"no pretrained model named {name!r} is bundled yet")
+PRETRAINED: dict[str, str] = {
+    "panda": "Franka Panda: full pose (position and orientation) of panda_hand",
+    "ur5": "UR5 (the Neural IK paper's limits): position of ee_link",
+    "digit_arm": "Digit arm: position of its end link",
+    "snake2": "2-joint snake: position of its end",
+    "snake4": "4-joint snake: position of its end",
+}
+"""Name -> description of the models bundled with torchik (see :func:`load_pretrained`);
+their measured accuracy is in ``torchik/pretrained/accuracy.json`` and the README."""
+
+
+def load_pretrained(name: str, map_location: Any = None) -> IKModel:
+    """A pretrained model bundled with torchik (no download), in eval mode, float32.
+
+    The name is the robot's (:data:`PRETRAINED`); the checkpoints are package data written by
+    ``scripts/train_pretrained.py``.
+
+    Raises:
+        ValueError: no model of that name is bundled (the message lists the names).
+
+    Example:
+        >>> model = load_pretrained("snake2")
+        >>> model.sample(torch.tensor([[0.1, 0.05, 0.0]]), n=4).shape
+        torch.Size([1, 4, 2])
+    """
+    from importlib import resources
+
+    if name not in PRETRAINED:
+        raise ValueError(
+            f"no pretrained model named {name!r} is bundled; available: {', '.join(PRETRAINED)}"
+        )
+    resource = resources.files("torchik").joinpath("pretrained", f"{name}.pt")
+    with resources.as_file(resource) as path:
+        if not path.is_file():
+            raise ValueError(f"the pretrained model {name!r} is missing from this installation")
+        return load(path, map_location)

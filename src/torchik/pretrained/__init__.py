@@ -1,0 +1,69 @@
+"""Pretrained models bundled with torchik and the evaluation that measured them.
+
+The checkpoints (``<name>.pt``) and their measured accuracy (``accuracy.json``) are written by
+``scripts/train_pretrained.py``; load a model with :func:`torchik.models.load_pretrained`.
+The accuracy is that of *raw* samples (no refinement) on held-out targets: the targets of
+joint configurations drawn uniformly within the limits with the seed :data:`TEST_SEED`, which
+no training set uses.
+"""
+
+from __future__ import annotations
+
+import json
+from importlib import resources
+from typing import Any
+
+import torch
+from torch import Tensor
+
+__all__ = ["TEST_SEED", "evaluate", "held_out_targets", "measured_accuracy"]
+
+TEST_SEED = 2026
+"""Seed of the held-out targets (training data use other seeds)."""
+
+
+def held_out_targets(robot: Any, targets: str, n: int, seed: int = TEST_SEED) -> Tensor:
+    """``(n, T)`` encoded targets of uniformly random configurations of ``robot`` (float32)."""
+    from torchik.data import make_dataset
+
+    return make_dataset(robot, n, targets=targets, seed=seed).target
+
+
+@torch.no_grad()
+def evaluate(
+    model: Any, n_targets: int = 1000, n_samples: int = 10, seed: int = TEST_SEED
+) -> dict[str, float]:
+    """Errors of ``n_samples`` raw samples per held-out target of a model of a bundled robot
+    (FK in float64).
+
+    Returns:
+        ``position_mean_mm``, ``position_median_mm``, ``best_of_n_mm`` (mean over targets of
+        the smallest position error of the ``n_samples``) and, for pose models,
+        ``rotation_mean_deg``, ``rotation_median_deg``.
+    """
+    from torchik import load_robot
+    from torchik.data import decode_target
+    from torchik.metrics import position_error, rotation_error
+
+    spec = model.spec
+    fk_robot = load_robot(spec.robot, dtype=torch.float64)
+    target = held_out_targets(fk_robot, spec.targets, n_targets, seed)
+    gen = torch.Generator().manual_seed(seed)
+    q = model.sample(target.to(model.target_mean), n_samples, generator=gen).double()
+    position, rotmat = decode_target(target.double(), spec.targets)
+    pos = position_error(fk_robot, q, position[:, None], spec.link)  # (N, n)
+    out = {
+        "position_mean_mm": 1000 * pos.mean().item(),
+        "position_median_mm": 1000 * pos.median().item(),
+        "best_of_n_mm": 1000 * pos.min(dim=-1).values.mean().item(),
+    }
+    if rotmat is not None:
+        rot = torch.rad2deg(rotation_error(fk_robot, q, rotmat[:, None], spec.link))
+        out |= {"rotation_mean_deg": rot.mean().item(), "rotation_median_deg": rot.median().item()}
+    return out
+
+
+def measured_accuracy() -> dict[str, dict[str, Any]]:
+    """The contents of ``accuracy.json``: model name -> recipe and measured accuracy."""
+    text = resources.files(__name__).joinpath("accuracy.json").read_text(encoding="utf-8")
+    return json.loads(text)
