@@ -168,7 +168,7 @@ def test_bad_checkpoints_raise_value_error(family, tmp_path):
             models.load(tmp_path / name)
 
 
-def test_load_pretrained_is_a_clear_stub():
+def test_load_pretrained_unknown_name_is_a_clear_error():
     with pytest.raises(ValueError, match="no pretrained model named 'panda-iknet' is bundled"):
         models.load_pretrained("panda-iknet")
 
