@@ -10,6 +10,7 @@ import torch
 
 from torchik.models.mixture import (
     JointDomain,
+    _log_ndtr,
     mixture_log_prob,
     mixture_sample,
     scale_range,
@@ -173,6 +174,39 @@ def test_far_tails_stay_finite_in_float32():
     )
     assert lp.isfinite().all()
     torch.testing.assert_close(lp.double(), lp64, rtol=1e-5, atol=0)
+
+
+def test_log_ndtr_matches_torch_and_keeps_its_gradient_in_the_far_tail():
+    x = torch.tensor([-5e4, -1e3, -40.0, -20.5, -19.5, -3.0, 0.0, 4.0], dtype=F64)
+    torch.testing.assert_close(_log_ndtr(x), torch.special.log_ndtr(x), rtol=1e-12, atol=1e-8)
+    assert torch.autograd.gradcheck(_log_ndtr, (x.clone().requires_grad_(),))
+    x32 = x.float().requires_grad_()
+    (grad,) = torch.autograd.grad(_log_ndtr(x32).sum(), x32)
+    # d/dx log Phi(x) = phi(x) / Phi(x), about -x in the far left tail
+    torch.testing.assert_close(grad[:2], -x32[:2].detach(), rtol=1e-5, atol=0)
+
+
+def test_tiny_scales_far_from_a_limit_keep_gradients_finite_in_float32():
+    # a component of scale 1e-4 in the middle of a 3-rad range: (lower - mean) / scale = -15000,
+    # where torch's own log_ndtr backward is garbage in float32 (this made training diverge)
+    means = torch.tensor([[0.5, 1.0]], requires_grad=True)
+    raw = torch.tensor([[-12.0, -12.0]], requires_grad=True)
+    scales = 1e-4 + torch.sigmoid(raw)
+    w = torch.tensor([[0.5, 0.5]])
+    lp = mixture_log_prob(torch.tensor([0.50001]), w, means, scales, LIMITED)
+    grads = torch.autograd.grad(lp.sum(), (means, raw))
+    assert lp.isfinite().all() and all(g.isfinite().all() for g in grads)
+    means64 = means.detach().double().requires_grad_()
+    raw64 = raw.detach().double().requires_grad_()
+    x64, scales64 = torch.tensor([0.50001], dtype=F64), 1e-4 + torch.sigmoid(raw64)
+    lp64 = mixture_log_prob(x64, w.double(), means64, scales64, LIMITED)
+    grads64 = torch.autograd.grad(lp64.sum(), (means64, raw64))
+    for g, g64 in zip(grads, grads64, strict=True):
+        torch.testing.assert_close(g.double(), g64, rtol=1e-2, atol=0)  # float32 x - mean
+
+
+def test_sparsemax_of_nan_is_nan_not_an_index_error():
+    assert sparsemax(torch.tensor([[0.0, math.nan], [math.inf, 0.0]])).isnan().any()
 
 
 @pytest.mark.parametrize("domain", [LIMITED, CIRCLE], ids=["limited", "circular"])
