@@ -39,7 +39,9 @@ REFERENCE = "pytorch_kinematics"
 #: Environment variable run.py sets so that a stamp also names the command that launched it.
 PARENT_ENV = "TORCHIK_BENCH_PARENT"
 
-torch.set_num_threads(os.cpu_count() or 1)
+# the protocol: all cores. BENCH_THREADS overrides it where other jobs hold cores (a thread
+# pool larger than the free cores spins and slows every library by an order of magnitude).
+torch.set_num_threads(int(os.environ.get("BENCH_THREADS", 0)) or os.cpu_count() or 1)
 
 
 # ----------------------------------------------------------------------------- machine stamp
