@@ -5,6 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
+import torch
 
 REPO_ROOT = Path(__file__).resolve().parents[1]
 
@@ -17,3 +18,13 @@ def shared_fixtures_dir() -> Path | None:
     """
     path = REPO_ROOT.parent / "shared" / "fixtures"
     return path if path.is_dir() else None
+
+
+@pytest.fixture(autouse=True)
+def one_thread():
+    """One intra-op thread per test: pytest-xdist already runs a process per core, and tiny
+    models are faster on one thread than on a pool that competes with the other worker."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    yield
+    torch.set_num_threads(threads)

@@ -19,14 +19,6 @@ from torchik.train import TrainConfig, train
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small models on a shared machine
-    yield
-    torch.set_num_threads(threads)
-
-
 @cache
 def _spec(robot: str, targets: str = "position") -> ProblemSpec:
     return ProblemSpec.from_robot(load_robot(robot), targets=targets)

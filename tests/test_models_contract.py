@@ -25,14 +25,6 @@ PROBLEMS = {  # name -> (robot factory, target kind)
 }
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # tiny models on a shared machine
-    yield
-    torch.set_num_threads(threads)
-
-
 @cache
 def _data(problem: str):
     factory, targets = PROBLEMS[problem]

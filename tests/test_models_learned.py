@@ -17,14 +17,6 @@ from torchik.models.inn import AffineCoupling
 from torchik.train import TrainConfig, train
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small models on a shared machine
-    yield
-    torch.set_num_threads(threads)
-
-
 def _gen(seed: int) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

@@ -22,14 +22,6 @@ from torchik.train import TrainConfig, train
 F64 = torch.float64
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)  # small models on a shared machine
-    yield
-    torch.set_num_threads(threads)
-
-
 def _gen(seed: int = 0) -> torch.Generator:
     return torch.Generator().manual_seed(seed)
 

@@ -15,14 +15,6 @@ from torchik.pretrained import evaluate, held_out_targets, measured_accuracy
 BOUND = 1.5  # raw errors on 100 targets may exceed the 1000-target measurement by this factor
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def test_every_listed_model_is_bundled_and_measured():
     assert set(measured_accuracy()) == set(PRETRAINED)
 

@@ -23,15 +23,6 @@ from torchik.train import TrainConfig, lr_factor, train
 QUIET = {"progress": False, "batch_size": 64, "seed": 3}
 
 
-@pytest.fixture(autouse=True)
-def one_thread():
-    """Tiny models on a shared machine: one thread is faster, and matches the kill test's child."""
-    threads = torch.get_num_threads()
-    torch.set_num_threads(1)
-    yield
-    torch.set_num_threads(threads)
-
-
 def _problem(n: int = 1200):
     """A tiny, fully seeded problem: snake2 positions, an MLP of width 32."""
     robot = load_robot("snake2", dtype=torch.float64)
