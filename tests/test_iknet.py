@@ -41,7 +41,8 @@ def test_presets_and_validation():
     assert IKNetConfig.paper().hyper_depth == 4 and IKNetConfig.paper().primary_layers == 3
     default = IKNetConfig()
     assert (default.hyper_width, default.embedding, default.primary_width) == (1024, 128, 256)
-    assert default.components == 50 and default.norm == "batch"
+    assert default.components == 50 and default.norm == "none"
+    assert IKNetConfig.paper().norm == "batch"
     assert IKNetConfig.small(components=2).components == 2
     for bad in ({"components": 0}, {"primary_layers": 0}, {"min_scale": 0.0}, {"norm": "group"}):
         with pytest.raises(ValueError):
@@ -164,10 +165,13 @@ def test_gradients_are_finite_with_sparse_weights():
     data = make_dataset(load_robot("panda"), 256, seed=1)
     model = _tiny(data.spec, components=8)
     model.set_normalization(data.q, data.target)
-    with torch.no_grad():
+    with torch.no_grad():  # spread joint 0's mixing logits so that sparsemax drops some
+        out = model._layers[0][-1]
+        bias = model.heads.bias[out.offset : out.offset + out.size].view(out.fan_in + 1, -1)
+        bias[-1, :8] = torch.linspace(-3.0, 3.0, 8)
         flat = model.generate(data.target)
         weights, _, _ = model._mixture(flat.new_zeros(256, 1, 0), flat, 0)
-    assert (weights == 0).any()  # some components are out of the support
+    assert (weights == 0).any() and (weights > 0).sum(-1).min() > 1
     model.loss(data.q, data.target).backward()
     assert all(p.grad.isfinite().all() for p in model.parameters())
 
@@ -185,8 +189,9 @@ def test_snake2_finds_both_elbow_modes():
     """About 8 s on one core. K = 4 rather than the paper's 2 for the snakes: with K = 2 each
     component must serve the elbow-up mode on one side of target space and elbow-down on the
     other (its initial mean is a fixed angle), and where they swap both sit between the modes
-    until training pushes the seam to the workspace's rim; in 400 steps that failed the 10 %
-    bar for 3 of 8 seeds, while K = 4 kept every mode above 30 % for 10 of 10 seeds."""
+    until training pushes the seam to the workspace's rim. In 400 steps K = 2 failed the 10 %
+    bar for 5 of 8 seeds (3 of 8 with batch norm); K = 4 passed for 10 of 10 seeds (lowest
+    mode share 19 %, median distance 0.8-1.3 mm)."""
     robot = load_robot("snake2")
     data = make_dataset(robot, 20000, targets="planar", seed=0)
     torch.manual_seed(0)
@@ -205,4 +210,4 @@ def test_snake2_finds_both_elbow_modes():
     error = (reached - target[:, None]).norm(dim=-1)
     up, down = _elbow_modes(q, error, tol=0.02)  # 2 cm on an arm of reach 0.2 m
     assert up.min() >= 0.10 and down.min() >= 0.10, (up, down)
-    assert error.median() < 0.01
+    assert error.median() < 0.004

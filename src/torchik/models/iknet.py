@@ -27,10 +27,14 @@ Design choices (the paper leaves them open or the robots need them):
 * At initialisation the component means of every joint are spread evenly over its range, and
   the mixing logits start small so that sparsemax begins with most components in its support
   (a component outside the support gets no gradient through its logit).
-* **Normalisation** is batch norm, as in the paper. With layer norm (or none), on the snake both
-  components of the first joint settled on the midpoint of the elbow-up and elbow-down
-  solutions (one broad component, NLL still improving through the second joint), for three of
-  three seeds; batch norm separated them every time.
+* **Normalisation**: none by default; :meth:`IKNetConfig.paper` keeps the paper's batch norm.
+  Batch statistics of a 256-row batch jitter the generated weights of every target, and the
+  NLL answers with broad components: after 3000 CPU steps (small preset) the mean distance of
+  raw samples was 4.4 cm with batch norm and 2.4 cm without (layer norm: 2.4 cm) on the Digit
+  arm, 7.1 against 6.2 cm on UR5 and the same 12.7 cm on Franka; on the 2-joint snake (K = 4,
+  400 steps) 6-7 mm against 1-2.5 mm. With K = 2 on the snake, though, no or layer norm let
+  both components of the first joint settle between the elbow-up and elbow-down solutions for
+  three of three seeds (batch norm separated them); K = 4 separated them for every seed tried.
 """
 
 from __future__ import annotations
@@ -70,7 +74,8 @@ class IKNetConfig:
         primary_layers: linear layers of each primary network (>= 1).
         components: Gaussian components ``K`` per joint.
         min_scale: smallest component scale (radians or metres): keeps the NLL bounded.
-        norm: hypernetwork normalisation, ``"batch"`` (the paper), ``"layer"`` or ``"none"``.
+        norm: hypernetwork normalisation: ``"none"`` (default), ``"batch"`` (the paper) or
+            ``"layer"``.
     """
 
     hyper_width: int = 1024
@@ -80,7 +85,7 @@ class IKNetConfig:
     primary_layers: int = 2
     components: int = 50
     min_scale: float = 1e-4
-    norm: str = "batch"
+    norm: str = "none"
 
     def __post_init__(self) -> None:
         sizes = (self.hyper_width, self.embedding, self.primary_width, self.components)
@@ -93,8 +98,8 @@ class IKNetConfig:
 
     @classmethod
     def paper(cls, **overrides) -> IKNetConfig:
-        """The paper's sizes: 4 hypernetwork layers and 3-layer primary networks."""
-        return cls(**{"hyper_depth": 4, "primary_layers": 3, **overrides})
+        """The paper's sizes (4 hypernetwork layers, 3-layer primary networks), batch norm."""
+        return cls(**{"hyper_depth": 4, "primary_layers": 3, "norm": "batch", **overrides})
 
     @classmethod
     def small(cls, **overrides) -> IKNetConfig:
