@@ -371,15 +371,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--sizes", action="store_true", help="add the Franka size table")
     parser.add_argument("--size-presets", nargs="*", default=list(PRESETS))
     parser.add_argument("--work", default="/tmp/torchik-iknet-bench", help="checkpoints")
+    parser.add_argument("--note", action="append", default=[], help="a line for the intro")
     args = parser.parse_args(argv)
     args.train_size, args.steps = _parse_sizes(args.train_size), _parse_sizes(args.steps)
     waited = wait_for_quiet(args.wait_idle)
     report = Report("iknet", 'IKNet, the "Neural IK table" protocol (iknet)')
     report.stamp["waited_for_quiet_s"] = waited
     report.intro = [
+        f"Model: IKNet, preset {args.preset!r}: {asdict(PRESETS[args.preset])}.",
         "Position-only targets, joints uniform within limits; test targets from another seed. "
         "The paper's numbers (Digit arm 2.3 cm, UR5 2.8 cm, Franka 3.1 cm mean) come from "
         "GPU training on 20k / 1M / 1M pairs; these rows are a few CPU minutes each.",
+        *args.note,
     ]
     rows, curve = [], []
     for name in args.robots:
