@@ -383,7 +383,7 @@ def _solve_numerically(args, robot, target, position_only, link):
 @torch.no_grad()
 def _solve_with_model(args, robot, target, position_only, link):
     from torchik.data import robot_hash
-    from torchik.ik import solve_ik
+    from torchik.ik import refine_samples
 
     model = _load_model(args.model, args.robot, _device(args.device))
     if model.spec.robot_hash != robot_hash(robot) or model.spec.link != link:
@@ -399,9 +399,9 @@ def _solve_with_model(args, robot, target, position_only, link):
     if not args.refine:
         return _unrefined(robot, seeds, target, position_only, link, args.tol_position,
                           tol_rotation).top(args.n), name  # fmt: skip
-    result = solve_ik(
-        robot, target, link, position_only=position_only, seeds=seeds, early_stop=False,
-        restarts=False, tol_position=args.tol_position, tol_rotation=tol_rotation,
+    result = refine_samples(
+        robot, target, seeds, link, position_only=position_only,
+        tol_position=args.tol_position, tol_rotation=tol_rotation,
     )  # fmt: skip
     return result.top(args.n), f"{name} + refinement"
 

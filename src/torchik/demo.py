@@ -2,7 +2,7 @@
 
 Loads the bundled full-pose Panda model (:func:`torchik.models.load_pretrained`), samples 100
 joint configurations for each of a few random reachable poses, refines every sample with
-:func:`torchik.solve_ik`, prints a table (raw errors, success after refinement, distinct
+:func:`torchik.ik.refine_samples`, prints a table (raw errors, success after refinement, distinct
 solutions, times) and saves pictures to ``demo_output/``. Run with
 ``python -m torchik.demo [--poses N] [--samples N] [--out DIR]``.
 
@@ -50,7 +50,7 @@ def reachable_poses(robot, n: int, seed: int = 0) -> Tensor:
 def solve_pose(model, robot, pose: Tensor, n: int, seed: int) -> PoseRow:
     """Sample ``n`` configurations for ``pose``, then refine each one (1 mm, 0.01 rad)."""
     from torchik.data import encode_target
-    from torchik.ik import solve_ik
+    from torchik.ik import refine_samples
     from torchik.metrics import position_error, rotation_error
 
     gen = torch.Generator().manual_seed(seed)
@@ -59,7 +59,7 @@ def solve_pose(model, robot, pose: Tensor, n: int, seed: int) -> PoseRow:
         samples = model.sample(encode_target(pose, "pose").float(), n, generator=gen)
     sample_ms = 1000 * (time.perf_counter() - start)
     start = time.perf_counter()
-    result = solve_ik(robot, pose, seeds=samples.double(), early_stop=False, tol_rotation=0.01)
+    result = refine_samples(robot, pose, samples, tol_rotation=0.01)
     refine_ms = 1000 * (time.perf_counter() - start)
     _, keep = result.distinct()
     with torch.no_grad():

@@ -2,7 +2,8 @@
 
 Solvers (each implements only its step, see :class:`IKSolver`): :class:`LevenbergMarquardt`
 (default), :class:`DampedLeastSquares`, :class:`JacobianTranspose`, :class:`GradientDescent`,
-:class:`LBFGSB` (SciPy, optional extra ``ik``).
+:class:`LBFGSB` (SciPy, optional extra ``ik``). :func:`refine_samples` polishes given
+configurations (a learned model's samples) one for one.
 """
 
 from torchik.ik.base import (
@@ -17,6 +18,7 @@ from torchik.ik.gradient import GDSettings, GradientDescent
 from torchik.ik.jacobian import DampedLeastSquares, DLSSettings, JacobianTranspose, JTSettings
 from torchik.ik.lbfgsb import LBFGSB, LBFGSBSettings
 from torchik.ik.lm import LevenbergMarquardt, LMSettings
+from torchik.ik.refine import refine_samples
 from torchik.ik.result import IKResult, joint_distance
 from torchik.ik.solve import METHODS, default_link, solve_ik
 
@@ -41,5 +43,6 @@ __all__ = [
     "default_link",
     "joint_distance",
     "pose_residual",
+    "refine_samples",
     "solve_ik",
 ]

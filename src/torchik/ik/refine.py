@@ -1,0 +1,68 @@
+"""Refinement of given configurations, typically a learned model's samples, by a solver."""
+
+from __future__ import annotations
+
+import math
+
+from torch import Tensor
+
+from torchik.ik.base import IKSolver
+from torchik.ik.result import IKResult
+from torchik.ik.solve import solve_ik
+from torchik.robot import Robot
+
+__all__ = ["refine_samples"]
+
+
+def refine_samples(
+    robot: Robot,
+    target: Tensor,
+    samples: Tensor,
+    link: str | None = None,
+    *,
+    position_only: bool = False,
+    method: str | IKSolver = "lm",
+    tol_position: float = 1e-3,
+    tol_rotation: float = math.radians(1.0),
+    max_iters: int | None = None,
+) -> IKResult:
+    """Polish every sample with a numerical solver: slot ``k`` is sample ``k`` refined.
+
+    This is :func:`~torchik.ik.solve_ik` with the samples as ``seeds``, ``early_stop=False``
+    (every sample runs, even once another one of its target has succeeded, so each gives its own
+    solution and :meth:`IKResult.distinct` sees them all) and ``restarts=False`` (a sample that
+    stalls stays a failure instead of being swapped for a random seed, so the success rate and
+    the distance moved describe the samples, not the solver's seeding).
+
+    Args:
+        robot: the robot.
+        target: ``(..., 4, 4)`` poses of ``link``, or with ``position_only=True`` ``(..., 3)``
+            positions.
+        samples: ``(..., K, dof)`` configurations per target (or ``(K, dof)`` for every target),
+            any floating dtype (cast to the robot's); projected into the limits first.
+        link: the link to place (default: :func:`~torchik.ik.default_link`).
+        position_only: ignore the orientation.
+        method: a name in :data:`~torchik.ik.METHODS` or a configured solver.
+        tol_position: success threshold (m); the solver stops a slot once within both.
+        tol_rotation: success threshold (rad) on the geodesic rotation error.
+        max_iters: override the solver's iteration budget.
+
+    Returns:
+        An :class:`IKResult` with ``q (..., K, dof)``, slot for slot the refined samples.
+
+    Example:
+        >>> import torchik
+        >>> robot = torchik.load_robot("panda", dtype=torch.float64)
+        >>> g = torch.Generator().manual_seed(0)
+        >>> q = robot.random_configuration(3, g)
+        >>> target = robot.forward_kinematics(q, "panda_hand")
+        >>> noise = 0.05 * torch.randn(3, 4, 7, generator=g, dtype=torch.float64)
+        >>> result = refine_samples(robot, target, q[:, None] + noise)
+        >>> result.q.shape, bool(result.success.all())
+        (torch.Size([3, 4, 7]), True)
+    """
+    return solve_ik(
+        robot, target, link, position_only=position_only, seeds=samples, method=method,
+        tol_position=tol_position, tol_rotation=tol_rotation, max_iters=max_iters,
+        early_stop=False, restarts=False,
+    )  # fmt: skip
