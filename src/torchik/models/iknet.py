@@ -221,9 +221,16 @@ class IKNet(IKModel):
                 bias[-1, 2 * k :] = gain * torch.logit(centers)
 
     # ------------------------------------------------------------ pieces
+    def embed(self, target: Tensor) -> Tensor:
+        """The hypernetwork's embedding ``(..., embedding)`` of targets ``(..., T)``: the
+        normalised target through the hypernetwork, the features the heads turn into weights."""
+        self._check(None, target)
+        flat = self.normalize_target(target).reshape(-1, target.shape[-1])  # BatchNorm1d: 2-D
+        return self.hyper(flat).reshape(*target.shape[:-1], self.config.embedding)
+
     def generate(self, target: Tensor) -> Tensor:
         """The flat generated weights ``(B, generated_size)`` of targets ``(B, T)``."""
-        return self.heads(self.hyper(self.normalize_target(target)))
+        return self.heads(self.embed(target))
 
     def _features(self, q: Tensor, j: int) -> Tensor:
         """Features ``(..., 1 or 2)`` of joint ``j``'s values ``q (...)``."""
