@@ -1,0 +1,514 @@
+"""Sequence-to-sequence IK: a small Transformer encoder from end-effector paths to joint paths.
+
+Section 5.5 of the Neural IK paper (Bensadoun et al., ICML 2022) trains a Transformer encoder
+that reads a sequence of end-effector positions of a UR5 (100 steps) and returns the joint
+angles at every step, once on the raw positions and once on the IKNet hypernetwork's embedding
+of each position; the embedding converges faster and to a lower test error. :class:`SequenceIK`
+is that encoder, with an ``embed`` hook for the representation (for IKNet:
+:class:`ModelEmbedding` around :meth:`torchik.models.IKNet.embed`);
+:func:`make_sequence_dataset` moves the arm along smooth joint paths
+(:func:`torchik.paths.make_smooth_targets`) and :func:`train_sequence_model` trains and
+returns the test error after every epoch.
+
+Joint angles are predicted as one direction ``(cos, sin)`` per joint and read with ``atan2``:
+no seam at ``+-pi``, and the loss, the squared distance between the predicted and the true
+direction (``2 - 2 cos(error)`` for a unit prediction), does not care about wrap-around.
+
+Example:
+    >>> import torch, torchik
+    >>> robot = torchik.load_robot("ur5", dtype=torch.float64)
+    >>> data = make_sequence_dataset(robot, n_sequences=4, length=10)
+    >>> model = SequenceIK(robot.dof, SequenceIKConfig(d_model=16, heads=2, layers=1))
+    >>> model(data.positions).shape
+    torch.Size([4, 10, 6])
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+import sys
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor, nn
+
+from torchik.metrics import position_error
+from torchik.robot import Robot
+from torchik.rotations import wrap_angle
+
+__all__ = [
+    "ModelEmbedding",
+    "SequenceDataset",
+    "SequenceIK",
+    "SequenceIKConfig",
+    "SequenceTrainConfig",
+    "SequenceTrainResult",
+    "angle_to_direction",
+    "direction_to_angle",
+    "evaluate_sequence_model",
+    "make_sequence_dataset",
+    "sinusoidal_encoding",
+    "train_sequence_model",
+]
+
+_POSITIONAL = ("sinusoidal", "learned")
+
+
+# ---------------------------------------------------------------------------- the model
+@dataclass(frozen=True)
+class SequenceIKConfig:
+    """Sizes of :class:`SequenceIK`.
+
+    Attributes:
+        d_model: width of the tokens inside the encoder.
+        heads: attention heads (must divide ``d_model``).
+        layers: encoder layers.
+        feedforward: hidden units of each layer's feed-forward block.
+        dropout: dropout inside the encoder layers.
+        max_length: longest sequence the positional encoding covers.
+        positional: ``"sinusoidal"`` (fixed) or ``"learned"`` positional encoding.
+    """
+
+    d_model: int = 64
+    heads: int = 4
+    layers: int = 2
+    feedforward: int = 128
+    dropout: float = 0.0
+    max_length: int = 512
+    positional: str = "sinusoidal"
+
+    def __post_init__(self) -> None:
+        sizes = (self.d_model, self.heads, self.layers, self.feedforward, self.max_length)
+        if min(sizes) < 1 or self.d_model % self.heads:
+            raise ValueError(f"sizes must be positive and heads divide d_model, got {self}")
+        if not 0 <= self.dropout < 1:
+            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
+        if self.positional not in _POSITIONAL:
+            raise ValueError(f"positional must be one of {_POSITIONAL}, got {self.positional!r}")
+
+
+def sinusoidal_encoding(length: int, width: int, dtype: torch.dtype | None = None) -> Tensor:
+    """The fixed positional encoding of "Attention is all you need": ``(length, width)``.
+
+    Column ``2i`` is ``sin(t / 10000^(2i / width))`` and column ``2i + 1`` its cosine.
+    """
+    t = torch.arange(length, dtype=torch.float64)[:, None]
+    rate = torch.exp(-math.log(10000.0) * torch.arange(0, width, 2, dtype=torch.float64) / width)
+    out = torch.zeros(length, width, dtype=torch.float64)
+    out[:, 0::2] = torch.sin(t * rate)
+    out[:, 1::2] = torch.cos(t * rate)[:, : width // 2]  # an odd width has one cosine fewer
+    return out.to(dtype or torch.get_default_dtype())
+
+
+class ModelEmbedding(nn.Module):
+    """``model.embed`` as a module, so that the model moves, saves and trains with its user.
+
+    Args:
+        model: any module with ``embed(target (..., T)) -> (..., E)``, e.g. an
+            :class:`~torchik.models.IKNet` (its hypernetwork embedding).
+    """
+
+    def __init__(self, model: nn.Module):
+        super().__init__()
+        self.model = model
+
+    def forward(self, positions: Tensor) -> Tensor:
+        """``(..., T)`` -> ``(..., E)``."""
+        return self.model.embed(positions)
+
+
+class SequenceIK(nn.Module):
+    """Transformer encoder: end-effector positions ``(B, S, 3)`` -> joint angles ``(B, S, D)``.
+
+    Each position becomes a feature vector (the positions standardised with the training
+    set's statistics, or ``embed(positions)``), a linear input projection makes it a token,
+    a positional encoding is added, ``layers`` pre-norm encoder layers attend over the whole
+    sequence (no mask: the path is known in advance) and a linear head gives a direction
+    ``(cos, sin)`` per joint.
+
+    Args:
+        dof: joints ``D``.
+        config: the sizes.
+        embed: ``None`` (raw positions) or a callable ``(..., 3) -> (..., E)`` applied to the
+            positions in metres; an ``nn.Module`` becomes a submodule (moved and saved with
+            this one), so wrap a model's method in :class:`ModelEmbedding`.
+        embed_dim: ``E``; required with ``embed``.
+        train_embed: train the embedding with the encoder. ``False`` (the default) freezes
+            it: it runs without gradients and stays in eval mode (batch-norm statistics too),
+            and :meth:`trainable_parameters` leaves it out.
+        input_dim: size of one position (3).
+
+    Example:
+        >>> model = SequenceIK(6, SequenceIKConfig(d_model=16, heads=2, layers=1))
+        >>> model(torch.zeros(2, 5, 3)).shape
+        torch.Size([2, 5, 6])
+    """
+
+    def __init__(
+        self,
+        dof: int,
+        config: SequenceIKConfig | None = None,
+        embed: Callable[[Tensor], Tensor] | None = None,
+        embed_dim: int | None = None,
+        *,
+        train_embed: bool = False,
+        input_dim: int = 3,
+    ):
+        super().__init__()
+        if embed is not None and embed_dim is None:
+            raise ValueError("pass embed_dim, the size of what embed returns")
+        self.dof, self.config = dof, config or SequenceIKConfig()
+        self.embed, self.train_embed = embed, bool(train_embed and embed is not None)
+        cfg = self.config
+        self.register_buffer("position_mean", torch.zeros(input_dim))
+        self.register_buffer("position_std", torch.ones(input_dim))
+        layer = nn.TransformerEncoderLayer(
+            cfg.d_model, cfg.heads, cfg.feedforward, cfg.dropout, batch_first=True,
+            norm_first=True,
+        )  # fmt: skip
+        self.encoder = nn.TransformerEncoder(
+            layer, cfg.layers, norm=nn.LayerNorm(cfg.d_model), enable_nested_tensor=False
+        )
+        self.head = nn.Linear(cfg.d_model, 2 * dof)
+        self._init_positional(cfg)
+        # created last: with one seed, raw and embedded variants share every other initial weight
+        self.input = nn.Linear(input_dim if embed is None else embed_dim, cfg.d_model)
+
+    def _init_positional(self, cfg: SequenceIKConfig) -> None:
+        table = sinusoidal_encoding(cfg.max_length, cfg.d_model)
+        if cfg.positional == "learned":  # starts from the sinusoid, then trains
+            self.positional = nn.Parameter(table)
+        else:
+            self.register_buffer("positional", table, persistent=False)
+
+    @torch.no_grad()
+    def set_normalization(self, positions: Tensor) -> None:
+        """Standardise raw inputs with the mean and std of ``positions (..., 3)`` (training set)."""
+        flat = positions.reshape(-1, positions.shape[-1]).to(self.position_mean)
+        self.position_mean.copy_(flat.mean(dim=0))
+        self.position_std.copy_(flat.std(dim=0).clamp_min(1e-6))
+
+    def features(self, positions: Tensor) -> Tensor:
+        """Per-step input features ``(..., S, F)`` of positions ``(..., S, 3)`` (metres)."""
+        if self.embed is None:
+            return (positions - self.position_mean) / self.position_std
+        if self.train_embed:
+            return self.embed(positions)
+        with torch.no_grad():  # frozen: no graph through the embedding
+            return self.embed(positions)
+
+    def directions(self, features: Tensor) -> Tensor:
+        """Unnormalised joint directions ``(..., S, D, 2)`` (cos, sin) from ``(..., S, F)``."""
+        batch, (steps, width) = features.shape[:-2], features.shape[-2:]
+        if steps > self.config.max_length:
+            raise ValueError(f"sequences of {steps} steps exceed max_length")
+        tokens = self.input(features.reshape(-1, steps, width)) + self.positional[:steps]
+        out = self.head(self.encoder(tokens))
+        return out.reshape(*batch, steps, self.dof, 2)
+
+    def forward(self, positions: Tensor) -> Tensor:
+        """Joint angles ``(..., S, D)`` in ``[-pi, pi]`` for positions ``(..., S, 3)``."""
+        return direction_to_angle(self.directions(self.features(positions)))
+
+    def loss_from_features(self, features: Tensor, q: Tensor) -> Tensor:
+        """Mean squared distance between predicted and true directions ``(cos q, sin q)``."""
+        return (self.directions(features) - angle_to_direction(q)).square().sum(-1).mean()
+
+    def loss(self, positions: Tensor, q: Tensor) -> Tensor:
+        """Training loss of positions ``(B, S, 3)`` and their true joints ``q (B, S, D)``."""
+        return self.loss_from_features(self.features(positions), q)
+
+    def trainable_parameters(self) -> list[nn.Parameter]:
+        """Every parameter except a frozen embedding's."""
+        frozen = set()
+        if isinstance(self.embed, nn.Module) and not self.train_embed:
+            frozen = {id(p) for p in self.embed.parameters()}
+        return [p for p in self.parameters() if id(p) not in frozen]
+
+    def train(self, mode: bool = True) -> SequenceIK:
+        super().train(mode)
+        if isinstance(self.embed, nn.Module) and not self.train_embed:
+            self.embed.eval()  # frozen means frozen batch-norm statistics too
+        return self
+
+
+def angle_to_direction(q: Tensor) -> Tensor:
+    """``(..., D)`` angles -> ``(..., D, 2)`` unit directions ``(cos, sin)``."""
+    return torch.stack((torch.cos(q), torch.sin(q)), dim=-1)
+
+
+def direction_to_angle(direction: Tensor) -> Tensor:
+    """``(..., D, 2)`` directions (any length) -> ``(..., D)`` angles in ``[-pi, pi]``
+    (``atan2``)."""
+    return torch.atan2(direction[..., 1], direction[..., 0])
+
+
+# ---------------------------------------------------------------------------- data
+@dataclass
+class SequenceDataset:
+    """Joint paths and the end-link positions along them, float32.
+
+    Attributes:
+        q: ``(N, S, D)`` joint angles.
+        positions: ``(N, S, 3)`` end-link positions (metres).
+        link: the end link.
+    """
+
+    q: Tensor
+    positions: Tensor
+    link: str
+
+    def __len__(self) -> int:
+        return self.q.shape[0]
+
+    def subset(self, index: Any) -> SequenceDataset:
+        """The sequences ``index`` selects (a slice, indices or a mask)."""
+        return SequenceDataset(self.q[index], self.positions[index], self.link)
+
+
+def make_sequence_dataset(
+    robot: Robot,
+    n_sequences: int,
+    length: int = 100,
+    link: str | None = None,
+    max_move: float = 1.0,
+    margin: float = 0.1,
+    seed: int = 0,
+) -> SequenceDataset:
+    """Smooth random joint paths and their end-link positions (FK in float64).
+
+    Every joint moves from a random start to a random end at most ``max_move`` away with a
+    ``(1 - cos)`` profile (see :func:`torchik.paths.make_smooth_targets`).
+
+    Args:
+        robot: the robot (copied to float64 for FK if it is not).
+        n_sequences: ``N``.
+        length: steps ``S`` per sequence.
+        link: end link (default: the robot's default end link).
+        max_move: largest change of a joint along a sequence (rad).
+        margin: fraction of each joint's range kept free at both ends.
+        seed: seeds the draw.
+
+    Returns:
+        A :class:`SequenceDataset` with ``q (N, S, D)`` and ``positions (N, S, 3)``.
+    """
+    from torchik.ik.solve import default_link
+    from torchik.paths import make_smooth_targets
+
+    if robot.dtype != torch.float64:
+        robot = copy.deepcopy(robot).to(torch.float64)  # float64 masters: full precision
+    link = default_link(robot) if link is None else link
+    gen = torch.Generator().manual_seed(seed)
+    q, positions = make_smooth_targets(
+        robot, link, length, n_sequences, max_move, margin, generator=gen
+    )
+    return SequenceDataset(q.float().cpu(), positions.float().cpu(), link)
+
+
+# ---------------------------------------------------------------------------- training
+@dataclass(frozen=True)
+class SequenceTrainConfig:
+    """Settings of :func:`train_sequence_model`.
+
+    Attributes:
+        epochs: passes over the training sequences.
+        batch_size: sequences per step (the last partial batch of an epoch is kept).
+        lr: peak AdamW learning rate (linear warm-up, then cosine decay to
+            ``lr * min_lr_ratio`` at the last step).
+        weight_decay: AdamW's decoupled weight decay.
+        warmup_steps: steps of linear warm-up.
+        min_lr_ratio: final learning rate as a fraction of ``lr``.
+        grad_clip: maximal global gradient norm (``None``: none).
+        seed: seeds the batch order (seed the model's initialisation yourself).
+        device: where to train.
+        eval_batch_size: sequences per evaluation batch.
+        progress: print one line per epoch to stderr.
+    """
+
+    epochs: int = 20
+    batch_size: int = 32
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 50
+    min_lr_ratio: float = 0.05
+    grad_clip: float | None = 1.0
+    seed: int = 0
+    device: str = "cpu"
+    eval_batch_size: int = 64
+    progress: bool = False
+
+    def __post_init__(self) -> None:
+        if min(self.epochs, self.batch_size, self.eval_batch_size) < 1 or self.lr <= 0:
+            raise ValueError(f"epochs, batch sizes and lr must be positive, got {self}")
+
+
+@dataclass
+class SequenceTrainResult:
+    """What :func:`train_sequence_model` returns.
+
+    Attributes:
+        model: the trained model, in eval mode.
+        history: one row per epoch, epoch 0 being before training: ``epoch``, ``train_loss``
+            (mean over the epoch's steps; NaN at epoch 0), ``test_loss``,
+            ``test_position_error`` (m), ``test_joint_error`` (rad) and ``seconds`` (training
+            time so far, evaluations excluded).
+        seconds: total training time.
+    """
+
+    model: SequenceIK
+    history: list[dict[str, float]] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def curve(self, key: str) -> list[float]:
+        """One column of :attr:`history`, e.g. ``curve("test_position_error")``."""
+        return [row[key] for row in self.history]
+
+
+def _batched_features(model: SequenceIK, positions: Tensor, batch_size: int) -> Tensor:
+    return torch.cat([model.features(p) for p in positions.split(batch_size)])
+
+
+@torch.no_grad()
+def evaluate_sequence_model(
+    model: SequenceIK,
+    data: SequenceDataset,
+    robot: Robot,
+    batch_size: int = 64,
+    features: Tensor | None = None,
+) -> dict[str, float]:
+    """Test errors of ``model`` on ``data``.
+
+    Args:
+        model: the sequence model.
+        data: test sequences.
+        robot: FK of the predicted joints (in the robot's dtype and device; use float64).
+        batch_size: sequences per batch.
+        features: ``model.features(data.positions)`` if already computed.
+
+    Returns:
+        ``loss``; ``position_error``: mean distance (m) over every step between the target
+        and FK of the predicted joints; ``joint_error``: mean absolute joint difference (rad,
+        wrapped to ``(-pi, pi]``) from the true joints.
+    """
+    was_training = model.training
+    model.eval()
+    device = next(model.parameters()).device
+    totals = torch.zeros(3, dtype=torch.float64)
+    for i in range(0, len(data), batch_size):
+        q, pos = data.q[i : i + batch_size].to(device), data.positions[i : i + batch_size]
+        feats = model.features(pos.to(device)) if features is None else features[i : i + len(q)]
+        direction = model.directions(feats)
+        loss = (direction - angle_to_direction(q)).square().sum(-1).mean()
+        pred = direction_to_angle(direction)
+        dist = position_error(robot, pred, pos.to(robot.device), data.link)
+        joint = wrap_angle(pred - q).abs()
+        totals += torch.tensor([loss.item() * len(q), dist.mean().item() * len(q),
+                                joint.mean().item() * len(q)], dtype=torch.float64)  # fmt: skip
+    model.train(was_training)
+    loss, dist, joint = (totals / len(data)).tolist()
+    return {"loss": loss, "position_error": dist, "joint_error": joint}
+
+
+def _lr_schedule(optimizer: torch.optim.Optimizer, total: int, config: SequenceTrainConfig):
+    from torchik.train import TrainConfig, lr_factor
+
+    schedule = TrainConfig(steps=total, lr=config.lr, warmup_steps=config.warmup_steps,
+                           min_lr_ratio=config.min_lr_ratio)  # fmt: skip
+    return torch.optim.lr_scheduler.LambdaLR(optimizer, lambda step: lr_factor(step, schedule))
+
+
+def _epoch(model, inputs, q, config, optimizer, scheduler, gen) -> float:
+    """One pass over shuffled batches; ``inputs`` are features (frozen) or positions."""
+    model.train()
+    order = torch.randperm(q.shape[0], generator=gen).to(q.device)
+    losses = []
+    for idx in order.split(config.batch_size):
+        if not model.train_embed:
+            loss = model.loss_from_features(inputs[idx], q[idx])
+        else:
+            loss = model.loss(inputs[idx], q[idx])
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        if config.grad_clip is not None:
+            nn.utils.clip_grad_norm_(model.trainable_parameters(), config.grad_clip)
+        optimizer.step()
+        scheduler.step()
+        losses.append(loss.item())
+    return sum(losses) / len(losses)
+
+
+def train_sequence_model(
+    model: SequenceIK,
+    train_set: SequenceDataset,
+    test_set: SequenceDataset,
+    robot: Robot,
+    config: SequenceTrainConfig = SequenceTrainConfig(),  # noqa: B008 (frozen)
+    callback: Callable[[dict[str, float]], None] | None = None,
+) -> SequenceTrainResult:
+    """Train ``model`` with AdamW and measure the test error before training and after
+    every epoch.
+
+    A frozen embedding (or none) is computed once for every sequence instead of at every
+    step: the numbers are the same, the cost is one pass. Raw inputs are standardised with
+    the training set's statistics (:meth:`SequenceIK.set_normalization`).
+
+    Args:
+        model: the sequence model (moved to ``config.device``).
+        train_set: training sequences.
+        test_set: test sequences.
+        robot: FK for the position error (use float64).
+        config: the settings.
+        callback: called with every history row as it is made.
+
+    Returns:
+        A :class:`SequenceTrainResult`.
+    """
+    device = torch.device(config.device)
+    model.to(device).set_normalization(train_set.positions)
+    q, test_features = train_set.q.to(device), None
+    inputs = train_set.positions.to(device)
+    if not model.train_embed:  # frozen or raw: features once
+        inputs = _batched_features(model, inputs, config.eval_batch_size)
+        test_features = _batched_features(
+            model, test_set.positions.to(device), config.eval_batch_size
+        )
+    optimizer = torch.optim.AdamW(
+        model.trainable_parameters(), lr=config.lr, weight_decay=config.weight_decay
+    )
+    steps = config.epochs * math.ceil(len(train_set) / config.batch_size)
+    scheduler = _lr_schedule(optimizer, steps, config)
+    gen = torch.Generator().manual_seed(config.seed)
+    result = SequenceTrainResult(model)
+
+    _record(result, 0, math.nan, test_set, robot, config, test_features, callback)
+    for epoch in range(1, config.epochs + 1):
+        start = time.perf_counter()
+        train_loss = _epoch(model, inputs, q, config, optimizer, scheduler, gen)
+        result.seconds += time.perf_counter() - start
+        _record(result, epoch, train_loss, test_set, robot, config, test_features, callback)
+    model.eval()
+    return result
+
+
+def _record(result, epoch, train_loss, test_set, robot, config, test_features, callback) -> None:
+    """Evaluate on the test set and append (and report) one history row."""
+    test = evaluate_sequence_model(
+        result.model, test_set, robot, config.eval_batch_size, test_features
+    )
+    row = {"epoch": epoch, "train_loss": train_loss}
+    row |= {f"test_{key}": value for key, value in test.items()}
+    row["seconds"] = result.seconds
+    result.history.append(row)
+    if callback is not None:
+        callback(row)
+    if config.progress:
+        print(
+            f"epoch {epoch:3d}: train loss {train_loss:.4f}, test "
+            f"{100 * row['test_position_error']:.2f} cm, {row['test_joint_error']:.3f} rad",
+            file=sys.stderr,
+            flush=True,
+        )
