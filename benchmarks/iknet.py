@@ -8,7 +8,15 @@ runtime per target (batch of 1000 targets), diversity (mean pairwise joint dista
 full-turn joints), and the validation error against training time. ``--sizes`` adds the Franka
 table of parameters, generated weights, memory and speed per preset.
 
+``--families`` trains other learned models (MLP, RNN, multivariate GMM, cVAE, INN, flow) with the
+same data, targets and metrics (``--family-minutes`` gives each the same wall-time budget), and
+``--solvers`` adds the numerical solvers on the same test targets (one uniform random start per
+target, as the paper ran IKPy, and torchik's default seeding); ``--no-iknet`` leaves IKNet out, and
+``--name`` picks the results file, so that the baselines can be a separate run.
+
     .venv/bin/python benchmarks/iknet.py --steps digit_arm=10000 ur5=12000 panda=12000 --sizes
+    .venv/bin/python benchmarks/iknet.py --no-iknet --families mlp rnn mdn cvae inn flow \
+        --family-minutes 3 --solvers --name iknet_baselines
     .venv/bin/python benchmarks/iknet.py --robots digit_arm --minutes 1 --out /tmp/iknet
 """
 
@@ -19,6 +27,7 @@ import copy
 import json
 import math
 import time
+import traceback
 from dataclasses import asdict
 from pathlib import Path
 from typing import Any
@@ -31,14 +40,17 @@ from common import (
     add_common_args,
     fmt_time,
     log,
+    read_chain,
     time_calls,
+    try_import,
     wait_for_quiet,
+    write_urdf_variant,
 )
 
-from torchik import load_robot
+from torchik import load_robot, solve_ik
 from torchik.data import make_dataset
 from torchik.metrics import best_of_n, mean_pairwise_distance, position_error
-from torchik.models import IKNet, IKNetConfig
+from torchik.models import IKModel, IKNet, IKNetConfig, families
 from torchik.train import TrainConfig, train
 
 ROBOTS = {"digit_arm": 20_000, "ur5": 1_000_000, "panda": 1_000_000}
@@ -53,7 +65,23 @@ PRESETS = {
     "default": IKNetConfig(),
     "paper": IKNetConfig.paper(),
 }
-SEEDS = {"train": 1, "val": 2, "test": 3, "model": 0, "sample": 4}
+SEEDS = {"train": 1, "val": 2, "test": 3, "model": 0, "sample": 4, "solver": 5}
+LABELS = {
+    "iknet": "IKNet",
+    "mlp": "MLP",
+    "rnn": "RNN (GRU)",
+    "mdn": "multivariate GMM",
+    "cvae": "cVAE",
+    "inn": "INN",
+    "flow": "flow (NSF)",
+}
+"""Family -> row label (the Neural IK paper's names for its baselines)."""
+SOLVERS = {
+    "lm, 1 start": dict(method="lm", num_seeds=1, seed_pool=0, restarts=False),
+    "dls, 1 start": dict(method="dls", num_seeds=1, seed_pool=0, restarts=False),
+    "lm, default seeding": dict(method="lm"),
+}
+"""Numerical rows: torchik.solve_ik options (position only, 1 mm)."""
 CM = 100.0
 
 
@@ -84,16 +112,25 @@ def _seconds_per_step(model: IKNet, data, batch: int, steps: int = 8) -> float:
     return sorted(times)[len(times) // 2]
 
 
-def _train(name: str, args, robot, train_set, val_set) -> tuple[IKNet, Any, int]:
+def _make_model(family: str, spec, args) -> IKModel:
     torch.manual_seed(SEEDS["model"])
-    model = IKNet(train_set.spec, PRESETS[args.preset])
-    if name in args.steps:
+    if family == "iknet":
+        return IKNet(spec, PRESETS[args.preset])
+    cls = families()[family]
+    return cls(spec, cls.Config())
+
+
+def _train(name: str, family: str, args, robot, train_set, val_set) -> tuple[IKModel, Any, int]:
+    model = _make_model(family, train_set.spec, args)
+    minutes = args.minutes if family == "iknet" else args.family_minutes
+    if name in args.steps and (family == "iknet" or args.family_minutes is None):
         steps = args.steps[name]
-        log(f"{name}: {steps} steps")
+        log(f"{name} {family}: {steps} steps")
     else:
+        minutes = minutes or args.minutes
         step_s = _seconds_per_step(model, train_set, args.batch)
-        steps = max(50, int(args.minutes * 60 / step_s))
-        log(f"{name}: {step_s * 1000:.0f} ms/step -> {steps} steps in {args.minutes} min")
+        steps = max(50, int(minutes * 60 / step_s))
+        log(f"{name} {family}: {step_s * 1000:.0f} ms/step -> {steps} steps in {minutes} min")
     config = TrainConfig(
         steps=steps,
         batch_size=args.batch,
@@ -107,7 +144,7 @@ def _train(name: str, args, robot, train_set, val_set) -> tuple[IKNet, Any, int]
         checkpoint_every=0,
         seed=SEEDS["model"],
     )
-    out_dir = Path(args.work) / name
+    out_dir = Path(args.work) / (name if family == "iknet" else f"{name}-{family}")
     threads = torch.get_num_threads()
     torch.set_num_threads(args.train_threads or threads)
     try:
@@ -118,14 +155,21 @@ def _train(name: str, args, robot, train_set, val_set) -> tuple[IKNet, Any, int]
 
 
 # ---------------------------------------------------------------------------- evaluation
-def _evaluate(model: IKNet, robot64, test_set, n: int, temperature: float) -> dict[str, float]:
-    link = model.spec.link
-    gen = torch.Generator().manual_seed(SEEDS["sample"])
-    with torch.no_grad():
-        samples = model.sample(test_set.target, n, generator=gen, temperature=temperature)
-        errors = position_error(robot64, samples, test_set.target[:, None].double(), link)
-    circular = torch.tensor([d.circular for d in model.domains])
-    inside = (samples >= model.lower) & (samples <= model.upper)
+def _circular(spec) -> torch.Tensor:
+    """Joints whose differences wrap: continuous, or ranges of a full turn (UR5's)."""
+    span = torch.tensor(spec.upper, dtype=torch.float64) - torch.tensor(spec.lower)
+    return torch.tensor(spec.continuous) | (span >= 2 * math.pi - 1e-6)
+
+
+def _sample_metrics(samples, robot64, test_set, spec) -> dict[str, float]:
+    """Metrics of ``(targets, n, dof)`` solutions of the test targets."""
+    errors = position_error(robot64, samples, test_set.target[:, None].double(), spec.link)
+    lower, upper = torch.tensor(spec.lower), torch.tensor(spec.upper)
+    inside = (samples.double() >= lower - 1e-6) & (samples.double() <= upper + 1e-6)
+    n = samples.shape[-2]
+    diversity = (
+        mean_pairwise_distance(samples, _circular(spec)).mean().item() if n > 1 else float("nan")
+    )
     return {
         "mean_cm": errors.mean().item() * CM,
         "std_cm": errors.std().item() * CM,
@@ -133,14 +177,22 @@ def _evaluate(model: IKNet, robot64, test_set, n: int, temperature: float) -> di
         "acc_10cm": (errors < 0.10).double().mean().item(),
         "acc_2cm": (errors < 0.02).double().mean().item(),
         "acc_1cm": (errors < 0.01).double().mean().item(),
-        "best10_cm": best_of_n(errors, 10).mean().item() * CM,
-        "best100_cm": best_of_n(errors, min(100, n)).mean().item() * CM,
-        "diversity": mean_pairwise_distance(samples, circular).mean().item(),
+        "best10_cm": best_of_n(errors, 10).mean().item() * CM if n >= 10 else float("nan"),
+        "best100_cm": best_of_n(errors, min(100, n)).mean().item() * CM if n > 1 else float("nan"),
+        "diversity": diversity,
         "inside_limits": inside.all(-1).double().mean().item(),
     }
 
 
-def _runtime(model: IKNet, targets: torch.Tensor) -> dict[str, float]:
+def _evaluate(model: IKModel, robot64, test_set, n: int, temperature: float) -> dict[str, float]:
+    gen = torch.Generator().manual_seed(SEEDS["sample"])
+    options = {} if temperature == 1.0 else {"temperature": temperature}
+    with torch.no_grad():
+        samples = model.sample(test_set.target, n, generator=gen, **options)
+    return _sample_metrics(samples, robot64, test_set, model.spec)
+
+
+def _runtime(model: IKModel, targets: torch.Tensor) -> dict[str, float]:
     gen = torch.Generator().manual_seed(0)
     with torch.no_grad():
         timings = time_calls(
@@ -153,10 +205,11 @@ def _runtime(model: IKNet, targets: torch.Tensor) -> dict[str, float]:
     return {f"runtime_{k}_s": t.median / len(targets) for k, t in timings.items()}
 
 
-def _curve(name: str, result) -> list[dict[str, float]]:
+def _curve(name: str, result, method: str = "IKNet") -> list[dict[str, float]]:
     rows = [r for r in result.history if not math.isnan(r["val_position_error"])]
     return [
         {
+            "method": method,
             "robot": name,
             "step": int(r["step"]),
             "seconds": r["seconds"],
@@ -167,16 +220,13 @@ def _curve(name: str, result) -> list[dict[str, float]]:
     ]
 
 
-def run_robot(name: str, args) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
-    robot, robot64 = load_robot(name), load_robot(name, dtype=torch.float64)
-    size = args.train_size.get(name, ROBOTS[name])
-    log(f"{name}: making {size} training pairs")
-    train_set = make_dataset(robot, size, seed=SEEDS["train"])
-    val_set = make_dataset(robot, 500, seed=SEEDS["val"])
-    test_set = make_dataset(robot, 1000, seed=SEEDS["test"])
-    model, result, steps = _train(name, args, robot64, train_set, val_set)
-    log(f"{name}: trained {result.seconds:.0f} s; evaluating")
+def _train_and_evaluate(name, family, args, data) -> tuple[list[dict], list[dict]]:
+    robot64, train_set, val_set, test_set, size = data
+    model, result, steps = _train(name, family, args, robot64, train_set, val_set)
+    log(f"{name} {family}: trained {result.seconds:.0f} s; evaluating")
     row = {
+        "family": family,
+        "method": LABELS.get(family, family),
         "robot": name,
         "link": model.spec.link,
         "train_size": size,
@@ -185,16 +235,119 @@ def run_robot(name: str, args) -> tuple[list[dict[str, Any]], list[dict[str, flo
         "train_s": result.seconds,
         "paper_cm": PAPER_CM[name],
         "parameters": sum(p.numel() for p in model.parameters()),
-        "generated_per_target": model.generated_size,
     }
+    if family == "iknet":
+        row["generated_per_target"] = model.generated_size
     rows = []
-    for temperature in (1.0, *args.temperatures):
+    temperatures = (1.0, *args.temperatures) if family == "iknet" else (1.0,)
+    for temperature in temperatures:
         rows.append({**row, "temperature": temperature})
         rows[-1] |= _evaluate(model, robot64, test_set, args.samples, temperature)
         keys = ("temperature", "mean_cm", "acc_2cm", "best10_cm")
-        log(f"{name}: {json.dumps({k: rows[-1][k] for k in keys})}")
+        log(f"{name} {family}: {json.dumps({k: rows[-1][k] for k in keys})}")
     rows[0] |= _runtime(model, test_set.target)
-    return rows, _curve(name, result)
+    return rows, _curve(name, result, row["method"])
+
+
+def _solver_rows(name: str, robot64, test_set) -> list[dict[str, Any]]:
+    """torchik's numerical solvers on the same test targets (position only, 1 mm)."""
+    rows = []
+    target = test_set.target.double()
+    for label, options in SOLVERS.items():
+        gen = torch.Generator().manual_seed(SEEDS["solver"])
+
+        def solve(options=options, gen=gen):
+            return solve_ik(robot64, target, test_set.spec.link, position_only=True,
+                            generator=gen.manual_seed(SEEDS["solver"]), **options)  # fmt: skip
+
+        result = solve()
+        timing = time_calls({"solve": solve}, reps=3)["solve"]
+        samples = result.best().q.reshape(len(target), 1, -1)  # the best slot per target
+        row = {"method": f"torchik {label}", "robot": name, "paper_cm": PAPER_CM[name]}
+        row |= _sample_metrics(samples, robot64, test_set, test_set.spec)
+        row["runtime_1_s"] = timing.median / len(target)
+        rows.append(row)
+        log(f"{name} {label}: {row['mean_cm']:.3f} cm, {row['acc_1cm']:.3f} < 1 cm")
+    rows.append(_ikpy_row(name, robot64, test_set))
+    return rows
+
+
+def _ikpy_row(name: str, robot64, test_set, n: int = 200) -> dict[str, Any]:
+    """IKPy from one uniform random start per target (the paper's baseline), first ``n``."""
+    row = {"method": "IKPy, 1 start", "robot": name, "paper_cm": PAPER_CM[name]}
+    ikpy_chain, reason = try_import("ikpy.chain")
+    if ikpy_chain is None:
+        return row | {"status": f"missing: {reason}"}
+    import tempfile
+    import warnings
+
+    from ik import ROBOTS as IK_ROBOTS
+    from ik import ikpy_chain_for
+
+    from torchik.robots import bundled_urdf
+
+    case = IK_ROBOTS.get(name)
+    with tempfile.TemporaryDirectory() as tmp:
+        src = Path(tmp) / f"{name}-bundled.urdf"
+        src.write_text(bundled_urdf(name))
+        urdf = write_urdf_variant(src, Path(tmp) / f"{name}.urdf", case.limits if case else None)
+        spec = read_chain(urdf, test_set.spec.link)
+        chain, active = ikpy_chain_for(ikpy_chain.Chain, spec)
+    robot_names = load_robot(name).joint_names
+    cols = [spec.joint_names.index(j) for j in robot_names]
+    gen = torch.Generator().manual_seed(SEEDS["solver"])
+    lower, upper = robot64.lower, robot64.upper
+    starts = lower + (upper - lower) * torch.rand(n, len(lower), generator=gen, dtype=torch.float64)
+    out = torch.empty(n, len(lower), dtype=torch.float64)
+    start_time = time.perf_counter()
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        for i in range(n):
+            init = [0.0] * len(chain.links)
+            for k, c in enumerate(cols):
+                init[active[c]] = starts[i, k].item()
+            goal = test_set.target[i].double().numpy()
+            sol = chain.inverse_kinematics(goal, initial_position=init)
+            out[i] = torch.tensor([sol[active[c]] for c in cols])
+    seconds = time.perf_counter() - start_time
+    errors = position_error(robot64, out, test_set.target[:n].double(), test_set.spec.link)
+    inside = (out >= lower - 1e-6) & (out <= upper + 1e-6)
+    log(f"{name} IKPy: {errors.mean().item() * CM:.3f} cm on {n} targets")
+    return row | {
+        "mean_cm": errors.mean().item() * CM,
+        "std_cm": errors.std().item() * CM,
+        "median_cm": errors.median().item() * CM,
+        "acc_10cm": (errors < 0.10).double().mean().item(),
+        "acc_2cm": (errors < 0.02).double().mean().item(),
+        "acc_1cm": (errors < 0.01).double().mean().item(),
+        "inside_limits": inside.all(-1).double().mean().item(),
+        "runtime_1_s": seconds / n,
+        "targets": n,
+    }
+
+
+def run_robot(name: str, args) -> tuple[list[dict[str, Any]], list[dict[str, float]]]:
+    robot, robot64 = load_robot(name), load_robot(name, dtype=torch.float64)
+    size = args.train_size.get(name, ROBOTS[name])
+    log(f"{name}: making {size} training pairs")
+    train_set = make_dataset(robot, size, seed=SEEDS["train"])
+    val_set = make_dataset(robot, 500, seed=SEEDS["val"])
+    test_set = make_dataset(robot, 1000, seed=SEEDS["test"])
+    data = (robot64, train_set, val_set, test_set, size)
+    rows, curve = [], []
+    for family in args.families:
+        try:
+            family_rows, points = _train_and_evaluate(name, family, args, data)
+        except Exception as err:  # one family failing keeps the others' rows
+            traceback.print_exc()
+            family_rows = [{"method": LABELS.get(family, family), "robot": name,
+                            "status": f"failed: {type(err).__name__}: {err}"[:200]}]  # fmt: skip
+            points = []
+        rows += family_rows
+        curve += points
+    if args.solvers:
+        rows += _solver_rows(name, robot64, test_set)
+    return rows, curve
 
 
 # ---------------------------------------------------------------------------- sizes
@@ -250,10 +403,12 @@ def size_row(preset: str, batch: int) -> dict[str, Any]:
 
 # ---------------------------------------------------------------------------- report
 def _tables(rows, curve, sizes, args) -> list[Table]:
+    title = f"IKNet ({args.preset} preset)" if "iknet" in args.families else "Baselines"
     main = Table(
-        f"IKNet ({args.preset} preset), position targets, 1000 test targets x {args.samples}",
+        f"{title}, position targets, 1000 test targets x {args.samples}",
         [
             Column("robot", "robot"),
+            Column("parameters", "parameters", lambda x: f"{x / 1e6:.2f} M"),
             Column("train_size", "train pairs"),
             Column("steps", "steps"),
             Column("train_s", "train time", fmt_time),
@@ -273,9 +428,12 @@ def _tables(rows, curve, sizes, args) -> list[Table]:
         references=(),
     )
     for row in rows:
-        temperature = row["temperature"]
+        temperature = row.get("temperature", 1.0)
         label = "" if temperature == 1.0 else f", temperature {temperature:g}"
-        main.add(f"IKNet ({args.preset}{label})", **row)
+        method = row["method"]
+        if row.get("family") == "iknet":
+            method = f"IKNet ({args.preset}{label})"
+        main.add(method, **{k: v for k, v in row.items() if k != "method"})
     main.notes += [
         "Distances are over every sample (1000 targets x samples); accuracy = fraction of samples "
         "within the threshold; best of N = mean over targets of the smallest of the first N.",
@@ -293,6 +451,24 @@ def _tables(rows, curve, sizes, args) -> list[Table]:
         "(sample(..., temperature=t)): not the learned density, shown to separate the error of "
         "the component means from the spread of the components.",
     ]
+    if any(r.get("family", "iknet") != "iknet" for r in rows):
+        main.notes.append(
+            "Other learned models: the family's default configuration (torchik.models), the "
+            "same data, optimiser, schedule and validation as IKNet, trained for the same "
+            f"wall-time budget ({args.family_minutes} min on {args.train_threads or 'all'} "
+            "thread(s); steps as listed). The MLP is deterministic: its 100 samples are one "
+            "prediction, so best-of-N equals the mean and its diversity is 0."
+        )
+    if args.solvers:
+        main.notes.append(
+            "Numerical rows: torchik.solve_ik(position_only=True), float64, success at 1 mm, "
+            "on the same 1000 test targets; 'lm, 1 start' / 'dls, 1 start' start each target from "
+            "one uniform random configuration without restarts (as the paper ran IKPy), "
+            "'lm, default seeding' is what a user gets by default (2 slots, nearest-of-256 seeds, "
+            "restarts); one solution per target, so best-of-N and diversity are empty. Runtime: "
+            "the whole batch (median of 3) divided by 1000. IKPy: chain.inverse_kinematics from "
+            "one uniform random start, position only, first 200 targets, Python loop."
+        )
     tables = [main]
     learning = Table(
         "Validation mean distance against training time",
@@ -301,12 +477,14 @@ def _tables(rows, curve, sizes, args) -> list[Table]:
             Column("step", "step"),
             Column("seconds", "seconds", lambda x: f"{x:.0f}"),
             Column("val_mean_cm", "val mean (cm), 1 sample", _cm),
-            Column("loss", "train NLL", lambda x: f"{x:.3f}"),
+            Column("loss", "train loss", lambda x: f"{x:.3f}"),
         ],
         references=(),
     )
     for row in curve:
-        learning.add(f"IKNet ({args.preset})", **row)
+        method = row.get("method", "IKNet")
+        method = f"IKNet ({args.preset})" if method == "IKNet" else method
+        learning.add(method, **{k: v for k, v in row.items() if k != "method"})
     tables.append(learning)
     if sizes:
         tables.append(_size_table(sizes, args.batch))
@@ -372,10 +550,22 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--size-presets", nargs="*", default=list(PRESETS))
     parser.add_argument("--work", default="/tmp/torchik-iknet-bench", help="checkpoints")
     parser.add_argument("--note", action="append", default=[], help="a line for the intro")
+    parser.add_argument(
+        "--families", nargs="*", default=[], choices=[f for f in LABELS if f != "iknet"],
+        help="other learned models to train and evaluate the same way",
+    )  # fmt: skip
+    parser.add_argument(
+        "--family-minutes", type=float, default=None,
+        help="training budget of each --families model (default: --steps, else --minutes)",
+    )  # fmt: skip
+    parser.add_argument("--no-iknet", action="store_true", help="leave IKNet out")
+    parser.add_argument("--solvers", action="store_true", help="add the numerical solvers")
+    parser.add_argument("--name", default="iknet", help="results file name")
     args = parser.parse_args(argv)
     args.train_size, args.steps = _parse_sizes(args.train_size), _parse_sizes(args.steps)
+    args.families = ([] if args.no_iknet else ["iknet"]) + args.families
     waited = wait_for_quiet(args.wait_idle)
-    report = Report("iknet", 'IKNet, the "Neural IK table" protocol (iknet)')
+    report = Report(args.name, 'IKNet, the "Neural IK table" protocol (iknet)')
     report.stamp["waited_for_quiet_s"] = waited
     report.intro = [
         f"Model: IKNet, preset {args.preset!r}: {asdict(PRESETS[args.preset])}.",
