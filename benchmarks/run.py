@@ -15,7 +15,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = {"fk": HERE / "fk.py", "ik": HERE / "ik.py"}
+BENCHMARKS = {"fk": HERE / "fk.py", "ik": HERE / "ik.py", "pose": HERE / "pose.py"}
 PARENT_ENV = "TORCHIK_BENCH_PARENT"  # same name as common.PARENT_ENV (kept import-free here)
 
 
