@@ -335,3 +335,128 @@ def test_top_orders_successes_then_failures_by_error():
     )
     assert result.top(5).q.flatten().tolist() == [1.0, 4.0, 3.0, 0.0, 2.0]
     assert result.best().q.flatten().tolist() == [1.0]
+
+
+# ---------------------------------------------------------------------------- a box per target
+def _box_around(q: torch.Tensor, radius: float, seed: int = 3):
+    """``q`` moved by up to ``radius / 2``, and the box of half-width ``radius`` around that:
+    the box holds ``q`` (the target stays reachable) without being centred on it."""
+    g = torch.Generator().manual_seed(seed)
+    center = q + 0.5 * radius * (2 * torch.rand(q.shape, generator=g, dtype=q.dtype) - 1)
+    return center, center - radius, center + radius
+
+
+def assert_within_box(robot: Robot, q: torch.Tensor, lower: torch.Tensor, upper: torch.Tensor):
+    lo, hi = torch.maximum(lower, robot.lower), torch.minimum(upper, robot.upper)
+    assert bool(((q >= lo) & (q <= hi)).all())
+
+
+BOX_CASES = {  # robot, position only, solve_ik keywords
+    "random seeds in rounds": ("panda", False, {}),
+    "given seeds": ("panda", False, {"seeds": "far", "restarts": False}),
+    "given seeds, restarts": ("ur5", False, {"seeds": "far", "restarts": True}),
+    "no early stop": ("ur5", False, {"early_stop": False, "num_seeds": 3}),
+    "position only": ("digit_arm", True, {"seeds": "far", "restarts": True}),
+    "dls": ("digit_arm", True, {"method": "dls"}),
+    "lbfgsb": ("digit_arm", True, {"method": "lbfgsb"}),
+}
+
+
+@pytest.mark.parametrize("case", list(BOX_CASES))
+def test_solutions_stay_in_the_box_of_their_target(case):
+    pytest.importorskip("scipy") if case == "lbfgsb" else None
+    name, position_only, kwargs = BOX_CASES[case]
+    robot = load_robot(name, dtype=F64)
+    g = torch.Generator().manual_seed(0)
+    q = robot.random_configuration(32, g)
+    target = robot.forward_kinematics(q, END_LINKS[name])
+    target = target[:, :3, 3] if position_only else target
+    _, lower, upper = _box_around(q, 0.2)
+    if kwargs.get("seeds") == "far":  # seeds outside the box: projected into it
+        kwargs = {**kwargs, "seeds": robot.random_configuration(32 * 2, g).view(32, 2, -1)}
+    result = solve_ik(robot, target, position_only=position_only, generator=g, lower=lower,
+                      upper=upper, **kwargs)  # fmt: skip
+    assert_within_box(robot, result.q, lower[:, None], upper[:, None])
+    assert float(result.success.any(dim=-1).double().mean()) >= 0.9
+    pose = robot.forward_kinematics(q, END_LINKS[name])
+    assert_errors_match_fk(robot, result, pose, END_LINKS[name])
+
+
+def test_a_box_without_the_answer_gives_the_best_effort_inside_it():
+    robot = load_robot("digit_arm", dtype=F64)
+    g = torch.Generator().manual_seed(0)
+    q = 0.5 * robot.random_configuration(16, g)
+    target = robot.link_positions(q, "left_hand")
+    lower, upper = q + 0.3, q + 0.5  # every joint pushed away from the answer
+    result = solve_ik(robot, target, position_only=True, lower=lower, upper=upper, generator=g)
+    assert_within_box(robot, result.q, lower[:, None], upper[:, None])
+    assert not bool(result.success.any())
+    u = torch.rand(256, 16, 4, generator=g, dtype=F64)  # the box, sampled densely
+    sampled = robot.link_positions(lower + 0.2 * u, "left_hand")
+    nearest = (sampled - target).norm(dim=-1).amin(dim=0)
+    assert bool((result.position_error.amin(dim=-1) <= nearest + 1e-9).all())
+
+
+def test_box_of_continuous_joints_may_cross_pi():
+    robot = Robot.from_urdf(CONTINUOUS_URDF, dtype=F64)
+    g = torch.Generator().manual_seed(0)
+    q = robot.random_configuration(24, g)
+    q[:, 0] = math.pi - 0.05 * torch.rand(24, generator=g, dtype=F64)  # yaw near the seam
+    target = robot.link_positions(q, "tip")
+    center = q.clone()
+    center[:, 0] = center[:, 0] + 0.1  # beyond π: the box [π - 0.05, π + 0.25] crosses it
+    seeds = torch.zeros(24, 1, 3, dtype=F64)
+    result = solve_ik(robot, target, position_only=True, seeds=seeds, restarts=True,
+                      lower=center - 0.15, upper=center + 0.15, generator=g)  # fmt: skip
+    assert bool(result.success.all())
+    out = result.q[:, 0]
+    assert bool(((out[:, 0] > -math.pi) & (out[:, 0] <= math.pi)).all())  # wrapped back
+    gap = joint_distance(out, center, robot.continuous)
+    assert bool((gap <= 0.15 * math.sqrt(3) + 1e-9).all())
+    assert bool(((out[:, 1] >= center[:, 1] - 0.15) & (out[:, 1] <= center[:, 1] + 0.15)).all())
+
+
+def test_joint_limits_within_a_box():
+    robot = Robot.from_urdf(CONTINUOUS_URDF, dtype=F64)
+    limits = JointLimits.of(robot)
+    lower = torch.tensor([[3.0, -2.0, -10.0], [-0.5, 1.0, -0.5]], dtype=F64)
+    upper = torch.tensor([[3.4, 2.0, 10.0], [0.5, 1.2, 0.5]], dtype=F64)
+    box = limits.within(lower, upper)
+    assert box.per_row and not limits.per_row and bool(box.clamped.all())
+    expected_lo = torch.tensor([[3.0, -1.5, -math.pi], [-0.5, 1.0, -0.5]], dtype=F64)
+    expected_hi = torch.tensor([[3.4, 1.5, math.pi], [0.5, 1.2, 0.5]], dtype=F64)
+    torch.testing.assert_close(box.lower, expected_lo)  # a wide box frees a continuous joint
+    torch.testing.assert_close(box.upper, expected_hi)
+    q = torch.tensor([[-3.0, 1.4, 3.0], [3.0, 0.0, 6.0]], dtype=F64)
+    out = box.project(q)  # -3.0 is 2π - 3.0 ≈ 3.28 on the box's side of the seam
+    expected = torch.tensor([[2 * math.pi - 3.0, 1.4, 3.0], [0.5, 1.0, 6.0 - 2 * math.pi]])
+    torch.testing.assert_close(out, expected.to(F64))
+    assert box.canonical(out)[0, 0] == pytest.approx(-3.0)
+    assert box.rows(torch.tensor([1])).lower.shape == (1, 3)
+    sample = box.sample(torch.tensor([0, 1, 1]), torch.Generator().manual_seed(0))
+    assert bool(((sample >= box.lower[[0, 1, 1]]) & (sample <= box.upper[[0, 1, 1]])).all())
+    with pytest.raises(ValueError, match="empty"):
+        limits.within(lower, lower - 0.1)
+    with pytest.raises(ValueError, match="empty"):
+        limits.within(lower + 5.0, upper + 5.0)  # outside the pitch limits
+    with pytest.raises(ValueError, match="empty"):
+        limits.within(lower * float("nan"), upper)
+
+
+def test_a_box_equal_to_the_limits_changes_nothing():
+    """Same seeds, same iterates: with the joint limits as the box, the solver takes the same
+    path as without a box (the no-box path itself is unchanged, bit for bit, from before boxes
+    existed; checked when they were added)."""
+    robot, target = robot_and_targets("panda", 32)
+    seeds = robot.random_configuration(64, torch.Generator().manual_seed(1)).view(32, 2, 7)
+    plain = solve_ik(robot, target, seeds=seeds, restarts=False)
+    boxed = solve_ik(robot, target, seeds=seeds, restarts=False, lower=robot.lower)
+    assert torch.equal(plain.q, boxed.q) and torch.equal(plain.iterations, boxed.iterations)
+
+
+def test_box_arguments_are_checked():
+    robot, target = robot_and_targets("panda", 4)
+    with pytest.raises(ValueError, match=r"lower must broadcast to \(4, 7\)"):
+        solve_ik(robot, target, lower=torch.zeros(3, 7, dtype=F64))
+    with pytest.raises(ValueError, match="empty"):
+        solve_ik(robot, target, lower=robot.upper, upper=robot.lower)

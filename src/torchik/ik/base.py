@@ -103,15 +103,17 @@ def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor |
 
 @dataclass(frozen=True)
 class JointLimits:
-    """How joint values are kept within the limits.
+    """How joint values are kept within the limits, shared by every row or one box per row.
 
     Attributes:
-        lower: ``(dof,)``; ``upper`` ``(dof,)``.
+        lower: ``(dof,)`` limits, or ``(N, dof)`` one box per row (see :meth:`within`);
+            ``upper`` the same shape.
         continuous: ``(dof,)`` bool, continuous joints: wrapped to (-π, π].
         full_turn: ``(dof,)`` bool, limited revolute joints whose range spans a full turn
             (the UR5's ``[-π, π]``): wrapped into the range (``q`` and ``q ± 2π`` are the same
             pose), so a solver is never stuck on such a limit.
-        clamped: ``(dof,)`` bool, the rest: clamped.
+        clamped: ``(dof,)`` bool, the joints clamped into ``[lower, upper]``: the rest (with
+            per-row boxes: every joint).
     """
 
     lower: Tensor
@@ -126,8 +128,43 @@ class JointLimits:
         full = revolute & ~robot.continuous & (robot.upper - robot.lower >= 2 * math.pi - 1e-6)
         return cls(robot.lower, robot.upper, robot.continuous, full, ~(robot.continuous | full))
 
+    @property
+    def per_row(self) -> bool:
+        """Whether every row has its own box."""
+        return self.lower.dim() > 1
+
+    def within(self, lower: Tensor, upper: Tensor) -> JointLimits:
+        """Per-row limits: these limits intersected with the boxes ``[lower, upper] (N, dof)``.
+
+        A continuous joint takes its box as given, anywhere on the real line (``q0 ± r`` with
+        ``q0`` near π is fine); a box a full turn wide or wider leaves it free in (-π, π].
+        :meth:`project` moves continuous and full-turn joints by whole turns to their value
+        nearest the box centre and then clamps every joint into its box, so results may lie a
+        turn away from (-π, π] (:meth:`canonical` wraps them back).
+
+        Raises:
+            ValueError: a box that is empty (after the intersection) or NaN.
+        """
+        lower, upper = torch.broadcast_tensors(lower.to(self.lower), upper.to(self.lower))
+        free = self.continuous & (upper - lower >= 2 * math.pi)
+        lo = torch.where(self.continuous, lower, torch.maximum(lower, self.lower))
+        hi = torch.where(self.continuous, upper, torch.minimum(upper, self.upper))
+        lo, hi = torch.where(free, -math.pi, lo), torch.where(free, math.pi, hi)
+        if not bool(((lo <= hi) & torch.isfinite(lo) & torch.isfinite(hi)).all()):
+            raise ValueError("empty or NaN joint box: lower > upper within the joint limits")
+        clamped = torch.ones_like(self.clamped)
+        return replace(self, lower=lo.contiguous(), upper=hi.contiguous(), clamped=clamped)
+
+    def rows(self, index: Tensor) -> JointLimits:
+        """The limits of the rows ``index`` (long); shared limits are returned as they are."""
+        if not self.per_row:
+            return self
+        return replace(self, lower=self.lower[index], upper=self.upper[index])
+
     def project(self, q: Tensor) -> Tensor:
         """``q (N, dof)`` into the limits."""
+        if self.per_row:
+            return self._project_box(q)
         out = torch.clamp(q, self.lower, self.upper)
         if bool(self.full_turn.any()):
             turned = self.lower + torch.remainder(q - self.lower, 2 * math.pi)
@@ -135,6 +172,29 @@ class JointLimits:
         if bool(self.continuous.any()):
             out = torch.where(self.continuous, wrap_angle(q), out)
         return out
+
+    def _project_box(self, q: Tensor) -> Tensor:
+        periodic = self.continuous | self.full_turn
+        if bool(periodic.any()):
+            center = 0.5 * (self.lower + self.upper)
+            q = torch.where(periodic, center + wrap_angle(q - center), q)
+        return torch.clamp(q, self.lower, self.upper)
+
+    def canonical(self, q: Tensor) -> Tensor:
+        """``q (N, dof)`` from :meth:`project` with continuous joints back in (-π, π]."""
+        if self.per_row and bool(self.continuous.any()):
+            return torch.where(self.continuous, wrap_angle(q), q)
+        return q
+
+    def sample(self, rows: Tensor, generator: torch.Generator | None = None) -> Tensor:
+        """``(n, dof)`` uniform random configurations within the boxes of ``rows (n,)`` long
+        (or within the shared limits)."""
+        index = rows if self.per_row else torch.zeros_like(rows)
+        dof = self.lower.shape[-1]
+        lower, upper = self.lower.view(-1, dof)[index], self.upper.view(-1, dof)[index]
+        device = generator.device if generator is not None else lower.device
+        u = torch.rand(lower.shape, generator=generator, dtype=lower.dtype, device=device)
+        return lower + u.to(lower.device) * (upper - lower)
 
 
 @dataclass
@@ -149,7 +209,8 @@ class IKProblem:
         group: ``(N,)`` long, the target each row belongs to (``early_stop`` groups).
         tol_position: success threshold on the position error (m).
         tol_rotation: success threshold on the rotation angle (rad); ignored if position-only.
-        limits: how ``q`` is kept in the limits (default: :meth:`JointLimits.of` the robot).
+        limits: how ``q`` is kept in the limits (default: :meth:`JointLimits.of` the robot;
+            :meth:`JointLimits.within` for a box per row).
     """
 
     robot: Robot
@@ -180,6 +241,7 @@ class IKProblem:
             target_position=self.target_position[index],
             target_rotmat=rotmat,
             group=self.group[index],
+            limits=self.limits.rows(index),
         )
 
     def weights(self, rotation_weight: float) -> Tensor:

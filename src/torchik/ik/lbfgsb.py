@@ -43,7 +43,7 @@ class LBFGSBSettings(SolverSettings):
 
 
 class LBFGSB(IKSolver):
-    """SciPy's L-BFGS-B with the joint limits as box bounds, a Python loop over rows.
+    """SciPy's L-BFGS-B with the joint limits (or each row's box) as bounds, a loop over rows.
 
     The cost is ``|p_t - p|² + 2 w² (1 - cos θ)`` (``θ`` the rotation error), whose gradient is
     exact from the geometric Jacobian: ``-2 (J_vᵀ (p_t - p) + w² J_ωᵀ sin(θ) u)``, since
@@ -58,8 +58,9 @@ class LBFGSB(IKSolver):
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         minimize = _scipy_minimize()
         s = self.settings
-        robot = problem.robot
-        bounds = list(zip(robot.lower.tolist(), robot.upper.tolist(), strict=True))
+        lim = problem.limits
+        lower = lim.lower.expand_as(q).tolist()  # the joint limits, or each row's box
+        upper = lim.upper.expand_as(q).tolist()
         options = {"maxiter": s.scipy_max_iters, "ftol": s.ftol, "gtol": s.gtol}
         out, solved = q.clone(), set()
         for row in range(q.shape[0]):
@@ -68,6 +69,7 @@ class LBFGSB(IKSolver):
                 continue
             cost = _RowCost(problem.rows(torch.tensor([row], device=q.device)), s.rotation_weight)
             x0 = q[row].detach().cpu().double().numpy()
+            bounds = list(zip(lower[row], upper[row], strict=True))
             res = minimize(
                 cost, x0, jac=True, method="L-BFGS-B", bounds=bounds, options=options,
                 callback=cost.stop_when_within_tolerance,

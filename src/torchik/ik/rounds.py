@@ -16,7 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
-from torchik.ik.base import IKProblem, IKSolver
+from torchik.ik.base import IKProblem, IKSolver, JointLimits
 from torchik.ik.result import IKResult
 from torchik.ik.seeding import Seeder, nearest_seeder, uniform_seeder
 from torchik.rotations import geodesic_distance
@@ -36,16 +36,25 @@ class Run:
     restarts: bool
     seed_pool: int
     generator: torch.Generator | None
+    bounds: tuple[Tensor, Tensor] | None = None
 
     @property
     def staged(self) -> bool:
         s = self.solver.settings
         return s.early_stop and s.round_iters > 0
 
+    def problem(self, k: int, todo: Tensor | None = None) -> IKProblem:
+        """The rows of ``k`` slots for every target, or for the targets ``todo`` (long)."""
+        position, rotmat, bounds = self.position, self.rotmat, self.bounds
+        if todo is not None:
+            position, rotmat = position[todo], None if rotmat is None else rotmat[todo]
+            bounds = None if bounds is None else (bounds[0][todo], bounds[1][todo])
+        return self.make(position, rotmat, k, bounds=bounds)
+
     def random(self) -> IKResult:
         """Random seeds; with restarts and ``early_stop``, in rounds."""
         s, k = self.solver.settings, self.k
-        problem = self.make(self.position, self.rotmat, k)
+        problem = self.problem(k)
         seeder = _seeder(problem, k, self.seed_pool, self.solver, self.generator)
         q0 = seeder(*_first_attempt(len(problem), self.position.device))
         rounds = self.staged and self.restarts
@@ -58,27 +67,28 @@ class Run:
         retry rounds if restarts are allowed."""
         k = self.k
         if not self.staged:
-            problem = self.make(self.position, self.rotmat, k)
-            reseed = uniform_seeder(problem.robot, self.generator) if self.restarts else None
+            problem = self.problem(k)
+            reseed = _uniform(problem, self.generator) if self.restarts else None
             return _run(self.solver, problem, q0, reseed, self.solver.settings.max_iters, 0, k)
         seeds = q0.view(-1, k, q0.shape[-1])
-        result, used = _given_seeds_in_rounds(
-            self.solver, self.make, self.position, self.rotmat, seeds
-        )
+        result, used = _given_seeds_in_rounds(self.solver, self.problem, seeds)
         return self.retry(result, used) if self.restarts else result
 
     def retry(self, result: IKResult, used: int) -> IKResult:
-        return _retry(
-            result, self.make, self.position, self.rotmat, self.solver, self.seed_pool,
-            self.generator, used,
-        )  # fmt: skip
+        return _retry(result, self.problem, self.solver, self.seed_pool, self.generator, used)
 
 
-def make_problem(robot, link, position, rotmat, k, tol_position, tol_rotation) -> IKProblem:
-    """The rows of ``k`` slots for each of the targets ``position (T, 3)``, ``rotmat``."""
+def make_problem(
+    robot, link, position, rotmat, k, tol_position, tol_rotation, bounds=None
+) -> IKProblem:
+    """The rows of ``k`` slots for each of the targets ``position (T, 3)``, ``rotmat``, and
+    optionally a box ``bounds = (lower, upper)``, each ``(T, dof)``, per target."""
     group = torch.arange(position.shape[0], device=robot.device).repeat_interleave(k)
     rot = None if rotmat is None else rotmat[group]
-    return IKProblem(robot, link, position[group], rot, group, tol_position, tol_rotation)
+    limits = JointLimits.of(robot)
+    if bounds is not None:
+        limits = limits.within(bounds[0][group], bounds[1][group])
+    return IKProblem(robot, link, position[group], rot, group, tol_position, tol_rotation, limits)
 
 
 def _first_attempt(n_rows: int, device) -> tuple[Tensor, Tensor]:
@@ -87,15 +97,23 @@ def _first_attempt(n_rows: int, device) -> tuple[Tensor, Tensor]:
 
 
 def _seeder(problem: IKProblem, k: int, seed_pool: int, solver: IKSolver, generator) -> Seeder:
-    """Random seeds for the ``k`` slots of each target of ``problem`` (see ``seed_pool``)."""
+    """Random seeds for the ``k`` slots of each target of ``problem`` (see ``seed_pool``);
+    uniform within the box of each row if it has one."""
     robot = problem.robot
-    if not seed_pool:
-        return uniform_seeder(robot, generator)
+    if not seed_pool or problem.limits.per_row:
+        return _uniform(problem, generator)
     # the rows repeat each target k times: slot 0 rows give the targets
     position = problem.target_position[::k]
     rotmat = None if problem.target_rotmat is None else problem.target_rotmat[::k]
     w = solver.settings.rotation_weight
     return nearest_seeder(robot, problem.link, position, rotmat, k, seed_pool, w, generator)
+
+
+def _uniform(problem: IKProblem, generator) -> Seeder:
+    """Uniform random seeds within the limits (or each row's box) of ``problem``."""
+    if problem.limits.per_row:
+        return lambda rows, attempt: problem.limits.sample(rows, generator)
+    return uniform_seeder(problem.robot, generator)
 
 
 def _run(solver, problem, q0, reseed, iters, used, k) -> IKResult:
@@ -104,7 +122,7 @@ def _run(solver, problem, q0, reseed, iters, used, k) -> IKResult:
     return evaluate(problem, q, iterations + used, (len(problem) // k, k))
 
 
-def _given_seeds_in_rounds(solver, make, position, rotmat, seeds: Tensor):
+def _given_seeds_in_rounds(solver, problem_of: Callable, seeds: Tensor):
     """User seeds ``(T, K, dof)`` used lazily: round 0 refines the first ``initial_seeds``
     slots of every target, each later round the next ``retry_seeds`` slots of the targets still
     unsolved. Slots never run keep their (projected) seed, with ``iterations`` 0.
@@ -114,7 +132,7 @@ def _given_seeds_in_rounds(solver, make, position, rotmat, seeds: Tensor):
     """
     s = solver.settings
     n_targets, k, _ = seeds.shape
-    problem = make(position, rotmat, k)
+    problem = problem_of(k)
     flat = problem.project(seeds.reshape(-1, seeds.shape[-1]))
     unused = torch.zeros(n_targets * k, dtype=torch.long, device=seeds.device)
     result = evaluate(problem, flat, unused, (n_targets, k))
@@ -123,8 +141,7 @@ def _given_seeds_in_rounds(solver, make, position, rotmat, seeds: Tensor):
     while start < k and used < s.max_iters and todo.numel():
         block = torch.arange(start, min(k, start + width), device=seeds.device)
         iters = min(s.round_iters, s.max_iters - used)
-        rot = None if rotmat is None else rotmat[todo]
-        part = make(position[todo], rot, block.numel())
+        part = problem_of(block.numel(), todo)
         q0 = seeds[todo][:, block].reshape(-1, seeds.shape[-1])
         done = _run(solver, part, q0, None, iters, used, block.numel())
         result = _replace_slots(result, todo, block, done)
@@ -133,7 +150,7 @@ def _given_seeds_in_rounds(solver, make, position, rotmat, seeds: Tensor):
     return result, used
 
 
-def _retry(result, make, position, rotmat, solver, seed_pool, generator, used) -> IKResult:
+def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> IKResult:
     """Rounds after the first: targets without a success get ``retry_seeds`` fresh slots each
     for ``round_iters`` more iterations, until ``max_iters``; each keeps its best ``K`` slots.
 
@@ -148,10 +165,9 @@ def _retry(result, make, position, rotmat, solver, seed_pool, generator, used) -
         if todo.numel() == 0:
             break
         iters = min(s.round_iters, s.max_iters - used)
-        rot = None if rotmat is None else rotmat[todo]
-        problem = make(position[todo], rot, r)
+        problem = problem_of(r, todo)
         seeder = _seeder(problem, r, seed_pool, solver, generator)
-        q0 = seeder(*_first_attempt(len(problem), position.device))
+        q0 = seeder(*_first_attempt(len(problem), todo.device))
         retried = _run(solver, problem, q0, seeder, iters, used, r)
         result = _replace_rows(result, todo, _concat(_take_rows(result, todo), retried).top(k))
         used += iters
@@ -161,6 +177,7 @@ def _retry(result, make, position, rotmat, solver, seed_pool, generator, used) -
 def evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) -> IKResult:
     """Success and errors from forward kinematics of the final ``q (N, dof)``."""
     robot = problem.robot
+    q = problem.limits.canonical(q)
     with torch.no_grad():
         pose = robot.forward_kinematics(q, problem.link)
         pos_err = (pose[:, :3, 3] - problem.target_position).norm(dim=-1)

@@ -123,6 +123,8 @@ def solve_ik(
     early_stop: bool | None = None,
     seed_pool: int = 256,
     num_threads: int | None = 1,
+    lower: Tensor | None = None,
+    upper: Tensor | None = None,
 ) -> IKResult:
     """Numerical inverse kinematics for a batch of targets, several slots per target.
 
@@ -153,14 +155,21 @@ def solve_ik(
             after). The batched operations are small (a few thousand rows of 6x7 matrices), so
             handing each to several threads costs more than it saves: on a busy 2-core machine
             two threads made a solve ten times slower. ``None`` keeps torch's setting.
+        lower: ``(..., dof)`` lower corner of a box per target, broadcast against the targets'
+            batch shape (e.g. ``q_prev - r`` to stay within ``r`` of a previous solution);
+            ``None``: the joint limits. Every slot of the target stays in the box intersected
+            with the joint limits: seeds are projected into it, restarts drawn uniformly in it.
+            A continuous joint's box may lie anywhere on the real line (see
+            :meth:`JointLimits.within`); its result is still wrapped to (-π, π].
+        upper: ``(..., dof)`` upper corner, likewise.
 
     Returns:
         An :class:`IKResult` with ``q (..., K, dof)``. Unreachable targets give
         ``success=False`` with the best effort, not an exception.
 
     Raises:
-        ValueError: malformed targets or seeds (shape, NaN/inf, non-rotations), an unknown
-            link or method.
+        ValueError: malformed targets or seeds (shape, NaN/inf, non-rotations), an empty box,
+            an unknown link or method.
 
     Example:
         >>> import torchik
@@ -186,8 +195,25 @@ def solve_ik(
         if position.shape[0] == 0:
             return reshape_result(_empty_result(make(position, rotmat, k), k), batch)
         restarts = seeds is None if restarts is None else restarts
-        run = Run(solver, make, position, rotmat, k, restarts, seed_pool, generator)
+        bounds = _check_bounds(robot, lower, upper, batch)
+        run = Run(solver, make, position, rotmat, k, restarts, seed_pool, generator, bounds)
         return reshape_result(run.given(q0) if q0 is not None else run.random(), batch)
+
+
+def _check_bounds(robot: Robot, lower, upper, batch: torch.Size):
+    """``(lower, upper)``, each ``(T, dof)``, or ``None`` without a box."""
+    if lower is None and upper is None:
+        return None
+    corners = []
+    for name, value, default in (("lower", lower, robot.lower), ("upper", upper, robot.upper)):
+        value = default if value is None else torch.as_tensor(value)
+        try:
+            value = value.to(robot.device, robot.dtype).expand(*batch, robot.dof)
+        except RuntimeError as err:
+            want = f"({', '.join(map(str, (*batch, robot.dof)))})"
+            raise ValueError(f"{name} must broadcast to {want}, got {tuple(value.shape)}") from err
+        corners.append(value.reshape(-1, robot.dof))
+    return corners[0], corners[1]
 
 
 def _empty_result(problem: IKProblem, k: int) -> IKResult:
