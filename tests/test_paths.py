@@ -8,13 +8,16 @@ from functools import cache
 import pytest
 import torch
 
-from torchik import load_robot, make_dataset
+from torchik import Robot, load_robot, make_dataset
 from torchik.models import IKNet, IKNetConfig, ProblemSpec
 from torchik.models.mixture import JointDomain, mixture_log_prob, mixture_sample_within
 from torchik.paths import (
     count_distinct_paths,
     follow_path,
+    joint_jumps,
     make_smooth_targets,
+    path_distance,
+    refine_path,
     sequential_ik_path,
 )
 from torchik.train import TrainConfig, train
@@ -127,7 +130,8 @@ def test_follow_path_on_snake2_has_bounded_jumps_and_errors():
     refined = follow_path(model, targets[0, :, :2], 16, radius, refine=True, robot=robot,
                           generator=_gen(7))  # fmt: skip
     assert refined.position_error.max() < 1e-4
-    assert refined.max_jump.max() < 3 * radius
+    assert refined.max_jump.max() <= radius + 1e-6  # refined within the radius
+    assert refined.radius == radius
 
 
 def test_sequential_ik_tracks_a_smooth_path():
@@ -154,3 +158,86 @@ def test_count_distinct_paths():
     paths = torch.cat((base, base + 0.01, base + 1.0, base - 1.0))
     assert count_distinct_paths(paths, torch.tensor([False, False]), tol=0.1) == 3
     assert count_distinct_paths(paths, torch.tensor([False, False]), tol=0.001) == 4
+
+
+def test_distinct_paths_ignore_per_step_noise_but_not_another_motion():
+    steps = torch.linspace(0, 1, 40, dtype=F64)[:, None]
+    motion = torch.cat((steps, -steps), dim=-1)  # (40, 2)
+    noise = 0.1 * torch.randn(2, 8, 40, 2, generator=_gen(), dtype=F64)
+    paths = torch.cat((motion + noise[0], motion + 1.0 + noise[1]))  # two motions, 8 draws each
+    free = torch.tensor([False, False])
+    assert count_distinct_paths(paths, free) == 2  # default tol 0.5: mean distance
+    assert count_distinct_paths(paths, free, tol=0.01) == 16
+    # the worst step of two noisy draws is far apart, their mean distance is not
+    step_distance = (paths[0] - paths[1]).norm(dim=-1)
+    assert step_distance.max() > 0.3 and path_distance(paths[0], paths[1], free) < 0.3
+    # continuous joints are compared wrapped: paths a turn apart are the same
+    turned = torch.cat((motion, motion + torch.tensor([2 * math.pi, 0.0], dtype=F64)))[:, None]
+    turned = turned.reshape(2, 40, 2)
+    assert count_distinct_paths(turned, torch.tensor([True, False])) == 1
+    assert count_distinct_paths(turned, free) == 2
+
+
+def _noisy_paths(robot: Robot, q: torch.Tensor, n: int, noise: float, seed: int) -> torch.Tensor:
+    """``n`` copies of the path ``q (S, D)`` with independent noise, clamped into the limits:
+    stand-ins for sampled paths (their jumps exceed the noise)."""
+    g = _gen(seed)
+    noisy = q + noise * (2 * torch.rand(n, *q.shape, generator=g, dtype=q.dtype) - 1)
+    return torch.clamp(noisy, robot.lower, robot.upper)
+
+
+@pytest.mark.parametrize("radius", [0.05, 0.1])
+def test_refinement_within_a_radius_never_jumps_further(radius):
+    robot = load_robot("digit_arm", dtype=F64)
+    q_true, targets = make_smooth_targets(robot, n_paths=3, steps=30, generator=_gen(11))
+    for i in range(3):
+        seeds = _noisy_paths(robot, q_true[i], 8, 0.15, seed=i)
+        free = refine_path(robot, targets[i], seeds)
+        boxed = refine_path(robot, targets[i], seeds, radius=radius)
+        assert boxed.radius == radius and boxed.q.shape == (8, 30, 4)
+        assert free.max_jump.max() > radius  # the noise is larger than the radius...
+        assert boxed.max_jump.max() <= radius + 1e-12  # ...but the boxes hold
+        assert bool(((boxed.q >= robot.lower) & (boxed.q <= robot.upper)).all())
+        assert boxed.position_error.max() < 1e-4  # the true path moves 0.05 rad a step at most
+
+
+# a continuous yaw under a limited pitch and a continuous elbow
+WRIST_URDF = """<?xml version="1.0"?>
+<robot name="wrist_arm">
+  <link name="base"/><link name="a"/><link name="b"/><link name="c"/><link name="tip"/>
+  <joint name="yaw" type="continuous">
+    <parent link="base"/><child link="a"/><origin xyz="0 0 0.1"/><axis xyz="0 0 1"/>
+  </joint>
+  <joint name="pitch" type="revolute">
+    <parent link="a"/><child link="b"/><origin xyz="0 0 0.1"/><axis xyz="0 1 0"/>
+    <limit lower="-1.5" upper="1.5" effort="1" velocity="1"/>
+  </joint>
+  <joint name="elbow" type="continuous">
+    <parent link="b"/><child link="c"/><origin xyz="0 0 0.4"/><axis xyz="0 1 0"/>
+  </joint>
+  <joint name="tip_joint" type="fixed">
+    <parent link="c"/><child link="tip"/><origin xyz="0 0 0.3"/>
+  </joint>
+</robot>
+"""
+
+
+def test_refinement_within_a_radius_per_joint_and_across_pi():
+    robot = Robot.from_urdf(WRIST_URDF, dtype=F64)
+    steps = torch.linspace(0, 1, 25, dtype=F64)[:, None]
+    q_true = torch.tensor([math.pi - 0.4, 0.3, 0.5], dtype=F64) + steps * torch.tensor(
+        [0.8, 0.2, -0.3], dtype=F64
+    )  # the yaw crosses π halfway
+    q_true = torch.where(
+        robot.continuous, torch.remainder(q_true + math.pi, 2 * math.pi) - math.pi, q_true
+    )
+    targets = robot.link_positions(q_true, "tip")
+    seeds = _noisy_paths(robot, q_true, 6, 0.05, seed=3)
+    radius = torch.tensor([0.06, 0.03, 0.05], dtype=F64)
+    result = refine_path(robot, targets, seeds, radius=radius)
+    assert result.radius is None  # not a number
+    assert bool((joint_jumps(result.q, robot.continuous) <= radius + 1e-12).all())
+    assert result.position_error.max() < 1e-4
+    yaw = result.q[..., 0]
+    assert bool(((yaw > -math.pi) & (yaw <= math.pi)).all())
+    assert bool((yaw[:, 0] > 2.5).all() and (yaw[:, -1] < -2.5).all())  # crossed the seam

@@ -5,7 +5,8 @@ path by drawing, at every step, each joint from its distribution restricted to w
 of the same joint at the previous step (Eq. 15 of the Neural IK paper). No joint of a sampled
 path can therefore move more than ``radius`` between two steps, and every path is a different
 draw: :func:`follow_path` returns many of them at once. :func:`refine_path` polishes every step
-with numerical IK seeded by the sampled path; :func:`sequential_ik_path` is the classic
+with numerical IK seeded by the sampled path, within ``radius`` of the polished previous step
+so that the bound on the jumps survives; :func:`sequential_ik_path` is the classic
 baseline (numerical IK at each step, seeded by the previous solution);
 :func:`make_smooth_targets` makes test paths by moving the arm smoothly.
 
@@ -22,6 +23,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor
@@ -34,10 +36,12 @@ from torchik.rotations import wrap_angle
 
 __all__ = [
     "PathResult",
+    "DISTINCT_TOL",
     "count_distinct_paths",
     "follow_path",
     "joint_jumps",
     "make_smooth_targets",
+    "path_distance",
     "refine_path",
     "sequential_ik_path",
 ]
@@ -51,18 +55,30 @@ def joint_jumps(q: Tensor, continuous: Tensor) -> Tensor:
     return torch.where(continuous.to(q.device), wrap_angle(diff), diff).abs()
 
 
-def count_distinct_paths(q: Tensor, continuous: Tensor, tol: float = 0.1) -> int:
-    """Number of paths ``q (P, S, D)`` that differ from every path kept before them.
+DISTINCT_TOL = 0.5
+"""Default of :func:`count_distinct_paths`: two paths whose joints are on average less than
+0.5 rad (or m) apart, over the steps, count as one."""
 
-    Two paths are the same when, at every step, their joint-space distance (continuous joints
-    wrapped) is below ``tol`` (rad or m); paths are kept greedily in order.
+
+def path_distance(a: Tensor, b: Tensor, continuous: Tensor) -> Tensor:
+    """``(...)`` mean over the steps of the joint-space distance between paths ``a (..., S, D)``
+    and ``b`` (broadcast; continuous joints wrapped, see :func:`torchik.ik.joint_distance`)."""
+    return joint_distance(a, b, continuous.to(a.device)).mean(dim=-1)
+
+
+def count_distinct_paths(q: Tensor, continuous: Tensor, tol: float = DISTINCT_TOL) -> int:
+    """Number of paths ``q (P, S, D)`` at least ``tol`` from every path kept before them.
+
+    The distance of two paths is :func:`path_distance`, the mean over the steps of their
+    joint-space distance: paths that differ only by per-step noise (windowed samples of the same
+    motion) are one path, paths that differ along most of their length are distinct. Paths are
+    kept greedily in order, so the count is that of a ``tol``-separated subset (rad or m).
     """
-    dist = joint_distance(q[:, None], q[None, :], continuous.to(q.device)).amax(dim=-1)
-    kept: list[int] = []
+    dist = path_distance(q[:, None], q[None, :], continuous)
+    kept = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
     for i in range(q.shape[0]):
-        if all(dist[i, j] >= tol for j in kept):
-            kept.append(i)
-    return len(kept)
+        kept[i] = not bool((dist[i] < tol)[kept].any())
+    return int(kept.sum())
 
 
 @dataclass
@@ -109,11 +125,11 @@ class PathResult:
         """``(P,)`` mean absolute change of a joint between two steps of each path."""
         return self.jumps.flatten(1).mean(dim=-1)
 
-    def distinct(self, tol: float = 0.1) -> int:
+    def distinct(self, tol: float = DISTINCT_TOL) -> int:
         """Number of distinct paths (see :func:`count_distinct_paths`)."""
         return count_distinct_paths(self.q, self.continuous, tol)
 
-    def summary(self, tol: float = 0.1) -> dict[str, float]:
+    def summary(self, tol: float = DISTINCT_TOL) -> dict[str, float]:
         """Plain numbers: mean / best / worst of the per-path mean errors (m), largest and
         mean joint jump, and the number of distinct paths."""
         mean = self.mean_error
@@ -231,8 +247,8 @@ def follow_path(
         n_paths: paths ``P`` to draw.
         radius: window half-width (rad or m): a number or ``(D,)``.
         start: ``(D,)`` or ``(P, D)`` configuration the paths start near.
-        refine: polish every step with :func:`refine_path` (the jumps are then no longer
-            bounded by ``radius``, only small).
+        refine: polish every step with :func:`refine_path` within ``radius`` of the refined
+            previous step (jumps still bounded by ``radius``).
         robot: the robot for the errors (default: the bundled robot named by the model's spec).
         candidates: draw this many windowed samples per path and step and keep the one nearest
             the target (1: plain sampling, no kinematics in the loop).
@@ -260,7 +276,7 @@ def follow_path(
         path.append(keep(q, step))
     q = torch.stack(path, dim=1)
     if refine:
-        return refine_path(robot, position, q, link)
+        return refine_path(robot, position, q, link, radius=radius)
     r = float(radius) if torch.as_tensor(radius).dim() == 0 else None
     return PathResult.measure(robot, link, position, q, r)
 
@@ -271,6 +287,7 @@ def refine_path(
     paths: Tensor,
     link: str | None = None,
     *,
+    radius: float | Tensor | None = None,
     tol_position: float = 1e-5,
     max_iters: int = 30,
 ) -> PathResult:
@@ -280,27 +297,45 @@ def refine_path(
     close to its sample (the 4-joint Digit arm keeps its redundancy where the path put it); no
     random restarts.
 
+    Without ``radius`` every step is refined on its own, all at once: the refined paths are
+    exact but their jumps are not bounded. With ``radius`` the steps are refined in order, all
+    paths together: step ``t`` is solved within the box ``q_{t-1} ± radius`` (intersected with
+    the joint limits; ``q_{t-1}`` the path's refined previous step), seeded with the sampled
+    step moved into the box, so no joint jumps by more than ``radius`` (continuous joints
+    compared wrapped) and a step the box cannot reach keeps the nearest point within it.
+
     Args:
         robot: the robot.
         targets: ``(S, 3)`` positions.
         paths: ``(P, S, D)`` seeds.
         link: the end link (default: :func:`torchik.ik.solve.default_link`).
+        radius: largest joint change between steps (rad or m): a number or ``(D,)``; ``None``:
+            unconstrained.
         tol_position: LM stops a step within this distance (m).
         max_iters: LM iterations per step.
 
     Returns:
-        A :class:`PathResult` of the refined paths.
+        A :class:`PathResult` of the refined paths (with ``radius`` recorded if a number).
     """
     from torchik.ik.solve import default_link
 
     link = default_link(robot) if link is None else link
-    seeds = paths.to(robot.dtype)[..., None, :]
-    goal = targets.to(robot.dtype).expand(*paths.shape[:-1], 3)
-    result = solve_ik(
-        robot, goal, link, position_only=True, seeds=seeds, restarts=False,
+    seeds, targets = paths.to(robot.dtype), targets.to(robot.dtype)
+    solve = partial(
+        solve_ik, robot, link=link, position_only=True, restarts=False,
         tol_position=tol_position, max_iters=max_iters,
     )  # fmt: skip
-    return PathResult.measure(robot, link, targets, result.q[..., 0, :])
+    if radius is None:
+        q = solve(targets.expand(*paths.shape[:-1], 3), seeds=seeds[..., None, :]).q[..., 0, :]
+        return PathResult.measure(robot, link, targets, q)
+    r = torch.as_tensor(radius, dtype=seeds.dtype, device=seeds.device)  # 0.1 as float64
+    path = [solve(targets[0].expand(len(seeds), 3), seeds=seeds[:, :1]).q[:, 0]]
+    for step in range(1, targets.shape[0]):
+        goal, previous = targets[step].expand(len(seeds), 3), path[-1]
+        box = {"lower": previous - r, "upper": previous + r}
+        path.append(solve(goal, seeds=seeds[:, step, None], **box).q[:, 0])
+    scalar = float(radius) if r.dim() == 0 else None
+    return PathResult.measure(robot, link, targets, torch.stack(path, dim=1), scalar)
 
 
 def sequential_ik_path(
