@@ -340,6 +340,7 @@ ONE_POSE_COLUMNS = [
     Column("wall_s", "wall time (median)", fmt_time),
     Column("wall_iqr", "quartiles"),
     Column("draw_s", "of which drawing seeds (median)", fmt_time),
+    Column("cpu_s", "CPU time (median)", fmt_time),
     Column("solutions", "solutions (median)"),
     Column("solutions_min", "min"),
     Column("distinct", f"distinct (> {DISTINCT:g} rad, median)"),
@@ -357,7 +358,9 @@ def one_pose_table(setup: Setup, n_poses: int) -> Table:
     for i, pose in enumerate(poses):
         for m in methods:
             setup.gate.wait()
+            cpu = time.process_time()
             run = one_pose(setup, m, pose, gen)
+            run["cpu"] = time.process_time() - cpu
             ok = setup.check.passed(run["q"][None], pose[None], POS_TOL, ROT_TOL)
             pos, rot, _ = setup.check.errors(run["q"][None], pose[None])
             run["solutions"] = int(ok.sum())
@@ -372,6 +375,7 @@ def one_pose_table(setup: Setup, n_poses: int) -> Table:
     for m in methods:
         one_pose_row(table, m.name, runs[m.name])
     table.notes += [
+        one_pose_goal(table.rows[1]),
         PUBLISHED,
         f"Each of the first {n_poses} test poses in turn, every method once per pose (round-robin "
         "so that load from other jobs hits them alike), after a warm-up on another pose; wall "
@@ -379,8 +383,30 @@ def one_pose_table(setup: Setup, n_poses: int) -> Table:
         "'solutions': configurations passing the float64 check (1 mm, 0.01 rad, limits); 'until "
         f"{MANY} solve': more samples or seeds (1.5 × the shortfall) are refined until "
         f"{MANY} succeed (at most {TOP_UP_ROUNDS} rounds), the first {MANY} kept.",
+        "CPU time: the process's CPU time (`time.process_time`) over the same call. With one "
+        "torch thread it is close to the wall time on an idle core, and other jobs inflate it far "
+        "less than the wall time: read it with the load averages in the stamp. The goal column "
+        "asks the wall time and every pose solved 1000 times.",
     ]
     return table
+
+
+def one_pose_goal(row: dict) -> str:
+    """The verdict on ``MANY`` exact solutions of one pose in ``GOAL_S``, from the model row
+    that tops up until ``MANY`` solve."""
+    wall, cpu, ok = row["wall_s"], row["cpu_s"], row["solutions_min"] >= MANY
+    return (
+        f"goal: {MANY} exact solutions of one pose in ≤ {GOAL_S:g} s on this CPU: "
+        + ("met" if wall <= GOAL_S and ok else "**not met** in wall time")
+        + f" (model, topped up: median {fmt_time(wall)} wall, {fmt_time(cpu)} CPU, "
+        f"{'every' if ok else 'not every'} pose reaching {MANY} solutions)"
+        + (
+            "; its CPU time is within the goal: the rest of the wall time was spent waiting for "
+            "a core held by other jobs (see the load averages): re-measure on a quiet machine"
+            if cpu <= GOAL_S < wall
+            else ""
+        )
+    )
 
 
 def one_pose_row(table: Table, name: str, runs: list[dict]) -> None:
@@ -392,6 +418,7 @@ def one_pose_row(table: Table, name: str, runs: list[dict]) -> None:
     table.add(
         name, poses=len(runs), seeds=int(median_of("seeds")), wall_s=median,
         wall_iqr=f"{fmt_time(q1)} – {fmt_time(q3)}", draw_s=median_of("draw") or None,
+        cpu_s=median_of("cpu"),
         solutions=int(np.median(solutions)), solutions_min=int(solutions.min()),
         distinct=int(median_of("distinct")), goal="met" if met else "not met",
         walls=walls.tolist(), solutions_all=solutions.tolist(),
