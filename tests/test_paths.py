@@ -241,3 +241,43 @@ def test_refinement_within_a_radius_per_joint_and_across_pi():
     yaw = result.q[..., 0]
     assert bool(((yaw > -math.pi) & (yaw <= math.pi)).all())
     assert bool((yaw[:, 0] > 2.5).all() and (yaw[:, -1] < -2.5).all())  # crossed the seam
+
+
+# two unit links in the x-y plane; the shoulder cannot go below -0.5 rad
+ELBOW_URDF = """<?xml version="1.0"?>
+<robot name="elbow">
+  <link name="base"/><link name="upper"/><link name="fore"/><link name="tip"/>
+  <joint name="shoulder" type="revolute">
+    <parent link="base"/><child link="upper"/><axis xyz="0 0 1"/>
+    <limit lower="-0.5" upper="3.0" effort="1" velocity="1"/>
+  </joint>
+  <joint name="elbow" type="revolute">
+    <parent link="upper"/><child link="fore"/><origin xyz="1 0 0"/><axis xyz="0 0 1"/>
+    <limit lower="-3.0" upper="3.0" effort="1" velocity="1"/>
+  </joint>
+  <joint name="tip_joint" type="fixed">
+    <parent link="fore"/><child link="tip"/><origin xyz="1 0 0"/>
+  </joint>
+</robot>
+"""
+
+
+def test_refinement_both_ways_leaves_a_branch_that_ends():
+    """The target turns from 0.6 to 0 rad at 1.2 m: the elbow-up branch (shoulder = angle -
+    0.93) hits the shoulder limit halfway, the elbow-down one (angle + 0.93) lasts."""
+    robot = Robot.from_urdf(ELBOW_URDF, dtype=F64)
+    angle = torch.linspace(0.6, 0.0, 40, dtype=F64)
+    half = math.acos(0.6)  # the elbow triangle's base angle
+    targets = 1.2 * torch.stack((angle.cos(), angle.sin(), torch.zeros_like(angle)), dim=-1)
+    elbow_up = torch.stack((angle - half, torch.full_like(angle, 2 * half)), dim=-1)
+    seeds = torch.clamp(elbow_up, robot.lower, robot.upper).expand(3, 40, 2)
+    forwards = refine_path(robot, targets, seeds, radius=0.1, both_ways=False)
+    assert (
+        forwards.position_error[:, 0].max() < 1e-4 and forwards.position_error[:, -1].min() > 0.05
+    )
+    both = refine_path(robot, targets, seeds, radius=0.1, generator=_gen())
+    assert both.position_error.max() < 1e-4 and both.max_jump.max() <= 0.1 + 1e-12
+    elbow_down = torch.stack((angle + half, torch.full_like(angle, -2 * half)), dim=-1)
+    torch.testing.assert_close(both.q, elbow_down.expand(3, 40, 2), atol=1e-4, rtol=0)
+    start = refine_path(robot, targets, seeds, radius=0.1, start=elbow_up[0])  # forwards only
+    torch.testing.assert_close(start.q, forwards.q)

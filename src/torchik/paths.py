@@ -248,7 +248,7 @@ def follow_path(
         radius: window half-width (rad or m): a number or ``(D,)``.
         start: ``(D,)`` or ``(P, D)`` configuration the paths start near.
         refine: polish every step with :func:`refine_path` within ``radius`` of the refined
-            previous step (jumps still bounded by ``radius``).
+            previous step (and of ``start``): the jumps stay bounded by ``radius``.
         robot: the robot for the errors (default: the bundled robot named by the model's spec).
         candidates: draw this many windowed samples per path and step and keep the one nearest
             the target (1: plain sampling, no kinematics in the loop).
@@ -276,7 +276,7 @@ def follow_path(
         path.append(keep(q, step))
     q = torch.stack(path, dim=1)
     if refine:
-        return refine_path(robot, position, q, link, radius=radius)
+        return refine_path(robot, position, q, link, radius=radius, start=start)
     r = float(radius) if torch.as_tensor(radius).dim() == 0 else None
     return PathResult.measure(robot, link, position, q, r)
 
@@ -288,21 +288,30 @@ def refine_path(
     link: str | None = None,
     *,
     radius: float | Tensor | None = None,
+    start: Tensor | None = None,
+    both_ways: bool = True,
     tol_position: float = 1e-5,
     max_iters: int = 30,
+    generator: torch.Generator | None = None,
 ) -> PathResult:
     """Every step of ``paths (P, S, D)`` polished by Levenberg-Marquardt seeded with it.
 
     Position-only LM takes minimum-norm damped steps from the seed, so a refined step stays
-    close to its sample (the 4-joint Digit arm keeps its redundancy where the path put it); no
-    random restarts.
+    close to its sample (the 4-joint Digit arm keeps its redundancy where the path put it).
 
-    Without ``radius`` every step is refined on its own, all at once: the refined paths are
-    exact but their jumps are not bounded. With ``radius`` the steps are refined in order, all
-    paths together: step ``t`` is solved within the box ``q_{t-1} ± radius`` (intersected with
-    the joint limits; ``q_{t-1}`` the path's refined previous step), seeded with the sampled
-    step moved into the box, so no joint jumps by more than ``radius`` (continuous joints
-    compared wrapped) and a step the box cannot reach keeps the nearest point within it.
+    Without ``radius`` every step is refined on its own, all at once, with no restarts: the
+    refined paths are exact but their jumps are not bounded. With ``radius`` the steps are
+    refined in order, all paths together: step ``t`` is solved within the box
+    ``q_{t-1} ± radius`` (intersected with the joint limits; ``q_{t-1}`` the path's refined
+    previous step, see ``lower``/``upper`` of :func:`~torchik.ik.solve_ik`), seeded with the
+    sampled step moved into the box and, where that stalls, with random restarts inside the
+    box. No joint then jumps by more than ``radius`` (continuous joints compared wrapped); a
+    step the box cannot reach keeps the nearest point found in it.
+
+    A path that starts on a branch of solutions that ends (the arm runs into a joint limit)
+    gets stuck there in order of time, and one whose branch begins later gets stuck in reverse
+    order. With ``both_ways`` each path is also refined from the last step back to the first
+    and the direction with the lower mean error is kept; both are bounded by ``radius``.
 
     Args:
         robot: the robot.
@@ -311,8 +320,12 @@ def refine_path(
         link: the end link (default: :func:`torchik.ik.solve.default_link`).
         radius: largest joint change between steps (rad or m): a number or ``(D,)``; ``None``:
             unconstrained.
+        start: ``(D,)`` or ``(P, D)``: with ``radius``, step 0 is also kept within ``radius``
+            of it (and the paths are refined forwards only); ``None``: step 0 is free.
+        both_ways: with ``radius``, also refine backwards and keep the better direction.
         tol_position: LM stops a step within this distance (m).
         max_iters: LM iterations per step.
+        generator: random generator for the restarts (on the robot's device).
 
     Returns:
         A :class:`PathResult` of the refined paths (with ``radius`` recorded if a number).
@@ -322,20 +335,38 @@ def refine_path(
     link = default_link(robot) if link is None else link
     seeds, targets = paths.to(robot.dtype), targets.to(robot.dtype)
     solve = partial(
-        solve_ik, robot, link=link, position_only=True, restarts=False,
-        tol_position=tol_position, max_iters=max_iters,
+        solve_ik, robot, link=link, position_only=True, tol_position=tol_position,
+        max_iters=max_iters, generator=generator,
     )  # fmt: skip
     if radius is None:
-        q = solve(targets.expand(*paths.shape[:-1], 3), seeds=seeds[..., None, :]).q[..., 0, :]
+        goal = targets.expand(*paths.shape[:-1], 3)
+        q = solve(goal, seeds=seeds[..., None, :], restarts=False).q[..., 0, :]
         return PathResult.measure(robot, link, targets, q)
     r = torch.as_tensor(radius, dtype=seeds.dtype, device=seeds.device)  # 0.1 as float64
-    path = [solve(targets[0].expand(len(seeds), 3), seeds=seeds[:, :1]).q[:, 0]]
-    for step in range(1, targets.shape[0]):
-        goal, previous = targets[step].expand(len(seeds), 3), path[-1]
-        box = {"lower": previous - r, "upper": previous + r}
-        path.append(solve(goal, seeds=seeds[:, step, None], **box).q[:, 0])
+    q, error = _refine_in_order(solve, targets, seeds, r, start)
+    if both_ways and start is None:
+        q_back, error_back = _refine_in_order(solve, targets.flip(0), seeds.flip(1), r, None)
+        backwards = (error_back.mean(dim=-1) < error.mean(dim=-1))[:, None, None]
+        q = torch.where(backwards, q_back.flip(1), q)
     scalar = float(radius) if r.dim() == 0 else None
-    return PathResult.measure(robot, link, targets, torch.stack(path, dim=1), scalar)
+    return PathResult.measure(robot, link, targets, q, scalar)
+
+
+def _refine_in_order(solve, targets: Tensor, seeds: Tensor, radius: Tensor, start):
+    """Steps refined one after the other, each within ``radius`` of the one before (step 0
+    within ``radius`` of ``start`` if given); ``q (P, S, D)`` and errors ``(P, S)``."""
+    n_paths, previous = seeds.shape[0], None
+    if start is not None:  # (D,) or (k, D) with P a multiple of k, as in follow_path
+        start = start.to(seeds).reshape(-1, seeds.shape[-1])
+        previous = start.repeat(n_paths // start.shape[0], 1)
+    path, error = [], []
+    for step, target in enumerate(targets):
+        box = {} if previous is None else {"lower": previous - radius, "upper": previous + radius}
+        result = solve(target.expand(n_paths, 3), seeds=seeds[:, step, None], restarts=True, **box)
+        previous = result.q[:, 0]
+        path.append(previous)
+        error.append(result.position_error[:, 0])
+    return torch.stack(path, dim=1), torch.stack(error, dim=1)
 
 
 def sequential_ik_path(
