@@ -435,6 +435,7 @@ def test_joint_limits_within_a_box():
     assert box.rows(torch.tensor([1])).lower.shape == (1, 3)
     sample = box.sample(torch.tensor([0, 1, 1]), torch.Generator().manual_seed(0))
     assert bool(((sample >= box.lower[[0, 1, 1]]) & (sample <= box.upper[[0, 1, 1]])).all())
+    assert_within_limits(robot, limits.sample(torch.arange(5)))  # shared limits: any row
     with pytest.raises(ValueError, match="empty"):
         limits.within(lower, lower - 0.1)
     with pytest.raises(ValueError, match="empty"):
