@@ -15,7 +15,12 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = {"fk": HERE / "fk.py", "ik": HERE / "ik.py", "pose": HERE / "pose.py"}
+BENCHMARKS = {
+    "fk": HERE / "fk.py",
+    "ik": HERE / "ik.py",
+    "pose": HERE / "pose.py",
+    "seq2seq": HERE / "seq2seq.py",
+}
 PARENT_ENV = "TORCHIK_BENCH_PARENT"  # same name as common.PARENT_ENV (kept import-free here)
 
 
