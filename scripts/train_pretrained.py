@@ -62,14 +62,38 @@ class Recipe:
     data_seed: int = 0
     seed: int = 0
     train: dict[str, Any] = field(default_factory=dict)
+    val_pairs: int = 0
+    val_seed: int = 2
 
 
 _MDN = {"components": 12, "width": 256, "depth": 3, "activation": "silu"}
 _RNN = {"hidden": 128, "width": 128, "depth": 1, "components": 8, "activation": "silu"}
+_IKNET_SMALL = {
+    "hyper_width": 256, "hyper_depth": 2, "embedding": 32, "primary_width": 64,
+    "primary_layers": 2, "components": 10, "min_scale": 1e-4, "norm": "none",
+}  # fmt: skip
+
+
+def _iknet_bench(robot: str, pairs: int, steps: int) -> Recipe:
+    """The recipe of ``benchmarks/iknet.py --preset small --steps ROBOT=STEPS
+    --train-threads 1`` (same data and validation seeds, schedule and weights kept; checked
+    equal to the last bit after 120 steps), so that its checkpoint can be bundled with
+    ``--checkpoint``."""
+    train = {
+        "warmup_steps": min(200, steps // 10), "min_lr_ratio": 0.02, "grad_clip": 0.3,
+        "val_every": max(1, steps // 12), "log_every": max(1, steps // 50),
+        "checkpoint_every": 0, "restore_best": True,
+    }  # fmt: skip
+    return Recipe(
+        robot, "position", "iknet", _IKNET_SMALL, pairs, steps, batch_size=256, lr=3e-3,
+        data_seed=1, seed=0, train=train, val_pairs=500, val_seed=2,
+    )  # fmt: skip
+
+
 RECIPES: dict[str, Recipe] = {
     "panda": Recipe("panda", "pose", "rnn", _RNN, 200_000, 9000),
     "ur5": Recipe("ur5", "position", "rnn", _RNN, 200_000, 4000),
-    "digit_arm": Recipe("digit_arm", "position", "rnn", _RNN, 200_000, 4000),
+    "digit_arm": _iknet_bench("digit_arm", 20_000, 15_000),
     "snake4": Recipe("snake4", "position", "rnn", _RNN, 100_000, 3000),
     "snake2": Recipe("snake2", "position", "mdn", {**_MDN, "components": 6}, 20_000, 2000),
 }
@@ -97,6 +121,11 @@ def train_one(name: str, recipe: Recipe, minutes: float | None) -> tuple[Any, di
     torch.manual_seed(recipe.seed)
     model = cls(data.spec, cls.Config(**recipe.config))
     settings = {"val_every": 0, "log_every": 500, "restore_best": False, **recipe.train}
+    val, fk_robot = None, None
+    if recipe.val_pairs:  # validation by FK picks the weights kept (restore_best)
+        val = make_dataset(robot, recipe.val_pairs, targets=recipe.targets, seed=recipe.val_seed)
+        fk_robot = torchik.load_robot(recipe.robot, dtype=torch.float64)
+        settings["val_targets"] = recipe.val_pairs
     config = TrainConfig(
         steps=recipe.steps,
         batch_size=recipe.batch_size,
@@ -106,7 +135,7 @@ def train_one(name: str, recipe: Recipe, minutes: float | None) -> tuple[Any, di
     )
     start, capped = time.perf_counter(), None
     try:
-        train(model, data, config=config, callback=_stop_after(minutes))
+        train(model, data, val, config=config, robot=fk_robot, callback=_stop_after(minutes))
     except _TimeUp as stop:
         capped = int(stop.args[0])
     seconds = time.perf_counter() - start
@@ -118,10 +147,24 @@ def _size_mb(path: Path) -> float:
     return round(path.stat().st_size / 2**20, 3)
 
 
-def run(name: str, overrides: dict[str, Any], minutes: float | None, out: Path) -> dict[str, Any]:
+def run(
+    name: str,
+    overrides: dict[str, Any],
+    minutes: float | None,
+    out: Path,
+    checkpoint: Path | None = None,
+    train_seconds: float | None = None,
+) -> dict[str, Any]:
     recipe = dataclasses.replace(RECIPES[name], **overrides)
     print(f"== {name}: {recipe.family} on {recipe.robot} ({recipe.targets}), {recipe.steps} steps")
-    model, facts = train_one(name, recipe, minutes)
+    if checkpoint is None:
+        model, facts = train_one(name, recipe, minutes)
+    else:  # trained elsewhere by this very recipe (e.g. benchmarks/iknet.py)
+        model = torchik.models.load(checkpoint).eval()
+        if type(model).__name__.lower() != recipe.family or model.spec.robot != recipe.robot:
+            raise SystemExit(f"{checkpoint} is not a {recipe.family} model of {recipe.robot}")
+        facts = {"train_seconds": train_seconds, "stopped_at_step": None}
+        facts["trained_by"] = f"checkpoint {checkpoint.name} of a run with this recipe"
     path = out / f"{name}.pt"
     model.save(path)
     loaded = torchik.models.load(path)
@@ -181,6 +224,11 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--config", type=json.loads, help="override the config, JSON (trials)")
     parser.add_argument("--minutes", type=float, help="cap on the wall time of each model")
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument(
+        "--checkpoint", type=Path,
+        help="bundle this checkpoint, trained elsewhere with NAME's recipe, instead of training",
+    )  # fmt: skip
+    parser.add_argument("--train-seconds", type=float, help="with --checkpoint: its training time")
     args = parser.parse_args(argv)
     if args.name == "table":
         print(markdown_table(args.out))
@@ -190,8 +238,11 @@ def main(argv: list[str] | None = None) -> None:
     names = list(RECIPES) if args.name == "all" else [args.name]
     overrides = {"steps": args.steps, "family": args.family, "config": args.config}
     overrides = {k: v for k, v in overrides.items() if v is not None}
+    if args.checkpoint is not None and len(names) != 1:
+        raise SystemExit("--checkpoint needs one model NAME")
     for name in names:  # one at a time; the table is updated after each model
-        _merge(args.out, {name: run(name, overrides, args.minutes, args.out)})
+        entry = run(name, overrides, args.minutes, args.out, args.checkpoint, args.train_seconds)
+        _merge(args.out, {name: entry})
 
 
 if __name__ == "__main__":
