@@ -35,7 +35,8 @@ def get_model(args) -> tuple[IKNet, str]:
     an IKNet (small) trained here for --steps."""
     if args.model is not None:
         model = torchik.models.load(args.model)
-        return model, f"{type(model).__name__} checkpoint {args.model} (torchik.models.load)"
+        what = f"{type(model).__name__} checkpoint {args.model} (torchik.models.load)"
+        return model, f"{what}, {getattr(model, 'config', '')}"
     try:
         model = load_pretrained(ROBOT).float()
         if hasattr(model, "sample_within"):
@@ -121,19 +122,21 @@ def _mean(rows, key):
 
 def table(store: dict, args) -> Table:
     cm = lambda x: f"{100 * x:.2f}"  # noqa: E731
+    cm3 = lambda x: f"{100 * x:.3f}"  # noqa: E731
     pct = lambda x: f"{100 * x:.0f} %"  # noqa: E731
+    pct1 = lambda x: f"{100 * x:.2f} %"  # noqa: E731
     t = Table(
         f"Digit arm, {args.sequences} smooth sequences of {args.length} targets, r = "
         f"{args.radius} rad",
         [
             Column("paths", "paths / sequence"),
-            Column("mean_error", "mean error per path (cm)", cm),
-            Column("best_error", "best path (cm)", cm),
+            Column("mean_error", "mean error per path (cm)", cm3),
+            Column("best_error", "best path (cm)", cm3),
             Column("worst_error", "worst path (cm)", cm),
-            Column("under_5mm", "paths ≤ 0.5 cm", pct),
+            Column("under_5mm", "paths ≤ 0.5 cm", pct1),
             Column("max_jump", "max jump (rad)", lambda x: f"{x:.3f}"),
             Column("mean_jump", "mean jump (rad)", lambda x: f"{x:.4f}"),
-            Column("within_r", "paths with no jump > r", pct),
+            Column("within_r", "paths with no jump > r", pct1),
             Column("all_ok", "sequences with every path ≤ 0.5 cm, no jump > r", pct),
             Column("distinct", f"distinct paths ({DISTINCT_TOL:g} rad)", lambda x: f"{x:.1f}"),
             Column("seconds", "time / sequence", lambda x: f"{x:.2f} s"),
@@ -190,11 +193,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--model", type=Path, help="an IKNet checkpoint (torchik.models.load)")
     parser.add_argument("--steps", type=int, default=3000, help="training steps (no --model)")
     parser.add_argument("--train-size", type=int, default=20000)
+    parser.add_argument("--note", action="append", default=[], help="a line for the intro")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # common sets all cores; this machine is shared
     report = Report("paths", "Path following (torchik.paths), Digit arm")
     store, what = run(args)
-    report.intro = [f"Model: {what}."]
+    report.intro = [f"Model: {what}.", *args.note]
     report.tables = [table(store, args)]
     md, _ = report.write(args.out)
     log(f"wrote {md}")
