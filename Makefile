@@ -25,7 +25,7 @@ demo: $(STAMP)-dev
 	$(BIN)/python -m torchik.demo
 
 test: $(STAMP)-dev
-	$(BIN)/python -m pytest -q -n 2 tests
+	$(BIN)/python -m pytest -q -n 2 tests --doctest-modules src/torchik
 
 lint: $(STAMP)-dev
 	$(BIN)/ruff check $(CODE)

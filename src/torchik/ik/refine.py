@@ -51,7 +51,8 @@ def refine_samples(
         An :class:`IKResult` with ``q (..., K, dof)``, slot for slot the refined samples.
 
     Example:
-        >>> import torchik
+        >>> import torch, torchik
+        >>> from torchik.ik import refine_samples
         >>> robot = torchik.load_robot("panda", dtype=torch.float64)
         >>> g = torch.Generator().manual_seed(0)
         >>> q = robot.random_configuration(3, g)
