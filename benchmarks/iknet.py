@@ -86,7 +86,7 @@ CM = 100.0
 
 
 def _cm(x: float) -> str:
-    return f"{x:.2f}"
+    return "—" if math.isnan(x) else f"{x:.2f}"
 
 
 def _pct(x: float) -> str:
@@ -423,7 +423,7 @@ def _tables(rows, curve, sizes, args) -> list[Table]:
             Column("best100_cm", "best of 100 (cm)", _cm),
             Column("runtime_1_s", "time/target, 1 sample", fmt_time),
             Column("runtime_100_s", "time/target, 100 samples", fmt_time),
-            Column("diversity", "diversity (rad)", lambda x: f"{x:.3f}"),
+            Column("diversity", "diversity (rad)", lambda x: "—" if math.isnan(x) else f"{x:.3f}"),
         ],
         references=(),
     )
