@@ -517,6 +517,23 @@ def _size_table(sizes, batch: int) -> Table:
     return table
 
 
+def _kept(path: Path, robots: list[str]) -> tuple[list[dict], list[dict], str]:
+    """Rows and curve points of the robots not in ``robots`` from an earlier results JSON,
+    and an intro line naming that run."""
+    old = json.loads(Path(path).read_text())
+    main, learning = old["tables"][0]["rows"], old["tables"][1]["rows"]
+    rows = [r for r in main if r.get("robot") not in robots]
+    curve = [r for r in learning if r.get("robot") not in robots]
+    kept = sorted({r["robot"] for r in rows}, key=list(ROBOTS).index)
+    stamp = old["stamp"]
+    note = (
+        f"Rows of {', '.join(kept)} kept from an earlier run of this script ({stamp['date']}, "
+        f"torchik {stamp['torchik']}, load {stamp['load_average_at_start']} at its start): "
+        f"`{stamp['command']}`."
+    )
+    return rows, curve, note
+
+
 def _parse_sizes(items: list[str]) -> dict[str, int]:
     out = {}
     for item in items:
@@ -561,6 +578,10 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--no-iknet", action="store_true", help="leave IKNet out")
     parser.add_argument("--solvers", action="store_true", help="add the numerical solvers")
     parser.add_argument("--name", default="iknet", help="results file name")
+    parser.add_argument(
+        "--keep-from", type=Path, metavar="JSON",
+        help="keep the rows of the robots not run now from an earlier run's results JSON",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     args.train_size, args.steps = _parse_sizes(args.train_size), _parse_sizes(args.steps)
     args.families = ([] if args.no_iknet else ["iknet"]) + args.families
@@ -575,6 +596,9 @@ def main(argv: list[str] | None = None) -> int:
         *args.note,
     ]
     rows, curve = [], []
+    if args.keep_from is not None:
+        rows, curve, note = _kept(args.keep_from, args.robots)
+        report.intro.append(note)
     for name in args.robots:
         robot_rows, points = run_robot(name, args)
         rows += robot_rows
