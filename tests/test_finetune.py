@@ -9,7 +9,13 @@ import torch
 
 from torchik import load_robot, make_dataset
 from torchik.data import robot_hash
-from torchik.finetune import FINETUNE_CONFIG, calibrate, finetune, perturbed_robot
+from torchik.finetune import (
+    FINETUNE_CONFIG,
+    calibrate,
+    family_dataset,
+    finetune,
+    perturbed_robot,
+)
 from torchik.models import IKNet, IKNetConfig
 from torchik.train import TrainConfig, train
 
@@ -39,6 +45,28 @@ def test_perturbed_robot_changes_lengths_by_at_most_the_scale(name):
     assert perturbed_robot(robot, 0.0, _gen(1)).origin_xyz.equal(robot.origin_xyz)
     with pytest.raises(ValueError, match="scale"):
         perturbed_robot(robot, 1.5)
+
+
+def test_family_dataset_draws_each_chunk_from_its_own_perturbed_arm():
+    arm = load_robot("planar", link_lengths=[0.5, 0.3], dtype=F64)
+    data = family_dataset(arm, 250, per_arm=100, scale=0.2, seed=3, targets="planar")
+    assert len(data) == 250 and data.meta["family"]["arms"] == 3
+    assert data.spec == make_dataset(arm, 1, targets="planar").spec  # the nominal robot's spec
+    # each chunk's targets are FK of its own arm: rebuild the arms from the same draws
+    gen, lengths = _gen(3), []
+    for start in range(0, 250, 100):
+        true = perturbed_robot(arm, 0.2, gen)
+        torch.randint(2**62, (1,), generator=gen)  # the chunk's sampling seed
+        chunk = slice(start, start + 100)
+        fk = true.link_positions(data.q[chunk].double(), "ee")[:, :2]
+        torch.testing.assert_close(fk.float(), data.target[chunk], atol=1e-6, rtol=0)
+        lengths.append(true.origin_xyz.norm(dim=-1))
+    assert not torch.allclose(lengths[0], lengths[1])
+    nominal = arm.link_positions(data.q[:100].double(), "ee")[:, :2].float()
+    assert (nominal - data.target[:100]).abs().max() > 1e-3
+    assert family_dataset(arm, 250, 100, seed=3, targets="planar").q.equal(data.q)  # seeded
+    with pytest.raises(ValueError, match="per_arm"):
+        family_dataset(arm, 10, per_arm=0)
 
 
 def test_calibration_recovers_perturbed_planar_link_lengths():

@@ -5,6 +5,8 @@
 * :func:`calibrate` fits the joint origins of a robot to measured end-link positions by
   gradient descent through forward kinematics (:meth:`torchik.Robot.learnable_origins`).
 * :func:`finetune` continues training a model on a small data set of the changed robot.
+* :func:`family_dataset` draws training pairs from many perturbed copies of a robot, for one
+  model meant to serve the whole family.
 
 Robots returned here are rebuilt from a modified description (:class:`torchik.urdf.URDFModel`),
 so their :func:`torchik.data.robot_hash` names the new geometry and data made with them carry it.
@@ -28,8 +30,8 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torchik.data import IKDataset
-from torchik.models.base import IKModel
+from torchik.data import DATA_FORMAT_VERSION, IKDataset, make_dataset
+from torchik.models.base import IKModel, ProblemSpec
 from torchik.robot import Robot
 from torchik.train import TrainConfig, TrainResult, train
 from torchik.urdf import Origin
@@ -38,6 +40,7 @@ __all__ = [
     "FINETUNE_CONFIG",
     "CalibrationResult",
     "calibrate",
+    "family_dataset",
     "finetune",
     "perturbed_robot",
     "with_origins",
@@ -81,6 +84,53 @@ def perturbed_robot(
     u = torch.rand(n, 1, generator=generator, dtype=torch.float64)
     factor = 1.0 + scale * (2.0 * u - 1.0)
     return with_origins(robot, robot.origin_xyz.detach().double().cpu() * factor)
+
+
+def family_dataset(
+    robot: Robot,
+    n: int,
+    per_arm: int = 200,
+    scale: float = 0.2,
+    seed: int = 0,
+    link: str | None = None,
+    targets: str = "position",
+) -> IKDataset:
+    """``n`` pairs from a family of robots: a fresh :func:`perturbed_robot` of ``robot`` (its
+    own factors in ``[1 - scale, 1 + scale]``) for every ``per_arm`` pairs.
+
+    The pairs carry ``robot``'s spec (name, hash, limits): a model trained on them is a model of
+    the nominal robot that has seen the whole family. ``meta["family"]`` records the family.
+
+    Args:
+        robot: the nominal robot.
+        n: number of pairs; ``ceil(n / per_arm)`` arms are drawn.
+        per_arm: pairs per arm (the last arm may get fewer).
+        scale: largest relative change of an origin (see :func:`perturbed_robot`).
+        seed: seeds the arms and their joint samples (the global RNG is untouched).
+        link, targets: as in :func:`torchik.data.make_dataset`.
+
+    Example:
+        >>> arm = torchik.load_robot("digit_arm")
+        >>> data = family_dataset(arm, 500, per_arm=100)
+        >>> len(data), data.meta["family"]["arms"], data.spec.robot == arm.name
+        (500, 5, True)
+    """
+    if per_arm < 1 or n < 0:
+        raise ValueError(f"per_arm must be >= 1 and n >= 0, got per_arm={per_arm}, n={n}")
+    spec = ProblemSpec.from_robot(robot, link, targets)
+    gen = torch.Generator().manual_seed(seed)
+    qs, ts = [], []
+    for start in range(0, n, per_arm):
+        arm = perturbed_robot(robot, scale, gen)
+        seed_i = int(torch.randint(2**62, (1,), generator=gen))
+        part = make_dataset(arm, min(per_arm, n - start), spec.link, targets=targets, seed=seed_i)
+        qs.append(part.q)
+        ts.append(part.target)
+    q = torch.cat(qs) if qs else torch.empty(0, spec.dof)
+    target = torch.cat(ts) if ts else torch.empty(0, spec.target_dim)
+    family = {"scale": scale, "per_arm": per_arm, "arms": len(qs), "seed": seed}
+    meta = {"sampler": "uniform", "seed": seed, "format_version": DATA_FORMAT_VERSION}
+    return IKDataset(q, target, spec, {**meta, "family": family})
 
 
 @dataclass
