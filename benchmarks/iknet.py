@@ -525,6 +525,8 @@ def _kept(path: Path, robots: list[str]) -> tuple[list[dict], list[dict], str]:
     rows = [r for r in main if r.get("robot") not in robots]
     curve = [r for r in learning if r.get("robot") not in robots]
     kept = sorted({r["robot"] for r in rows}, key=list(ROBOTS).index)
+    if not kept:
+        return [], [], ""
     stamp = old["stamp"]
     note = (
         f"Rows of {', '.join(kept)} kept from an earlier run of this script ({stamp['date']}, "
@@ -596,18 +598,23 @@ def main(argv: list[str] | None = None) -> int:
         *args.note,
     ]
     rows, curve = [], []
-    if args.keep_from is not None:
-        rows, curve, note = _kept(args.keep_from, args.robots)
-        report.intro.append(note)
+    intro = list(report.intro)
+
+    def write(sizes: list) -> Path:
+        # kept rows are read at every write, so a run beside this one can fill the file first
+        kept_rows, kept_curve = [], []
+        if args.keep_from is not None and Path(args.keep_from).exists():
+            kept_rows, kept_curve, note = _kept(args.keep_from, args.robots)
+            report.intro = [*intro, note] if note else intro
+        report.tables = _tables(kept_rows + rows, kept_curve + curve, sizes, args)
+        return report.write(args.out)[0]
+
     for name in args.robots:
         robot_rows, points = run_robot(name, args)
         rows += robot_rows
         curve += points
-        report.tables = _tables(rows, curve, [], args)
-        report.write(args.out)  # partial results survive a later failure
-    sizes = [size_row(p, args.batch) for p in args.size_presets] if args.sizes else []
-    report.tables = _tables(rows, curve, sizes, args)
-    md, _ = report.write(args.out)
+        write([])  # partial results survive a later failure
+    md = write([size_row(p, args.batch) for p in args.size_presets] if args.sizes else [])
     log(f"wrote {md}")
     return 0
 
