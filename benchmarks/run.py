@@ -1,7 +1,10 @@
-"""Run the benchmarks: ``python benchmarks/run.py [fk|ik|all] [--wait-idle S]`` (default: all).
+"""Run the benchmarks: ``python benchmarks/run.py [NAME ...|all] [--wait-idle S]`` (default: all).
 
-Each benchmark runs in its own process (fresh thread pool and memory; its results stamp its own
-command) and writes ``benchmarks/results/<name>.md`` and ``.json``. ``make bench`` calls this.
+``all`` runs the quick ones (minutes each); the learned-IK protocols that train models for tens of
+minutes to hours on a CPU (``iknet``, ``posterior``, ``paths``, ``finetune``) run only by name,
+with their scripts' defaults. Each benchmark runs in its own process (fresh thread pool and
+memory; its results stamp its own command) and writes ``benchmarks/results/<name>.md`` and
+``.json``. ``make bench`` calls this.
 """
 
 from __future__ import annotations
@@ -21,15 +24,23 @@ BENCHMARKS = {
     "pose": HERE / "pose.py",
     "seq2seq": HERE / "seq2seq.py",
 }
+LONG = {
+    "iknet": HERE / "iknet.py",
+    "posterior": HERE / "posterior.py",
+    "paths": HERE / "paths.py",
+    "finetune": HERE / "finetune.py",
+}
+"""Run only when named: each trains models for a long time on a CPU."""
 PARENT_ENV = "TORCHIK_BENCH_PARENT"  # same name as common.PARENT_ENV (kept import-free here)
 
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("which", nargs="*", help=f"any of {', '.join(BENCHMARKS)}, all (default)")
+    known = {**BENCHMARKS, **LONG}
+    parser.add_argument("which", nargs="*", help=f"any of {', '.join(known)}, all (default)")
     args, extra = parser.parse_known_args(argv)  # e.g. --wait-idle 600, forwarded to each
     which = args.which or ["all"]
-    unknown = set(which) - {*BENCHMARKS, "all"}
+    unknown = set(which) - {*known, "all"}
     if unknown:
         parser.error(f"unknown benchmark(s): {', '.join(sorted(unknown))}")
     names = list(BENCHMARKS) if "all" in which else list(dict.fromkeys(which))
@@ -37,8 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     failed = []
     for name in names:
         start = time.perf_counter()
-        print(f"== {name}: {BENCHMARKS[name].name}", flush=True)
-        command = [sys.executable, str(BENCHMARKS[name].relative_to(HERE.parent)), *extra]
+        print(f"== {name}: {known[name].name}", flush=True)
+        command = [sys.executable, str(known[name].relative_to(HERE.parent)), *extra]
         code = subprocess.call(command, cwd=HERE.parent, env=env)
         print(f"== {name}: exit {code} after {time.perf_counter() - start:.0f} s", flush=True)
         if code:
