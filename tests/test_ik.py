@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import math
 import sys
+from pathlib import Path
 
 import pytest
 import torch
@@ -27,24 +28,7 @@ from torchik.rotations import pose_error
 F64 = torch.float64
 
 # A spatial arm with two continuous joints (and one limited) for wrapping tests.
-CONTINUOUS_URDF = """<?xml version="1.0"?>
-<robot name="wrist_arm">
-  <link name="base"/><link name="a"/><link name="b"/><link name="c"/><link name="tip"/>
-  <joint name="yaw" type="continuous">
-    <parent link="base"/><child link="a"/><origin xyz="0 0 0.1"/><axis xyz="0 0 1"/>
-  </joint>
-  <joint name="pitch" type="revolute">
-    <parent link="a"/><child link="b"/><origin xyz="0 0 0.1"/><axis xyz="0 1 0"/>
-    <limit lower="-1.5" upper="1.5" effort="1" velocity="1"/>
-  </joint>
-  <joint name="elbow" type="continuous">
-    <parent link="b"/><child link="c"/><origin xyz="0 0 0.4"/><axis xyz="0 1 0"/>
-  </joint>
-  <joint name="tip_joint" type="fixed">
-    <parent link="c"/><child link="tip"/><origin xyz="0 0 0.3"/>
-  </joint>
-</robot>
-"""
+CONTINUOUS_URDF = (Path(__file__).parent / "data" / "urdf" / "wrist_arm.urdf").read_text()
 
 
 def robot_and_targets(name: str, n: int, seed: int = 0, dtype=F64):

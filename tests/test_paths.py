@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 from functools import cache
+from pathlib import Path
 
 import pytest
 import torch
@@ -202,24 +203,7 @@ def test_refinement_within_a_radius_never_jumps_further(radius):
 
 
 # a continuous yaw under a limited pitch and a continuous elbow
-WRIST_URDF = """<?xml version="1.0"?>
-<robot name="wrist_arm">
-  <link name="base"/><link name="a"/><link name="b"/><link name="c"/><link name="tip"/>
-  <joint name="yaw" type="continuous">
-    <parent link="base"/><child link="a"/><origin xyz="0 0 0.1"/><axis xyz="0 0 1"/>
-  </joint>
-  <joint name="pitch" type="revolute">
-    <parent link="a"/><child link="b"/><origin xyz="0 0 0.1"/><axis xyz="0 1 0"/>
-    <limit lower="-1.5" upper="1.5" effort="1" velocity="1"/>
-  </joint>
-  <joint name="elbow" type="continuous">
-    <parent link="b"/><child link="c"/><origin xyz="0 0 0.4"/><axis xyz="0 1 0"/>
-  </joint>
-  <joint name="tip_joint" type="fixed">
-    <parent link="c"/><child link="tip"/><origin xyz="0 0 0.3"/>
-  </joint>
-</robot>
-"""
+WRIST_URDF = (Path(__file__).parent / "data" / "urdf" / "wrist_arm.urdf").read_text()
 
 
 def test_refinement_within_a_radius_per_joint_and_across_pi():
