@@ -18,31 +18,19 @@ import dataclasses
 import time
 
 import torch
-from common import Column, Report, Table, add_common_args, log
+from common import Column, Report, Table, add_common_args, log, train_small_iknet
 
 import torchik
 from torchik.finetune import FINETUNE_CONFIG, family_dataset, finetune, perturbed_robot
 from torchik.metrics import position_error
-from torchik.models import IKNet, IKNetConfig
-from torchik.train import TrainConfig, train
+from torchik.models import IKNet
 
 ROBOT, LINK = "digit_arm", "left_hand"
 
 
-def _config(steps: int, batch: int) -> TrainConfig:
-    return TrainConfig(
-        steps=steps, batch_size=batch, lr=3e-3, warmup_steps=min(200, steps // 10),
-        min_lr_ratio=0.02, grad_clip=0.3, log_every=max(1, steps // 5), val_every=0,
-        checkpoint_every=0,
-    )  # fmt: skip
-
-
 def _scratch(data, steps: int) -> tuple[IKNet, float]:
-    torch.manual_seed(0)
-    t0 = time.perf_counter()
-    model = IKNet(data.spec, IKNetConfig.small())
-    model = train(model, data, config=_config(steps, min(256, len(data)))).model
-    return model, time.perf_counter() - t0
+    batch, warmup = min(256, len(data)), min(200, steps // 10)
+    return train_small_iknet(data, steps, batch=batch, warmup=warmup, log_parts=5)
 
 
 @torch.no_grad()

@@ -13,10 +13,10 @@ import time
 from pathlib import Path
 
 import torch
-from common import Column, Report, Table, add_common_args, log
+from common import Column, Report, Table, add_common_args, log, train_small_iknet
 
 import torchik
-from torchik.models import IKNet, IKNetConfig, load_pretrained
+from torchik.models import IKNet, load_pretrained
 from torchik.paths import (
     DISTINCT_TOL,
     follow_path,
@@ -24,7 +24,6 @@ from torchik.paths import (
     refine_path,
     sequential_ik_path,
 )
-from torchik.train import TrainConfig, train
 
 ROBOT, LINK = "digit_arm", "left_hand"
 GOAL_ERROR = 0.005  # m: the bound on a path's mean error
@@ -46,17 +45,10 @@ def get_model(args) -> tuple[IKNet, str]:
         log(f"no pretrained model ({err}): training one")
     robot = torchik.load_robot(ROBOT)
     data = torchik.make_dataset(robot, args.train_size, seed=0)
-    torch.manual_seed(0)
-    model = IKNet(data.spec, IKNetConfig.small())
-    config = TrainConfig(
-        steps=args.steps, batch_size=256, lr=3e-3, warmup_steps=200, min_lr_ratio=0.02,
-        grad_clip=0.3, log_every=max(1, args.steps // 10), val_every=0, checkpoint_every=0,
-    )  # fmt: skip
-    t0 = time.perf_counter()
-    model = train(model, data, config=config).model
+    model, seconds = train_small_iknet(data, args.steps)
     what = (
         f"IKNet (small) trained here: {args.train_size} uniform pairs, {args.steps} steps, "
-        f"{time.perf_counter() - t0:.0f} s on 1 CPU thread"
+        f"{seconds:.0f} s on 1 CPU thread"
     )
     return model, what
 

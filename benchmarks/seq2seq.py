@@ -13,11 +13,10 @@ from __future__ import annotations
 import argparse
 import copy
 import json
-import time
 from pathlib import Path
 
 import torch
-from common import Column, Report, Table, add_common_args, log
+from common import Column, Report, Table, add_common_args, log, train_small_iknet
 
 import torchik
 from torchik.models import IKNet, IKNetConfig, load, load_pretrained
@@ -29,7 +28,6 @@ from torchik.seq2seq import (
     make_sequence_dataset,
     train_sequence_model,
 )
-from torchik.train import TrainConfig, train
 
 ROBOT = "ur5"
 RAW, FROZEN, TUNED, RANDOM = (
@@ -45,21 +43,13 @@ VARIANTS = {"raw": RAW, "frozen": FROZEN, "control": RANDOM, "tuned": TUNED}
 def _train_iknet(args) -> tuple[IKNet, str]:
     robot = torchik.load_robot(ROBOT)
     data = torchik.make_dataset(robot, args.iknet_train_size, seed=0)
-    torch.manual_seed(0)
-    model = IKNet(data.spec, IKNetConfig.small())
-    config = TrainConfig(
-        steps=args.iknet_steps, batch_size=256, lr=3e-3, warmup_steps=200, min_lr_ratio=0.02,
-        grad_clip=0.3, log_every=max(1, args.iknet_steps // 10), val_every=0,
-        checkpoint_every=0,
-    )  # fmt: skip
-    t0 = time.perf_counter()
-    model = train(model, data, config=config).model
+    model, seconds = train_small_iknet(data, args.iknet_steps)
     if args.save_iknet:
         model.save(args.save_iknet)
     return model, (
         f"IKNet (small: {_sizes(model.config)}) trained here on {args.iknet_train_size} uniform "
         f"UR5 position pairs, {args.iknet_steps} steps (batch 256, lr 3e-3), "
-        f"{time.perf_counter() - t0:.0f} s on 1 CPU thread"
+        f"{seconds:.0f} s on 1 CPU thread"
     )
 
 
