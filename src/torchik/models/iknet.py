@@ -134,9 +134,10 @@ def _layouts(fan_ins: list[int], width: int, layers: int, outs: list[int]) -> li
     return result
 
 
-def _apply(x: Tensor, flat: Tensor, layer: _Layer) -> Tensor:
-    """``x (B, n, fan_in)`` through each target's generated layer: ``(B, n, fan_out)``."""
-    w = flat[:, layer.offset : layer.offset + layer.size].unflatten(1, (-1, layer.fan_out))
+def _apply(x: Tensor, piece: Tensor, layer: _Layer) -> Tensor:
+    """``x (B, n, fan_in)`` through each target's generated layer ``piece (B, layer.size)``:
+    ``(B, n, fan_out)``."""
+    w = piece.unflatten(1, (-1, layer.fan_out))
     scale = 1.0 / math.sqrt(layer.fan_in + 1)
     return torch.baddbmm(w[:, -1:], x, w[:, :-1], beta=scale, alpha=scale)
 
@@ -239,12 +240,28 @@ class IKNet(IKModel):
             return torch.stack((torch.cos(q), torch.sin(q)), dim=-1)
         return (2.0 * (q - domain.lower) / domain.span - 1.0).unsqueeze(-1)
 
-    def _mixture(self, x: Tensor, flat: Tensor, j: int) -> tuple[Tensor, Tensor, Tensor]:
-        """Weights, means, scales ``(B, n, K)`` of joint ``j`` from features ``x (B, n, F_j)``."""
-        for layer in self._layers[j][:-1]:
-            x = torch.relu(_apply(x, flat, layer))
+    def _split(self, flat: Tensor) -> list[tuple[Tensor, ...]]:
+        """The generated weights ``flat (B, generated_size)`` cut into one ``(B, size)`` view
+        per layer, per joint.
+
+        One ``split`` instead of a slice per layer: the backward of a slice writes a zero
+        gradient as large as ``flat`` and adds into it, once per layer (most of a CPU step);
+        the backward of ``split`` is one concatenation. The values are the same.
+        """
+        sizes = [layer.size for joint in self._layers for layer in joint]
+        pieces = iter(flat.split(sizes, dim=1))
+        return [tuple(next(pieces) for _ in joint) for joint in self._layers]
+
+    def _mixture(
+        self, x: Tensor, flat: Tensor | tuple[Tensor, ...], j: int
+    ) -> tuple[Tensor, Tensor, Tensor]:
+        """Weights, means, scales ``(B, n, K)`` of joint ``j`` from features ``x (B, n, F_j)``
+        and the generated weights (``flat`` whole, or joint ``j``'s pieces of :meth:`_split`)."""
+        pieces = self._split(flat)[j] if isinstance(flat, Tensor) else flat
+        for layer, piece in zip(self._layers[j][:-1], pieces, strict=False):
+            x = torch.relu(_apply(x, piece, layer))
         k, domain = self.config.components, self.domains[j]
-        out = _apply(x, flat, self._layers[j][-1])
+        out = _apply(x, pieces[-1], self._layers[j][-1])
         logits, raw_scale, raw_mean = out[..., :k], out[..., k : 2 * k], out[..., 2 * k :]
         if domain.circular:  # a direction (cos, sin): no seam where the angle wraps
             means = domain.lower + math.pi + torch.atan2(raw_mean[..., k:], raw_mean[..., :k])
@@ -262,10 +279,11 @@ class IKNet(IKModel):
         shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
         q = q.expand(*shape, q.shape[-1]).reshape(-1, q.shape[-1])
         flat = self.generate(target.expand(*shape, target.shape[-1]).reshape(-1, target.shape[-1]))
+        pieces = self._split(flat)
         features = torch.cat([self._features(q[:, j], j) for j in range(self.spec.dof)], dim=-1)
         total = q.new_zeros(q.shape[0])
         for j, end in enumerate(self._feature_end):
-            weights, means, scales = self._mixture(features[:, None, :end], flat, j)
+            weights, means, scales = self._mixture(features[:, None, :end], pieces[j], j)
             total = total + mixture_log_prob(
                 q[:, j], weights[:, 0], means[:, 0], scales[:, 0], self.domains[j]
             )
