@@ -27,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DATA_FORMAT_VERSION",
+    "FKStream",
     "IKDataset",
     "decode_target",
     "encode_target",
@@ -198,20 +199,33 @@ def _float64_cpu(robot: Robot) -> Robot:
 
 
 def _sample_joints(
-    robot: Robot, n: int, sampler: str, std: float | Sequence[float], gen: torch.Generator
+    robot: Robot,
+    n: int,
+    sampler: str,
+    std: float | Sequence[float],
+    gen: torch.Generator,
+    count: bool = True,
 ) -> tuple[Tensor, int]:
-    """``(n, D)`` float64 joints and the number of entries clamped to the limits."""
+    """``(n, D)`` joints in the robot's dtype, on the generator's device, and the number of
+    entries clamped to the limits (``0`` without ``count``: counting waits for the device)."""
     lower, upper = robot.lower, robot.upper
+    like = {"generator": gen, "dtype": lower.dtype, "device": lower.device}
     if sampler == "uniform":
-        return lower + torch.rand(n, robot.dof, generator=gen, dtype=torch.float64) * (
-            upper - lower
-        ), 0
+        return lower + torch.rand(n, robot.dof, **like) * (upper - lower), 0
     if sampler != "normal":
         raise ValueError(f"sampler must be 'uniform' or 'normal', got {sampler!r}")
-    scale = torch.as_tensor(std, dtype=torch.float64).expand(robot.dof)
-    q = torch.randn(n, robot.dof, generator=gen, dtype=torch.float64) * scale
+    scale = torch.as_tensor(std, dtype=lower.dtype, device=lower.device).expand(robot.dof)
+    q = torch.randn(n, robot.dof, **like) * scale
     clamped = torch.clamp(q, lower, upper)
-    return clamped, int((clamped != q).sum())
+    return clamped, int((clamped != q).sum()) if count else 0
+
+
+def _check_std(std: float | Sequence[float], dof: int) -> None:
+    values = torch.as_tensor(std, dtype=torch.float64)
+    if values.dim() > 1 or values.numel() not in (1, dof):
+        raise ValueError(f"std must be one number or {dof} numbers, got {tuple(values.shape)}")
+    if not bool(torch.isfinite(values).all() and (values > 0).all()):
+        raise ValueError(f"std must be finite and > 0, got {values.tolist()}")
 
 
 def make_dataset(
@@ -251,6 +265,8 @@ def make_dataset(
     spec = ProblemSpec.from_robot(robot, link, targets)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
+    if sampler == "normal":
+        _check_std(std, robot.dof)
     fk_robot, gen = _float64_cpu(robot), torch.Generator().manual_seed(seed)
     q, n_clamped = _sample_joints(fk_robot, n, sampler, std, gen)
     target = torch.empty(n, spec.target_dim, dtype=torch.float32)
@@ -304,3 +320,130 @@ def load_dataset(path: str | os.PathLike, robot: Robot | None = None) -> IKDatas
             f"not for this {robot.name!r} (hash {robot_hash(robot)[:12]}): regenerate it"
         )
     return data
+
+
+# ---------------------------------------------------------------------------- streaming
+class FKStream:
+    """An endless source of fresh training pairs, made by forward kinematics batch by batch on
+    the training device: no data set in memory, never the same pair twice.
+
+    Joints are drawn as in :func:`make_dataset` (uniform in the limits, or ``N(0, std^2)``
+    clamped to them) from a private generator on ``device``; their targets come from FK in
+    ``fk_dtype`` (float64 by default: exact to the last float32 digit) and are returned as
+    float32. The same seed and device give the same batches; :meth:`state_dict` and
+    :meth:`load_state_dict` carry the position in the stream (:func:`torchik.train.train` keeps
+    it in its checkpoints, so a resumed run continues the same stream).
+
+    Args:
+        robot: the robot (any dtype or device; a copy in ``fk_dtype`` on ``device`` is kept).
+        link: the end link (default: the robot's default end link).
+        targets: ``"position"``, ``"pose"`` or ``"planar"`` (see :func:`encode_target`).
+        sampler: ``"uniform"`` or ``"normal"``.
+        std: the normal sampler's standard deviation (one number or one per joint).
+        seed: seeds the stream's generator.
+        device: where joints are drawn and FK runs (default: the robot's device).
+        fk_dtype: the dtype of the FK.
+
+    Example:
+        >>> stream = FKStream(torchik.load_robot("panda"), seed=0)
+        >>> q, target = stream.next(256)
+        >>> q.shape, target.shape, stream.spec.link
+        (torch.Size([256, 7]), torch.Size([256, 3]), 'panda_hand')
+    """
+
+    def __init__(
+        self,
+        robot: Robot,
+        link: str | None = None,
+        targets: str = "position",
+        sampler: str = "uniform",
+        std: float | Sequence[float] = 0.2,
+        seed: int = 0,
+        device: str | torch.device | None = None,
+        fk_dtype: torch.dtype = torch.float64,
+    ):
+        from torchik.models.base import ProblemSpec
+
+        self.spec = ProblemSpec.from_robot(robot, link, targets)
+        if sampler not in ("uniform", "normal"):
+            raise ValueError(f"sampler must be 'uniform' or 'normal', got {sampler!r}")
+        if sampler == "normal":
+            _check_std(std, robot.dof)
+        if fk_dtype not in (torch.float32, torch.float64):
+            raise TypeError(f"fk_dtype must be torch.float32 or torch.float64, got {fk_dtype}")
+        self.sampler, self.std, self.seed = sampler, std, int(seed)
+        self._fk_dtype = fk_dtype
+        self._robot = _fk_copy(robot, fk_dtype, torch.device(device or robot.device))
+        self.generator = torch.Generator(self.device).manual_seed(self.seed)
+        self.drawn = 0
+
+    @property
+    def device(self) -> torch.device:
+        """Where the pairs are made."""
+        return self._robot.device
+
+    def to(self, device: str | torch.device) -> FKStream:
+        """The stream on ``device``, restarted at its seed (a generator cannot change device);
+        ``self`` where it is there already."""
+        device = torch.device(device)
+        if device == self.device or (device.index is None and device.type == self.device.type):
+            return self
+        new = copy.copy(self)
+        new._robot = _fk_copy(self._robot, self._fk_dtype, device)
+        new.generator, new.drawn = torch.Generator(device).manual_seed(self.seed), 0
+        return new
+
+    @torch.no_grad()
+    def _make(self, n: int, gen: torch.Generator) -> tuple[Tensor, Tensor]:
+        q, _ = _sample_joints(self._robot, n, self.sampler, self.std, gen, count=False)
+        pose = self._robot.forward_kinematics(q, self.spec.link)
+        return q.float(), encode_target(pose, self.spec.targets).float()
+
+    def next(self, batch_size: int) -> tuple[Tensor, Tensor]:
+        """The next ``batch_size`` pairs: ``q (B, D)`` and ``target (B, T)``, float32."""
+        if batch_size < 1:
+            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        self.drawn += batch_size
+        return self._make(batch_size, self.generator)
+
+    def draw(self, n: int, seed: int) -> IKDataset:
+        """``n`` pairs from a generator of their own (the stream does not move): a validation
+        set, or the large draw that normalisation statistics come from.
+
+        Returns:
+            An :class:`IKDataset` on the CPU.
+        """
+        if n < 1:
+            raise ValueError(f"n must be >= 1, got {n}")
+        gen = torch.Generator(self.device).manual_seed(int(seed))
+        parts = [self._make(min(_CHUNK, n - start), gen) for start in range(0, n, _CHUNK)]
+        q, target = (torch.cat(p).cpu() for p in zip(*parts, strict=True))
+        meta = {"sampler": self.sampler, "seed": int(seed), "created_by": "FKStream.draw"}
+        return IKDataset(q, target, self.spec, meta)
+
+    def state_dict(self) -> dict[str, Any]:
+        """The position in the stream (plain types and a CPU tensor)."""
+        return {"seed": self.seed, "drawn": self.drawn, "generator": self.generator.get_state()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        """Continue where :meth:`state_dict` was taken (same seed and device type)."""
+        if state.get("seed") != self.seed:
+            raise ValueError(f"the saved stream has seed {state.get('seed')}, this one {self.seed}")
+        self.generator.set_state(state["generator"])
+        self.drawn = int(state["drawn"])
+
+    def __repr__(self) -> str:
+        return (
+            f"FKStream(robot={self.spec.robot!r}, link={self.spec.link!r}, "
+            f"targets={self.spec.targets!r}, sampler={self.sampler!r}, seed={self.seed}, "
+            f"device={str(self.device)!r}, drawn={self.drawn})"
+        )
+
+
+def _fk_copy(robot: Robot, dtype: torch.dtype, device: torch.device) -> Robot:
+    """``robot`` in ``dtype`` on ``device`` (rebuilt from its URDF for a higher precision)."""
+    from torchik.robot import Robot
+
+    if robot.dtype != dtype:
+        robot = Robot(robot.model, dtype=dtype)
+    return robot if robot.device == device else copy.deepcopy(robot).to(device)

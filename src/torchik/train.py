@@ -1,19 +1,23 @@
 """One training loop for every :class:`torchik.models.IKModel`.
 
-:func:`train` runs AdamW with a warm-up + cosine learning-rate schedule on shuffled minibatches,
-validates every ``val_every`` steps (forward-kinematics errors of samples when a robot is
-given), stops early on a stalled validation metric, logs to ``log.csv`` and writes resumable
-checkpoints. A run killed at any moment and restarted with ``resume=True`` continues exactly:
-the losses after the last checkpoint are bit-for-bit those of the uninterrupted run (same
-device and thread count).
+:func:`train` runs AdamW with a warm-up + cosine learning-rate schedule on minibatches of a
+fixed data set (shuffled, epoch after epoch) or of an endless :class:`torchik.data.FKStream`
+(fresh pairs made by FK on the training device), validates every ``val_every`` steps
+(forward-kinematics errors of samples when a robot is given), stops early on a stalled
+validation metric, logs to ``log.csv`` and writes resumable checkpoints. The step itself
+(:class:`torchik.engine.Stepper`) never waits for the device: losses are read at log steps only.
+Options: bf16 autocast, ``torch.compile``, micro-batches, an EMA of the weights.
+
+A run killed at any moment and restarted with ``resume=True`` continues exactly: the losses
+after the last checkpoint are bit-for-bit those of the uninterrupted run (same device and
+thread count). Ctrl-C saves a checkpoint at the end of the current step before stopping.
 """
 
 from __future__ import annotations
 
-import csv
+import contextlib
 import dataclasses
 import math
-import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -23,75 +27,45 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from torchik.data import IKDataset, decode_target, robot_hash
+from torchik.data import FKStream, IKDataset, decode_target, robot_hash
+from torchik.engine import (
+    CtrlC,
+    Rows,
+    Stepper,
+    StreamRows,
+    TrainConfig,
+    lr_factor,
+    matmul_precision,
+)
 from torchik.metrics import position_error
 from torchik.models.base import IKModel, atomic_save
+from torchik.progress import Progress, read_log, write_log
 
 if TYPE_CHECKING:
     from torchik.robot import Robot
 
-__all__ = ["TrainConfig", "TrainResult", "lr_factor", "train", "validate"]
+__all__ = ["TrainConfig", "TrainResult", "TrainingInterrupted", "lr_factor", "train", "validate"]
 
-TRAIN_FORMAT_VERSION = 1
+TRAIN_FORMAT_VERSION = 2
+"""Version of the training state in ``checkpoint.pt`` (1: before streams and EMA; still read)."""
 CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
 LOG = "log.csv"
-_COLUMNS = ("step", "loss", "lr", "val_loss", "val_position_error", "seconds")
 
 
-@dataclass(frozen=True)
-class TrainConfig:
-    """Settings of :func:`train`.
+class TrainingInterrupted(KeyboardInterrupt):
+    """Ctrl-C stopped :func:`train`; where an ``out_dir`` was given, a resumable checkpoint of
+    the last finished step was written first.
 
     Attributes:
-        steps: optimisation steps.
-        batch_size: rows per step (epochs of shuffled rows; the last partial batch of an epoch
-            is dropped).
-        lr: peak learning rate of AdamW.
-        weight_decay: AdamW's decoupled weight decay.
-        warmup_steps: linear warm-up from ``lr / warmup_steps`` to ``lr``.
-        min_lr_ratio: the cosine decays from ``lr`` to ``lr * min_lr_ratio`` at ``steps``.
-        grad_clip: maximal global gradient norm (``None``: no clipping).
-        log_every: steps between progress lines and CSV rows (loss averaged over them).
-        val_every: steps between validations (``0``: only at the end).
-        val_targets: validation rows used (the first ones of ``val_set``).
-        patience: stop after this many validations without improvement (``None``: never).
-        checkpoint_every: steps between checkpoints (``0``: only at the end).
-        seed: seeds torch's global RNG (the models' training noise) and the batch sampler.
-        device: where to train (``"cpu"``, ``"cuda"``, ...).
-        normalize: call ``model.set_normalization`` on the training set first.
-        restore_best: at the end, load the weights of the best validation.
-        progress: print progress lines to stderr.
+        step: the last finished step.
+        checkpoint: the checkpoint written (``None`` without an ``out_dir``).
     """
 
-    steps: int = 10_000
-    batch_size: int = 512
-    lr: float = 1e-3
-    weight_decay: float = 0.0
-    warmup_steps: int = 100
-    min_lr_ratio: float = 0.0
-    grad_clip: float | None = 1.0
-    log_every: int = 100
-    val_every: int = 1000
-    val_targets: int = 1000
-    patience: int | None = None
-    checkpoint_every: int = 1000
-    seed: int = 0
-    device: str = "cpu"
-    normalize: bool = True
-    restore_best: bool = True
-    progress: bool = True
-
-    def __post_init__(self) -> None:
-        positive = ("steps", "batch_size", "log_every", "val_targets")
-        for name in positive:
-            if getattr(self, name) < 1:
-                raise ValueError(f"{name} must be >= 1, got {getattr(self, name)}")
-        for name in ("warmup_steps", "val_every", "checkpoint_every"):
-            if getattr(self, name) < 0:
-                raise ValueError(f"{name} must be >= 0, got {getattr(self, name)}")
-        if self.lr <= 0 or not 0 <= self.min_lr_ratio <= 1:
-            raise ValueError("lr must be > 0 and min_lr_ratio in [0, 1]")
+    def __init__(self, step: int, checkpoint: Path | None):
+        where = f"; resumable checkpoint {checkpoint}" if checkpoint is not None else ""
+        super().__init__(f"training interrupted at step {step}{where}")
+        self.step, self.checkpoint = step, checkpoint
 
 
 @dataclass
@@ -117,40 +91,6 @@ class TrainResult:
     seconds: float
     history: list[dict[str, float]] = field(default_factory=list)
     out_dir: Path | None = None
-
-
-def lr_factor(step: int, config: TrainConfig) -> float:
-    """Multiplier of ``config.lr`` at ``step`` (0-based): linear warm-up, then cosine decay."""
-    if step < config.warmup_steps:
-        return (step + 1) / config.warmup_steps
-    span = max(1, config.steps - config.warmup_steps)
-    progress = min(1.0, (step - config.warmup_steps) / span)
-    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
-    return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
-
-
-class _Batches:
-    """Shuffled minibatch indices, epoch after epoch, from a private generator."""
-
-    def __init__(self, n: int, batch_size: int, seed: int):
-        if n < batch_size:
-            raise ValueError(f"the training set has {n} rows, fewer than batch_size={batch_size}")
-        self.n, self.batch_size = n, batch_size
-        self.generator = torch.Generator().manual_seed(seed)
-        self.order, self.cursor = torch.randperm(n, generator=self.generator), 0
-
-    def next(self) -> Tensor:
-        if self.cursor + self.batch_size > self.n:
-            self.order, self.cursor = torch.randperm(self.n, generator=self.generator), 0
-        self.cursor += self.batch_size
-        return self.order[self.cursor - self.batch_size : self.cursor]
-
-    def state_dict(self) -> dict[str, Any]:
-        return {"generator": self.generator.get_state(), "order": self.order, "cursor": self.cursor}
-
-    def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.generator.set_state(state["generator"])
-        self.order, self.cursor = state["order"], state["cursor"]
 
 
 # ---------------------------------------------------------------------------- validation
@@ -187,33 +127,39 @@ def validate(
 class _Run:
     """The mutable state of one training run; checkpoints are its ``state_dict``."""
 
-    def __init__(self, model: IKModel, train_set: IKDataset, config: TrainConfig):
-        self.model, self.config = model, config
-        self.optimizer = torch.optim.AdamW(
-            model.parameters(), lr=config.lr, weight_decay=config.weight_decay
-        )
+    def __init__(self, model: IKModel, rows: Rows | StreamRows, config: TrainConfig):
+        self.model, self.config, self.rows = model, config, rows
+        device = model.target_mean.device
+        self.stepper = Stepper(model, config, device)
+        self.optimizer, self.ema = self.stepper.optimizer, self.stepper.ema
         self.scheduler = torch.optim.lr_scheduler.LambdaLR(
             self.optimizer, lambda step: lr_factor(step, config)
         )
-        self.batches = _Batches(len(train_set), config.batch_size, config.seed)
         self.step, self.elapsed = 0, 0.0
         self.best_val: float | None = None
         self.best_step: int | None = None
-        self.bad_checks, self.window = 0, [0.0, 0]
+        self.bad_checks, self.logged = 0, 0
+        self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.best_state: dict[str, Tensor] | None = None
 
+    @property
+    def cuda(self) -> bool:
+        return self.model.target_mean.device.type == "cuda"
+
     def state_dict(self) -> dict[str, Any]:
-        cuda = self.model.target_mean.device.type == "cuda"
+        device = self.model.target_mean.device
         return {
             "format_version": TRAIN_FORMAT_VERSION,
             "config": dataclasses.asdict(self.config),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
             "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state(self.model.target_mean.device) if cuda else None,
-            "batches": self.batches.state_dict(),
+            "cuda_rng": torch.cuda.get_rng_state(device) if self.cuda else None,
+            "batches": self.rows.state_dict(),
             **{k: getattr(self, k) for k in _SCALARS},
+            "window": [float(self.loss_sum), self.step - self.logged],
             "best_state": self.best_state,
+            "ema": self.ema.state_dict() if self.ema is not None else None,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -222,17 +168,31 @@ class _Run:
         torch.set_rng_state(state["torch_rng"])
         if state["cuda_rng"] is not None:
             torch.cuda.set_rng_state(state["cuda_rng"], self.model.target_mean.device)
-        self.batches.load_state_dict(state["batches"])
+        self.rows.load_state_dict(state["batches"])
         for k in _SCALARS:
             setattr(self, k, state[k])
+        total, count = state["window"]
+        self.loss_sum.fill_(total)
+        self.logged = self.step - int(count)
         self.best_state = state["best_state"]
+        if self.ema is not None:
+            if state.get("ema") is None:
+                raise ValueError("the checkpoint has no EMA of the weights: resume without one")
+            self.ema.load_state_dict(state["ema"])
 
 
-_SCALARS = ("step", "elapsed", "best_val", "best_step", "bad_checks", "window")
+_SCALARS = ("step", "elapsed", "best_val", "best_step", "bad_checks")
 
 
-def _save_checkpoint(run: _Run, out_dir: Path) -> None:
-    atomic_save({**run.model.checkpoint(), "training": run.state_dict()}, out_dir / CHECKPOINT)
+def _save_checkpoint(run: _Run, out_dir: Path) -> Path:
+    """``checkpoint.pt``: the model (its averaged weights with an EMA, so that
+    :func:`torchik.models.load` gets those) and the training state (the raw weights too)."""
+    ckpt, training = run.model.checkpoint(), run.state_dict()
+    if run.ema is not None:
+        training["model_state"] = ckpt["state_dict"]
+        ckpt["state_dict"] = run.ema.averaged_state(run.model)
+    atomic_save({**ckpt, "training": training}, out_dir / CHECKPOINT)
+    return out_dir / CHECKPOINT
 
 
 def _resume(run: _Run, out_dir: Path) -> bool:
@@ -254,101 +214,81 @@ def _resume(run: _Run, out_dir: Path) -> bool:
             )
     if state.get("format_version", math.inf) > TRAIN_FORMAT_VERSION:
         raise ValueError(f"{str(path)!r} was written by a newer torchik")
-    run.model.load_state_dict(ckpt["state_dict"])
-    run.load_state_dict(state)
+    try:
+        run.model.load_state_dict(state.get("model_state", ckpt["state_dict"]))
+        run.load_state_dict(state)
+    except (KeyError, TypeError, RuntimeError) as err:
+        raise ValueError(
+            f"cannot resume from {str(path)!r}: damaged training state ({err})"
+        ) from err
     return True
 
 
-def _read_log(path: Path, upto: int) -> list[dict[str, float]]:
-    """The rows of an existing log with ``step <= upto`` (a killed run may have logged more)."""
-    if not path.exists():
-        return []
-    with path.open(newline="") as f:
-        rows = [{k: float(v) if v else math.nan for k, v in r.items()} for r in csv.DictReader(f)]
-    return [r for r in rows if r["step"] <= upto]
+def _report(progress: Progress, row: dict[str, float]) -> None:
+    fields = {"loss": f"{row['loss']:.4g}"}
+    if not math.isnan(row["val_position_error"]):
+        fields["val"] = f"{row['val_position_error'] * 1000:.1f} mm"
+    elif not math.isnan(row["val_loss"]):
+        fields["val loss"] = f"{row['val_loss']:.4g}"
+    fields["lr"] = f"{row['lr']:.2e}"
+    progress.report(fields)
 
 
-def _write_log(path: Path, rows: list[dict[str, float]], append: bool = False) -> None:
-    """Write ``rows`` (``repr`` of each float, so values read back exactly), or append them."""
-    with path.open("a" if append else "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=_COLUMNS)
-        if not append:
-            writer.writeheader()
-        for row in rows:
-            writer.writerow({k: repr(int(row[k]) if k == "step" else row[k]) for k in _COLUMNS})
-
-
-def _clock(seconds: float) -> str:
-    """``h:mm:ss`` (or ``m:ss``) of a duration."""
-    minutes, secs = divmod(int(round(seconds)), 60)
-    hours, minutes = divmod(minutes, 60)
-    return f"{hours}:{minutes:02d}:{secs:02d}" if hours else f"{minutes}:{secs:02d}"
-
-
-class _Progress:
-    """One line per log step: step, steps/s, loss, validation, ETA (stderr, no tqdm)."""
-
-    def __init__(self, config: TrainConfig, start_step: int):
-        self.config, self.t0, self.s0 = config, time.perf_counter(), start_step
-
-    def __call__(self, row: dict[str, float]) -> None:
-        if not self.config.progress:
-            return
-        done = row["step"] - self.s0
-        rate = done / max(1e-9, time.perf_counter() - self.t0)
-        eta = (self.config.steps - row["step"]) / max(rate, 1e-9)
-        val = row["val_position_error"] if not math.isnan(row["val_position_error"]) else None
-        val_text = f"  val {val * 1000:.1f} mm" if val is not None else ""
-        if val is None and not math.isnan(row["val_loss"]):
-            val_text = f"  val loss {row['val_loss']:.4g}"
-        print(
-            f"step {int(row['step']):>7}/{self.config.steps}  {rate:7.1f} it/s  "
-            f"loss {row['loss']:.4g}{val_text}  lr {row['lr']:.2e}  ETA {_clock(eta)}",
-            file=sys.stderr,
-            flush=True,
+def _check_finite(run: _Run) -> None:
+    """Raise where a loss since the last log row was not finite (reads the device once)."""
+    total = float(run.loss_sum)
+    if not math.isfinite(total):
+        raise FloatingPointError(
+            f"the loss became {total} between steps {run.logged + 1} and {run.step}: lower lr, "
+            "set grad_clip, or check the data"
         )
 
 
-def _train_step(run: _Run, q: Tensor, target: Tensor) -> float:
-    loss = run.model.loss(q, target)
-    if not torch.isfinite(loss):
-        raise FloatingPointError(f"the loss is {loss.item()} at step {run.step + 1}")
-    run.optimizer.zero_grad(set_to_none=True)
-    loss.backward()
-    if run.config.grad_clip is not None:
-        torch.nn.utils.clip_grad_norm_(run.model.parameters(), run.config.grad_clip)
-    run.optimizer.step()
-    run.scheduler.step()
-    run.step += 1
-    return loss.item()
-
-
-def _check_validation(run: _Run, metrics: dict[str, float]) -> None:
-    value = metrics.get("val_position_error", metrics["val_loss"])
-    if run.best_val is None or value < run.best_val:
-        run.best_val, run.best_step, run.bad_checks = value, run.step, 0
-        run.best_state = {k: v.detach().cpu().clone() for k, v in run.model.state_dict().items()}
-    else:
-        run.bad_checks += 1
+def _validate(run: _Run, val: IKDataset, robot: Robot | None) -> dict[str, float]:
+    """Validate (the averaged weights with an EMA) and keep the best state."""
+    ema = run.ema
+    with ema.applied(run.model) if ema is not None else contextlib.nullcontext():
+        metrics = validate(run.model, val, robot, seed=run.config.seed)
+        value = metrics.get("val_position_error", metrics["val_loss"])
+        if run.best_val is None or value < run.best_val:
+            run.best_val, run.best_step, run.bad_checks = value, run.step, 0
+            state = run.model.state_dict().items()
+            run.best_state = {k: v.detach().cpu().clone() for k, v in state}
+        else:
+            run.bad_checks += 1
+    return metrics
 
 
 def _due(step: int, every: int, last: int) -> bool:
     return step == last or (every > 0 and step % every == 0)
 
 
-def _prepare(model: IKModel, train_set: IKDataset, robot: Robot | None, config: TrainConfig):
-    if model.spec != train_set.spec:
-        raise ValueError(f"the model's spec {model.spec} differs from the data's {train_set.spec}")
+def _prepare(model: IKModel, source: IKDataset | FKStream, robot: Robot | None, config):
+    if not isinstance(source, IKDataset | FKStream):
+        raise TypeError(f"train_set must be an IKDataset or an FKStream, got {type(source)}")
+    if model.spec != source.spec:
+        raise ValueError(f"the model's spec {model.spec} differs from the data's {source.spec}")
     if robot is not None and robot_hash(robot) != model.spec.robot_hash:
         raise ValueError(f"robot {robot.name!r} is not the robot the model is for")
     model.to(config.device).train()
-    ref = model.target_mean
-    return train_set.q.to(ref), train_set.target.to(ref)
+    like = model.target_mean
+    if isinstance(source, FKStream):
+        return StreamRows(source, config.batch_size, like)
+    return Rows(source, config.batch_size, config.seed, like)
+
+
+def _normalize(model: IKModel, rows: Rows | StreamRows, config: TrainConfig) -> None:
+    if isinstance(rows, Rows):
+        model.set_normalization(rows.q, rows.target)
+        return
+    stream = rows.stream
+    sample = stream.draw(config.stats_rows, seed=stream.seed + 1_000_003)
+    model.set_normalization(sample.q.to(rows.dtype), sample.target.to(rows.dtype))
 
 
 def train(
     model: IKModel,
-    train_set: IKDataset,
+    train_set: IKDataset | FKStream,
     val_set: IKDataset | None = None,
     config: TrainConfig = TrainConfig(),  # noqa: B008 (frozen, so a shared default is safe)
     out_dir: str | Path | None = None,
@@ -360,8 +300,10 @@ def train(
 
     Args:
         model: any registered :class:`~torchik.models.IKModel` (moved to ``config.device``).
-        train_set: training pairs with the model's spec.
-        val_set: validation pairs (its first ``config.val_targets`` rows are used).
+        train_set: training pairs with the model's spec: a fixed :class:`IKDataset`, or an
+            :class:`~torchik.data.FKStream` that makes fresh pairs on the device every step.
+        val_set: validation pairs (its first ``config.val_targets`` rows are used); for a
+            stream, e.g. ``stream.draw(1000, seed=...)``.
         config: the settings.
         out_dir: where ``log.csv``, ``checkpoint.pt`` (resumable; also loadable with
             :func:`torchik.models.load`) and ``best.pt`` go; ``None`` writes nothing.
@@ -369,59 +311,105 @@ def train(
         robot: enables the FK validation metric (mean position error of one sample per target),
             which then drives early stopping and ``best.pt`` instead of the validation loss.
         callback: called as ``callback(step, metrics)`` at the end of every step (after its
-            log row and checkpoint); ``metrics`` has ``"loss"`` and any validation metrics.
+            log row and checkpoint); ``metrics`` has ``"loss"`` (the mean since the previous
+            row) on log steps and the validation metrics on validation steps.
 
     Returns:
         A :class:`TrainResult`.
+
+    Raises:
+        TrainingInterrupted: Ctrl-C (after writing ``out_dir/checkpoint.pt``, if any).
+        FloatingPointError: the loss became NaN or infinite.
     """
-    q_all, target_all = _prepare(model, train_set, robot, config)
+    rows = _prepare(model, train_set, robot, config)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
-    run = _Run(model, train_set, config)
+    run = _Run(model, rows, config)
     if not (resume and out is not None and _resume(run, out)):
         torch.manual_seed(config.seed)
         if config.normalize:
-            model.set_normalization(q_all, target_all)
-    history = _read_log(out / LOG, run.step) if out is not None and run.step else []
+            _normalize(model, rows, config)
+        if run.ema is not None:  # the average starts from the normalised initial weights
+            run.ema.reset(model)
+    history = read_log(out / LOG, run.step) if out is not None and run.step else []
     if out is not None:
-        _write_log(out / LOG, history)  # drops rows a killed run logged after its checkpoint
+        write_log(out / LOG, history)  # drops rows a killed run logged after its checkpoint
     val = val_set.subset(slice(0, config.val_targets)) if val_set is not None else None
-    stopped = _loop(run, q_all, target_all, val, robot, out, history, callback)
+    device = model.target_mean.device
+    with matmul_precision(device, config.tf32), CtrlC(out is not None) as ctrl_c:
+        stopped = _loop(run, val, robot, out, history, callback, ctrl_c)
     return _finish(run, out, history, stopped)
 
 
-def _loop(run, q_all, target_all, val, robot, out, history, callback) -> bool:
+def _title(run: _Run) -> str:
+    model, config = run.model, run.config
+    return (
+        f"training {model.family} for {model.spec.robot}: {config.steps} steps x "
+        f"{config.batch_size} rows on {model.target_mean.device} ({run.stepper.precision}"
+        f"{', compiled' if config.compile else ''})"
+    )
+
+
+def _loop(run, val, robot, out, history, callback, ctrl_c) -> bool:
     """Steps until ``config.steps`` or early stopping; True where patience ran out."""
-    config, progress, t0 = run.config, _Progress(run.config, run.step), time.perf_counter()
-    elapsed0 = run.elapsed
-    while run.step < config.steps:
-        index = run.batches.next().to(q_all.device)
-        loss = _train_step(run, q_all[index], target_all[index])
-        run.window = [run.window[0] + loss, run.window[1] + 1]
-        run.elapsed = elapsed0 + time.perf_counter() - t0
-        metrics = {}
-        if val is not None and _due(run.step, config.val_every, config.steps):
-            metrics = validate(run.model, val, robot, seed=config.seed)
-            _check_validation(run, metrics)
-        if _due(run.step, config.log_every, config.steps) or metrics:
-            history.append(_row(run, metrics))
-            progress(history[-1])
-            if out is not None:
-                _write_log(out / LOG, history[-1:], append=True)
-        stop = config.patience is not None and run.bad_checks >= config.patience
-        if out is not None and (_due(run.step, config.checkpoint_every, config.steps) or stop):
-            _save_checkpoint(run, out)
-        if callback is not None:
-            callback(run.step, {"loss": loss, **metrics})
-        if stop:
-            return True
-    return False
+    config = run.config
+    progress = Progress(config.steps, run.step, config.batch_size, config.progress, _title(run))
+    t0, elapsed0 = time.perf_counter(), run.elapsed
+    try:
+        while run.step < config.steps:
+            if ctrl_c.requested:
+                _stop_for_ctrl_c(run, out)
+            q, target = run.rows.next()
+            run.loss_sum += run.stepper.step(q, target)
+            run.scheduler.step()
+            run.step += 1
+            if run.ema is not None:
+                run.ema.update(run.model, run.step)
+            run.elapsed = elapsed0 + time.perf_counter() - t0
+            progress.advance(run.step)
+            if _after_step(run, val, robot, out, history, callback, progress):
+                return True
+        return False
+    finally:
+        progress.close()
+
+
+def _stop_for_ctrl_c(run: _Run, out: Path | None) -> None:
+    """Ctrl-C came during the last step: save it (where there is an ``out_dir``) and stop."""
+    _check_finite(run)
+    path = _save_checkpoint(run, out) if out is not None else None
+    raise TrainingInterrupted(run.step, path)
+
+
+def _after_step(run, val, robot, out, history, callback, progress) -> bool:
+    """Validation, log row, checkpoint and callback due after a step; True to stop early."""
+    config, step = run.config, run.step
+    validate_now = val is not None and _due(step, config.val_every, config.steps)
+    log_now = validate_now or _due(step, config.log_every, config.steps)
+    save_now = out is not None and (_due(step, config.checkpoint_every, config.steps))
+    if log_now or save_now:
+        _check_finite(run)
+    metrics = _validate(run, val, robot) if validate_now else {}
+    if log_now:
+        history.append(_row(run, metrics))
+        _report(progress, history[-1])
+        if out is not None:
+            write_log(out / LOG, history[-1:], append=True)
+    stop = config.patience is not None and run.bad_checks >= config.patience
+    if out is not None and (save_now or stop):
+        _save_checkpoint(run, out)
+    if callback is not None:
+        loss = {"loss": history[-1]["loss"]} if log_now else {}
+        callback(step, {**loss, **metrics})
+    return stop
 
 
 def _row(run: _Run, metrics: dict[str, float]) -> dict[str, float]:
-    total, count = run.window
-    run.window = [0.0, 0]
+    count = run.step - run.logged
+    total = float(run.loss_sum)
+    run.loss_sum.zero_()
+    run.logged = run.step
     return {
         "step": float(run.step),
         "loss": total / max(count, 1),
@@ -434,6 +422,8 @@ def _row(run: _Run, metrics: dict[str, float]) -> dict[str, float]:
 
 def _finish(run: _Run, out: Path | None, history: list, stopped: bool) -> TrainResult:
     model = run.model
+    if run.ema is not None:
+        model.load_state_dict(run.ema.averaged_state(model))
     if run.best_state is not None and run.config.restore_best:
         model.load_state_dict(run.best_state)
     if out is not None and run.best_state is not None:
