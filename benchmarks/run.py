@@ -1,10 +1,10 @@
 """Run the benchmarks: ``python benchmarks/run.py [NAME ...|all] [--wait-idle S]`` (default: all).
 
-``all`` runs the quick ones (minutes each; ``train_speed`` about 10 on a CPU); the learned-IK protocols that train models for tens of
-minutes to hours on a CPU (``iknet``, ``posterior``, ``paths``, ``finetune``) run only by name,
-with their scripts' defaults. Each benchmark runs in its own process (fresh thread pool and
-memory; its results stamp its own command) and writes ``benchmarks/results/<name>.md`` and
-``.json``. ``make bench`` calls this.
+``all`` runs the quick ones (minutes each; ``train_speed`` about 10 on a CPU); the learned-IK
+protocols that train models for tens of minutes to hours on a CPU (``iknet``, ``posterior``,
+``paths``, ``finetune``) run only by name, with their scripts' defaults. Each benchmark runs in
+its own process (fresh thread pool and memory; its results stamp its own command) and writes
+``benchmarks/results/<name>.md`` and ``.json``. ``make bench`` calls this.
 """
 
 from __future__ import annotations

@@ -97,7 +97,8 @@ class MDN(JointModel):
         factors ``(..., K, D, D)`` in normalised units, for ``target (..., T)``."""
         self._check(None, target)
         f, k = self.feature_dim, self.config.components
-        out = self.net(self.normalize_target(target)).unflatten(-1, (k, self._per_component))
+        out = self.net(self.normalize_target(target)).float()  # float32 under bf16 autocast
+        out = out.unflatten(-1, (k, self._per_component))
         logits, mean, entries = out[..., 0], out[..., 1 : 1 + f], out[..., 1 + f :]
         diagonal = self.tril_rows == self.tril_cols
         # softplus keeps the diagonal positive; the floor bounds the density (and the loss)
