@@ -7,9 +7,14 @@ that :func:`load` can rebuild it from a checkpoint and the contract tests cover 
 
 A checkpoint is a ``torch.save`` of plain types and tensors only::
 
-    {"format_version": 1, "family": "mlp", "config": {...}, "spec": {...}, "state_dict": {...}}
+    {"format_version": 2, "family": "mlp", "config": {...}, "spec": {...}, "state_dict": {...},
+     "sha256": "..."}
 
-and :func:`load` reads it with ``weights_only=True``: a checkpoint never executes code.
+and :func:`load` reads it with ``weights_only=True``: a checkpoint never executes code. Loading
+checks everything before it allocates: the layout, the config and spec (each field in range),
+the parameter count (at most :data:`MAX_PARAMETERS`, counted before the model is built), the
+content hash of the weights (:func:`state_hash`; format 1 files have none) and that every
+weight is finite. Every refusal is a :class:`ValueError` naming the file.
 
 Note for model files: import from :mod:`torchik.models.base` (and :mod:`torchik.rotations`),
 not from :mod:`torchik.data`, at module level; ``torchik.data`` imports this package lazily and
@@ -26,27 +31,45 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import check_bool, check_choice, check_float, check_int
+from torchik.models.checkpoint import (
+    FORMAT_VERSION,
+    _torch_load,
+    atomic_save,
+    check_checkpoint,
+    read_checkpoint,
+    state_hash,
+)
 from torchik.rotations import wrap_angle
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_DOF",
+    "MAX_PARAMETERS",
     "TARGET_DIMS",
     "PRETRAINED",
     "IKModel",
     "ProblemSpec",
     "atomic_save",
+    "check_checkpoint",
     "clamp_to_limits",
     "families",
     "from_checkpoint",
     "joint_difference",
     "load",
     "load_pretrained",
+    "read_checkpoint",
     "register",
     "squash_to_limits",
+    "state_hash",
 ]
 
-FORMAT_VERSION = 1
-"""Version of the checkpoint layout written by :meth:`IKModel.save`."""
+MAX_DOF = 64
+"""The most joints a :class:`ProblemSpec` accepts."""
+
+MAX_PARAMETERS = 200_000_000
+"""The most parameters a checkpoint's model may have (800 MB of float32): :func:`load` counts
+them before building the model and refuses larger ones."""
 
 TARGET_DIMS: dict[str, int] = {"position": 3, "pose": 9, "planar": 2}
 """Target kind -> its size ``T``: ``"position"`` (x, y, z), ``"pose"`` (x, y, z and the 6-D
@@ -79,13 +102,18 @@ class ProblemSpec:
     continuous: tuple[bool, ...]
 
     def __post_init__(self) -> None:
-        if self.targets not in TARGET_DIMS:
-            raise ValueError(f"targets must be one of {sorted(TARGET_DIMS)}, got {self.targets!r}")
+        for name in ("robot", "robot_hash", "link"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a str, got {type(getattr(self, name)).__name__}")
+        check_int("dof", self.dof, 1, MAX_DOF)
+        check_choice("targets", self.targets, TARGET_DIMS)
         for name in ("lower", "upper", "continuous"):
-            value = tuple(getattr(self, name))
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)) or len(value) != self.dof:
+                raise ValueError(f"{name} must hold dof={self.dof} entries, got {value!r}")
+            check = check_bool if name == "continuous" else check_float
+            value = tuple(check(f"{name}[{j}]", x) for j, x in enumerate(value))
             object.__setattr__(self, name, value)  # lists (from a checkpoint) become tuples
-            if len(value) != self.dof:
-                raise ValueError(f"{name} has {len(value)} entries for dof={self.dof}")
         if any(lo > hi for lo, hi in zip(self.lower, self.upper, strict=True)):
             raise ValueError(f"lower {self.lower} exceeds upper {self.upper}")
 
@@ -247,6 +275,17 @@ class IKModel(nn.Module):
         """A small configuration for quick tests (default: ``Config()``)."""
         return cls.Config()
 
+    @classmethod
+    def parameter_count(cls, spec: ProblemSpec, config: Any) -> int:
+        """The number of parameters of ``cls(spec, config)``, without allocating them.
+
+        The default builds the model on the ``meta`` device (shapes only, no memory); a family
+        whose construction cannot run there overrides this with its formula.
+        """
+        with torch.device("meta"):
+            model = cls(spec, config)
+        return sum(p.numel() for p in model.parameters())
+
     # ------------------------------------------------------------ normalisation
     @torch.no_grad()
     def set_normalization(self, q: Tensor, target: Tensor) -> None:
@@ -314,12 +353,14 @@ class IKModel(nn.Module):
     # ------------------------------------------------------------ checkpoints
     def checkpoint(self) -> dict[str, Any]:
         """The checkpoint dict (plain types and tensors) that :meth:`save` writes."""
+        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
         return {
             "format_version": FORMAT_VERSION,
             "family": self.family,
             "config": dataclasses.asdict(self.config),
             "spec": dataclasses.asdict(self.spec),
-            "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
+            "state_dict": state,
+            "sha256": state_hash(state),
         }
 
     def save(self, path: str | os.PathLike) -> None:
@@ -328,19 +369,6 @@ class IKModel(nn.Module):
 
     def extra_repr(self) -> str:
         return f"family={self.family!r}, robot={self.spec.robot!r}, targets={self.spec.targets!r}"
-
-
-def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save(obj, path)`` via a temporary file and ``os.replace``: a killed writer never
-    leaves a half-written ``path``."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 # ---------------------------------------------------------------------------- registry
@@ -369,56 +397,65 @@ def families() -> dict[str, type[IKModel]]:
     return dict(_REGISTRY)
 
 
-def _read_checkpoint(path: str | os.PathLike, map_location: Any) -> dict[str, Any]:
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # torch raises many types for corrupt or foreign files
-        name = os.fspath(path)
-        raise ValueError(f"{name!r} is not a readable torchik checkpoint: {err}") from err
-    keys = {"format_version", "family", "config", "spec", "state_dict"}
-    if not isinstance(ckpt, dict) or not keys <= set(ckpt):
-        raise ValueError(f"{os.fspath(path)!r} is not a torchik model checkpoint")
-    version = ckpt["format_version"]
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(
-            f"{os.fspath(path)!r} has checkpoint format {version!r}; this torchik reads up to "
-            f"{FORMAT_VERSION}: upgrade torchik"
-        )
-    return ckpt
-
-
 def from_checkpoint(ckpt: dict[str, Any]) -> IKModel:
-    """Rebuild a model from a checkpoint dict (see :meth:`IKModel.checkpoint`)."""
-    family = ckpt["family"]
-    if family not in _REGISTRY:
-        raise ValueError(f"unknown model family {family!r}; registered: {sorted(_REGISTRY)}")
-    cls = _REGISTRY[family]
-    try:
-        spec = ProblemSpec(**ckpt["spec"])
-        model = cls(spec, cls.Config(**ckpt["config"]))
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"invalid spec or config in a {family!r} checkpoint: {err}") from err
+    """Rebuild a model from a checkpoint dict (see :meth:`IKModel.checkpoint`).
+
+    Everything is checked before the model is allocated (:func:`check_checkpoint`, the config
+    and spec, at most :data:`MAX_PARAMETERS` parameters).
+
+    Raises:
+        ValueError: the checkpoint is damaged, of an unknown family, too large, or does not
+            match its model class.
+    """
+    check_checkpoint(ckpt)
+    cls, spec, config = _parse(ckpt)
+    count = cls.parameter_count(spec, config)
+    if count > MAX_PARAMETERS:
+        raise ValueError(
+            f"the {cls.family!r} checkpoint's config {dataclasses.asdict(config)} makes "
+            f"{count:,} parameters; at most {MAX_PARAMETERS:,} are loaded"
+        )
+    model = cls(spec, config)
     state = ckpt["state_dict"]
-    floats = [v for v in state.values() if isinstance(v, Tensor) and v.is_floating_point()]
+    floats = [v for v in state.values() if v.is_floating_point()]
     if floats:  # keep the saved dtype and the device map_location chose
         model.to(device=floats[0].device, dtype=floats[0].dtype)
     try:
         model.load_state_dict(state)
     except (RuntimeError, TypeError, KeyError) as err:
-        raise ValueError(f"the {family!r} checkpoint does not match its model: {err}") from err
+        reason = str(err).replace("\n", " ")
+        raise ValueError(
+            f"the {cls.family!r} checkpoint does not match its model: {reason}"
+        ) from err
     return model
+
+
+def _parse(ckpt: dict[str, Any]) -> tuple[type[IKModel], ProblemSpec, Any]:
+    """The class, spec and config of a checked checkpoint."""
+    family = ckpt["family"]
+    if family not in _REGISTRY:
+        raise ValueError(f"unknown model family {family!r}; registered: {sorted(_REGISTRY)}")
+    cls = _REGISTRY[family]
+    try:
+        return cls, ProblemSpec(**ckpt["spec"]), cls.Config(**ckpt["config"])
+    except (TypeError, ValueError) as err:
+        raise ValueError(f"invalid spec or config in a {family!r} checkpoint: {err}") from err
 
 
 def load(path: str | os.PathLike, map_location: Any = None) -> IKModel:
     """Load a model saved by :meth:`IKModel.save`, in eval mode.
 
     Raises:
-        ValueError: the file is corrupt, not a torchik checkpoint, of a newer format, of an
-            unknown family, or inconsistent with its model class.
+        FileNotFoundError: no such file.
+        ValueError: the file is corrupt, not a torchik checkpoint, damaged (content hash,
+            NaN/inf weights), of a newer format, of an unknown family, too large, or
+            inconsistent with its model class; the message names the file.
     """
-    return from_checkpoint(_read_checkpoint(path, map_location)).eval()
+    ckpt = _torch_load(path, map_location)
+    try:
+        return from_checkpoint(ckpt).eval()
+    except ValueError as err:
+        raise ValueError(f"{os.fspath(path)!r}: {err}") from err
 
 
 PRETRAINED: dict[str, str] = {
