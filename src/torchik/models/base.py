@@ -11,10 +11,10 @@ A checkpoint is a ``torch.save`` of plain types and tensors only::
      "sha256": "..."}
 
 and :func:`load` reads it with ``weights_only=True``: a checkpoint never executes code. Loading
-checks everything before it allocates: the layout, the config and spec (each field in range),
-the parameter count (at most :data:`MAX_PARAMETERS`, counted before the model is built), the
-content hash of the weights (:func:`state_hash`; format 1 files have none) and that every
-weight is finite. Every refusal is a :class:`ValueError` naming the file.
+checks everything before it allocates: the layout, the content hash of format 2 files
+(:func:`~torchik.models.checkpoint.content_hash`), that every weight is finite, the config and
+spec (each field in range) and the parameter count (at most :data:`MAX_PARAMETERS`, counted
+before the model is built). Every refusal is a :class:`ValueError` naming the file.
 
 Note for model files: import from :mod:`torchik.models.base` (and :mod:`torchik.rotations`),
 not from :mod:`torchik.data`, at module level; ``torchik.data`` imports this package lazily and
@@ -37,8 +37,8 @@ from torchik.models.checkpoint import (
     _torch_load,
     atomic_save,
     check_checkpoint,
+    content_hash,
     read_checkpoint,
-    state_hash,
 )
 from torchik.rotations import wrap_angle
 
@@ -61,7 +61,7 @@ __all__ = [
     "read_checkpoint",
     "register",
     "squash_to_limits",
-    "state_hash",
+    "content_hash",
 ]
 
 MAX_DOF = 64
@@ -353,15 +353,14 @@ class IKModel(nn.Module):
     # ------------------------------------------------------------ checkpoints
     def checkpoint(self) -> dict[str, Any]:
         """The checkpoint dict (plain types and tensors) that :meth:`save` writes."""
-        state = {k: v.detach().cpu() for k, v in self.state_dict().items()}
-        return {
+        ckpt = {
             "format_version": FORMAT_VERSION,
             "family": self.family,
             "config": dataclasses.asdict(self.config),
             "spec": dataclasses.asdict(self.spec),
-            "state_dict": state,
-            "sha256": state_hash(state),
+            "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
         }
+        return {**ckpt, "sha256": content_hash(ckpt)}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the checkpoint atomically (a temporary file renamed over ``path``)."""

@@ -22,8 +22,8 @@ __all__ = [
     "FORMAT_VERSION",
     "atomic_save",
     "check_checkpoint",
+    "content_hash",
     "read_checkpoint",
-    "state_hash",
 ]
 
 FORMAT_VERSION = 2
@@ -31,40 +31,63 @@ FORMAT_VERSION = 2
 content hash (required from 2 on; format 1 files load without one)."""
 
 
-def state_hash(state: dict[str, Tensor]) -> str:
-    """SHA-256 (hex) of a state dict: every tensor's name, dtype, shape and bytes, by name.
+def content_hash(ckpt: dict[str, Any]) -> str:
+    """SHA-256 (hex) of a checkpoint's content: every entry but ``"sha256"`` itself.
+
+    Dicts are hashed by sorted key, lists and tuples in order, tensors by dtype, shape and
+    bytes (of a CPU copy), every other value by its type and ``repr``: the config and spec
+    are covered as well as the weights, so a flipped byte anywhere is caught.
 
     Args:
-        state: name -> tensor (any device; hashed as its contiguous CPU bytes).
+        ckpt: a checkpoint dict (plain types and tensors).
+
+    Raises:
+        ValueError: a tensor claims more elements than its storage holds (an expanded view:
+            hashing it would allocate its full size).
 
     Example:
-        >>> state_hash({"w": torch.zeros(2)}) == state_hash({"w": torch.zeros(2)})
+        >>> content_hash({"w": torch.zeros(2)}) == content_hash({"w": torch.zeros(2)})
         True
-        >>> state_hash({"w": torch.zeros(2)}) == state_hash({"w": torch.ones(2)})
+        >>> content_hash({"w": torch.zeros(2)}) == content_hash({"w": torch.ones(2)})
         False
     """
     digest = hashlib.sha256()
-    for name in sorted(state):
-        tensor = state[name].detach().cpu().contiguous()
-        digest.update(f"{name}|{tensor.dtype}|{tuple(tensor.shape)}|".encode())
-        digest.update(
-            tensor.view(-1).view(torch.uint8).numpy().tobytes() if tensor.numel() else b""
-        )
+    _feed(digest, {k: v for k, v in ckpt.items() if k != "sha256"})
     return digest.hexdigest()
+
+
+def _feed(digest: Any, obj: Any) -> None:
+    if isinstance(obj, Tensor):
+        if obj.numel() * obj.element_size() > obj.untyped_storage().nbytes():
+            raise ValueError(f"a tensor of shape {tuple(obj.shape)} is larger than its storage")
+        data = obj.detach().cpu().contiguous().reshape(-1)
+        digest.update(f"T{data.dtype}{tuple(obj.shape)}:".encode())
+        digest.update(data.view(torch.uint8).numpy().tobytes())
+    elif isinstance(obj, dict):
+        digest.update(f"D{len(obj)}:".encode())
+        for key in sorted(obj, key=repr):
+            _feed(digest, key)
+            _feed(digest, obj[key])
+    elif isinstance(obj, (list, tuple)):
+        digest.update(f"{type(obj).__name__}{len(obj)}:".encode())
+        for item in obj:
+            _feed(digest, item)
+    else:
+        digest.update(f"{type(obj).__name__}:{obj!r};".encode())
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
     """``torch.save(obj, path)`` via a temporary file and ``os.replace``: a killed writer never
     leaves a half-written ``path``.
 
-    A model checkpoint (a dict with ``"family"`` and ``"state_dict"``) gets the
-    :func:`state_hash` of the weights it holds as ``"sha256"``. Temporary files of ``path``
+    A model checkpoint (a dict with ``"family"`` and ``"state_dict"``) gets its
+    :func:`content_hash` as ``"sha256"``. Temporary files of ``path``
     left by writers that were killed (their process is gone) are removed first.
     """
     path = os.fspath(path)
     _remove_orphans(path)
     if isinstance(obj, dict) and {"family", "state_dict"} <= set(obj):
-        obj = {**obj, "sha256": state_hash(obj["state_dict"])}
+        obj = {**obj, "sha256": content_hash(obj)}
     tmp = f"{path}.tmp{os.getpid()}"
     try:
         torch.save(obj, tmp)
@@ -114,16 +137,17 @@ def _torch_load(path: str | os.PathLike, map_location: Any) -> Any:
             f"plain types, which torchik never loads ({reason})"
         ) from err
     except Exception as err:  # torch raises many types for corrupt or foreign files
-        name = os.fspath(path)
-        raise ValueError(f"{name!r} is not a readable torchik checkpoint: {err}") from err
+        name, reason = os.fspath(path), (str(err).splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"{name!r} is not a readable torchik checkpoint: {reason}") from err
 
 
 def check_checkpoint(ckpt: Any, require: dict[str, tuple[str, ...]] | None = None) -> None:
     """Check a checkpoint dict before anything is built from it.
 
-    Checks the layout (keys and their types; every weight a tensor), the format version, the
-    content hash (required from format 2 on) and that every floating weight is finite. It does
-    not check the config and spec (the model class does, see :func:`from_checkpoint`).
+    Checks the layout (keys and their types; every weight a tensor no larger than its
+    storage), the format version, the :func:`content_hash` (required from format 2 on) and that
+    every floating weight is finite. The config and spec are the model class's to check (see
+    :func:`torchik.models.base.from_checkpoint`).
 
     Args:
         ckpt: what ``torch.load`` returned.
@@ -149,20 +173,31 @@ def check_checkpoint(ckpt: Any, require: dict[str, tuple[str, ...]] | None = Non
         missing = [k for k in inner if k not in value] if isinstance(value, dict) else [key]
         if missing:
             raise ValueError(f"damaged checkpoint: {key!r} lacks {missing}")
-    _check_weights(ckpt["state_dict"], ckpt.get("sha256"), version)
+    _check_weights(ckpt["state_dict"])
+    _check_hash(ckpt, version)
+    for name, value in ckpt["state_dict"].items():
+        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
+            raise ValueError(f"the weight {name!r} holds NaN or infinite values")
 
 
-def _check_weights(state: dict, sha256: Any, version: int) -> None:
+def _check_weights(state: dict) -> None:
     for name, value in state.items():
         if not (isinstance(name, str) and isinstance(value, Tensor)):
             raise ValueError(f"damaged weights: {name!r} is a {type(value).__name__}")
+        if value.numel() * value.element_size() > value.untyped_storage().nbytes():
+            raise ValueError(f"damaged weights: {name!r} is larger than its storage")
+
+
+def _check_hash(ckpt: dict[str, Any], version: int) -> None:
+    sha256 = ckpt.get("sha256")
     if sha256 is None and version >= 2:
         raise ValueError("the checkpoint has no content hash ('sha256'): it is damaged")
-    if sha256 is not None and sha256 != state_hash(state):
-        raise ValueError("the weights do not match the checkpoint's content hash: it is damaged")
-    for name, value in state.items():
-        if value.is_floating_point() and not bool(torch.isfinite(value).all()):
-            raise ValueError(f"the weight {name!r} holds NaN or infinite values")
+    try:
+        matches = sha256 is None or sha256 == content_hash(ckpt)
+    except RecursionError as err:  # absurdly nested lists
+        raise ValueError("the checkpoint is nested too deeply to be a torchik checkpoint") from err
+    if not matches:
+        raise ValueError("the content does not match the checkpoint's hash: it is damaged")
 
 
 def read_checkpoint(
