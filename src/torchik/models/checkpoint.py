@@ -130,11 +130,11 @@ def _torch_load(path: str | os.PathLike, map_location: Any) -> Any:
     except FileNotFoundError:
         raise
     except pickle.UnpicklingError as err:  # not torch's advice to retry with weights_only=False
-        lines = [x for x in str(err).splitlines() if x.strip() and "weights_only" not in x]
-        reason = lines[0] if lines else type(err).__name__
+        found = re.search(r"GLOBAL ([\w.]+)", str(err))
+        what = f"it would import {found.group(1)}" if found else "it holds objects"
         raise ValueError(
-            f"{os.fspath(path)!r} is refused: it holds pickled objects other than tensors and "
-            f"plain types, which torchik never loads ({reason})"
+            f"{os.fspath(path)!r} is refused: {what}; a torchik checkpoint holds tensors and "
+            "plain types only, and pickled code is never run"
         ) from err
     except Exception as err:  # torch raises many types for corrupt or foreign files
         name, reason = os.fspath(path), (str(err).splitlines() or [type(err).__name__])[0]
