@@ -31,3 +31,22 @@ def test_crafted_checkpoints_are_refused_in_one_line_or_load_intact(entry):
 def test_crafted_training_checkpoints_are_refused_on_resume():
     findings = [o for o in run(SEEDS, ["train(resume=True)"]) if o.finding]
     assert not findings, "\n".join(f"{o.seed} {o.file}: {o.result} {o.message}" for o in findings)
+
+
+def test_damaged_data_sets_are_refused_with_a_value_error(tmp_path):
+    import torch
+
+    from fuzz_checkpoints import _data
+    from torchik.data import load_dataset
+
+    _data().save(tmp_path / "d.pt")
+    blob = torch.load(tmp_path / "d.pt", weights_only=True)
+    damaged = {"q": [1.0, 2.0], "target": None, "spec": [], "meta": 3}
+    for key, value in damaged.items():
+        torch.save({**blob, key: value}, tmp_path / f"{key}.pt")
+        try:
+            load_dataset(tmp_path / f"{key}.pt")
+        except ValueError as err:
+            assert f"{key}.pt" in str(err)
+        else:
+            assert key == "meta", f"a data set with a damaged {key!r} loaded"

@@ -195,10 +195,10 @@ def solve_ik(
         (torch.Size([5, 2, 7]), True)
     """
     with torch.no_grad(), _intra_op_threads(num_threads):
+        _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
         link = default_link(robot) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
         batch, position, rotmat = _check_target(robot, target, position_only)
-        _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts)
         solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
         make = partial(
             make_problem, robot, link, tol_position=tol_position, tol_rotation=tol_rotation
@@ -258,7 +258,7 @@ def _intra_op_threads(n: int | None):
         torch.set_num_threads(previous)
 
 
-def _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts) -> None:
+def _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only):
     """The scalar settings of :func:`solve_ik`, one line per refusal (``max_iters`` and
     ``early_stop`` are checked by the solver's settings, ``num_threads`` on entry)."""
     check_float("tol_position", tol_position, positive=True)
@@ -268,3 +268,4 @@ def _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts) -
     check_int("seed_pool", seed_pool, 0, MAX_SEED_POOL)
     if restarts is not None:
         check_bool("restarts", restarts)
+    check_bool("position_only", position_only)
