@@ -238,6 +238,8 @@ def _plain(value: Any) -> Any:
         return {k: _plain(v) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_plain(v) for v in value]
+    if isinstance(value, int) and not isinstance(value, bool):
+        return float(value)  # a spec's limit 1 loads as 1.0: the same number
     return value
 
 

@@ -343,3 +343,14 @@ def test_atomic_save_removes_the_temporary_files_of_killed_writers(tmp_path):
         path.write_bytes(b"half written")
     atomic_save({"x": 1}, tmp_path / "m.pt")
     assert not dead.exists() and alive.exists() and other.exists()
+
+
+def test_a_weight_of_another_dtype_is_refused_not_cast(tmp_path):
+    ckpt = _model("mlp", "panda-position").checkpoint()
+    weight = ckpt["state_dict"]["net.0.weight"].round().long()
+    state = {**ckpt["state_dict"], "net.0.weight": weight}
+    torch.save(_restamped({**ckpt, "state_dict": state}), tmp_path / "int.pt")
+    with pytest.raises(
+        ValueError, match="'net.0.weight' is torch.int64, the model's torch.float32"
+    ):
+        models.load(tmp_path / "int.pt")

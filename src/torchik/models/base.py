@@ -419,6 +419,10 @@ def from_checkpoint(ckpt: dict[str, Any]) -> IKModel:
     floats = [v for v in state.values() if v.is_floating_point()]
     if floats:  # keep the saved dtype and the device map_location chose
         model.to(device=floats[0].device, dtype=floats[0].dtype)
+    own = model.state_dict()
+    for name, value in state.items():  # load_state_dict would cast silently
+        if name in own and value.dtype != own[name].dtype:
+            raise ValueError(f"the weight {name!r} is {value.dtype}, the model's {own[name].dtype}")
     try:
         model.load_state_dict(state)
     except (RuntimeError, TypeError, KeyError) as err:
