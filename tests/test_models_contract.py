@@ -354,3 +354,22 @@ def test_a_weight_of_another_dtype_is_refused_not_cast(tmp_path):
         ValueError, match="'net.0.weight' is torch.int64, the model's torch.float32"
     ):
         models.load(tmp_path / "int.pt")
+
+
+def test_spec_differences_say_what_differs_from_a_robot():
+    arm = load_robot("planar", link_lengths=[0.5, 0.3])
+    spec = ProblemSpec.from_robot(arm, targets="planar")
+    assert spec.differences(arm) == []
+    assert (
+        spec.differences(load_robot("planar", link_lengths=[0.5, 0.3], dtype=torch.float64)) == []
+    )
+    longer = load_robot("planar", link_lengths=[0.5, 0.4])
+    assert spec.differences(longer) == [
+        "the geometry (joint origins, axes or links; the robot hash)"
+    ]
+    free = load_robot("planar", link_lengths=[0.5, 0.3], limits=False)
+    assert spec.differences(free) == ["the limits of joints [0, 1]"]
+    panda = ProblemSpec.from_robot(load_robot("panda"))
+    assert panda.differences(load_robot("ur5"), "ee_link") == [
+        "name 'ur5', not 'panda'", "link 'ee_link', not 'panda_hand'", "dof 6, not 7",
+    ]  # fmt: skip

@@ -24,6 +24,7 @@ a top-level import back would be circular.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -152,6 +153,33 @@ class ProblemSpec:
             upper=tuple(float(x) for x in robot.upper.tolist()),
             continuous=tuple(bool(x) for x in robot.continuous.tolist()),
         )
+
+    def differences(self, robot: Any, link: str | None = None) -> list[str]:
+        """What differs between this spec and ``robot`` (a :class:`torchik.Robot`) with
+        ``link`` (default: this spec's): empty where the robot is the one it was made for.
+
+        Example:
+            >>> spec = ProblemSpec.from_robot(torchik.load_robot("snake2"))
+            >>> spec.differences(torchik.load_robot("snake4"))
+            ["name 'snake4', not 'snake2'", 'dof 4, not 2']
+        """
+        from torchik.data import robot_hash  # lazy: torchik.data imports this module
+
+        link = self.link if link is None else link
+        pairs = (("name", robot.name, self.robot), ("link", link, self.link))
+        pairs += (("dof", robot.dof, self.dof),)
+        found = [f"{key} {mine!r}, not {theirs!r}" for key, mine, theirs in pairs if mine != theirs]
+        if robot.dof == self.dof:  # limits compared at float32 precision (either dtype)
+            limits = (robot.lower.tolist(), robot.upper.tolist(), robot.continuous.tolist())
+            theirs = zip(*limits, strict=True)
+            mine = zip(self.lower, self.upper, self.continuous, strict=True)
+            moved = [j for j, (a, b) in enumerate(zip(theirs, mine, strict=True)) if a[2] != b[2]
+                     or not (math.isclose(a[0], b[0], abs_tol=1e-6) and
+                             math.isclose(a[1], b[1], abs_tol=1e-6))]  # fmt: skip
+            found += [f"the limits of joints {moved}"] if moved else []
+        if not found and robot_hash(robot) != self.robot_hash:
+            found.append("the geometry (joint origins, axes or links; the robot hash)")
+        return found
 
 
 def _default_link(robot: Any, end_links: dict[str, str]) -> str:
