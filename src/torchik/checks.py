@@ -18,16 +18,35 @@ from __future__ import annotations
 
 import math
 import numbers
+import reprlib
 from collections.abc import Collection
 from typing import Any
 
-__all__ = ["MAX_LAYERS", "MAX_WIDTH", "check_bool", "check_choice", "check_float", "check_int"]
+__all__ = [
+    "MAX_LAYERS",
+    "MAX_WIDTH",
+    "check_bool",
+    "check_choice",
+    "check_float",
+    "check_int",
+    "short_repr",
+]
 
 MAX_WIDTH = 1 << 16
 """The largest layer width, latent size, mixture size or bin count a model config accepts."""
 
 MAX_LAYERS = 16
 """The largest number of layers (or blocks, transforms) a model config accepts."""
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut short (nested or long values from a crafted file stay one short line).
+
+    Example:
+        >>> short_repr(list(range(100)))
+        '[0, 1, 2, 3, 4, 5, ...]'
+    """
+    return reprlib.repr(value)
 
 
 def check_int(name: str, value: Any, minimum: int = 0, maximum: int | None = None) -> int:
@@ -38,7 +57,7 @@ def check_int(name: str, value: Any, minimum: int = 0, maximum: int | None = Non
         ValueError: out of range.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Integral):
-        raise TypeError(f"{name} must be an int, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {short_repr(value)}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
     if maximum is not None and value > maximum:
@@ -62,7 +81,7 @@ def check_float(
         ValueError: NaN, infinite or out of range.
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
-        raise TypeError(f"{name} must be a number, got {type(value).__name__} {value!r}")
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {short_repr(value)}")
     value = float(value)
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
@@ -80,7 +99,7 @@ def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
         ValueError: anything else (the message lists the choices).
     """
     if not isinstance(value, str) or value not in choices:
-        raise ValueError(f"{name} must be one of {sorted(choices)}, got {value!r}")
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {short_repr(value)}")
     return value
 
 
@@ -91,5 +110,7 @@ def check_bool(name: str, value: Any) -> bool:
         TypeError: anything else (``0``, ``"yes"``).
     """
     if not isinstance(value, bool):
-        raise TypeError(f"{name} must be True or False, got {type(value).__name__} {value!r}")
+        raise TypeError(
+            f"{name} must be True or False, got {type(value).__name__} {short_repr(value)}"
+        )
     return value

@@ -32,7 +32,7 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
-from torchik.checks import check_bool, check_choice, check_float, check_int
+from torchik.checks import check_bool, check_choice, check_float, check_int, short_repr
 from torchik.models.checkpoint import (
     FORMAT_VERSION,
     _torch_load,
@@ -111,7 +111,9 @@ class ProblemSpec:
         for name in ("lower", "upper", "continuous"):
             value = getattr(self, name)
             if not isinstance(value, (tuple, list)) or len(value) != self.dof:
-                raise ValueError(f"{name} must hold dof={self.dof} entries, got {value!r}")
+                raise ValueError(
+                    f"{name} must hold dof={self.dof} entries, got {short_repr(value)}"
+                )
             check = check_bool if name == "continuous" else check_float
             value = tuple(check(f"{name}[{j}]", x) for j, x in enumerate(value))
             object.__setattr__(self, name, value)  # lists (from a checkpoint) become tuples

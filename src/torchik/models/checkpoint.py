@@ -18,6 +18,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchik.checks import short_repr
+
 __all__ = [
     "FORMAT_VERSION",
     "atomic_save",
@@ -183,7 +185,7 @@ def check_checkpoint(ckpt: Any, require: dict[str, tuple[str, ...]] | None = Non
 def _check_weights(state: dict) -> None:
     for name, value in state.items():
         if not (isinstance(name, str) and isinstance(value, Tensor)):
-            raise ValueError(f"damaged weights: {name!r} is a {type(value).__name__}")
+            raise ValueError(f"damaged weights: {short_repr(name)} is a {type(value).__name__}")
         if value.numel() * value.element_size() > value.untyped_storage().nbytes():
             raise ValueError(f"damaged weights: {name!r} is larger than its storage")
 
