@@ -373,3 +373,12 @@ def test_spec_differences_say_what_differs_from_a_robot():
     assert panda.differences(load_robot("ur5"), "ee_link") == [
         "name 'ur5', not 'panda'", "link 'ee_link', not 'panda_hand'", "dof 6, not 7",
     ]  # fmt: skip
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_sample_refuses_a_bad_number_of_samples(family):
+    model = _model(family, "panda-position")
+    target = _data("panda-position").target[:2]
+    for n, error in ((0, ValueError), (-1, ValueError), (2**40, ValueError), (2.5, TypeError)):
+        with pytest.raises(error, match="n must be"):
+            model.sample(target, n)

@@ -47,6 +47,7 @@ __all__ = [
     "FORMAT_VERSION",
     "MAX_DOF",
     "MAX_PARAMETERS",
+    "MAX_SAMPLES",
     "TARGET_DIMS",
     "PRETRAINED",
     "IKModel",
@@ -67,6 +68,9 @@ __all__ = [
 
 MAX_DOF = 64
 """The most joints a :class:`ProblemSpec` accepts."""
+
+MAX_SAMPLES = 1 << 20
+"""The most samples per target :meth:`IKModel.sample` draws."""
 
 MAX_PARAMETERS = 200_000_000
 """The most parameters a checkpoint's model may have (800 MB of float32): :func:`load` counts
@@ -369,8 +373,11 @@ class IKModel(nn.Module):
         """Log density of ``q (..., D)`` given ``target (..., T)``: ``(...)``."""
         raise NotImplementedError(f"the {self.family!r} model has no log_prob")
 
-    def _check(self, q: Tensor | None, target: Tensor | None) -> None:
-        """Shape checks with clear messages, for subclasses to call."""
+    def _check(self, q: Tensor | None, target: Tensor | None, n: int | None = None) -> None:
+        """Shape checks with clear messages, for subclasses to call (``n``: samples per target,
+        ``1 <= n <= MAX_SAMPLES``)."""
+        if n is not None:
+            check_int("n", n, 1, MAX_SAMPLES)
         if q is not None and (q.dim() == 0 or q.shape[-1] != self.spec.dof):
             raise ValueError(f"q must have shape (..., {self.spec.dof}), got {tuple(q.shape)}")
         t = self.spec.target_dim

@@ -143,7 +143,7 @@ class CVAE(JointModel):
         return (log_lik - kl).mean(-1) - self.q_std.log().sum()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target)
+        self._check(None, target, n)
         target = repeat_targets(target, n)
         z = torch.randn(
             *target.shape[:-1], self.config.latent, generator=generator, device=target.device

@@ -137,7 +137,7 @@ class Flow(JointModel):
         return -self.log_prob(q, target).mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target)
+        self._check(None, target, n)
         context = self.normalize_target(repeat_targets(target, n))
         dist = self.flow(context)
         shape = (*context.shape[:-1], self.spec.dof)

@@ -296,9 +296,8 @@ class IKNet(IKModel):
                 its component's mean (more accurate, still one mode per component); ``0`` returns
                 the means of the drawn components.
         """
-        self._check(None, target)
-        if not temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        self._check(None, target, n)
+        check_float("temperature", temperature, 0.0)
         batch, t = target.shape[:-1], target.shape[-1]
         flat = self.generate(target.reshape(-1, t))
         features = flat.new_zeros(flat.shape[0], n, 0)
@@ -337,7 +336,7 @@ class IKNet(IKModel):
         Returns:
             ``(..., n, D)``.
         """
-        self._check(center, target)
+        self._check(center, target, n)
         batch, t, d = target.shape[:-1], target.shape[-1], self.spec.dof
         if center.shape != (*batch, n, d):
             raise ValueError(f"center must have shape {(*batch, n, d)}, got {tuple(center.shape)}")

@@ -123,6 +123,7 @@ class MDN(JointModel):
         return -self.log_prob(q, target).mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
+        self._check(None, target, n)
         log_w, mean, tril = self.mixture(target)
         d = self.spec.dof
         probs = log_w.exp().reshape(-1, log_w.shape[-1])

@@ -78,5 +78,6 @@ class MLP(IKModel):
         return self.joint_difference(self.predict(target), q).square().mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
+        self._check(None, target, n)
         q = self.clamp_to_limits(self.predict(target))
         return q.unsqueeze(-2).expand(*q.shape[:-1], n, q.shape[-1]).clone()

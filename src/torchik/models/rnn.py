@@ -173,7 +173,7 @@ class RNN(JointModel):
         return (self.wrapped_difference(pred, q) / self.q_std).square().mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target)
+        self._check(None, target, n)
         batch = target.shape[:-1]
         x = self.normalize_target(repeat_targets(target, n).reshape(-1, target.shape[-1]))
         h, previous, joints = self.initial(x).unsqueeze(0), None, []
