@@ -64,7 +64,7 @@ def _feed(digest: Any, obj: Any) -> None:
             raise ValueError(f"a tensor of shape {tuple(obj.shape)} is larger than its storage")
         data = obj.detach().cpu().contiguous().reshape(-1)
         digest.update(f"T{data.dtype}{tuple(obj.shape)}:".encode())
-        digest.update(data.view(torch.uint8).numpy().tobytes())
+        digest.update(data.view(torch.uint8).numpy())  # the buffer itself, no copy
     elif isinstance(obj, dict):
         digest.update(f"D{len(obj)}:".encode())
         for key in sorted(obj, key=repr):
