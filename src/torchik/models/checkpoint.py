@@ -103,6 +103,8 @@ def _remove_orphans(path: str) -> None:
     """Remove ``path.tmp<PID>`` files whose process no longer runs (a writer killed mid-save)."""
     folder, base = os.path.split(path)
     pattern = re.compile(re.escape(base) + r"\.tmp(\d+)")
+    if not os.path.isdir(folder or "."):  # torch.save says so
+        return
     for name in os.listdir(folder or "."):
         match = pattern.fullmatch(name)
         if match and not _alive(int(match.group(1))):
