@@ -6,7 +6,7 @@ TORCH := torch==2.13.0
 STAMP := $(VENV)/.stamp
 CODE := $(wildcard src tests benchmarks)
 
-.PHONY: demo test bench lint format clean
+.PHONY: demo test bench lint format clean fuzz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -26,6 +26,10 @@ demo: $(STAMP)-dev
 
 test: $(STAMP)-dev
 	$(BIN)/python -m pytest -q -n 2 tests --doctest-modules src/torchik
+
+fuzz: $(STAMP)-dev
+	$(BIN)/python tests/fuzz_checkpoints.py --n 1000
+	$(BIN)/python tests/fuzz_solve_ik.py --n 5000
 
 lint: $(STAMP)-dev
 	$(BIN)/ruff check $(CODE)

@@ -271,6 +271,54 @@ def test_clear_errors():
         solve_ik(robot, target.tolist())
 
 
+BAD_ARGUMENTS = [  # (keyword arguments of solve_ik, error, message)
+    ({"tol_position": -1e-3}, ValueError, "tol_position must be > 0, got -0.001"),
+    ({"tol_position": 0.0}, ValueError, "tol_position must be > 0"),
+    ({"tol_position": math.nan}, ValueError, "tol_position must be finite"),
+    ({"tol_position": math.inf}, ValueError, "tol_position must be finite"),
+    ({"tol_rotation": math.nan}, ValueError, "tol_rotation must be finite"),
+    ({"tol_rotation": -1.0}, ValueError, "tol_rotation must be > 0"),
+    ({"tol_rotation": "1"}, TypeError, "tol_rotation must be a number"),
+    ({"max_iters": -5}, ValueError, "max_iters must be >= 0, got -5"),
+    ({"max_iters": 2.5}, TypeError, "max_iters must be an int"),
+    ({"num_seeds": 10**9}, ValueError, "num_seeds must be <= 65536"),
+    ({"num_seeds": 2.0}, TypeError, "num_seeds must be an int"),
+    ({"seed_pool": -1}, ValueError, "seed_pool must be >= 0, got -1"),
+    ({"num_threads": 0}, ValueError, "num_threads must be >= 1, got 0"),
+    ({"restarts": "yes"}, TypeError, "restarts must be True or False"),
+    ({"early_stop": 1}, TypeError, "early_stop must be True or False"),
+    ({"seeds": torch.zeros(7, dtype=F64)}, ValueError, r"seeds must have shape \(\.\.\., K, 7\)"),
+    ({"seeds": torch.zeros(1, 7, dtype=torch.long)}, TypeError, "floating-point"),
+    ({"seeds": [[0.0] * 7]}, TypeError, "seeds must be a floating-point torch.Tensor"),
+]
+
+
+@pytest.mark.parametrize("kwargs,error,message", BAD_ARGUMENTS)
+def test_bad_settings_are_refused_in_one_line(kwargs, error, message):
+    robot, target = robot_and_targets("panda", 2)
+    threads = torch.get_num_threads()
+    with pytest.raises(error, match=message) as info:
+        solve_ik(robot, target, **kwargs)
+    assert "\n" not in str(info.value) and torch.get_num_threads() == threads
+
+
+def test_edge_settings_that_are_allowed():
+    robot, target = robot_and_targets("panda", 2)
+    seeds = robot.random_configuration(3, torch.Generator().manual_seed(1))
+    result = solve_ik(robot, target, seeds=seeds, max_iters=0)  # evaluates the seeds only
+    assert int(result.iterations.max()) == 0
+    result = solve_ik(robot, target, tol_rotation=math.inf, seed_pool=0, num_threads=None)
+    assert bool(result.success.any(-1).all())
+
+
+def test_solver_settings_check_every_field():
+    for name, bad in (("damping", -0.1), ("mu_max", math.inf), ("patience", 0), ("adaptive", 1)):
+        with pytest.raises((ValueError, TypeError), match=name):
+            LMSettings(**{name: bad})
+    with pytest.raises(ValueError, match="max_iters must be >= 0"):
+        LevenbergMarquardt(max_iters=-1)
+
+
 def test_settings_are_frozen_and_overridable():
     solver = LevenbergMarquardt(max_iters=7)
     assert solver.settings.max_iters == 7 and solver.settings.damping == LMSettings().damping

@@ -189,3 +189,196 @@ def test_limit_helpers():
     torch.testing.assert_close(squashed, torch.tensor([[-1.0, 0.0], [1.0, 0.0]]))
     with pytest.raises(ValueError, match="dof"):
         ProblemSpec("r", "h", "ee", 3, "planar", (0.0,), (1.0,), (False,))
+
+
+# ---------------------------------------------------------------------------- hardened loading
+def _fields(config, kind: type) -> list[str]:
+    return [
+        f.name
+        for f in dataclasses.fields(config)
+        if type(getattr(config, f.name)) is kind  # bool is not counted as an int
+    ]
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_configs_refuse_nonsense_with_the_field_named(family):
+    cls = families()[family]
+    config = cls.tiny_config()
+    for name in _fields(config, int):
+        for bad, error in (
+            (-1, ValueError),
+            (10**9, ValueError),
+            (1.5, TypeError),
+            ("3", TypeError),
+        ):
+            with pytest.raises(error, match=name):
+                dataclasses.replace(config, **{name: bad})
+    for name in _fields(config, float):
+        for bad in (float("nan"), float("inf"), -1.0):
+            with pytest.raises(ValueError, match=name):
+                dataclasses.replace(config, **{name: bad})
+    for name in _fields(config, bool):
+        with pytest.raises(TypeError, match=name):
+            dataclasses.replace(config, **{name: 1})
+
+
+def test_spec_refuses_nonsense():
+    spec = _data("panda-position").spec
+    bad = {
+        "dof": (10**7, ValueError), "targets": ("joints", ValueError), "robot": (None, TypeError),
+        "lower": ((float("nan"),) * 7, ValueError), "upper": (("1",) * 7, TypeError),
+        "continuous": ((0,) * 7, TypeError),
+    }  # fmt: skip
+    for name, (value, error) in bad.items():
+        with pytest.raises(error, match=name):
+            dataclasses.replace(spec, **{name: value})
+
+
+@pytest.mark.parametrize("family,problem", _pairs())
+def test_parameter_count_is_that_of_the_built_model(family, problem):
+    model = _model(family, problem)
+    count = type(model).parameter_count(model.spec, model.config)
+    assert count == sum(p.numel() for p in model.parameters())
+
+
+def _restamped(ckpt: dict) -> dict:
+    from torchik.models.checkpoint import content_hash
+
+    return {**ckpt, "sha256": content_hash(ckpt)}
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_too_many_parameters_are_refused_before_building(family, tmp_path):
+    import time
+
+    from torchik.checks import MAX_LAYERS, MAX_WIDTH
+
+    model = _model(family, "panda-position")
+    config, ckpt = model.config, model.checkpoint()
+    for name in _fields(config, int):  # every size at the largest value its field accepts
+        for size in (MAX_WIDTH, MAX_LAYERS):
+            try:
+                config = dataclasses.replace(config, **{name: size})
+                break
+            except ValueError:
+                pass
+    big = {**ckpt, "config": dataclasses.asdict(config)}
+    torch.save(_restamped(big), tmp_path / "big")
+    start = time.perf_counter()
+    with pytest.raises(ValueError, match="parameters; at most 200,000,000 are loaded"):
+        models.load(tmp_path / "big")
+    assert time.perf_counter() - start < 1.0
+
+
+def test_the_content_hash_catches_changed_weights_limits_and_missing_hashes(tmp_path):
+    model = _model("mlp", "panda-position")
+    ckpt = model.checkpoint()
+    weights = {**ckpt["state_dict"], "q_mean": ckpt["state_dict"]["q_mean"] + 1e-6}
+    spec = {**ckpt["spec"], "lower": (-1.0,) * 7}
+    no_hash = {k: v for k, v in ckpt.items() if k != "sha256"}
+    files = {"weights": {**ckpt, "state_dict": weights}, "spec": {**ckpt, "spec": spec}}
+    for name, bad in files.items():
+        torch.save(bad, tmp_path / name)
+        with pytest.raises(ValueError, match=f"{name}'.*does not match the checkpoint's hash"):
+            models.load(tmp_path / name)
+    torch.save(no_hash, tmp_path / "no_hash")
+    with pytest.raises(ValueError, match="no content hash"):
+        models.load(tmp_path / "no_hash")
+    torch.save({**no_hash, "format_version": 1}, tmp_path / "v1")  # older files have none
+    assert models.load(tmp_path / "v1").checkpoint()["sha256"] == ckpt["sha256"]
+
+
+def test_nan_or_inf_weights_are_refused_with_the_tensor_named(tmp_path):
+    ckpt = _model("mlp", "panda-position").checkpoint()
+    for value in (float("nan"), float("inf")):
+        weight = ckpt["state_dict"]["net.0.weight"].clone()
+        weight[0, 0] = value
+        torch.save(
+            _restamped({**ckpt, "state_dict": {**ckpt["state_dict"], "net.0.weight": weight}}),
+            tmp_path / "w",
+        )
+        with pytest.raises(ValueError, match="'net.0.weight' holds NaN or infinite values"):
+            models.load(tmp_path / "w")
+
+
+def test_expanded_tensors_are_refused_before_they_are_hashed(tmp_path):
+    ckpt = _model("mlp", "panda-position").checkpoint()
+    state = {**ckpt["state_dict"], "q_mean": torch.zeros(1).expand(10**9)}
+    torch.save({**ckpt, "state_dict": state}, tmp_path / "expanded")
+    with pytest.raises(ValueError, match="'q_mean' is larger than its storage"):
+        models.load(tmp_path / "expanded")
+
+
+def test_a_malicious_pickle_is_refused_without_advice_to_unpickle_it(tmp_path):
+    (tmp_path / "code.pt").write_bytes(pickle.dumps(_Evil(), protocol=2))
+    with pytest.raises(ValueError) as err:
+        models.load(tmp_path / "code.pt")
+    message = str(err.value)
+    assert "code.pt" in message and "it would import exec" in message
+    assert "weights_only" not in message and "\n" not in message
+
+
+def test_read_checkpoint_checks_required_keys(tmp_path):
+    from torchik.models.checkpoint import atomic_save, read_checkpoint
+
+    ckpt = _model("mlp", "panda-position").checkpoint()
+    atomic_save({**ckpt, "training": {"step": 3}}, tmp_path / "c.pt")
+    assert read_checkpoint(tmp_path / "c.pt", require={"training": ("step",)})["training"] == {
+        "step": 3
+    }
+    with pytest.raises(ValueError, match=r"c.pt'.*'training' lacks \['optimizer'\]"):
+        read_checkpoint(tmp_path / "c.pt", require={"training": ("step", "optimizer")})
+    with pytest.raises(ValueError, match=r"'best' lacks \['best'\]"):
+        read_checkpoint(tmp_path / "c.pt", require={"best": ()})
+
+
+def test_atomic_save_removes_the_temporary_files_of_killed_writers(tmp_path):
+    import os
+
+    from torchik.models.checkpoint import atomic_save
+
+    dead, alive = tmp_path / "m.pt.tmp999999999", tmp_path / f"m.pt.tmp{os.getppid()}"
+    other = tmp_path / "other.pt.tmp999999999"  # another file's: not ours to remove
+    for path in (dead, alive, other):
+        path.write_bytes(b"half written")
+    atomic_save({"x": 1}, tmp_path / "m.pt")
+    assert not dead.exists() and alive.exists() and other.exists()
+
+
+def test_a_weight_of_another_dtype_is_refused_not_cast(tmp_path):
+    ckpt = _model("mlp", "panda-position").checkpoint()
+    weight = ckpt["state_dict"]["net.0.weight"].round().long()
+    state = {**ckpt["state_dict"], "net.0.weight": weight}
+    torch.save(_restamped({**ckpt, "state_dict": state}), tmp_path / "int.pt")
+    with pytest.raises(
+        ValueError, match="'net.0.weight' is torch.int64, the model's torch.float32"
+    ):
+        models.load(tmp_path / "int.pt")
+
+
+def test_spec_differences_say_what_differs_from_a_robot():
+    arm = load_robot("planar", link_lengths=[0.5, 0.3])
+    spec = ProblemSpec.from_robot(arm, targets="planar")
+    assert spec.differences(arm) == []
+    assert (
+        spec.differences(load_robot("planar", link_lengths=[0.5, 0.3], dtype=torch.float64)) == []
+    )
+    longer = load_robot("planar", link_lengths=[0.5, 0.4])
+    assert spec.differences(longer) == [
+        "the geometry (joint origins, axes or links; the robot hash)"
+    ]
+    free = load_robot("planar", link_lengths=[0.5, 0.3], limits=False)
+    assert spec.differences(free) == ["the limits of joints [0, 1]"]
+    panda = ProblemSpec.from_robot(load_robot("panda"))
+    assert panda.differences(load_robot("ur5"), "ee_link") == [
+        "name 'ur5', not 'panda'", "link 'ee_link', not 'panda_hand'", "dof 6, not 7",
+    ]  # fmt: skip
+
+
+@pytest.mark.parametrize("family", FAMILIES)
+def test_sample_refuses_a_bad_number_of_samples(family):
+    model = _model(family, "panda-position")
+    target = _data("panda-position").target[:2]
+    for n, error in ((0, ValueError), (-1, ValueError), (2**40, ValueError), (2.5, TypeError)):
+        with pytest.raises(error, match="n must be"):
+            model.sample(target, n)

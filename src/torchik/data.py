@@ -312,12 +312,13 @@ def load_dataset(path: str | os.PathLike, robot: Robot | None = None) -> IKDatas
         raise ValueError(f"{name!r} has dataset format {version!r}; this torchik reads up to 1")
     try:
         data = IKDataset(blob["q"], blob["target"], ProblemSpec(**blob["spec"]), blob["meta"])
-    except (KeyError, TypeError, ValueError) as err:
+    except (KeyError, TypeError, ValueError, AttributeError, IndexError) as err:  # q not a tensor
         raise ValueError(f"{name!r} is a damaged torchik dataset: {err}") from err
     if robot is not None and robot_hash(robot) != data.spec.robot_hash:
+        differs = "; ".join(data.spec.differences(robot, data.spec.link))
         raise ValueError(
-            f"{name!r} was made for robot {data.spec.robot!r} (hash {data.spec.robot_hash[:12]}), "
-            f"not for this {robot.name!r} (hash {robot_hash(robot)[:12]}): regenerate it"
+            f"{name!r} was made for robot {data.spec.robot!r}, not for this {robot.name!r} "
+            f"({differs}): regenerate it"
         )
     return data
 

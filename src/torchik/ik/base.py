@@ -13,12 +13,13 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, fields, replace
 from typing import ClassVar
 
 import torch
 from torch import Tensor
 
+from torchik.checks import check_bool, check_float, check_int
 from torchik.ik.seeding import Seeder
 from torchik.robot import Robot
 from torchik.rotations import wrap_angle
@@ -68,6 +69,21 @@ class SolverSettings:
     round_iters: int = 0
     initial_seeds: int = 2
     retry_seeds: int = 8
+
+    def __post_init__(self) -> None:
+        """Every field by its annotation: ints >= 0 (>= 1 for the counts in ``_AT_LEAST_ONE``),
+        floats finite and >= 0, bools True or False; one line naming the field otherwise."""
+        for field in fields(self):
+            value, kind = getattr(self, field.name), getattr(field.type, "__name__", field.type)
+            if kind == "bool":
+                check_bool(field.name, value)
+            elif kind == "int":
+                check_int(field.name, value, 1 if field.name in _AT_LEAST_ONE else 0)
+            elif kind == "float":
+                check_float(field.name, value, 0.0)
+
+
+_AT_LEAST_ONE = ("patience", "initial_seeds", "retry_seeds", "scipy_max_iters")
 
 
 def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor | None):
@@ -343,7 +359,7 @@ class IKSolver(ABC):
             ``(N,)`` iterations each row ran.
         """
         s = self.settings
-        max_iters = s.max_iters if max_iters is None else max_iters
+        max_iters = s.max_iters if max_iters is None else check_int("max_iters", max_iters)
         q = problem.project(q)
         best = _Best(q, max_iters)
         ids = torch.arange(len(problem), device=q.device)

@@ -9,12 +9,19 @@ from functools import partial
 import torch
 from torch import Tensor
 
+from torchik.checks import check_bool, check_float, check_int
 from torchik.ik.base import IKProblem, IKSolver
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, make_problem, reshape_result
 from torchik.robot import Robot
 
-__all__ = ["METHODS", "default_link", "solve_ik"]
+__all__ = ["MAX_SEEDS", "MAX_SEED_POOL", "METHODS", "default_link", "solve_ik"]
+
+MAX_SEEDS = 1 << 16
+"""The most random seeds (slots) per target ``solve_ik`` accepts."""
+
+MAX_SEED_POOL = 1 << 20
+"""The largest ``seed_pool`` ``solve_ik`` accepts."""
 
 
 def _methods() -> dict[str, type[IKSolver]]:
@@ -80,9 +87,12 @@ def _check_target(robot: Robot, target: Tensor, position_only: bool):
 
 def _check_seeds(robot: Robot, seeds: Tensor, batch: torch.Size) -> Tensor:
     """Seeds ``(..., K, dof)`` (or ``(K, dof)`` for every target) -> ``(T * K, dof)``."""
-    if not isinstance(seeds, Tensor) or seeds.dim() < 2 or seeds.shape[-1] != robot.dof:
-        shape = tuple(seeds.shape) if isinstance(seeds, Tensor) else type(seeds).__name__
-        raise ValueError(f"seeds must have shape (..., K, {robot.dof}), got {shape}")
+    if not isinstance(seeds, Tensor) or not seeds.is_floating_point():
+        kind = seeds.dtype if isinstance(seeds, Tensor) else type(seeds).__name__
+        raise TypeError(f"seeds must be a floating-point torch.Tensor, got {kind}")
+    if seeds.dim() < 2 or seeds.shape[-1] != robot.dof:
+        want = f"(..., K, {robot.dof}) or (K, {robot.dof})"
+        raise ValueError(f"seeds must have shape {want}, got {tuple(seeds.shape)}")
     if seeds.shape[-2] < 1:
         raise ValueError("seeds must hold at least one configuration per target (K >= 1)")
     if seeds.shape[:-2] != batch and seeds.dim() != 2:
@@ -168,8 +178,12 @@ def solve_ik(
         ``success=False`` with the best effort, not an exception.
 
     Raises:
+        TypeError: an argument of the wrong kind (a float ``max_iters``, an int tensor target).
         ValueError: malformed targets or seeds (shape, NaN/inf, non-rotations), an empty box,
-            an unknown link or method.
+            an unknown link or method, a setting out of range: tolerances must be > 0 and
+            finite (``tol_rotation`` may be ``math.inf``: any orientation), ``max_iters >= 0``
+            (0: evaluate the seeds as given), ``1 <= num_seeds <= MAX_SEEDS``,
+            ``0 <= seed_pool <= MAX_SEED_POOL``, ``num_threads >= 1``.
 
     Example:
         >>> import torchik
@@ -181,6 +195,7 @@ def solve_ik(
         (torch.Size([5, 2, 7]), True)
     """
     with torch.no_grad(), _intra_op_threads(num_threads):
+        _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
         link = default_link(robot) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
         batch, position, rotmat = _check_target(robot, target, position_only)
@@ -189,9 +204,10 @@ def solve_ik(
             make_problem, robot, link, tol_position=tol_position, tol_rotation=tol_rotation
         )
         if seeds is None:
-            k, q0 = _check_num_seeds(num_seeds), None
+            k, q0 = num_seeds, None
         else:
-            k, q0 = seeds.shape[-2], _check_seeds(robot, seeds, batch)
+            q0 = _check_seeds(robot, seeds, batch)
+            k = seeds.shape[-2]
         if position.shape[0] == 0:
             return reshape_result(_empty_result(make(position, rotmat, k), k), batch)
         restarts = seeds is None if restarts is None else restarts
@@ -229,6 +245,8 @@ def _empty_result(problem: IKProblem, k: int) -> IKResult:
 @contextlib.contextmanager
 def _intra_op_threads(n: int | None):
     """Run the block with ``n`` torch intra-op threads, then restore the previous number."""
+    if n is not None:
+        check_int("num_threads", n, 1)
     previous = torch.get_num_threads()
     if n is None or n == previous:
         yield
@@ -240,7 +258,14 @@ def _intra_op_threads(n: int | None):
         torch.set_num_threads(previous)
 
 
-def _check_num_seeds(num_seeds: int) -> int:
-    if not isinstance(num_seeds, int) or isinstance(num_seeds, bool) or num_seeds < 1:
-        raise ValueError(f"num_seeds must be a positive int, got {num_seeds!r}")
-    return num_seeds
+def _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only):
+    """The scalar settings of :func:`solve_ik`, one line per refusal (``max_iters`` and
+    ``early_stop`` are checked by the solver's settings, ``num_threads`` on entry)."""
+    check_float("tol_position", tol_position, positive=True)
+    if not (isinstance(tol_rotation, float) and tol_rotation == math.inf):
+        check_float("tol_rotation", tol_rotation, positive=True)
+    check_int("num_seeds", num_seeds, 1, MAX_SEEDS)
+    check_int("seed_pool", seed_pool, 0, MAX_SEED_POOL)
+    if restarts is not None:
+        check_bool("restarts", restarts)
+    check_bool("position_only", position_only)

@@ -7,9 +7,14 @@ that :func:`load` can rebuild it from a checkpoint and the contract tests cover 
 
 A checkpoint is a ``torch.save`` of plain types and tensors only::
 
-    {"format_version": 1, "family": "mlp", "config": {...}, "spec": {...}, "state_dict": {...}}
+    {"format_version": 2, "family": "mlp", "config": {...}, "spec": {...}, "state_dict": {...},
+     "sha256": "..."}
 
-and :func:`load` reads it with ``weights_only=True``: a checkpoint never executes code.
+and :func:`load` reads it with ``weights_only=True``: a checkpoint never executes code. Loading
+checks everything before it allocates: the layout, the content hash of format 2 files
+(:func:`~torchik.models.checkpoint.content_hash`), that every weight is finite, the config and
+spec (each field in range) and the parameter count (at most :data:`MAX_PARAMETERS`, counted
+before the model is built). Every refusal is a :class:`ValueError` naming the file.
 
 Note for model files: import from :mod:`torchik.models.base` (and :mod:`torchik.rotations`),
 not from :mod:`torchik.data`, at module level; ``torchik.data`` imports this package lazily and
@@ -19,6 +24,7 @@ a top-level import back would be circular.
 from __future__ import annotations
 
 import dataclasses
+import math
 import os
 from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
@@ -26,27 +32,49 @@ from typing import Any, ClassVar, TypeVar
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import check_bool, check_choice, check_float, check_int, short_repr
+from torchik.models.checkpoint import (
+    FORMAT_VERSION,
+    _torch_load,
+    atomic_save,
+    check_checkpoint,
+    content_hash,
+    read_checkpoint,
+)
 from torchik.rotations import wrap_angle
 
 __all__ = [
     "FORMAT_VERSION",
+    "MAX_DOF",
+    "MAX_PARAMETERS",
+    "MAX_SAMPLES",
     "TARGET_DIMS",
     "PRETRAINED",
     "IKModel",
     "ProblemSpec",
     "atomic_save",
+    "check_checkpoint",
     "clamp_to_limits",
     "families",
     "from_checkpoint",
     "joint_difference",
     "load",
     "load_pretrained",
+    "read_checkpoint",
     "register",
     "squash_to_limits",
+    "content_hash",
 ]
 
-FORMAT_VERSION = 1
-"""Version of the checkpoint layout written by :meth:`IKModel.save`."""
+MAX_DOF = 64
+"""The most joints a :class:`ProblemSpec` accepts."""
+
+MAX_SAMPLES = 1 << 20
+"""The most samples per target :meth:`IKModel.sample` draws."""
+
+MAX_PARAMETERS = 200_000_000
+"""The most parameters a checkpoint's model may have (800 MB of float32): :func:`load` counts
+them before building the model and refuses larger ones."""
 
 TARGET_DIMS: dict[str, int] = {"position": 3, "pose": 9, "planar": 2}
 """Target kind -> its size ``T``: ``"position"`` (x, y, z), ``"pose"`` (x, y, z and the 6-D
@@ -79,13 +107,20 @@ class ProblemSpec:
     continuous: tuple[bool, ...]
 
     def __post_init__(self) -> None:
-        if self.targets not in TARGET_DIMS:
-            raise ValueError(f"targets must be one of {sorted(TARGET_DIMS)}, got {self.targets!r}")
+        for name in ("robot", "robot_hash", "link"):
+            if not isinstance(getattr(self, name), str):
+                raise TypeError(f"{name} must be a str, got {type(getattr(self, name)).__name__}")
+        check_int("dof", self.dof, 1, MAX_DOF)
+        check_choice("targets", self.targets, TARGET_DIMS)
         for name in ("lower", "upper", "continuous"):
-            value = tuple(getattr(self, name))
+            value = getattr(self, name)
+            if not isinstance(value, (tuple, list)) or len(value) != self.dof:
+                raise ValueError(
+                    f"{name} must hold dof={self.dof} entries, got {short_repr(value)}"
+                )
+            check = check_bool if name == "continuous" else check_float
+            value = tuple(check(f"{name}[{j}]", x) for j, x in enumerate(value))
             object.__setattr__(self, name, value)  # lists (from a checkpoint) become tuples
-            if len(value) != self.dof:
-                raise ValueError(f"{name} has {len(value)} entries for dof={self.dof}")
         if any(lo > hi for lo, hi in zip(self.lower, self.upper, strict=True)):
             raise ValueError(f"lower {self.lower} exceeds upper {self.upper}")
 
@@ -124,6 +159,33 @@ class ProblemSpec:
             upper=tuple(float(x) for x in robot.upper.tolist()),
             continuous=tuple(bool(x) for x in robot.continuous.tolist()),
         )
+
+    def differences(self, robot: Any, link: str | None = None) -> list[str]:
+        """What differs between this spec and ``robot`` (a :class:`torchik.Robot`) with
+        ``link`` (default: this spec's): empty where the robot is the one it was made for.
+
+        Example:
+            >>> spec = ProblemSpec.from_robot(torchik.load_robot("snake2"))
+            >>> spec.differences(torchik.load_robot("snake4"))
+            ["name 'snake4', not 'snake2'", 'dof 4, not 2']
+        """
+        from torchik.data import robot_hash  # lazy: torchik.data imports this module
+
+        link = self.link if link is None else link
+        pairs = (("name", robot.name, self.robot), ("link", link, self.link))
+        pairs += (("dof", robot.dof, self.dof),)
+        found = [f"{key} {mine!r}, not {theirs!r}" for key, mine, theirs in pairs if mine != theirs]
+        if robot.dof == self.dof:  # limits compared at float32 precision (either dtype)
+            limits = (robot.lower.tolist(), robot.upper.tolist(), robot.continuous.tolist())
+            theirs = zip(*limits, strict=True)
+            mine = zip(self.lower, self.upper, self.continuous, strict=True)
+            moved = [j for j, (a, b) in enumerate(zip(theirs, mine, strict=True)) if a[2] != b[2]
+                     or not (math.isclose(a[0], b[0], abs_tol=1e-6) and
+                             math.isclose(a[1], b[1], abs_tol=1e-6))]  # fmt: skip
+            found += [f"the limits of joints {moved}"] if moved else []
+        if not found and robot_hash(robot) != self.robot_hash:
+            found.append("the geometry (joint origins, axes or links; the robot hash)")
+        return found
 
 
 def _default_link(robot: Any, end_links: dict[str, str]) -> str:
@@ -247,6 +309,17 @@ class IKModel(nn.Module):
         """A small configuration for quick tests (default: ``Config()``)."""
         return cls.Config()
 
+    @classmethod
+    def parameter_count(cls, spec: ProblemSpec, config: Any) -> int:
+        """The number of parameters of ``cls(spec, config)``, without allocating them.
+
+        The default builds the model on the ``meta`` device (shapes only, no memory); a family
+        whose construction cannot run there overrides this with its formula.
+        """
+        with torch.device("meta"):
+            model = cls(spec, config)
+        return sum(p.numel() for p in model.parameters())
+
     # ------------------------------------------------------------ normalisation
     @torch.no_grad()
     def set_normalization(self, q: Tensor, target: Tensor) -> None:
@@ -300,8 +373,11 @@ class IKModel(nn.Module):
         """Log density of ``q (..., D)`` given ``target (..., T)``: ``(...)``."""
         raise NotImplementedError(f"the {self.family!r} model has no log_prob")
 
-    def _check(self, q: Tensor | None, target: Tensor | None) -> None:
-        """Shape checks with clear messages, for subclasses to call."""
+    def _check(self, q: Tensor | None, target: Tensor | None, n: int | None = None) -> None:
+        """Shape checks with clear messages, for subclasses to call (``n``: samples per target,
+        ``1 <= n <= MAX_SAMPLES``)."""
+        if n is not None:
+            check_int("n", n, 1, MAX_SAMPLES)
         if q is not None and (q.dim() == 0 or q.shape[-1] != self.spec.dof):
             raise ValueError(f"q must have shape (..., {self.spec.dof}), got {tuple(q.shape)}")
         t = self.spec.target_dim
@@ -314,13 +390,14 @@ class IKModel(nn.Module):
     # ------------------------------------------------------------ checkpoints
     def checkpoint(self) -> dict[str, Any]:
         """The checkpoint dict (plain types and tensors) that :meth:`save` writes."""
-        return {
+        ckpt = {
             "format_version": FORMAT_VERSION,
             "family": self.family,
             "config": dataclasses.asdict(self.config),
             "spec": dataclasses.asdict(self.spec),
             "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
         }
+        return {**ckpt, "sha256": content_hash(ckpt)}
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the checkpoint atomically (a temporary file renamed over ``path``)."""
@@ -328,19 +405,6 @@ class IKModel(nn.Module):
 
     def extra_repr(self) -> str:
         return f"family={self.family!r}, robot={self.spec.robot!r}, targets={self.spec.targets!r}"
-
-
-def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save(obj, path)`` via a temporary file and ``os.replace``: a killed writer never
-    leaves a half-written ``path``."""
-    path = os.fspath(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
 
 
 # ---------------------------------------------------------------------------- registry
@@ -369,56 +433,69 @@ def families() -> dict[str, type[IKModel]]:
     return dict(_REGISTRY)
 
 
-def _read_checkpoint(path: str | os.PathLike, map_location: Any) -> dict[str, Any]:
-    try:
-        ckpt = torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # torch raises many types for corrupt or foreign files
-        name = os.fspath(path)
-        raise ValueError(f"{name!r} is not a readable torchik checkpoint: {err}") from err
-    keys = {"format_version", "family", "config", "spec", "state_dict"}
-    if not isinstance(ckpt, dict) or not keys <= set(ckpt):
-        raise ValueError(f"{os.fspath(path)!r} is not a torchik model checkpoint")
-    version = ckpt["format_version"]
-    if not isinstance(version, int) or version > FORMAT_VERSION:
-        raise ValueError(
-            f"{os.fspath(path)!r} has checkpoint format {version!r}; this torchik reads up to "
-            f"{FORMAT_VERSION}: upgrade torchik"
-        )
-    return ckpt
-
-
 def from_checkpoint(ckpt: dict[str, Any]) -> IKModel:
-    """Rebuild a model from a checkpoint dict (see :meth:`IKModel.checkpoint`)."""
+    """Rebuild a model from a checkpoint dict (see :meth:`IKModel.checkpoint`).
+
+    Everything is checked before the model is allocated (:func:`check_checkpoint`, the config
+    and spec, at most :data:`MAX_PARAMETERS` parameters).
+
+    Raises:
+        ValueError: the checkpoint is damaged, of an unknown family, too large, or does not
+            match its model class.
+    """
+    check_checkpoint(ckpt)
+    cls, spec, config = _parse(ckpt)
+    count = cls.parameter_count(spec, config)
+    if count > MAX_PARAMETERS:
+        raise ValueError(
+            f"the {cls.family!r} checkpoint's config {dataclasses.asdict(config)} makes "
+            f"{count:,} parameters; at most {MAX_PARAMETERS:,} are loaded"
+        )
+    model = cls(spec, config)
+    state = ckpt["state_dict"]
+    floats = [v for v in state.values() if v.is_floating_point()]
+    if floats:  # keep the saved dtype and the device map_location chose
+        model.to(device=floats[0].device, dtype=floats[0].dtype)
+    own = model.state_dict()
+    for name, value in state.items():  # load_state_dict would cast silently
+        if name in own and value.dtype != own[name].dtype:
+            raise ValueError(f"the weight {name!r} is {value.dtype}, the model's {own[name].dtype}")
+    try:
+        model.load_state_dict(state)
+    except (RuntimeError, TypeError, KeyError) as err:
+        reason = str(err).replace("\n", " ")
+        raise ValueError(
+            f"the {cls.family!r} checkpoint does not match its model: {reason}"
+        ) from err
+    return model
+
+
+def _parse(ckpt: dict[str, Any]) -> tuple[type[IKModel], ProblemSpec, Any]:
+    """The class, spec and config of a checked checkpoint."""
     family = ckpt["family"]
     if family not in _REGISTRY:
         raise ValueError(f"unknown model family {family!r}; registered: {sorted(_REGISTRY)}")
     cls = _REGISTRY[family]
     try:
-        spec = ProblemSpec(**ckpt["spec"])
-        model = cls(spec, cls.Config(**ckpt["config"]))
+        return cls, ProblemSpec(**ckpt["spec"]), cls.Config(**ckpt["config"])
     except (TypeError, ValueError) as err:
         raise ValueError(f"invalid spec or config in a {family!r} checkpoint: {err}") from err
-    state = ckpt["state_dict"]
-    floats = [v for v in state.values() if isinstance(v, Tensor) and v.is_floating_point()]
-    if floats:  # keep the saved dtype and the device map_location chose
-        model.to(device=floats[0].device, dtype=floats[0].dtype)
-    try:
-        model.load_state_dict(state)
-    except (RuntimeError, TypeError, KeyError) as err:
-        raise ValueError(f"the {family!r} checkpoint does not match its model: {err}") from err
-    return model
 
 
 def load(path: str | os.PathLike, map_location: Any = None) -> IKModel:
     """Load a model saved by :meth:`IKModel.save`, in eval mode.
 
     Raises:
-        ValueError: the file is corrupt, not a torchik checkpoint, of a newer format, of an
-            unknown family, or inconsistent with its model class.
+        FileNotFoundError: no such file.
+        ValueError: the file is corrupt, not a torchik checkpoint, damaged (content hash,
+            NaN/inf weights), of a newer format, of an unknown family, too large, or
+            inconsistent with its model class; the message names the file.
     """
-    return from_checkpoint(_read_checkpoint(path, map_location)).eval()
+    ckpt = _torch_load(path, map_location)
+    try:
+        return from_checkpoint(ckpt).eval()
+    except ValueError as err:
+        raise ValueError(f"{os.fspath(path)!r}: {err}") from err
 
 
 PRETRAINED: dict[str, str] = {

@@ -29,6 +29,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
 from torchik.models.base import ProblemSpec, register
 from torchik.models.common import ACTIVATIONS, JointModel, mlp, repeat_targets
 
@@ -60,12 +61,12 @@ class CVAEConfig:
     elbo_samples: int = 32
 
     def __post_init__(self) -> None:
-        if min(self.latent, self.width, self.elbo_samples) < 1 or self.depth < 0:
-            raise ValueError(f"CVAE sizes must be positive, got {self}")
-        if not self.beta > 0:
-            raise ValueError(f"beta must be positive, got {self.beta}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}")
+        for name in ("latent", "width", "elbo_samples"):
+            check_int(name, getattr(self, name), 1, MAX_WIDTH)
+        check_int("depth", self.depth, 0, MAX_LAYERS)
+        check_float("beta", self.beta, positive=True)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_bool("cos_sin", self.cos_sin)
 
 
 @register
@@ -142,7 +143,7 @@ class CVAE(JointModel):
         return (log_lik - kl).mean(-1) - self.q_std.log().sum()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target)
+        self._check(None, target, n)
         target = repeat_targets(target, n)
         z = torch.randn(
             *target.shape[:-1], self.config.latent, generator=generator, device=target.device

@@ -26,6 +26,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_float, check_int
 from torchik.models.base import ProblemSpec, register
 from torchik.models.common import JointModel, repeat_targets
 
@@ -56,10 +57,12 @@ class FlowConfig:
     noise: float = 0.0
 
     def __post_init__(self) -> None:
-        if self.kind not in _KINDS:
-            raise ValueError(f"kind must be one of {_KINDS}, got {self.kind!r}")
-        if min(self.transforms, self.width, self.depth, self.bins) < 1 or self.noise < 0:
-            raise ValueError(f"Flow sizes must be positive and noise >= 0, got {self}")
+        check_choice("kind", self.kind, _KINDS)
+        check_int("transforms", self.transforms, 1, MAX_LAYERS)
+        check_int("width", self.width, 1, MAX_WIDTH)
+        check_int("depth", self.depth, 1, MAX_LAYERS)
+        check_int("bins", self.bins, 1, MAX_WIDTH)
+        check_float("noise", self.noise, 0.0)
 
 
 def _zuko():
@@ -99,6 +102,19 @@ class Flow(JointModel):
     def tiny_config(cls) -> FlowConfig:
         return FlowConfig(transforms=2, width=16, depth=1, bins=4)
 
+    @classmethod
+    def parameter_count(cls, spec: ProblemSpec, config: FlowConfig) -> int:
+        """Counted from the sizes: zuko's masked networks cannot be built on the meta device.
+
+        Each transform's network maps ``D + T`` inputs through ``depth`` layers of ``width`` to
+        ``D`` times the spline's ``3 * bins - 1`` parameters (2 for an affine ``"maf"``).
+        """
+        per_joint = 3 * config.bins - 1 if config.kind == "nsf" else 2
+        sizes = (spec.dof + spec.target_dim, *(config.width,) * config.depth, spec.dof * per_joint)
+        return config.transforms * sum(
+            (a + 1) * b for a, b in zip(sizes[:-1], sizes[1:], strict=True)
+        )
+
     def _to_unbounded(self, q: Tensor) -> tuple[Tensor, Tensor]:
         """``u = logit((q - lower) / span)`` and ``log |du/dq|`` summed over joints."""
         span = self.upper - self.lower
@@ -121,7 +137,7 @@ class Flow(JointModel):
         return -self.log_prob(q, target).mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target)
+        self._check(None, target, n)
         context = self.normalize_target(repeat_targets(target, n))
         dist = self.flow(context)
         shape = (*context.shape[:-1], self.spec.dof)

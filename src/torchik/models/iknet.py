@@ -45,6 +45,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_float, check_int
 from torchik.models.base import IKModel, ProblemSpec, register
 from torchik.models.mixture import (
     JointDomain,
@@ -88,13 +89,12 @@ class IKNetConfig:
     norm: str = "none"
 
     def __post_init__(self) -> None:
-        sizes = (self.hyper_width, self.embedding, self.primary_width, self.components)
-        if min(sizes) < 1 or self.hyper_depth < 0 or self.primary_layers < 1:
-            raise ValueError(f"IKNet sizes must be positive, got {self}")
-        if not self.min_scale > 0:
-            raise ValueError(f"min_scale must be positive, got {self.min_scale}")
-        if self.norm not in _NORMS:
-            raise ValueError(f"norm must be one of {sorted(_NORMS)}, got {self.norm!r}")
+        for name in ("hyper_width", "embedding", "primary_width", "components"):
+            check_int(name, getattr(self, name), 1, MAX_WIDTH)
+        check_int("hyper_depth", self.hyper_depth, 0, MAX_LAYERS)
+        check_int("primary_layers", self.primary_layers, 1, MAX_LAYERS)
+        check_float("min_scale", self.min_scale, positive=True)
+        check_choice("norm", self.norm, _NORMS)
 
     @classmethod
     def paper(cls, **overrides) -> IKNetConfig:
@@ -201,6 +201,8 @@ class IKNet(IKModel):
 
     @torch.no_grad()
     def _init_heads(self) -> None:
+        if self.heads.weight.is_meta:  # built on the meta device to count parameters: no values
+            return
         k = self.config.components
         nn.init.normal_(self.heads.weight, std=1.0 / math.sqrt(self.config.embedding))
         self.heads.bias.zero_()
@@ -312,9 +314,8 @@ class IKNet(IKModel):
                 its component's mean (more accurate, still one mode per component); ``0`` returns
                 the means of the drawn components.
         """
-        self._check(None, target)
-        if not temperature >= 0:
-            raise ValueError(f"temperature must be >= 0, got {temperature}")
+        self._check(None, target, n)
+        check_float("temperature", temperature, 0.0)
         batch, t = target.shape[:-1], target.shape[-1]
         flat = self.generate(target.reshape(-1, t))
         features = flat.new_zeros(flat.shape[0], n, 0)
@@ -353,7 +354,7 @@ class IKNet(IKModel):
         Returns:
             ``(..., n, D)``.
         """
-        self._check(center, target)
+        self._check(center, target, n)
         batch, t, d = target.shape[:-1], target.shape[-1], self.spec.dof
         if center.shape != (*batch, n, d):
             raise ValueError(f"center must have shape {(*batch, n, d)}, got {tuple(center.shape)}")

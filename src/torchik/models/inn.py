@@ -34,6 +34,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
 from torchik.metrics import mmd
 from torchik.models.base import ProblemSpec, register
 from torchik.models.common import ACTIVATIONS, JointModel, mlp, repeat_targets
@@ -76,12 +77,16 @@ class INNConfig:
     cos_sin: bool = True
 
     def __post_init__(self) -> None:
-        if min(self.latent, self.blocks, self.width) < 1 or self.depth < 0:
-            raise ValueError(f"INN sizes must be positive, got {self}")
-        if not self.clamp > 0 or self.y_noise < 0:
-            raise ValueError(f"clamp must be positive and y_noise >= 0, got {self}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}")
+        check_int("latent", self.latent, 1, MAX_WIDTH)
+        check_int("width", self.width, 1, MAX_WIDTH)
+        check_int("blocks", self.blocks, 1, MAX_LAYERS)
+        check_int("depth", self.depth, 0, MAX_LAYERS)
+        check_float("clamp", self.clamp, positive=True)
+        for name in ("weight_y", "weight_z", "weight_x", "weight_pad", "y_noise"):
+            check_float(name, getattr(self, name), 0.0)
+        check_bool("backward_mmd", self.backward_mmd)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_bool("cos_sin", self.cos_sin)
 
 
 class AffineCoupling(nn.Module):
@@ -146,7 +151,7 @@ class INN(JointModel):
         args = (self.size, cfg.width, cfg.depth, cfg.activation, cfg.clamp)
         self.couplings = nn.ModuleList(AffineCoupling(*args) for _ in range(cfg.blocks))
         perms = [
-            torch.randperm(self.size, generator=torch.Generator().manual_seed(i))
+            torch.randperm(self.size, generator=torch.Generator().manual_seed(i), device="cpu")
             for i in range(cfg.blocks)
         ]
         self.register_buffer("permutations", torch.stack(perms))
@@ -199,7 +204,7 @@ class INN(JointModel):
         return loss
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target)
+        self._check(None, target, n)
         y = self.normalize_target(repeat_targets(target, n))
         shape = (*y.shape[:-1], self.config.latent)
         z = torch.randn(shape, generator=generator, dtype=y.dtype, device=y.device)

@@ -29,6 +29,7 @@ import torch.nn.functional as F
 from torch import Tensor
 from torch.distributions import MultivariateNormal
 
+from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
 from torchik.models.base import ProblemSpec, register
 from torchik.models.common import ACTIVATIONS, JointModel, mlp
 
@@ -56,12 +57,12 @@ class MDNConfig:
     cos_sin: bool = True
 
     def __post_init__(self) -> None:
-        if min(self.components, self.width) < 1 or self.depth < 0:
-            raise ValueError(f"MDN sizes must be positive, got {self}")
-        if not self.min_scale > 0:
-            raise ValueError(f"min_scale must be positive, got {self.min_scale}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}")
+        check_int("components", self.components, 1, MAX_WIDTH)
+        check_int("width", self.width, 1, MAX_WIDTH)
+        check_int("depth", self.depth, 0, MAX_LAYERS)
+        check_float("min_scale", self.min_scale, positive=True)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_bool("cos_sin", self.cos_sin)
 
 
 @register
@@ -81,7 +82,7 @@ class MDN(JointModel):
     def __init__(self, spec: ProblemSpec, config: MDNConfig | None = None):
         super().__init__(spec, config)
         cfg, d = self.config, spec.dof
-        rows, cols = torch.tril_indices(d, d)
+        rows, cols = torch.tril_indices(d, d, device="cpu")  # CPU even on meta (a count)
         self.register_buffer("tril_rows", rows, persistent=False)
         self.register_buffer("tril_cols", cols, persistent=False)
         self._per_component = 1 + self.feature_dim + len(rows)  # logit, mean, Cholesky
@@ -123,6 +124,7 @@ class MDN(JointModel):
         return -self.log_prob(q, target).mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
+        self._check(None, target, n)
         log_w, mean, tril = self.mixture(target)
         d = self.spec.dof
         probs = log_w.exp().reshape(-1, log_w.shape[-1])

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_int
 from torchik.models.base import IKModel, ProblemSpec, register
 
 __all__ = ["MLP", "MLPConfig"]
@@ -29,10 +30,9 @@ class MLPConfig:
     activation: str = "relu"
 
     def __post_init__(self) -> None:
-        if self.depth < 1 or self.width < 1:
-            raise ValueError(f"depth and width must be positive, got {self.depth}, {self.width}")
-        if self.activation not in _ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(_ACTIVATIONS)}")
+        check_int("depth", self.depth, 1, MAX_LAYERS)
+        check_int("width", self.width, 1, MAX_WIDTH)
+        check_choice("activation", self.activation, _ACTIVATIONS)
 
 
 @register
@@ -78,5 +78,6 @@ class MLP(IKModel):
         return self.joint_difference(self.predict(target), q).square().mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
+        self._check(None, target, n)
         q = self.clamp_to_limits(self.predict(target))
         return q.unsqueeze(-2).expand(*q.shape[:-1], n, q.shape[-1]).clone()

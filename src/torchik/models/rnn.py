@@ -25,8 +25,9 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
 from torchik.models.base import ProblemSpec, register
-from torchik.models.common import ACTIVATIONS, JointModel, mlp, repeat_targets
+from torchik.models.common import ACTIVATIONS, JointModel, circular_mask, mlp, repeat_targets
 from torchik.models.mixture import JointDomain, mixture_log_prob, mixture_sample, scale_range
 
 __all__ = ["RNN", "RNNConfig"]
@@ -59,14 +60,13 @@ class RNNConfig:
     cos_sin: bool = True
 
     def __post_init__(self) -> None:
-        if min(self.hidden, self.width, self.components) < 1 or self.depth < 0:
-            raise ValueError(f"RNN sizes must be positive, got {self}")
-        if self.output not in _OUTPUTS:
-            raise ValueError(f"output must be one of {_OUTPUTS}, got {self.output!r}")
-        if not self.min_scale > 0:
-            raise ValueError(f"min_scale must be positive, got {self.min_scale}")
-        if self.activation not in ACTIVATIONS:
-            raise ValueError(f"activation must be one of {sorted(ACTIVATIONS)}")
+        for name in ("hidden", "width", "components"):
+            check_int(name, getattr(self, name), 1, MAX_WIDTH)
+        check_int("depth", self.depth, 0, MAX_LAYERS)
+        check_choice("output", self.output, _OUTPUTS)
+        check_float("min_scale", self.min_scale, positive=True)
+        check_choice("activation", self.activation, ACTIVATIONS)
+        check_bool("cos_sin", self.cos_sin)
 
 
 @register
@@ -88,7 +88,7 @@ class RNN(JointModel):
         cfg, t = self.config, spec.target_dim
         self.domains = tuple(
             JointDomain.from_limits(lo, hi, bool(c))
-            for lo, hi, c in zip(spec.lower, spec.upper, self.circular.tolist(), strict=True)
+            for lo, hi, c in zip(spec.lower, spec.upper, circular_mask(spec), strict=True)
         )
         widths = [2 if d.circular and self.cos_sin else 1 for d in self.domains]
         self._widths = widths
@@ -173,7 +173,7 @@ class RNN(JointModel):
         return (self.wrapped_difference(pred, q) / self.q_std).square().mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target)
+        self._check(None, target, n)
         batch = target.shape[:-1]
         x = self.normalize_target(repeat_targets(target, n).reshape(-1, target.shape[-1]))
         h, previous, joints = self.initial(x).unsqueeze(0), None, []

@@ -1,0 +1,116 @@
+"""Checks of settings and arguments, shared by the settings dataclasses and the entry points.
+
+Each check refuses a bad value with a one-line reason naming the setting: a
+:class:`TypeError` for the wrong kind of value (a float where an int belongs, a bool where a
+number belongs), a :class:`ValueError` for a value out of range (negative, NaN, infinite, too
+large). Settings dataclasses call them in ``__post_init__``; functions call them up front.
+
+Example:
+    >>> check_int("max_iters", 100, minimum=1)
+    100
+    >>> check_int("max_iters", -5, minimum=1)
+    Traceback (most recent call last):
+    ...
+    ValueError: max_iters must be >= 1, got -5
+"""
+
+from __future__ import annotations
+
+import math
+import numbers
+import reprlib
+from collections.abc import Collection
+from typing import Any
+
+__all__ = [
+    "MAX_LAYERS",
+    "MAX_WIDTH",
+    "check_bool",
+    "check_choice",
+    "check_float",
+    "check_int",
+    "short_repr",
+]
+
+MAX_WIDTH = 1 << 16
+"""The largest layer width, latent size, mixture size or bin count a model config accepts."""
+
+MAX_LAYERS = 16
+"""The largest number of layers (or blocks, transforms) a model config accepts."""
+
+
+def short_repr(value: Any) -> str:
+    """``repr(value)`` cut short (nested or long values from a crafted file stay one short line).
+
+    Example:
+        >>> short_repr(list(range(100)))
+        '[0, 1, 2, 3, 4, 5, ...]'
+    """
+    return reprlib.repr(value)
+
+
+def check_int(name: str, value: Any, minimum: int = 0, maximum: int | None = None) -> int:
+    """``value`` if it is an int (not a bool) in ``[minimum, maximum]``.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Integral):
+        raise TypeError(f"{name} must be an int, got {type(value).__name__} {short_repr(value)}")
+    if value < minimum:
+        raise ValueError(f"{name} must be >= {minimum}, got {value}")
+    if maximum is not None and value > maximum:
+        raise ValueError(f"{name} must be <= {maximum}, got {value}")
+    return int(value)
+
+
+def check_float(
+    name: str,
+    value: Any,
+    minimum: float = -math.inf,
+    maximum: float = math.inf,
+    *,
+    positive: bool = False,
+) -> float:
+    """``value`` as a float if it is a finite real number in ``[minimum, maximum]`` (``> 0``
+    too with ``positive``).
+
+    Raises:
+        TypeError: not a real number (bools are refused).
+        ValueError: NaN, infinite or out of range.
+    """
+    if isinstance(value, bool) or not isinstance(value, numbers.Real):
+        raise TypeError(f"{name} must be a number, got {type(value).__name__} {short_repr(value)}")
+    value = float(value)
+    if not math.isfinite(value):
+        raise ValueError(f"{name} must be finite, got {value}")
+    if positive and not value > 0:
+        raise ValueError(f"{name} must be > 0, got {value}")
+    if not minimum <= value <= maximum:
+        raise ValueError(f"{name} must be in [{minimum}, {maximum}], got {value}")
+    return value
+
+
+def check_choice(name: str, value: Any, choices: Collection[str]) -> str:
+    """``value`` if it is one of the strings ``choices``.
+
+    Raises:
+        ValueError: anything else (the message lists the choices).
+    """
+    if not isinstance(value, str) or value not in choices:
+        raise ValueError(f"{name} must be one of {sorted(choices)}, got {short_repr(value)}")
+    return value
+
+
+def check_bool(name: str, value: Any) -> bool:
+    """``value`` if it is a bool.
+
+    Raises:
+        TypeError: anything else (``0``, ``"yes"``).
+    """
+    if not isinstance(value, bool):
+        raise TypeError(
+            f"{name} must be True or False, got {type(value).__name__} {short_repr(value)}"
+        )
+    return value

@@ -1,0 +1,123 @@
+"""Random ``solve_ik`` calls with nonsense arguments.
+
+Each call draws one to three arguments from pools of bad and edge values (negative, zero, NaN,
+infinite, huge, wrong types, wrong shapes) on top of a small valid call (the Panda, two
+targets, a few iterations). Every call must return an :class:`~torchik.ik.IKResult` of the
+right shape or raise a ValueError or TypeError with a one-line message, in under a second.
+
+``tests/test_fuzz_solve_ik.py`` runs a bounded sample in CI; ``make fuzz`` runs
+``python tests/fuzz_solve_ik.py --n 2000``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+from collections import Counter
+from functools import cache
+
+import torch
+
+import torchik
+from torchik.ik import solve_ik
+
+F64 = torch.float64
+SLOW_S = 1.0
+NUMBERS = [-5, -1, 0, 1, 2, 10**9, 2**63, 1.5, -1e-3, 0.0, math.nan, math.inf, -math.inf]
+KINDS = ["3", None, True, [1], torch.tensor(1.0)]
+
+
+@cache
+def _problem():
+    robot = torchik.load_robot("panda", dtype=F64)
+    q = robot.random_configuration(2, torch.Generator().manual_seed(0))
+    return robot, robot.forward_kinematics(q, "panda_hand")
+
+
+def _tensors(rng: random.Random) -> list:
+    robot, target = _problem()
+    shapes = [(7,), (2, 7), (2, 3, 7), (3, 2, 7), (2, 3, 6), (0, 7), (2, 0, 7), (1, 1, 1, 7)]
+    values = [torch.zeros(s, dtype=F64) for s in shapes]
+    values += [torch.full((2, 3, 7), math.nan, dtype=F64), torch.zeros(2, 3, 7, dtype=torch.long)]
+    return values + [target[:, :3, :], target[0], target.float(), target.tolist(), "pose"]
+
+
+def arguments(seed: int) -> dict:
+    """The ``seed``-th set of bad keyword arguments for ``solve_ik``."""
+    rng = random.Random(seed)
+    pools = {
+        "tol_position": NUMBERS + KINDS,
+        "tol_rotation": NUMBERS + KINDS,
+        "max_iters": NUMBERS + KINDS,
+        "num_seeds": NUMBERS + KINDS,
+        "seed_pool": NUMBERS + KINDS,
+        "num_threads": [n for n in NUMBERS if not isinstance(n, int) or n < 64] + KINDS,
+        "restarts": [0, 1, "yes", None, True, False],
+        "early_stop": [0, 1, "yes", None, True, False],
+        "position_only": [True, False, 1, "yes"],
+        "method": ["lm", "dls", "jt", "gd", "newton", 3, None],
+        "seeds": _tensors(rng),
+        "lower": _tensors(rng),
+        "target": _tensors(rng),
+        "link": ["panda_hand", "nope", 3, None],
+    }
+    keys = rng.sample(sorted(pools), rng.randint(1, 3))
+    kwargs = {k: rng.choice(pools[k]) for k in keys}
+    if "max_iters" not in kwargs:
+        kwargs["max_iters"] = 5  # keep the valid calls quick
+    if kwargs.get("num_seeds") in (10**9, 2**63) or kwargs.get("seed_pool") in (10**9, 2**63):
+        pass  # refused by their bounds, never allocated
+    return kwargs
+
+
+def run_one(seed: int) -> tuple[str, float, str]:
+    """``(result, seconds, message)`` of the ``seed``-th call."""
+    robot, target = _problem()
+    kwargs = arguments(seed)
+    target = kwargs.pop("target", target)
+    link = kwargs.pop("link", "panda_hand")
+    threads = torch.get_num_threads()
+    start = time.perf_counter()
+    try:
+        result = solve_ik(robot, target, link, **kwargs)
+        outcome, message = "solved", f"q {tuple(result.q.shape)}"
+    except (ValueError, TypeError) as err:
+        outcome, message = "refused", str(err)
+        if "\n" in message.strip():
+            outcome = "refused (multi-line message)"
+    except Exception as err:  # noqa: BLE001 - a leak is what the fuzz looks for
+        outcome, message = f"LEAK {type(err).__name__}", str(err)[:200]
+    seconds = time.perf_counter() - start
+    if torch.get_num_threads() != threads:
+        outcome = "THREADS NOT RESTORED"
+        torch.set_num_threads(threads)
+    return outcome, seconds, f"{kwargs!r:.160} -> {message[:160]}"
+
+
+def finding(outcome: str, seconds: float) -> bool:
+    """A leak, a multi-line message, or a refusal slower than :data:`SLOW_S`."""
+    return outcome not in ("solved", "refused") or (outcome == "refused" and seconds > SLOW_S)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=2000, help="calls")
+    parser.add_argument("--start", type=int, default=0, help="first seed")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    rows = [(seed, *run_one(seed)) for seed in range(args.start, args.start + args.n)]
+    counts = Counter(r[1] for r in rows)
+    slowest = max((r[2] for r in rows if r[1] == "refused"), default=0.0)
+    bad = [r for r in rows if finding(r[1], r[2])]
+    print("| calls | results | slowest refusal | findings |\n|---|---|---|---|")
+    text = ", ".join(f"{k} {v}" for k, v in counts.most_common())
+    print(f"| {len(rows)} | {text} | {slowest * 1000:.0f} ms | {len(bad)} |")
+    for seed, outcome, seconds, message in bad[:40]:
+        print(f"- seed {seed}: {outcome} ({seconds:.2f} s) {message}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
