@@ -230,10 +230,10 @@ def test_a_non_finite_loss_is_caught_at_the_next_log_step():
     ("field", "value"),
     [("grad_clip", -1.0), ("grad_clip", math.nan), ("lr", math.inf), ("steps", 0),
      ("steps", 2.5), ("ema_decay", 1.0), ("precision", "fp16"), ("micro_batches", 0),
-     ("weight_decay", -1e-3), ("patience", 0), ("seed", -1)],
+     ("weight_decay", -1e-3), ("patience", 0), ("seed", -1), ("compile", "yes")],
 )  # fmt: skip
 def test_settings_are_validated(field, value):
-    with pytest.raises(ValueError, match=field):
+    with pytest.raises((ValueError, TypeError), match=field):
         TrainConfig(**{field: value})
 
 

@@ -23,11 +23,6 @@ def test_crafted_checkpoints_are_refused_in_one_line_or_load_intact(entry):
     assert not findings, "\n".join(f"{o.seed} {o.file}: {o.result} {o.message}" for o in findings)
 
 
-@pytest.mark.xfail(
-    reason="train._resume reads with torch.load and indexes the dict: it should call "
-    "torchik.models.checkpoint.read_checkpoint (issue 15, train.py is being rewritten)",
-    strict=False,
-)
 def test_crafted_training_checkpoints_are_refused_on_resume():
     findings = [o for o in run(SEEDS, ["train(resume=True)"]) if o.finding]
     assert not findings, "\n".join(f"{o.seed} {o.file}: {o.result} {o.message}" for o in findings)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import check_bool, check_choice, check_float, check_int
 from torchik.data import FKStream, IKDataset
 
 if TYPE_CHECKING:
@@ -126,41 +127,27 @@ class TrainConfig:
 
     def __post_init__(self) -> None:
         for name in ("steps", "batch_size", "log_every", "val_targets", "micro_batches"):
-            _check_int(self, name, 1)
+            check_int(name, getattr(self, name), 1)
         for name in ("warmup_steps", "val_every", "checkpoint_every", "seed", "stats_rows"):
-            _check_int(self, name, 0)
+            check_int(name, getattr(self, name), 0)
+        for name in ("normalize", "restore_best", "progress", "compile", "tf32"):
+            check_bool(name, getattr(self, name))
         if self.patience is not None:
-            _check_int(self, "patience", 1)
-        if not (_finite(self.lr) and self.lr > 0):
-            raise ValueError(f"lr must be a finite number > 0, got {self.lr!r}")
-        if not (_finite(self.weight_decay) and self.weight_decay >= 0):
-            raise ValueError(
-                f"weight_decay must be a finite number >= 0, got {self.weight_decay!r}"
-            )
-        if not (_finite(self.min_lr_ratio) and 0 <= self.min_lr_ratio <= 1):
-            raise ValueError(f"min_lr_ratio must be in [0, 1], got {self.min_lr_ratio!r}")
-        if self.grad_clip is not None and not (_finite(self.grad_clip) and self.grad_clip > 0):
-            raise ValueError(
-                f"grad_clip must be a finite number > 0 or None, got {self.grad_clip!r}"
-            )
-        if self.ema_decay is not None and not (_finite(self.ema_decay) and 0 < self.ema_decay < 1):
-            raise ValueError(f"ema_decay must be in (0, 1) or None, got {self.ema_decay!r}")
-        if self.precision not in PRECISIONS:
-            raise ValueError(f"precision must be one of {PRECISIONS}, got {self.precision!r}")
+            check_int("patience", self.patience, 1)
+        check_float("lr", self.lr, positive=True)
+        check_float("weight_decay", self.weight_decay, 0.0)
+        check_float("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
+        if self.grad_clip is not None:
+            check_float("grad_clip", self.grad_clip, positive=True)
+        if self.ema_decay is not None:
+            check_float("ema_decay", self.ema_decay, 0.0, 1.0, positive=True)
+            if self.ema_decay == 1.0:
+                raise ValueError("ema_decay must be < 1 (1 would never move the average)")
+        check_choice("precision", self.precision, PRECISIONS)
         if self.micro_batches > self.batch_size:
             raise ValueError(
                 f"micro_batches={self.micro_batches} exceeds batch_size={self.batch_size}"
             )
-
-
-def _finite(x: Any) -> bool:
-    return isinstance(x, int | float) and not isinstance(x, bool) and math.isfinite(x)
-
-
-def _check_int(config: TrainConfig, name: str, low: int) -> None:
-    value = getattr(config, name)
-    if not isinstance(value, int) or isinstance(value, bool) or value < low:
-        raise ValueError(f"{name} must be an integer >= {low}, got {value!r}")
 
 
 def lr_factor(step: int, config: TrainConfig) -> float:

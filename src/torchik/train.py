@@ -39,6 +39,7 @@ from torchik.engine import (
 )
 from torchik.metrics import position_error
 from torchik.models.base import IKModel, atomic_save
+from torchik.models.checkpoint import read_checkpoint
 from torchik.progress import Progress, read_log, write_log
 
 if TYPE_CHECKING:
@@ -200,11 +201,13 @@ def _resume(run: _Run, out_dir: Path) -> bool:
     path = out_dir / CHECKPOINT
     if not path.exists():
         return False
-    try:
-        ckpt = torch.load(path, map_location="cpu", weights_only=True)  # RNG states live on CPU
-        state = ckpt["training"]
-    except Exception as err:  # corrupt or foreign file: say which
-        raise ValueError(f"cannot resume from {str(path)!r}: {err}") from err
+    keys = ("format_version", "optimizer", "scheduler", "torch_rng", "cuda_rng", "batches")
+    keys += (*_SCALARS, "window", "best_state")
+    try:  # RNG states live on the CPU
+        ckpt = read_checkpoint(path, map_location="cpu", require={"training": keys})
+    except ValueError as err:
+        raise ValueError(f"cannot resume: {err}") from err
+    state = ckpt["training"]
     own = run.model.checkpoint()
     for key in ("family", "config", "spec"):
         if ckpt.get(key) != own[key]:
