@@ -267,7 +267,8 @@ def test_too_many_parameters_are_refused_before_building(family, tmp_path):
     start = time.perf_counter()
     with pytest.raises(ValueError, match="parameters; at most 200,000,000 are loaded"):
         models.load(tmp_path / "big")
-    assert time.perf_counter() - start < 1.0
+    # a loose bound (the machine may be shared): building the model would take minutes and GBs
+    assert time.perf_counter() - start < 10.0
 
 
 def test_the_content_hash_catches_changed_weights_limits_and_missing_hashes(tmp_path):

@@ -32,6 +32,7 @@ from torch.distributions import MultivariateNormal
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
 from torchik.models.base import ProblemSpec, register
 from torchik.models.common import ACTIVATIONS, JointModel, mlp
+from torchik.models.mixture import full_precision
 
 __all__ = ["MDN", "MDNConfig"]
 
@@ -98,7 +99,7 @@ class MDN(JointModel):
         factors ``(..., K, D, D)`` in normalised units, for ``target (..., T)``."""
         self._check(None, target)
         f, k = self.feature_dim, self.config.components
-        out = self.net(self.normalize_target(target)).float()  # float32 under bf16 autocast
+        (out,) = full_precision(self.net(self.normalize_target(target)))  # bf16 autocast
         out = out.unflatten(-1, (k, self._per_component))
         logits, mean, entries = out[..., 0], out[..., 1 : 1 + f], out[..., 1 + f :]
         diagonal = self.tril_rows == self.tril_cols

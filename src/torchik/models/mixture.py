@@ -40,6 +40,7 @@ from torch.special import log_ndtr, ndtr, ndtri
 
 __all__ = [
     "JointDomain",
+    "full_precision",
     "mixture_log_prob",
     "mixture_sample",
     "mixture_sample_within",
@@ -224,9 +225,14 @@ def _log_weights(weights: Tensor) -> Tensor:
     return torch.where(weights > 0, weights.clamp_min(tiny).log(), -math.inf)
 
 
-def _full_precision(*tensors: Tensor) -> tuple[Tensor, ...]:
+def full_precision(*tensors: Tensor) -> tuple[Tensor, ...]:
     """float32 copies of half-precision tensors (network outputs under bf16 autocast): the
-    truncated-normal densities need the range and the special functions of float32."""
+    truncated-normal densities need the range and the special functions of float32.
+
+    Example:
+        >>> [t.dtype for t in full_precision(torch.ones(2, dtype=torch.bfloat16), torch.ones(2))]
+        [torch.float32, torch.float32]
+    """
     low = (torch.bfloat16, torch.float16)
     return tuple(t.float() if t.dtype in low else t for t in tensors)
 
@@ -246,7 +252,7 @@ def mixture_log_prob(
     Returns:
         ``(...)``; ``-inf`` for ``x`` outside a limited domain.
     """
-    x, weights, means, scales = _full_precision(x, weights, means, scales)
+    x, weights, means, scales = full_precision(x, weights, means, scales)
     comp = _component_log_prob(x.unsqueeze(-1), means, scales, domain)
     out = torch.logsumexp(_log_weights(weights) + comp, dim=-1)
     return torch.where(domain.contains(x), out, -math.inf)
