@@ -228,7 +228,7 @@ def make_dataset(
     Args:
         robot: the robot (any dtype or device; FK runs on a float64 CPU copy).
         n: number of samples.
-        link: the end link (default :data:`torchik.robots.END_LINKS` of the robot).
+        link: the end link (default :func:`torchik.robots.default_end_link`).
         sampler: ``"uniform"`` within the limits, or ``"normal"``: ``N(0, std^2)`` per joint,
             **clamped** to the limits (the count is ``meta["n_clamped"]``; the benchmark priors
             sit far inside their robots' limits, so there it is 0).

@@ -39,14 +39,10 @@ SciPy's L-BFGS-B per row (needs the ``ik`` extra)."""
 
 
 def default_link(robot: Robot) -> str:
-    """The link IK places by default: ``END_LINKS[robot.name]`` for a bundled robot (when the
-    robot has that link), else the last link in ``robot.link_names``."""
-    from torchik.robots import END_LINKS
+    """The link IK places by default: :func:`torchik.robots.default_end_link` (the one rule)."""
+    from torchik.robots import default_end_link
 
-    link = END_LINKS.get(robot.name)
-    if link is None and robot.name.startswith("planar"):
-        link = END_LINKS["planar"]
-    return link if link in robot.link_names else robot.link_names[-1]
+    return default_end_link(robot)
 
 
 def _check_target(robot: Robot, target: Tensor, position_only: bool):
