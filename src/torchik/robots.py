@@ -13,8 +13,8 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-from typing import Any
 from importlib import resources
+from typing import Any
 from xml.sax.saxutils import quoteattr
 
 __all__ = [
@@ -118,7 +118,7 @@ def default_end_link(robot: Any) -> str:
     if len({last[link] for link in candidates}) > 1:
         raise ValueError(
             f"robot {model.name!r} has no single end link: the longest chains ({most} moving "
-            f"joints) end in {candidates}; name one (link=... in Python, --link on the command line)"
+            f"joints) end in {candidates}; name one (link=... in Python, --link in the shell)"
         )
     return max(candidates, key=lambda link: depth[link])  # max keeps the first on a tie
 
