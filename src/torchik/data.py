@@ -143,6 +143,15 @@ class IKDataset:
     def __len__(self) -> int:
         return self.q.shape[0]
 
+    def __repr__(self) -> str:
+        """One line: rows, robot, link, target kind, shapes and provenance (not the tensors)."""
+        meta = ", ".join(f"{k} {self.meta[k]}" for k in ("sampler", "seed") if k in self.meta)
+        return (
+            f"IKDataset({len(self)} rows of {self.spec.robot} {self.spec.link}, "
+            f"{self.spec.targets} targets: q {tuple(self.q.shape)}, target "
+            f"{tuple(self.target.shape)}, {self.q.dtype}" + (f"; {meta})" if meta else ")")
+        )
+
     def subset(self, index: Tensor, **meta: Any) -> IKDataset:
         """The rows ``index`` (a long or bool tensor) as a new dataset; ``meta`` is added."""
         return IKDataset(self.q[index], self.target[index], self.spec, {**self.meta, **meta})
