@@ -1,4 +1,5 @@
-"""``robot.chain(base, tip)`` and ``Robot.from_urdf(..., tip=...)``: one chain out of a tree."""
+"""The default end link in the library's entry points, and one chain out of a tree:
+``robot.chain(base, tip)`` and ``Robot.from_urdf(..., tip=...)``."""
 
 from __future__ import annotations
 
@@ -11,6 +12,14 @@ import torchik
 from torchik import Robot
 
 URDF = Path(__file__).resolve().parent / "data" / "urdf"
+
+
+def test_a_ur10_file_is_solved_at_its_flange_without_naming_it():
+    robot = Robot.from_urdf(URDF / "ur10_robot.urdf", dtype=torch.float64)
+    q = robot.random_configuration(20, torch.Generator().manual_seed(0))
+    target = robot.forward_kinematics(q, "ee_link")
+    assert torchik.solve_ik(robot, target).success_rate == 1.0  # was 0.0: it placed `base`
+    assert torchik.make_dataset(robot, 5).spec.link == "ee_link"  # was "pass link=..."
 
 
 def _same_fk(full: Robot, sub: Robot, base: str, generator: torch.Generator) -> None:
