@@ -376,3 +376,24 @@ def test_demo_docstring_states_its_time():
     import torchik.demo
 
     assert "minute" not in torchik.demo.__doc__.splitlines()[0]
+
+
+def test_ctrl_c_in_a_real_process_prints_the_resume_command(tmp_path, snake_data):
+    import signal
+    import time
+
+    out = tmp_path / "run"
+    args = [sys.executable, "-m", "torchik", "train", "--data", str(snake_data), "--model", "mlp",
+            "--preset", "tiny", "--steps", "1000000", "--out", str(out), "--config",
+            "batch_size=8", "checkpoint_every=50", "log_every=100000"]  # fmt: skip
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+    assert proc.stderr is not None and proc.stderr.readline().startswith("training mlp")
+    deadline = time.monotonic() + 60
+    while not (out / "checkpoint.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    proc.send_signal(signal.SIGINT)
+    err = proc.stderr.read()
+    assert proc.wait(timeout=60) == 130, err
+    assert "Traceback" not in err
+    assert "interrupted at step" in err and f"--out {out} " in err
+    assert err.strip().endswith("log_every=100000 --resume")
