@@ -162,7 +162,10 @@ def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
     path = out / CHECKPOINT
     if not path.is_file():
         return f"interrupted at step {step}, before the first checkpoint: nothing to resume"
-    saved = torch.load(path, map_location="cpu", weights_only=True)["training"]["step"]
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)["training"]["step"]
+    except Exception:  # a torch error of any type, or a checkpoint without training state
+        return f"interrupted at step {step}; {path} cannot be read: nothing to resume"
     command = [a for a in argv if a not in ("--overwrite", "--resume")] + ["--resume"]
     if not any(a == "--out" or a.startswith("--out=") for a in argv):
         command[-1:-1] = ["--out", str(out)]
