@@ -128,8 +128,8 @@ def solve_ik(
         robot: the robot.
         target: ``(..., 4, 4)`` poses of ``link`` in the root frame, or with
             ``position_only=True`` ``(..., 3)`` positions (poses are accepted too).
-        link: the link to place; ``None``: :func:`default_link` (``END_LINKS`` of a bundled
-            robot, else the last link).
+        link: the link to place; ``None``: :func:`torchik.robots.default_end_link` (the tip
+            of a bundled robot, else the deepest leaf of the longest moving chain).
         position_only: ignore the orientation.
         seeds: ``(..., K, dof)`` start configurations (e.g. samples of a learned model to
             refine), or ``(K, dof)`` for every target; projected into the limits first.
