@@ -397,3 +397,22 @@ def test_ctrl_c_in_a_real_process_prints_the_resume_command(tmp_path, snake_data
     assert "Traceback" not in err
     assert "interrupted at step" in err and f"--out {out} " in err
     assert err.strip().endswith("log_every=100000 --resume")
+
+
+def test_train_uses_the_threads_asked_for_and_restores_the_count(tmp_path, capsys, snake_data,
+                                                                 monkeypatch):  # fmt: skip
+    import torch
+
+    import torchik.train
+
+    real, seen = torchik.train.train, []
+
+    def spy(*args, **kwargs):
+        seen.append(torch.get_num_threads())
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torchik.train, "train", spy)
+    before = torch.get_num_threads()
+    assert _train(capsys, snake_data, tmp_path / "a")[0] == 0  # default: one thread
+    assert _train(capsys, snake_data, tmp_path / "b", "--threads", "2")[0] == 0
+    assert seen == [1, 2] and torch.get_num_threads() == before

@@ -603,6 +603,9 @@ def _add_train(sub) -> None:
     p.add_argument("--out", help="run folder (default: runs/FAMILY_ROBOT)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
+    p.add_argument("--threads", type=_positive_int, default=1,
+                   help="CPU threads (default 1: these small models train fastest on one, and "
+                        "more threads on a busy machine stall each other)")  # fmt: skip
     p.add_argument("--val-fraction", type=float, default=0.1, help="rows held out (default 0.1)")
     p.add_argument("--robot", help="robot for the validation error (default: the data's)")
     _common(p)  # fmt: skip

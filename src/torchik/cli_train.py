@@ -72,7 +72,17 @@ _RUN_FILES = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.jso
 
 
 def cmd_train(args: argparse.Namespace) -> int:
-    """``torchik train``: train a model family on a data set file into a run folder."""
+    """``torchik train``: train a model family on a data set file into a run folder, with
+    ``args.threads`` CPU threads (the previous number is restored afterwards)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        return _train(args)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _train(args: argparse.Namespace) -> int:
     from torchik.data import load_dataset
     from torchik.train import TrainConfig, train
 
