@@ -1,7 +1,9 @@
-"""The robot descriptions that ship with torchik, and generators for planar benchmark arms.
+"""The robot descriptions that ship with torchik, generators for planar benchmark arms, and the
+rule that picks a robot's default end link.
 
-Everything here is URDF *text*: no torch, no parsing. Hand the text to
-:func:`torchik.urdf.parse_urdf` (or a ``Robot`` constructor) to use it.
+Everything here is URDF *text* or plain data: no torch, no parsing. Hand the text to
+:func:`torchik.urdf.parse_urdf` (or a ``Robot`` constructor) to use it;
+:func:`default_end_link` reads a parsed description.
 
 The bundled files in ``torchik/descriptions/`` are kinematics-only (links and joints, no
 meshes, inertials or visuals), written for torchik from published kinematic parameters.
