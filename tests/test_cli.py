@@ -416,3 +416,25 @@ def test_train_uses_the_threads_asked_for_and_restores_the_count(tmp_path, capsy
     assert _train(capsys, snake_data, tmp_path / "a")[0] == 0  # default: one thread
     assert _train(capsys, snake_data, tmp_path / "b", "--threads", "2")[0] == 0
     assert seen == [1, 2] and torch.get_num_threads() == before
+
+
+def test_eval_of_a_pretrained_model_on_a_fresh_data_set(capsys, snake_data):
+    # the bundled model's spec holds float32-rounded limits, the new data float64 ones
+    capsys.readouterr()  # what making the data set printed
+    code, out, err = run(capsys, "eval", "--model", "pretrained", "--data", str(snake_data),
+                         "-n", "2", "--format", "json")  # fmt: skip
+    assert code == 0, err
+    metrics = {r["metric"]: r["value"] for r in json.loads(out)}
+    assert metrics["targets"] == 64 and metrics["position error mean (mm)"] < 50
+
+
+def test_more_inputs_that_give_one_line(tmp_path, capsys, snake_data):
+    listing = tmp_path / "list.json"
+    listing.write_text("[1, 2]")
+    code, _, err = run(capsys, "plot", "benchmark", str(listing))
+    assert_one_line_error(code, err)
+    code, _, err = run(capsys, "info", str(URDF / "two_branches.urdf"), "--link", "nope")
+    assert_one_line_error(code, err)
+    code, _, err = run(capsys, "eval", "--model", "pretrained", "--data", str(snake_data),
+                       "--robot", "snake4")  # fmt: skip
+    assert_one_line_error(code, err)

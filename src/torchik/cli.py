@@ -261,6 +261,8 @@ def _cmd_info(args) -> int:
     try:
         link, why = _end_link(args, robot), ""
     except ValueError as err:  # no single default: show the robot anyway, say why
+        if args.link is not None:
+            raise
         link, why = None, str(err)
     print(f"robot     {robot.name}  (root {robot.root}, {robot.dof} dof, end link {link or '?'})")
     print(f"joints    {robot.dof} actuated of {len(model.joints)}")

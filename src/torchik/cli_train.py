@@ -244,20 +244,34 @@ def cmd_eval(args: argparse.Namespace) -> int:
     """``torchik eval``: metrics of a trained model on a data set file."""
     from torchik.data import load_dataset
 
-    device = torch.device(args.device)
-    model = _load_model(args.model, None, device)
     data = load_dataset(_torch_file(args.data, _NOT_DATA))
+    model = _load_model(args.model, data.spec.robot, torch.device(args.device))
     _warn_if_training_data(args.model, args.data, data)
-    if model.spec != data.spec:
-        raise ValueError(
-            f"the model ({model.spec.robot}, {model.spec.link}, {model.spec.targets} targets) "
-            f"and the data ({data.spec.robot}, {data.spec.link}, {data.spec.targets}) differ"
-        )
+    _check_same_problem(model.spec, data.spec)
     robot = _require_robot(data.spec, args.robot)
     data = data.subset(slice(0, args.limit))
     results = _evaluate(model, data, robot, args.n, args.seed)
     _print_records([{"metric": k, "value": v} for k, v in results.items()], args.format)
     return 0
+
+
+def _check_same_problem(model_spec, data_spec) -> None:
+    """A ValueError naming the fields in which the model's and the data's specs differ; limits
+    agree within 1e-6 (a spec made from a float32 robot holds float32-rounded limits, as the
+    bundled pretrained models' do)."""
+    ours, theirs = dataclasses.asdict(model_spec), dataclasses.asdict(data_spec)
+    differ = [
+        f"{key} {ours[key]} vs {theirs[key]}"
+        for key in ours
+        if not (
+            ours[key] == theirs[key]
+            or key in ("lower", "upper")
+            and len(ours[key]) == len(theirs[key])
+            and all(abs(a - b) <= 1e-6 for a, b in zip(ours[key], theirs[key], strict=True))
+        )
+    ]
+    if differ:
+        raise ValueError(f"the model and the data are for different problems: {'; '.join(differ)}")
 
 
 def _warn_if_training_data(model_path: str, data_path: str, data) -> None:

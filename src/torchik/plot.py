@@ -479,6 +479,10 @@ def plot_benchmark(json_path: str | os.PathLike) -> Figure:
 
     with open(json_path) as f:
         result = json.load(f)
+    if not isinstance(result, dict) or not all(
+        isinstance(t, dict) for t in result.get("tables", [])
+    ):
+        raise ValueError(f"{os.fspath(json_path)!r} is not a benchmark results file")
     tables = [(t, _bar_table(t)) for t in result.get("tables", [])]
     tables = [(t, found) for t, found in tables if found is not None]
     if not tables:
