@@ -438,3 +438,15 @@ def test_more_inputs_that_give_one_line(tmp_path, capsys, snake_data):
     code, _, err = run(capsys, "eval", "--model", "pretrained", "--data", str(snake_data),
                        "--robot", "snake4")  # fmt: skip
     assert_one_line_error(code, err)
+    code, _, err = run(capsys, "plot", "densities", "--model", "pretrained", "--position", "0.1",
+                       "0.1")  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "--robot" in err
+
+
+def test_plot_densities_of_a_pretrained_model(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    out = str(tmp_path / "d.png")
+    code, _, err = run(capsys, "plot", "densities", "--model", "pretrained", "--robot", "snake2",
+                       "--position", "0.1", "0.1", "-n", "50", "--out", out)  # fmt: skip
+    assert code == 0 and (tmp_path / "d.png").exists(), err

@@ -232,7 +232,9 @@ def _load_model(name: str, robot_name: str | None, device: torch.device):
     from torchik.models import load, load_pretrained
 
     if name == "pretrained":
-        return load_pretrained(robot_name or "").to(device)
+        if not robot_name:
+            raise ValueError("--model pretrained needs the robot: pass --robot NAME")
+        return load_pretrained(robot_name).to(device)
     what = "--model takes 'pretrained' or a file written by 'torchik train' (RUN/model.pt)"
     return load(_torch_file(name, what), map_location=device)
 
@@ -504,7 +506,7 @@ def _plot_arm(args, plot):
 
 def _plot_model(args, plot, kind: str):
     device = torch.device(args.device)
-    model = _load_model(args.model, None, device)
+    model = _load_model(args.model, args.robot, device)
     robot = _require_robot(model.spec, args.robot)
     target, position_only = _target(args, robot, model.spec.link)
     encoded = _encode_for(model, target, position_only)
