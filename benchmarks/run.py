@@ -36,7 +36,9 @@ PARENT_ENV = "TORCHIK_BENCH_PARENT"  # same name as common.PARENT_ENV (kept impo
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    prog = os.environ.get("TORCHIK_PROG", "python benchmarks/run.py")  # set by `torchik bench`
+    description = __doc__.splitlines()[0].replace("``", "")
+    parser = argparse.ArgumentParser(prog=prog, description=description)
     known = {**BENCHMARKS, **LONG}
     parser.add_argument("which", nargs="*", help=f"any of {', '.join(known)}, all (default)")
     args, extra = parser.parse_known_args(argv)  # e.g. --wait-idle 600, forwarded to each

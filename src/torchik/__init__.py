@@ -7,6 +7,7 @@ from torchik.data import IKDataset, load_dataset, make_dataset
 from torchik.ik import IKResult, solve_ik
 from torchik.planar import PlanarArm
 from torchik.robot import Robot, load_robot
+from torchik.robots import list_robots
 from torchik.urdf import URDFError, parse_urdf
 
 __all__ = [
@@ -15,6 +16,7 @@ __all__ = [
     "PlanarArm",
     "Robot",
     "URDFError",
+    "list_robots",
     "load_dataset",
     "load_robot",
     "make_dataset",

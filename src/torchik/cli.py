@@ -4,7 +4,8 @@ Commands: ``info``, ``dataset``, ``train``, ``eval``, ``solve``, ``plot``, ``ben
 ``torchik COMMAND --help`` for each. A robot is a bundled name (``panda``, ``ur5``,
 ``digit_arm``, ``snake2``, ``snake4``, ``rail_arm``), ``planar:L1,L2,...`` (a planar arm with
 those link lengths) or the path of a URDF file. Errors print one line on stderr and exit with
-status 1 (2 for malformed arguments); they never print a traceback.
+status 1 (2 for malformed arguments); they never print a traceback. ``solve`` exits with 3 when
+no solution is within tolerance; an interrupted command (Ctrl-C) exits with 130.
 
 Example:
     $ torchik solve panda --position 0.4 0.1 0.5 -n 5
@@ -14,7 +15,6 @@ Example:
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import math
 import os
@@ -30,6 +30,8 @@ from torch import Tensor
 __all__ = ["main"]
 
 _TARGET_KINDS = ("position", "pose", "planar")
+_UNSOLVED = 3  # the exit status of a solve with no solution within tolerance
+_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 _ERRORS = (ValueError, TypeError, OSError, RuntimeError, ArithmeticError, ImportError)
 
 
@@ -49,8 +51,6 @@ def _urdf_model(name: str):
 
     if name in robots.BUNDLED:
         return parse_urdf(robots.bundled_urdf(name))
-    if name == "rail_arm":
-        return parse_urdf(robots.rail_arm_urdf())
     if name.startswith("planar:"):
         try:
             lengths = [float(v) for v in name[len("planar:") :].split(",")]
@@ -59,7 +59,7 @@ def _urdf_model(name: str):
         return parse_urdf(robots.planar_arm_urdf(lengths))
     if os.path.exists(name) or name.lower().endswith(".urdf"):
         return parse_urdf(Path(name))
-    known = ", ".join([*sorted(robots.BUNDLED), "rail_arm"])
+    known = ", ".join(robots.list_robots())
     raise ValueError(
         f"unknown robot {name!r}: use a bundled robot ({known}), 'planar:L1,L2,...' or the "
         "path of a URDF file"
@@ -81,7 +81,7 @@ def _robot_for(spec, name: str | None):
 
     explicit = name is not None
     name = name if explicit else spec.robot
-    if not explicit and name not in (*BUNDLED, "rail_arm"):
+    if not explicit and name not in BUNDLED:
         return None
     robot = _robot(name)
     if robot_hash(robot) == spec.robot_hash:
@@ -100,14 +100,92 @@ def _require_robot(spec, name: str | None):
     return robot
 
 
-def _device(name: str) -> torch.device:
+def _end_link(args, robot) -> str:
+    """``--link`` if given, else :func:`torchik.robots.default_end_link`, named on stderr when
+    the robot came from a file (a bundled robot's end link is documented)."""
+    from torchik.robots import default_end_link
+
+    if args.link is not None:
+        robot.link_index(args.link)  # a clear error for unknown links
+        return args.link
+    link = default_end_link(robot)
+    if _is_file(args.robot):
+        print(
+            f"torchik: end link {link} (the deepest leaf of the longest moving chain; --link "
+            "chooses another)",
+            file=sys.stderr,
+        )
+    return link
+
+
+def _is_file(name: str) -> bool:
+    from torchik.robots import BUNDLED
+
+    return name not in BUNDLED and not name.startswith("planar:")
+
+
+def _torch_file(path: str, what: str) -> str:
+    """``path``, checked to be a torch archive before torch reads it (torch's own messages for
+    other files, such as "pop from empty list" for a URDF, say nothing to a user)."""
+    import zipfile
+
+    if os.path.isfile(path) and not zipfile.is_zipfile(path):
+        with open(path, "rb") as f:
+            head = f.read(256).lstrip()
+        kind = "an XML file (a URDF?)" if head.startswith(b"<") else "not a torch file"
+        raise ValueError(f"{path!r} is {kind}: {what}")
+    return path
+
+
+# ---------------------------------------------------------------------------- argument types
+def _device_arg(text: str) -> str:
+    """A torch device this machine has: cpu, cuda[:N] (with a GPU) or mps (on a Mac)."""
     try:
-        device = torch.device(name)
-    except RuntimeError:
-        raise ValueError(f"invalid device {name!r} (try cpu or cuda)") from None
-    if device.type == "cuda" and not torch.cuda.is_available():
-        raise ValueError("--device cuda was asked for, but CUDA is not available")
-    return device
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"unknown device {text!r} (use cpu, cuda, cuda:N or mps)"
+        ) from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: no CUDA GPU is available here")
+        if device.index is not None and device.index >= count:
+            raise argparse.ArgumentTypeError(f"{text!r}: this machine has {count} CUDA GPU(s)")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"{text!r}: MPS is not available here")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise argparse.ArgumentTypeError(
+            f"device {text!r} cannot run torchik (use cpu, cuda, cuda:N or mps)"
+        )
+    return text
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
 
 
 def _target(args, robot, link: str) -> tuple[Tensor, bool]:
@@ -141,11 +219,11 @@ def _is_planar(robot, link: str) -> bool:
 def _add_target(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument(
-        "--position", type=float, nargs="+", metavar="X",
+        "--position", type=_finite, nargs="+", metavar="X",
         help="target position x y z (m); x y for planar arms (orientation free)",
     )  # fmt: skip
     group.add_argument(
-        "--pose", type=float, nargs=7, metavar=("X", "Y", "Z", "QW", "QX", "QY", "QZ"),
+        "--pose", type=_finite, nargs=7, metavar=("X", "Y", "Z", "QW", "QX", "QY", "QZ"),
         help="target pose: position (m) and unit quaternion w x y z",
     )  # fmt: skip
 
@@ -154,8 +232,11 @@ def _load_model(name: str, robot_name: str | None, device: torch.device):
     from torchik.models import load, load_pretrained
 
     if name == "pretrained":
-        return load_pretrained(robot_name or "").to(device)
-    return load(name, map_location=device)
+        if not robot_name:
+            raise ValueError("--model pretrained needs the robot: pass --robot NAME")
+        return load_pretrained(robot_name).to(device)
+    what = "--model takes 'pretrained' or a file written by 'torchik train' (RUN/model.pt)"
+    return load(_torch_file(name, what), map_location=device)
 
 
 def _encode_for(model, target: Tensor, position_only: bool) -> Tensor:
@@ -175,19 +256,22 @@ def _encode_for(model, target: Tensor, position_only: bool) -> Tensor:
 
 # ---------------------------------------------------------------------------- info
 def _cmd_info(args) -> int:
-    from torchik.ik import default_link
-
-    model = _urdf_model(args.robot)
     from torchik.robot import Robot
 
+    model = _urdf_model(args.robot)
     robot = Robot(model, dtype=torch.float64)
-    link = default_link(robot)
-    print(f"robot     {robot.name}  (root {robot.root}, {robot.dof} dof, end link {link})")
+    try:
+        link, why = _end_link(args, robot), ""
+    except ValueError as err:  # no single default: show the robot anyway, say why
+        if args.link is not None:
+            raise
+        link, why = None, str(err)
+    print(f"robot     {robot.name}  (root {robot.root}, {robot.dof} dof, end link {link or '?'})")
     print(f"joints    {robot.dof} actuated of {len(model.joints)}")
     for row in _joint_rows(model):
         print("  " + row)
     print(f"links     {len(robot.link_names)}: {', '.join(robot.link_names)}")
-    print(_reach_text(robot, link, args.samples))
+    print(_reach_text(robot, link, args.samples) if link else f"reach     ? ({why})")
     return 0
 
 
@@ -214,7 +298,8 @@ def _reach_text(robot, link: str, n: int) -> str:
     lo, hi = points.amin(dim=0).tolist(), points.amax(dim=0).tolist()
     box = ", ".join(f"{a} [{b:.3f}, {c:.3f}]" for a, b, c in zip("xyz", lo, hi, strict=True))
     return (
-        f"reach     ~{reach:.3f} m from the root origin (largest of {n} random configurations)\n"
+        f"reach     ~{reach:.3f} m from the root origin to {link} (largest of {n} random "
+        "configurations)\n"
         f"workspace {box} m"
     )
 
@@ -225,9 +310,8 @@ def _cmd_dataset(args) -> int:
 
     robot = _robot(args.robot)
     std = args.std[0] if len(args.std) == 1 else args.std
-    data = make_dataset(
-        robot, args.n, args.link, args.sampler, std, args.targets, seed=args.seed
-    )  # fmt: skip
+    link = _end_link(args, robot)
+    data = make_dataset(robot, args.n, link, args.sampler, std, args.targets, seed=args.seed)
     data.save(args.out)
     print(
         f"wrote {len(data)} samples of {robot.name} (link {data.spec.link}, {args.targets} "
@@ -236,135 +320,17 @@ def _cmd_dataset(args) -> int:
     return 0
 
 
-# ---------------------------------------------------------------------------- train
-def _convert(text: str, default: Any, name: str) -> Any:
-    """``text`` as the type of the field's ``default`` (None defaults: number, bool or None)."""
-    lowered = text.strip().lower()
-    if lowered in ("none", "null") and not isinstance(default, bool | int | float | str):
-        return None
-    try:
-        if isinstance(default, bool) or (default is None and lowered in ("true", "false")):
-            if lowered not in ("true", "false", "1", "0"):
-                raise ValueError
-            return lowered in ("true", "1")
-        if isinstance(default, int):
-            return int(text)
-        if isinstance(default, float) or default is None:
-            return float(text)
-    except ValueError:
-        raise ValueError(f"--config {name}={text}: not a valid {type(default).__name__}") from None
-    return text
-
-
-def _split_config(pairs: Sequence[str], model_config: type, train_config: type):
-    """``key=value`` pairs -> (model config kwargs, train config kwargs)."""
-    fields = [{f.name: f for f in dataclasses.fields(c)} for c in (model_config, train_config)]
-    out: tuple[dict, dict] = ({}, {})
-    for pair in pairs:
-        key, sep, value = pair.partition("=")
-        key = key.strip().replace("-", "_")
-        if not sep:
-            raise ValueError(f"--config expects key=value, got {pair!r}")
-        for kwargs, known in zip(out, fields, strict=True):
-            if key in known:
-                kwargs[key] = _convert(value, known[key].default, key)
-                break
-        else:
-            names = ", ".join(sorted({*fields[0], *fields[1]} - {"device", "progress"}))
-            raise ValueError(f"unknown --config key {key!r}; known keys: {names}")
-    return out
-
-
+# ---------------------------------------------------------------------------- train, eval
 def _cmd_train(args) -> int:
-    from torchik.data import load_dataset
-    from torchik.models import families
-    from torchik.train import TrainConfig, train
+    from torchik.cli_train import cmd_train
 
-    data = load_dataset(args.data)
-    if args.model not in families():
-        raise ValueError(f"unknown model family {args.model!r}; choose one of {sorted(families())}")
-    cls = families()[args.model]
-    model_kw, train_kw = _split_config(args.config, cls.Config, TrainConfig)
-    if args.steps is not None:
-        train_kw["steps"] = args.steps
-    config = TrainConfig(**{**train_kw, "device": str(_device(args.device)), "seed": args.seed})
-    robot = _robot_for(data.spec, args.robot)
-    if not 0 <= args.val_fraction < 1:
-        raise ValueError(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
-    parts = data.split((1 - args.val_fraction, args.val_fraction), seed=args.seed)
-    val = parts[1] if len(parts[1]) else None
-    out = Path(args.out or f"runs/{args.model}_{data.spec.robot}")
-    result = train(cls(data.spec, cls.Config(**model_kw)), parts[0], val, config, out,
-                   resume=args.resume, robot=robot)  # fmt: skip
-    result.model.save(out / "model.pt")
-    print(_train_summary(result, robot is not None, out))
-    return 0
-
-
-def _train_summary(result, metric_is_error: bool, out: Path) -> str:
-    text = f"trained {result.model.family} for {result.steps} steps in {result.seconds:.1f} s"
-    if result.best_val is not None:
-        best = (
-            f"{result.best_val * 1000:.2f} mm" if metric_is_error else f"loss {result.best_val:.4g}"
-        )
-        text += f"; best validation {best} at step {result.best_step}"
-    return (
-        f"{text}\nsaved {out / 'model.pt'} (resume from {out / 'checkpoint.pt'}, curve in log.csv)"
-    )
-
-
-# ---------------------------------------------------------------------------- eval
-@torch.no_grad()
-def _evaluate(model, data, robot, n: int, seed: int) -> dict[str, float]:
-    from torchik import metrics
-    from torchik.data import decode_target
-
-    target = data.target.to(model.target_mean)
-    gen = torch.Generator(target.device).manual_seed(seed)
-    samples, seconds = metrics.timed(model.sample, target, n, generator=gen)
-    samples = samples.cpu().double()
-    position, rotmat = decode_target(data.target.double(), model.spec.targets)
-    link = model.spec.link
-    err = metrics.position_error(robot, samples, position[:, None], link)
-    out = {"targets": len(data), "samples per target": n}
-    out["position error mean (mm)"] = 1000 * err.mean().item()
-    out["position error median (mm)"] = 1000 * err.median().item()
-    out[f"best of {n} position error mean (mm)"] = 1000 * metrics.best_of_n(err).mean().item()
-    for mm in (1, 5, 10):
-        out[f"samples within {mm} mm"] = metrics.accuracy(err, mm / 1000)
-    if rotmat is not None:
-        rot = metrics.rotation_error(robot, samples, rotmat[:, None], link)
-        out["rotation error mean (deg)"] = math.degrees(rot.mean().item())
-    lower, upper = robot.lower, robot.upper
-    violations = metrics.limit_violations(samples, lower, upper, tol=1e-5)
-    out["samples outside limits"] = (violations > 0).double().mean().item()
-    diversity = metrics.mean_pairwise_distance(samples, robot.continuous)
-    out["diversity (mean pairwise joint distance)"] = diversity.mean().item()
-    out["sampling time per target (ms)"] = 1000 * seconds / max(1, len(data))
-    try:
-        log_prob = model.log_prob(data.q.to(target), target)
-        out["log-likelihood of the data joints"] = log_prob.mean().item()
-    except NotImplementedError:
-        pass
-    return out
+    return cmd_train(args)
 
 
 def _cmd_eval(args) -> int:
-    from torchik.data import load_dataset
+    from torchik.cli_train import cmd_eval
 
-    device = _device(args.device)
-    model = _load_model(args.model, None, device)
-    data = load_dataset(args.data)
-    if model.spec != data.spec:
-        raise ValueError(
-            f"the model ({model.spec.robot}, {model.spec.link}, {model.spec.targets} targets) "
-            f"and the data ({data.spec.robot}, {data.spec.link}, {data.spec.targets}) differ"
-        )
-    robot = _require_robot(data.spec, args.robot)
-    data = data.subset(slice(0, args.limit))
-    results = _evaluate(model, data, robot, args.n, args.seed)
-    _print_records([{"metric": k, "value": v} for k, v in results.items()], args.format)
-    return 0
+    return cmd_eval(args)
 
 
 # ---------------------------------------------------------------------------- solve
@@ -385,7 +351,7 @@ def _solve_with_model(args, robot, target, position_only, link):
     from torchik.data import robot_hash
     from torchik.ik import refine_samples
 
-    model = _load_model(args.model, args.robot, _device(args.device))
+    model = _load_model(args.model, args.robot, torch.device(args.device))
     if model.spec.robot_hash != robot_hash(robot) or model.spec.link != link:
         raise ValueError(
             f"the model is for robot {model.spec.robot!r}, link {model.spec.link!r}; "
@@ -393,7 +359,7 @@ def _solve_with_model(args, robot, target, position_only, link):
         )
     gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
     seeds = model.sample(_encode_for(model, target, position_only), args.n, generator=gen)
-    seeds = seeds.cpu().to(robot.dtype)
+    seeds = seeds.to(robot.device, robot.dtype)
     tol_rotation = math.radians(args.tol_rotation)
     name = f"{model.family} model"
     if not args.refine:
@@ -443,21 +409,22 @@ def _solution_records(result, robot, position_only: bool) -> list[dict[str, Any]
 
 
 def _cmd_solve(args) -> int:
-    from torchik.ik import default_link
-
-    if args.n < 1:
-        raise ValueError(f"-n must be >= 1, got {args.n}")
-    robot = _robot(args.robot)
-    link = args.link or default_link(robot)
+    robot = _robot(args.robot).to(args.device)
+    link = _end_link(args, robot)
     target, position_only = _target(args, robot, link)
     solve = _solve_numerically if args.model is None else _solve_with_model
-    result, method = solve(args, robot, target, position_only, link)
+    result, method = solve(args, robot, target.to(robot.device), position_only, link)
     records = _solution_records(result, robot, position_only)
+    ok = sum(r["success"] for r in records)
     if args.format == "table":
-        ok = sum(r["success"] for r in records)
         print(f"{robot.name} {link}: {len(records)} solutions by {method}, {ok} within tolerance")
-        records = [_table_units(r) for r in records]
-    _print_records(records, args.format)
+    _print_records([_table_units(r) for r in records] if args.format == "table" else records,
+                   args.format)  # fmt: skip
+    if ok == 0:
+        best = 1000 * min(r["position_error"] for r in records)
+        print(f"torchik: no solution within tolerance (closest: {best:.1f} mm from the target); "
+              f"exit status {_UNSOLVED}", file=sys.stderr)  # fmt: skip
+        return _UNSOLVED
     return 0
 
 
@@ -501,8 +468,12 @@ def _print_records(records: list[dict[str, Any]], fmt: str) -> None:
 
 # ---------------------------------------------------------------------------- plot
 def _cmd_plot(args) -> int:
-    import matplotlib
-
+    try:
+        import matplotlib
+    except ImportError:
+        raise ImportError(
+            "torchik plot needs matplotlib: pip install 'torchik[plot]' (or matplotlib)"
+        ) from None
     matplotlib.use("Agg")
     from torchik import plot
 
@@ -513,17 +484,15 @@ def _cmd_plot(args) -> int:
 
 
 def _plot_arm(args, plot):
-    from torchik.ik import default_link
-
     robot = _robot(args.robot)
-    link = args.link or default_link(robot)
+    link = _end_link(args, robot)
     target, position_only = _target(args, robot, link)
     position = target if position_only else target[:3, 3]
     if args.model is None:
         args.method, args.tol_position, args.tol_rotation = "lm", 1e-3, 1.0
         result, _ = _solve_numerically(args, robot, target, position_only, link)
         return plot.plot_arm_samples(robot, result.q, position, start=robot.neutral(), link=link)
-    model = _load_model(args.model, args.robot, _device(args.device))
+    model = _load_model(args.model, args.robot, torch.device(args.device))
     encoded = _encode_for(model, target, position_only)
     gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
     with torch.no_grad():
@@ -536,8 +505,8 @@ def _plot_arm(args, plot):
 
 
 def _plot_model(args, plot, kind: str):
-    device = _device(args.device)
-    model = _load_model(args.model, None, device)
+    device = torch.device(args.device)
+    model = _load_model(args.model, args.robot, device)
     robot = _require_robot(model.spec, args.robot)
     target, position_only = _target(args, robot, model.spec.link)
     encoded = _encode_for(model, target, position_only)
@@ -586,13 +555,14 @@ def _cmd_bench(args) -> int:
             "current directory or beside the installed package)"
         )
     command = [sys.executable, str(root / "benchmarks" / "run.py"), *args.rest]
-    return subprocess.call(command, cwd=root)
+    return subprocess.call(command, cwd=root, env={**os.environ, "TORCHIK_PROG": "torchik bench"})
 
 
 # ---------------------------------------------------------------------------- the parser
 def _common(parser: argparse.ArgumentParser, device: bool = True, seed: bool = True) -> None:
     if device:
-        parser.add_argument("--device", default="cpu", help="torch device (default: cpu)")
+        parser.add_argument("--device", type=_device_arg, default="cpu",
+                            help="cpu, cuda, cuda:N or mps (default: cpu)")  # fmt: skip
     if seed:
         parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
 
@@ -600,14 +570,15 @@ def _common(parser: argparse.ArgumentParser, device: bool = True, seed: bool = T
 def _add_info(sub) -> None:
     p = sub.add_parser("info", help="joints, limits, links, end link and reach of a robot")
     p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
-    p.add_argument("--samples", type=int, default=10000, help="FK samples for the reach")
+    p.add_argument("--samples", type=_positive_int, default=10000, help="FK samples for the reach")
+    p.add_argument("--link", help="link for the reach (default: the robot's end link)")
     p.set_defaults(func=_cmd_info)
 
 
 def _add_dataset(sub) -> None:
     p = sub.add_parser("dataset", help="sample joints and their FK targets into a file")
     p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
-    p.add_argument("-n", type=int, required=True, help="number of samples")
+    p.add_argument("-n", type=_positive_int, required=True, help="number of samples")
     p.add_argument("--out", required=True, help="output file (e.g. panda.pt)")
     p.add_argument("--targets", choices=_TARGET_KINDS, default="position")
     p.add_argument("--sampler", choices=("uniform", "normal"), default="uniform")
@@ -629,9 +600,16 @@ def _add_train(sub) -> None:
         metavar="KEY=VALUE",
         help="model or training settings, e.g. width=64 batch_size=256 lr=1e-3",
     )
-    p.add_argument("--steps", type=int, help="training steps (default: TrainConfig's)")
+    p.add_argument("--preset", choices=("tiny", "small", "paper"),
+                   help="model size: tiny (tests, seconds), small (CPU minutes), paper (the "
+                        "paper's, a GPU); default: the family's, sized for the robot")  # fmt: skip
+    p.add_argument("--steps", type=_positive_int, help="training steps (default: TrainConfig's)")
     p.add_argument("--out", help="run folder (default: runs/FAMILY_ROBOT)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
+    p.add_argument("--threads", type=_positive_int, default=1,
+                   help="CPU threads (default 1: these small models train fastest on one, and "
+                        "more threads on a busy machine stall each other)")  # fmt: skip
     p.add_argument("--val-fraction", type=float, default=0.1, help="rows held out (default 0.1)")
     p.add_argument("--robot", help="robot for the validation error (default: the data's)")
     _common(p)  # fmt: skip
@@ -642,8 +620,8 @@ def _add_eval(sub) -> None:
     p = sub.add_parser("eval", help="metrics of a trained model on a data set")
     p.add_argument("--model", required=True, help="a model file (e.g. runs/x/model.pt)")
     p.add_argument("--data", required=True, help="a file written by 'torchik dataset'")
-    p.add_argument("-n", type=int, default=10, help="samples per target (default 10)")
-    p.add_argument("--limit", type=int, default=1000, help="targets used (default 1000)")
+    p.add_argument("-n", type=_positive_int, default=10, help="samples per target (default 10)")
+    p.add_argument("--limit", type=_positive_int, default=1000, help="targets (default 1000)")
     p.add_argument("--robot", help="the robot, if the data's robot is not bundled")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     _common(p)
@@ -653,16 +631,21 @@ def _add_eval(sub) -> None:
 def _add_solve(sub) -> None:
     from torchik.ik import METHODS
 
-    p = sub.add_parser("solve", help="inverse kinematics of one target")
+    p = sub.add_parser(
+        "solve", help="inverse kinematics of one target",
+        epilog=f"Exit status: 0 with a solution within tolerance, {_UNSOLVED} without one, 1 on "
+               "errors, 2 for malformed arguments.",
+    )  # fmt: skip
     p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
     _add_target(p)
     p.add_argument("--link", help="link to place (default: the robot's end link)")
     p.add_argument("--model", help="'pretrained' or a model file (default: numerical IK)")
-    p.add_argument("-n", type=int, default=100, help="solutions (seeds or samples), default 100")
+    p.add_argument("-n", type=_positive_int, default=100,
+                   help="solutions (seeds or samples), default 100")  # fmt: skip
     p.add_argument("--refine", action="store_true", help="refine model samples numerically")
     p.add_argument("--method", choices=METHODS, default="lm", help="numerical solver")
-    p.add_argument("--tol-position", type=float, default=1e-3, help="m (default 1e-3)")
-    p.add_argument("--tol-rotation", type=float, default=1.0, help="degrees (default 1)")
+    p.add_argument("--tol-position", type=_non_negative, default=1e-3, help="m (default 1e-3)")
+    p.add_argument("--tol-rotation", type=_non_negative, default=1.0, help="degrees (default 1)")
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     _common(p)
     p.set_defaults(func=_cmd_solve)
@@ -682,20 +665,22 @@ def _add_plot(sub) -> None:
     for name in ("arm", "densities", "resim"):
         k = kinds.choices[name]
         _add_target(k)
-        k.add_argument("-n", type=int, default=30 if name == "arm" else 1000, help="samples")
+        k.add_argument("-n", type=_positive_int, default=30 if name == "arm" else 1000,
+                       help="samples")  # fmt: skip
         _common(k)
     for name, text in (("training", "run folder or log.csv"), ("benchmark", "results JSON")):
         k = kinds.add_parser(name, help=f"curves or bars from a {text}")
         k.add_argument("source", help=text)
     for k in kinds.choices.values():
         k.add_argument("--out", default="torchik.png", help="PNG file (default torchik.png)")
-        k.add_argument("--dpi", type=int, default=120)
+        k.add_argument("--dpi", type=_positive_int, default=120)
     p.set_defaults(func=_cmd_plot)
 
 
 def build_parser() -> argparse.ArgumentParser:
     """The ``torchik`` argument parser."""
-    parser = _Parser(prog="torchik", description=__doc__.split("\n\n")[1].replace("\n", " "))
+    text = __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "")  # no RST in --help
+    parser = _Parser(prog="torchik", description=text)
     parser.add_argument("--version", action="version", version=_version())
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for add in (_add_info, _add_dataset, _add_train, _add_eval, _add_solve, _add_plot):
@@ -726,6 +711,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         if argv[:1] == ["bench"]:  # argparse's REMAINDER would not pass on a leading --help
             return _cmd_bench(argparse.Namespace(rest=argv[1:]))
         args = build_parser().parse_args(argv)
+        args.argv = argv
         return args.func(args)
     except SystemExit as exit_:  # argparse: --help (0) or a usage error (2)
         return exit_.code if isinstance(exit_.code, int) else 1

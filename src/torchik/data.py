@@ -144,6 +144,15 @@ class IKDataset:
     def __len__(self) -> int:
         return self.q.shape[0]
 
+    def __repr__(self) -> str:
+        """One line: rows, robot, link, target kind, shapes and provenance (not the tensors)."""
+        meta = ", ".join(f"{k} {self.meta[k]}" for k in ("sampler", "seed") if k in self.meta)
+        return (
+            f"IKDataset({len(self)} rows of {self.spec.robot} {self.spec.link}, "
+            f"{self.spec.targets} targets: q {tuple(self.q.shape)}, target "
+            f"{tuple(self.target.shape)}, {self.q.dtype}" + (f"; {meta})" if meta else ")")
+        )
+
     def subset(self, index: Tensor, **meta: Any) -> IKDataset:
         """The rows ``index`` (a long or bool tensor) as a new dataset; ``meta`` is added."""
         return IKDataset(self.q[index], self.target[index], self.spec, {**self.meta, **meta})
@@ -242,7 +251,7 @@ def make_dataset(
     Args:
         robot: the robot (any dtype or device; FK runs on a float64 CPU copy).
         n: number of samples.
-        link: the end link (default :data:`torchik.robots.END_LINKS` of the robot).
+        link: the end link (default :func:`torchik.robots.default_end_link`).
         sampler: ``"uniform"`` within the limits, or ``"normal"``: ``N(0, std^2)`` per joint,
             **clamped** to the limits (the count is ``meta["n_clamped"]``; the benchmark priors
             sit far inside their robots' limits, so there it is 0).

@@ -1,4 +1,4 @@
-"""``make demo``: pretrained Panda IK in about a minute on the CPU, nothing to train.
+"""``make demo``: pretrained Panda IK in seconds on the CPU, nothing to train.
 
 Loads the bundled full-pose Panda model (:func:`torchik.models.load_pretrained`), samples 100
 joint configurations for each of a few random reachable poses, refines every sample with

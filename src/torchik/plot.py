@@ -399,16 +399,27 @@ def plot_training_curves(source: str | os.PathLike | Mapping[str, Sequence[float
 _METRICS = (("time_s", "time per call (s)"), ("per_target_s", "time per target (s)"),
             ("wall_s", "wall time (s)"))  # fmt: skip
 _NOT_GROUPS = {"method", "status", "settings", "pose_reference", "jacobian_reference"}
+_NOT_TIMES = {"iqr_s"}  # spreads of a timing, not timings
 
 
 def _bar_table(table: Mapping[str, Any]) -> tuple[str, str, list[dict[str, Any]]] | None:
-    """``(metric key, axis label, rows)`` of a table worth a bar chart, else None."""
-    rows = [r for r in table.get("rows", []) if r.get("status", "ok") == "ok"]
-    for key, label in _METRICS:
-        rows_with = [r for r in rows if isinstance(r.get(key), int | float)]
+    """``(metric key, axis label, rows)`` of a table worth a bar chart, else None: the first
+    timing of :data:`_METRICS`, else any other (a key ending in ``_s`` or ``seconds``) that at
+    least two rows that ran have; tables of training curves (rows with a ``step``) are left out."""
+    rows = [r for r in table.get("rows", []) if r.get("status", "ok") == "ok" and "method" in r]
+    if any("step" in r for r in rows):
+        return None
+    labels = dict(_METRICS)
+    others = [k for r in rows for k in r if k.endswith(("_s", "seconds")) and k not in _NOT_TIMES]
+    for key in dict.fromkeys([*labels, *others]):
+        rows_with = [r for r in rows if _is_number(r.get(key))]
         if len(rows_with) >= 2:
-            return key, label, rows_with
+            return key, labels.get(key, key.replace("_", " ")), rows_with
     return None
+
+
+def _is_number(value: Any) -> bool:
+    return isinstance(value, int | float) and not isinstance(value, bool) and math.isfinite(value)
 
 
 def _group(row: Mapping[str, Any]) -> str:
@@ -444,8 +455,9 @@ def _draw_bars(ax: Axes, key: str, rows: list[dict[str, Any]], colors: dict[str,
         y += 0.8 if grouped else 0.0  # a gap between groups
     ax.set_yticks(ticks, labels, fontsize=8)
     ax.invert_yaxis()
-    ax.set_xscale("log")
-    ax.set_xlim(right=3 * max(r[key] for r in rows))  # room for the success labels
+    if all(r[key] > 0 for r in rows):
+        ax.set_xscale("log")
+        ax.set_xlim(right=3 * max(r[key] for r in rows))  # room for the success labels
     ax.grid(axis="x", alpha=0.3, which="major")
     if grouped:
         ax.legend(fontsize="small", loc="upper left", bbox_to_anchor=(1.0, 1.0))
@@ -454,8 +466,9 @@ def _draw_bars(ax: Axes, key: str, rows: list[dict[str, Any]], colors: dict[str,
 def plot_benchmark(json_path: str | os.PathLike) -> Figure:
     """Bar charts of a benchmark result file (``benchmarks/results/*.json``).
 
-    Every table whose rows have a timing (``time_s``, ``per_target_s`` or ``wall_s``) becomes
-    one axes of horizontal bars on a log scale: one bar per row that ran (status ``ok``),
+    Every table whose rows have a timing (``time_s``, ``per_target_s``, ``wall_s``, else another
+    key ending in ``_s`` or ``seconds``) becomes one axes of horizontal bars (on a log scale when
+    every value is positive): one bar per row that ran (status ``ok``),
     grouped by the row's text fields (e.g. operation and dtype) and batch, coloured by method,
     annotated with the success rate where there is one.
 
@@ -466,6 +479,10 @@ def plot_benchmark(json_path: str | os.PathLike) -> Figure:
 
     with open(json_path) as f:
         result = json.load(f)
+    if not isinstance(result, dict) or not all(
+        isinstance(t, dict) for t in result.get("tables", [])
+    ):
+        raise ValueError(f"{os.fspath(json_path)!r} is not a benchmark results file")
     tables = [(t, _bar_table(t)) for t in result.get("tables", [])]
     tables = [(t, found) for t, found in tables if found is not None]
     if not tables:
@@ -479,7 +496,8 @@ def plot_benchmark(json_path: str | os.PathLike) -> Figure:
     axes = fig.subplots(len(tables), 1, squeeze=False, height_ratios=heights)[:, 0]
     for ax, (table, (key, label, rows)) in zip(axes, tables, strict=True):
         _draw_bars(ax, key, rows, colors)
-        ax.set(xlabel=f"{label}, log scale", title=table.get("title", ""))
+        scale = ", log scale" if ax.get_xscale() == "log" else ""
+        ax.set(xlabel=f"{label}{scale}", title=table.get("title", ""))
     stamp = result.get("stamp", {})
     fig.suptitle(f"{os.path.basename(json_path)}: {stamp.get('cpu', '?')}, "
                  f"{stamp.get('cores', '?')} cores, torch {stamp.get('torch', '?')}")  # fmt: skip

@@ -5,6 +5,7 @@ from __future__ import annotations
 import math
 import os
 from collections.abc import Sequence
+from typing import overload
 
 import torch
 from torch import Tensor, nn
@@ -79,10 +80,16 @@ class Robot(nn.Module):
     # ---------------------------------------------------------------- construction
     @classmethod
     def from_urdf(
-        cls, source: str | os.PathLike, root: str | None = None, dtype: torch.dtype | None = None
+        cls,
+        source: str | os.PathLike,
+        root: str | None = None,
+        dtype: torch.dtype | None = None,
+        tip: str | None = None,
     ) -> Robot:
-        """Read a URDF file or text (see :func:`torchik.urdf.parse_urdf`)."""
-        return cls(parse_urdf(source, root=root), dtype=dtype)
+        """Read a URDF file or text (see :func:`torchik.urdf.parse_urdf`); with ``tip``, only
+        the chain from the root to ``tip`` (see :meth:`chain`), e.g. one arm of a humanoid."""
+        robot = cls(parse_urdf(source, root=root), dtype=dtype)
+        return robot if tip is None else robot.chain(robot.root, tip)
 
     def _init_joints(self) -> None:
         moving = [j for j in self._joints if j.type != "fixed"]
@@ -184,13 +191,38 @@ class Robot(nn.Module):
         }
 
     # ---------------------------------------------------------------- properties
-    def chain(self, link: str) -> tuple[str, ...]:
-        """Link names from the root to ``link`` (both included)."""
-        parent = {j.child: j.parent for j in self._joints}
-        names = [self.link_names[self.link_index(link)]]
-        while names[-1] != self.root:
-            names.append(parent[names[-1]])
-        return tuple(reversed(names))
+    @overload
+    def chain(self, link: str) -> tuple[str, ...]: ...
+    @overload
+    def chain(self, link: str, tip: str) -> Robot: ...
+    def chain(self, link: str, tip: str | None = None) -> tuple[str, ...] | Robot:
+        """``chain(link)``: the link names from the root to ``link`` (both included).
+        ``chain(base, tip)``: the robot of the joints between ``base`` and ``tip`` alone.
+
+        The sub-robot is rooted at ``base``; its ``q`` holds the actuated joints on the path,
+        in this robot's order, and its FK of any link on the path equals
+        ``inv(T_root_base) @ T_root_link`` of this robot. It is built from :attr:`model` (the
+        description: learned origins are not carried over), with this robot's dtype and device.
+
+        Raises:
+            ValueError: an unknown link, ``base`` not on the path from the root to ``tip``, or a
+                mimic joint on the path following a joint off it.
+
+        Example:
+            >>> arm = load_robot("panda").chain("panda_link2", "panda_hand")
+            >>> arm.root, arm.dof
+            ('panda_link2', 5)
+        """
+        if tip is None:
+            parent = {j.child: j.parent for j in self._joints}
+            names = [self.link_names[self.link_index(link)]]
+            while names[-1] != self.root:
+                names.append(parent[names[-1]])
+            return tuple(reversed(names))
+        for name in (link, tip):
+            self.link_index(name)  # a clear error for an unknown name
+        sub = Robot(_path_model(self.model, link, tip), dtype=self.dtype)
+        return sub.to(self.device)
 
     @property
     def dof(self) -> int:
@@ -370,6 +402,26 @@ class Robot(nn.Module):
             f"name={self.name!r}, dof={self.dof}, links={len(self.link_names)}, "
             f"dtype={self.dtype}, learnable={self.learnable}"
         )
+
+
+def _path_model(model: URDFModel, base: str, tip: str) -> URDFModel:
+    """The description of the joints from ``base`` down to ``tip``, rooted at ``base``."""
+    parent_joint = {joint.child: joint for joint in model.joints}
+    path, link = [], tip
+    while link != base:
+        if link not in parent_joint:
+            raise ValueError(f"link {base!r} is not on the path from the root to {tip!r}")
+        path.append(parent_joint[link])
+        link = path[-1].parent
+    path.reverse()
+    on_path = {joint.name for joint in path}
+    for joint in path:
+        if joint.mimic is not None and joint.mimic.joint not in on_path:
+            raise ValueError(
+                f"joint {joint.name!r} mimics {joint.mimic.joint!r}, which is not between "
+                f"{base!r} and {tip!r}"
+            )
+    return URDFModel(model.name, base, (base, *(joint.child for joint in path)), tuple(path))
 
 
 def load_robot(name: str, dtype: torch.dtype | None = None, **kwargs) -> Robot:

@@ -69,6 +69,23 @@ class IKResult:
     tol_rotation: float
     continuous: Tensor
 
+    def __repr__(self) -> str:
+        """One line: shapes, targets solved, the median error of each target's best slot."""
+        *batch, k, dof = self.q.shape
+        targets = math.prod(batch)
+        solved = int(self.success.any(dim=-1).sum())
+        tol = f"{1000 * self.tol_position:g} mm"
+        if math.isfinite(self.tol_rotation):
+            tol += f" / {math.degrees(self.tol_rotation):g} deg"
+        text = (
+            f"IKResult(q {tuple(self.q.shape)}: {targets} target(s) x {k} slot(s) x {dof} "
+            f"joints; {solved} of {targets} solved within {tol}"
+        )
+        if targets and k:
+            best = self.position_error.reshape(targets, k).amin(dim=-1).median().item()
+            text += f"; median best position error {1000 * best:.3g} mm"
+        return text + ")"
+
     @property
     def success_rate(self) -> float:
         """Fraction of targets with at least one successful slot."""

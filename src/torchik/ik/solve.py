@@ -46,14 +46,10 @@ SciPy's L-BFGS-B per row (needs the ``ik`` extra)."""
 
 
 def default_link(robot: Robot) -> str:
-    """The link IK places by default: ``END_LINKS[robot.name]`` for a bundled robot (when the
-    robot has that link), else the last link in ``robot.link_names``."""
-    from torchik.robots import END_LINKS
+    """The link IK places by default: :func:`torchik.robots.default_end_link` (the one rule)."""
+    from torchik.robots import default_end_link
 
-    link = END_LINKS.get(robot.name)
-    if link is None and robot.name.startswith("planar"):
-        link = END_LINKS["planar"]
-    return link if link in robot.link_names else robot.link_names[-1]
+    return default_end_link(robot)
 
 
 def _check_target(robot: Robot, target: Tensor, position_only: bool):
@@ -142,8 +138,8 @@ def solve_ik(
         robot: the robot.
         target: ``(..., 4, 4)`` poses of ``link`` in the root frame, or with
             ``position_only=True`` ``(..., 3)`` positions (poses are accepted too).
-        link: the link to place; ``None``: :func:`default_link` (``END_LINKS`` of a bundled
-            robot, else the last link).
+        link: the link to place; ``None``: :func:`torchik.robots.default_end_link` (the tip
+            of a bundled robot, else the deepest leaf of the longest moving chain).
         position_only: ignore the orientation.
         seeds: ``(..., K, dof)`` start configurations (e.g. samples of a learned model to
             refine), or ``(K, dof)`` for every target; projected into the limits first.

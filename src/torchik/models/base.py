@@ -135,8 +135,7 @@ class ProblemSpec:
 
         Args:
             robot: the robot.
-            link: the end link; default :data:`torchik.robots.END_LINKS` of ``robot.name``, or
-                the only leaf link of a robot not listed there.
+            link: the end link; default :func:`torchik.robots.default_end_link`.
             targets: the target kind.
 
         Example:
@@ -145,9 +144,9 @@ class ProblemSpec:
             ('panda_hand', 7, 3)
         """
         from torchik.data import robot_hash  # lazy: torchik.data imports this module
-        from torchik.robots import END_LINKS
+        from torchik.robots import default_end_link
 
-        link = _default_link(robot, END_LINKS) if link is None else link
+        link = default_end_link(robot) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
         return cls(
             robot=robot.name,
@@ -186,18 +185,6 @@ class ProblemSpec:
         if not found and robot_hash(robot) != self.robot_hash:
             found.append("the geometry (joint origins, axes or links; the robot hash)")
         return found
-
-
-def _default_link(robot: Any, end_links: dict[str, str]) -> str:
-    """``END_LINKS[robot.name]`` (planar arms are named ``planar_arm``), else the only leaf."""
-    name = "planar" if robot.name == "planar_arm" else robot.name
-    if name in end_links:
-        return end_links[name]
-    parents = {joint.parent for joint in robot._joints}
-    leaves = [link for link in robot.link_names if link not in parents]
-    if len(leaves) != 1:
-        raise ValueError(f"robot {robot.name!r} has no default end link: pass link=...")
-    return leaves[0]
 
 
 # ---------------------------------------------------------------------------- limit helpers

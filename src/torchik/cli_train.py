@@ -1,0 +1,290 @@
+"""The ``torchik train`` and ``torchik eval`` commands (their parser lives in :mod:`torchik.cli`):
+model sizes by preset, a run folder that is never overwritten unasked, Ctrl-C that says how to
+resume, and a warning when a model is evaluated on its own training data."""
+
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import math
+import os
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchik.cli import (
+    _INTERRUPTED,
+    _load_model,
+    _print_records,
+    _require_robot,
+    _robot_for,
+    _torch_file,
+)
+
+__all__ = ["cmd_eval", "cmd_train"]
+
+
+# ---------------------------------------------------------------------------- train
+def _convert(text: str, default: Any, name: str) -> Any:
+    """``text`` as the type of the field's ``default`` (None defaults: number, bool or None)."""
+    lowered = text.strip().lower()
+    if lowered in ("none", "null") and not isinstance(default, bool | int | float | str):
+        return None
+    try:
+        if isinstance(default, bool) or (default is None and lowered in ("true", "false")):
+            if lowered not in ("true", "false", "1", "0"):
+                raise ValueError
+            return lowered in ("true", "1")
+        if isinstance(default, int):
+            return int(text)
+        if isinstance(default, float) or default is None:
+            return float(text)
+    except ValueError:
+        raise ValueError(f"--config {name}={text}: not a valid {type(default).__name__}") from None
+    return text
+
+
+def _split_config(pairs: Sequence[str], model_config: type, train_config: type):
+    """``key=value`` pairs -> (model config kwargs, train config kwargs)."""
+    fields = [{f.name: f for f in dataclasses.fields(c)} for c in (model_config, train_config)]
+    out: tuple[dict, dict] = ({}, {})
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        key = key.strip().replace("-", "_")
+        if not sep:
+            raise ValueError(f"--config expects key=value, got {pair!r}")
+        for kwargs, known in zip(out, fields, strict=True):
+            if key in known:
+                kwargs[key] = _convert(value, known[key].default, key)
+                break
+        else:
+            names = ", ".join(sorted({*fields[0], *fields[1]} - {"device", "progress"}))
+            raise ValueError(f"unknown --config key {key!r}; known keys: {names}")
+    return out
+
+
+_NOT_DATA = "--data takes a file written by 'torchik dataset ROBOT -n N --out FILE'"
+_RUN_FILES = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.json")
+
+
+def cmd_train(args: argparse.Namespace) -> int:
+    """``torchik train``: train a model family on a data set file into a run folder, with
+    ``args.threads`` CPU threads (the previous number is restored afterwards)."""
+    previous = torch.get_num_threads()
+    torch.set_num_threads(args.threads)
+    try:
+        return _train(args)
+    finally:
+        torch.set_num_threads(previous)
+
+
+def _train(args: argparse.Namespace) -> int:
+    from torchik.data import load_dataset
+    from torchik.train import TrainConfig, train
+
+    data = load_dataset(_torch_file(args.data, _NOT_DATA))
+    cls = _family(args.model)
+    model_kw, train_kw = _split_config(args.config, cls.Config, TrainConfig)
+    if args.steps is not None:
+        train_kw["steps"] = args.steps
+    config = TrainConfig(**{**train_kw, "device": args.device, "seed": args.seed})
+    robot = _robot_for(data.spec, args.robot)
+    if not 0 <= args.val_fraction < 1:
+        raise ValueError(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
+    parts = data.split((1 - args.val_fraction, args.val_fraction), seed=args.seed)
+    val = parts[1] if len(parts[1]) else None
+    out = Path(args.out or f"runs/{args.model}_{data.spec.robot}")
+    _claim_out(out, args.resume, args.overwrite)
+    preset, model_config = _model_config(cls, args.preset, model_kw, data.spec.dof)
+    torch.manual_seed(args.seed)  # the initial weights: one --seed, one run, bit for bit
+    model = cls(data.spec, model_config)
+    size = sum(p.numel() for p in model.parameters())
+    print(f"training {args.model} ({preset}, {size:,} parameters) on {len(parts[0])} rows for "
+          f"{config.steps} steps; run folder {out}", file=sys.stderr, flush=True)  # fmt: skip
+    step = [0]
+    try:
+        result = train(model, parts[0], val, config, out, resume=args.resume, robot=robot,
+                       callback=lambda n, _: step.__setitem__(0, n))  # fmt: skip
+    except KeyboardInterrupt:
+        print(_interrupted(out, step[0], args.argv), file=sys.stderr)
+        return _INTERRUPTED
+    result.model.save(out / "model.pt")
+    (out / "train_data.json").write_text(json.dumps(_provenance(args.data, data)) + "\n")
+    print(_train_summary(result, robot is not None, out))
+    return 0
+
+
+def _family(name: str) -> type:
+    from torchik.models import families
+
+    if name not in families():
+        raise ValueError(f"unknown model family {name!r}; choose one of {sorted(families())}")
+    return families()[name]
+
+
+def _model_config(cls, preset: str | None, overrides: dict, dof: int) -> tuple[str, Any]:
+    """``(description, config)``: ``--preset``'s sizes, else the family's default for a robot
+    of ``dof`` joints (``Config.for_dof`` where a family has one); ``--config`` on top."""
+    makers = {"tiny": lambda **kw: dataclasses.replace(cls.tiny_config(), **kw)}
+    makers.update({n: getattr(cls.Config, n) for n in ("small", "paper") if hasattr(cls.Config, n)})
+    if preset is None:
+        if hasattr(cls.Config, "for_dof"):
+            return f"default size for {dof} joints", cls.Config.for_dof(dof, **overrides)
+        return "default size", cls.Config(**overrides)
+    if preset not in makers:
+        raise ValueError(
+            f"the {cls.family} family has no {preset!r} preset; its presets: {', '.join(makers)}"
+        )
+    return f"{preset} preset", makers[preset](**overrides)
+
+
+def _claim_out(out: Path, resume: bool, overwrite: bool) -> None:
+    """Refuse to train over an earlier run in ``out`` unless asked to resume or overwrite it
+    (overwriting deletes its files first, so no stale checkpoint outlives the new run)."""
+    from torchik.train import CHECKPOINT
+
+    if resume and overwrite:
+        raise ValueError("--resume continues the run in --out, --overwrite replaces it: pick one")
+    if resume:
+        if not (out / CHECKPOINT).is_file():
+            raise ValueError(f"--resume: there is no {out / CHECKPOINT} to resume from")
+        return
+    found = [name for name in _RUN_FILES if (out / name).exists()]
+    if found and not overwrite:
+        raise ValueError(
+            f"{out} already holds a run ({', '.join(found)}): pass --resume to continue it, "
+            "--overwrite to replace it, or another --out"
+        )
+    for name in found:
+        (out / name).unlink()
+
+
+def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
+    """The line an interrupted ``train`` prints: where it stopped and how to resume."""
+    import shlex
+
+    from torchik.train import CHECKPOINT
+
+    path = out / CHECKPOINT
+    if not path.is_file():
+        return f"interrupted at step {step}, before the first checkpoint: nothing to resume"
+    try:
+        saved = torch.load(path, map_location="cpu", weights_only=True)["training"]["step"]
+    except Exception:  # a torch error of any type, or a checkpoint without training state
+        return f"interrupted at step {step}; {path} cannot be read: nothing to resume"
+    command = [a for a in argv if a not in ("--overwrite", "--resume")] + ["--resume"]
+    if not any(a == "--out" or a.startswith("--out=") for a in argv):
+        command[-1:-1] = ["--out", str(out)]
+    where = f"at step {step}" + (f" (last checkpoint at step {saved})" if saved != step else "")
+    return f"interrupted {where}; resume with: torchik {shlex.join(command)}"
+
+
+def _provenance(path: str, data) -> dict[str, Any]:
+    """What ``eval`` needs to recognise the training data: its path and a hash of its rows."""
+    import hashlib
+
+    digest = hashlib.sha256(data.q.numpy().tobytes())
+    digest.update(data.target.numpy().tobytes())
+    return {"path": os.path.abspath(path), "rows": len(data), "sha256": digest.hexdigest()}
+
+
+def _train_summary(result, metric_is_error: bool, out: Path) -> str:
+    text = f"trained {result.model.family} for {result.steps} steps in {result.seconds:.1f} s"
+    if result.best_val is not None:
+        best = (
+            f"{result.best_val * 1000:.2f} mm" if metric_is_error else f"loss {result.best_val:.4g}"
+        )
+        text += f"; best validation {best} at step {result.best_step}"
+    return (
+        f"{text}\nsaved {out / 'model.pt'} (resume from {out / 'checkpoint.pt'}, curve in log.csv)"
+    )
+
+
+# ---------------------------------------------------------------------------- eval
+@torch.no_grad()
+def _evaluate(model, data, robot, n: int, seed: int) -> dict[str, float]:
+    from torchik import metrics
+    from torchik.data import decode_target
+
+    target = data.target.to(model.target_mean)
+    gen = torch.Generator(target.device).manual_seed(seed)
+    samples, seconds = metrics.timed(model.sample, target, n, generator=gen)
+    samples = samples.cpu().double()
+    position, rotmat = decode_target(data.target.double(), model.spec.targets)
+    link = model.spec.link
+    err = metrics.position_error(robot, samples, position[:, None], link)
+    out = {"targets": len(data), "samples per target": n}
+    out["position error mean (mm)"] = 1000 * err.mean().item()
+    out["position error median (mm)"] = 1000 * err.median().item()
+    out[f"best of {n} position error mean (mm)"] = 1000 * metrics.best_of_n(err).mean().item()
+    for mm in (1, 5, 10):
+        out[f"samples within {mm} mm"] = metrics.accuracy(err, mm / 1000)
+    if rotmat is not None:
+        rot = metrics.rotation_error(robot, samples, rotmat[:, None], link)
+        out["rotation error mean (deg)"] = math.degrees(rot.mean().item())
+    lower, upper = robot.lower, robot.upper
+    violations = metrics.limit_violations(samples, lower, upper, tol=1e-5)
+    out["samples outside limits"] = (violations > 0).double().mean().item()
+    diversity = metrics.mean_pairwise_distance(samples, robot.continuous)
+    out["diversity (mean pairwise joint distance)"] = diversity.mean().item()
+    out["sampling time per target (ms)"] = 1000 * seconds / max(1, len(data))
+    try:
+        log_prob = model.log_prob(data.q.to(target), target)
+        out["log-likelihood of the data joints"] = log_prob.mean().item()
+    except NotImplementedError:
+        pass
+    return out
+
+
+def cmd_eval(args: argparse.Namespace) -> int:
+    """``torchik eval``: metrics of a trained model on a data set file."""
+    from torchik.data import load_dataset
+
+    data = load_dataset(_torch_file(args.data, _NOT_DATA))
+    model = _load_model(args.model, data.spec.robot, torch.device(args.device))
+    _warn_if_training_data(args.model, args.data, data)
+    _check_same_problem(model.spec, data.spec)
+    robot = _require_robot(data.spec, args.robot)
+    data = data.subset(slice(0, args.limit))
+    results = _evaluate(model, data, robot, args.n, args.seed)
+    _print_records([{"metric": k, "value": v} for k, v in results.items()], args.format)
+    return 0
+
+
+def _check_same_problem(model_spec, data_spec) -> None:
+    """A ValueError naming the fields in which the model's and the data's specs differ; limits
+    agree within 1e-6 (a spec made from a float32 robot holds float32-rounded limits, as the
+    bundled pretrained models' do)."""
+    ours, theirs = dataclasses.asdict(model_spec), dataclasses.asdict(data_spec)
+    differ = [
+        f"{key} {ours[key]} vs {theirs[key]}"
+        for key in ours
+        if not (
+            ours[key] == theirs[key]
+            or key in ("lower", "upper")
+            and len(ours[key]) == len(theirs[key])
+            and all(abs(a - b) <= 1e-6 for a, b in zip(ours[key], theirs[key], strict=True))
+        )
+    ]
+    if differ:
+        raise ValueError(f"the model and the data are for different problems: {'; '.join(differ)}")
+
+
+def _warn_if_training_data(model_path: str, data_path: str, data) -> None:
+    """A warning on stderr when ``data`` holds the rows the model was trained on (per the
+    ``train_data.json`` that ``torchik train`` leaves in the run folder)."""
+    record = Path(model_path).parent / "train_data.json"
+    if model_path == "pretrained" or not record.is_file():
+        return
+    trained = json.loads(record.read_text())
+    if trained.get("sha256") == _provenance(data_path, data)["sha256"]:
+        print(
+            f"torchik: warning: {data_path} is the data set this model was trained on "
+            f"({trained.get('path')}): these numbers measure fit, not generalisation; evaluate "
+            "on a data set made with another --seed",
+            file=sys.stderr,
+        )
