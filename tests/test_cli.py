@@ -450,3 +450,21 @@ def test_plot_densities_of_a_pretrained_model(tmp_path, capsys):
     code, _, err = run(capsys, "plot", "densities", "--model", "pretrained", "--robot", "snake2",
                        "--position", "0.1", "0.1", "-n", "50", "--out", out)  # fmt: skip
     assert code == 0 and (tmp_path / "d.png").exists(), err
+
+
+def test_train_on_a_stream_and_resume(tmp_path, capsys):
+    out = tmp_path / "run"
+    argv = ["train", "--stream", "snake2", "--model", "mlp", "--preset", "tiny", "--out",
+            str(out), "--config", "batch_size=32", "log_every=5", "val_every=10",
+            "val_targets=50", "stats_rows=500", "ema_decay=0.9"]  # fmt: skip
+    code, text, err = run(capsys, *argv, "--steps", "10")
+    assert code == 0, err
+    assert "fresh position pairs of snake2" in err and "for 10 steps" in text
+    assert "stream" in (out / "train_data.json").read_text()
+    code, text, err = run(capsys, *argv, "--steps", "20", "--resume")
+    assert code == 0 and "for 20 steps" in text, err
+    code, _, err = run(capsys, "train", "--stream", "snake2", "--data", "x.pt", "--model", "mlp")
+    assert code == 2 and "not allowed with" in err
+    code, _, err = run(capsys, "train", "--stream", "snake2", "--model", "mlp", "--out",
+                       str(tmp_path / "r2"), "--targets", "pose", "--link", "nope")  # fmt: skip
+    assert_one_line_error(code, err)

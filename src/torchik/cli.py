@@ -109,7 +109,7 @@ def _end_link(args, robot) -> str:
         robot.link_index(args.link)  # a clear error for unknown links
         return args.link
     link = default_end_link(robot)
-    if _is_file(args.robot):
+    if _is_file(getattr(args, "stream", None) or args.robot):
         print(
             f"torchik: end link {link} (the deepest leaf of the longest moving chain; --link "
             "chooses another)",
@@ -590,8 +590,22 @@ def _add_dataset(sub) -> None:
 
 
 def _add_train(sub) -> None:
-    p = sub.add_parser("train", help="train a learned IK model on a data set")
-    p.add_argument("--data", required=True, help="a file written by 'torchik dataset'")
+    p = sub.add_parser(
+        "train", help="train a learned IK model on a data set, or on pairs made by FK as it goes"
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="a file written by 'torchik dataset'")
+    source.add_argument("--stream", metavar="ROBOT",
+                        help="fresh pairs made by FK every step instead of a file: a bundled "
+                             "name, planar:L1,L2,... or a URDF (with --targets, --sampler, "
+                             "--std, --link)")  # fmt: skip
+    p.add_argument("--targets", choices=_TARGET_KINDS, default="position",
+                   help="--stream's target kind (default position)")  # fmt: skip
+    p.add_argument("--sampler", choices=("uniform", "normal"), default="uniform",
+                   help="--stream's joint sampler (default uniform in the limits)")  # fmt: skip
+    p.add_argument("--std", type=float, nargs="+", default=[0.2],
+                   help="--stream's normal sampler std: one, or one per joint")  # fmt: skip
+    p.add_argument("--link", help="--stream's end link (default: the robot's end link)")
     p.add_argument("--model", required=True, help="model family (iknet, mlp, ...)")
     p.add_argument(
         "--config",

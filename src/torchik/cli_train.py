@@ -83,39 +83,56 @@ def cmd_train(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from torchik.data import load_dataset
     from torchik.train import TrainConfig, train
 
-    data = load_dataset(_torch_file(args.data, _NOT_DATA))
     cls = _family(args.model)
     model_kw, train_kw = _split_config(args.config, cls.Config, TrainConfig)
     if args.steps is not None:
         train_kw["steps"] = args.steps
     config = TrainConfig(**{**train_kw, "device": args.device, "seed": args.seed})
-    robot = _robot_for(data.spec, args.robot)
     if not 0 <= args.val_fraction < 1:
         raise ValueError(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
-    parts = data.split((1 - args.val_fraction, args.val_fraction), seed=args.seed)
-    val = parts[1] if len(parts[1]) else None
-    out = Path(args.out or f"runs/{args.model}_{data.spec.robot}")
+    source, val, robot, rows = _training_data(args, config)
+    spec = source.spec
+    out = Path(args.out or f"runs/{args.model}_{spec.robot}")
     _claim_out(out, args.resume, args.overwrite)
-    preset, model_config = _model_config(cls, args.preset, model_kw, data.spec.dof)
+    preset, model_config = _model_config(cls, args.preset, model_kw, spec.dof)
     torch.manual_seed(args.seed)  # the initial weights: one --seed, one run, bit for bit
-    model = cls(data.spec, model_config)
+    model = cls(spec, model_config)
     size = sum(p.numel() for p in model.parameters())
-    print(f"training {args.model} ({preset}, {size:,} parameters) on {len(parts[0])} rows for "
+    print(f"training {args.model} ({preset}, {size:,} parameters) on {rows} for "
           f"{config.steps} steps; run folder {out}", file=sys.stderr, flush=True)  # fmt: skip
     step = [0]
     try:
-        result = train(model, parts[0], val, config, out, resume=args.resume, robot=robot,
+        result = train(model, source, val, config, out, resume=args.resume, robot=robot,
                        callback=lambda n, _: step.__setitem__(0, n))  # fmt: skip
     except KeyboardInterrupt:
         print(_interrupted(out, step[0], args.argv), file=sys.stderr)
         return _INTERRUPTED
     result.model.save(out / "model.pt")
-    (out / "train_data.json").write_text(json.dumps(_provenance(args.data, data)) + "\n")
+    provenance = _provenance(args.data, source) if args.data else {"stream": repr(source)}
+    (out / "train_data.json").write_text(json.dumps(provenance) + "\n")
     print(_train_summary(result, robot is not None, out))
     return 0
+
+
+def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str]:
+    """``(training source, validation set or None, robot or None, description of the rows)``
+    from ``--data`` (a held-out ``--val-fraction``) or ``--stream`` (a validation draw of
+    ``val_targets`` pairs apart from the stream)."""
+    from torchik.cli import _end_link, _robot
+    from torchik.data import FKStream, load_dataset
+
+    if args.stream is None:
+        data = load_dataset(_torch_file(args.data, _NOT_DATA))
+        parts = data.split((1 - args.val_fraction, args.val_fraction), seed=args.seed)
+        val = parts[1] if len(parts[1]) else None
+        return parts[0], val, _robot_for(data.spec, args.robot), f"{len(parts[0])} rows"
+    robot = _robot(args.stream)
+    std = args.std[0] if len(args.std) == 1 else args.std
+    stream = FKStream(robot, _end_link(args, robot), args.targets, args.sampler, std, args.seed)
+    val = stream.draw(config.val_targets, seed=args.seed + 1) if args.val_fraction > 0 else None
+    return stream, val, robot, f"fresh {args.targets} pairs of {robot.name} made by FK each step"
 
 
 def _family(name: str) -> type:
