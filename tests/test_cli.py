@@ -333,15 +333,18 @@ def test_eval_warns_on_the_training_data(tmp_path, capsys, snake_data):
     assert code == 0 and "warning" not in err
 
 
-@pytest.mark.parametrize("command", ["train", "eval"])
-def test_a_urdf_given_as_data_is_named(capsys, command):
-    not_xml = str(URDF.parent / "bad_urdf" / "not_xml.urdf")
-    extra = ["--model", "iknet"] if command == "train" else ["--model", not_xml]
-    for path in (not_xml, str(URDF / "mimic.urdf")):
-        code, _, err = run(capsys, command, "--data", path, *extra)
+@pytest.mark.parametrize("path", ["bad_urdf/not_xml.urdf", "urdf/mimic.urdf"])
+def test_a_urdf_given_as_data_or_model_is_named(capsys, snake_data, path):
+    path = str(URDF.parent / path)
+    for argv, hint in (
+        (["train", "--data", path, "--model", "iknet"], "torchik dataset"),
+        (["eval", "--data", path, "--model", str(snake_data)], "torchik dataset"),
+        (["eval", "--data", str(snake_data), "--model", path], "torchik train"),
+    ):
+        code, _, err = run(capsys, *argv)
         assert_one_line_error(code, err)
         assert "pop from empty list" not in err and "Weights only" not in err
-        assert f"torchik {'dataset' if command == 'train' else 'train'}" in err
+        assert hint in err
 
 
 def test_plot_without_matplotlib_says_how_to_install(capsys, monkeypatch):
