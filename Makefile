@@ -6,7 +6,7 @@ TORCH := torch==2.13.0
 STAMP := $(VENV)/.stamp
 CODE := $(wildcard src tests benchmarks)
 
-.PHONY: demo test bench lint format clean
+.PHONY: demo test bench lint format clean fuzz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -34,6 +34,9 @@ lint: $(STAMP)-dev
 format: $(STAMP)-dev
 	$(BIN)/ruff check --fix $(CODE)
 	$(BIN)/ruff format $(CODE)
+
+fuzz: $(STAMP)-dev
+	TORCHIK_FUZZ_EXAMPLES=$${TORCHIK_FUZZ_EXAMPLES:-10000} $(BIN)/python benchmarks/fuzz_urdf.py
 
 bench: $(STAMP)-bench
 	$(BIN)/python benchmarks/run.py
