@@ -1,7 +1,9 @@
-"""Loading cost of large crafted URDFs (issue 15): seconds and peak memory per file.
+"""Loading cost of large crafted URDFs (issue 15): wall and CPU seconds and peak memory per file
+(CPU seconds are the steadier number on a shared machine).
 
 Each case runs in a fresh subprocess so that its peak resident memory (``ru_maxrss``, which
-includes torch's import, about 300 MB) is its own.
+includes torch's import, about 300 MB) is its own. One torch thread unless ``BENCH_THREADS``
+says otherwise: on a busy 2-core machine an idle thread pool makes every small op 100x slower.
 
     python benchmarks/urdf_load.py                # every case
     python benchmarks/urdf_load.py chain tree     # some of them
@@ -38,18 +40,19 @@ CHILD = """
 import resource, sys, time, json
 sys.path.insert(0, "benchmarks")
 from urdf_load import crafted
-import torch, torchik
+import os, torch, torchik
+torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
 text = crafted(sys.argv[1])
-start = time.perf_counter()
+start, cpu = time.perf_counter(), time.process_time()
 try:
     torchik.Robot.from_urdf(text)
     outcome = "loaded"
 except Exception as err:
     outcome = f"{type(err).__name__} ({len(str(err))} chars)"
-seconds = time.perf_counter() - start
+seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
 rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024
 print(json.dumps({"case": sys.argv[1], "bytes": len(text), "s": round(seconds, 3),
-                  "peak_rss_mb": round(rss), "outcome": outcome}))
+                  "cpu_s": round(cpu, 3), "peak_rss_mb": round(rss), "outcome": outcome}))
 """
 
 

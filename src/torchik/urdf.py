@@ -7,6 +7,7 @@ message names the problem and the joint or link concerned.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
@@ -352,12 +353,21 @@ def _vector(text: str, where: str, limit: float = MAX_MAGNITUDE) -> tuple[float,
 
 
 def _number(text: str, where: str, limit: float = MAX_MAGNITUDE) -> float:
+    value = _finite(text)
+    if value is None:
+        raise URDFError(f"{where} has {_short(text)}, which is not a finite number")
+    if abs(value) > limit:
+        raise URDFError(f"{where} has {_short(text)}, beyond the supported ±{limit:g}")
+    return value
+
+
+@functools.lru_cache(maxsize=4096)  # descriptions repeat "0", "1" and "0 0 0" a lot
+def _finite(text: str) -> float | None:
+    """The value of a strictly formatted finite number, else ``None``."""
     # A strict pattern rather than float() alone: float() also takes 'nan', 'inf' and '1_0'.
     value = text.strip()
     if not _NUMBER.fullmatch(value) or not math.isfinite(float(value)):
-        raise URDFError(f"{where} has {_short(text)}, which is not a finite number")
-    if abs(float(value)) > limit:
-        raise URDFError(f"{where} has {_short(text)}, beyond the supported ±{limit:g}")
+        return None
     return float(value)
 
 
