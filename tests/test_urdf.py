@@ -142,7 +142,7 @@ def test_only_regular_files_within_the_size_limit_are_read(tmp_path: Path) -> No
     for path, words in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file")):
         with pytest.raises(URDFError, match=words):
             parse_urdf(path)
-    with pytest.raises(URDFError, match="big.urdf has 2.* bytes, over the limit of 1000"):
+    with pytest.raises(URDFError, match="big.urdf: 2.* bytes, over the limit of 1000"):
         parse_urdf(big, max_bytes=1000)
     with pytest.raises(URDFError, match="characters, over 10"):
         parse_urdf(robot(links="a"), max_bytes=10)

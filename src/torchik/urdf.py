@@ -140,6 +140,8 @@ def _read_source(
     label = ascii(str(path))[1:-1]  # one printable line whatever the name holds
     try:
         return _read_regular_file(path, max_bytes), label
+    except URDFError as err:
+        raise URDFError(f"{label}: {err}") from None
     except FileNotFoundError:
         raise URDFError(f"URDF file not found: {label}") from None
     except OSError as err:
@@ -157,18 +159,16 @@ def _read_regular_file(path: Path, max_bytes: int | None) -> bytes:
     with os.fdopen(fd, "rb") as file:
         info = os.fstat(fd)
         if not stat.S_ISREG(info.st_mode):
-            raise URDFError(f"{path} is not a regular file")
+            raise URDFError("not a regular file (a FIFO or a device is never read)")
         if max_bytes is not None and info.st_size > max_bytes:
-            raise URDFError(
-                f"{path} has {info.st_size} bytes, over the limit of {max_bytes} (max_bytes=)"
-            )
+            raise URDFError(f"{info.st_size} bytes, over the limit of {max_bytes} (max_bytes=)")
         # In chunks, not read(max_bytes + 1): that would allocate the whole limit up front.
         chunks, size, limit = [], 0, math.inf if max_bytes is None else max_bytes
         while chunk := file.read(2**20):
             chunks.append(chunk)
             size += len(chunk)
             if size > limit:  # the file grew while we read it
-                raise URDFError(f"{path} has over {max_bytes} bytes (max_bytes=)")
+                raise URDFError(f"over the limit of {max_bytes} bytes (max_bytes=)")
     data = b"".join(chunks)
     return data
 
