@@ -14,6 +14,7 @@ from __future__ import annotations
 import argparse
 import os
 import re
+import signal
 import sys
 import tempfile
 import time
@@ -22,6 +23,7 @@ from pathlib import Path
 
 from common import RESULTS_DIR, machine_stamp
 from hypothesis import HealthCheck, given, settings
+from hypothesis import seed as hypothesis_seed
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
 from fuzz.urdf_strategies import ACCEPTABLE, HANG_S, check_source, mutated_urdfs  # noqa: E402
@@ -43,20 +45,35 @@ def fuzz(examples: int, seed: int) -> tuple[Counter, Counter, dict[str, str], fl
         deadline=None,
         database=None,
         suppress_health_check=list(HealthCheck),
-        derandomize=False,
     )
+    @hypothesis_seed(seed)  # reproducible runs
     @given(mutated_urdfs())
     def one(source: str | bytes) -> None:
-        outcome, detail, seconds = check_source(source, Path(folder))
+        signal.setitimer(signal.ITIMER_REAL, 2 * HANG_S)  # a real hang would never return
+        try:
+            outcome, detail, seconds = check_source(source, Path(folder))
+        except _Hang:
+            outcome, detail, seconds = "hang", repr(source)[:200], 2 * HANG_S
+        finally:
+            signal.setitimer(signal.ITIMER_REAL, 0)
         counts[outcome] += 1
-        if outcome == "URDFError":  # tally the kinds of message: the text up to its first quote
+        if outcome == "URDFError":  # tally the kinds of message, names and numbers left out
             kinds[_kind(detail)] += 1
         details.setdefault(outcome, detail)
         slowest[0] = max(slowest[0], seconds)
 
-    one._hypothesis_internal_use_seed = seed  # reproducible runs
+    signal.signal(signal.SIGALRM, _raise_hang)
     one()
     return counts, kinds, details, slowest[0]
+
+
+class _Hang(BaseException):
+    """Raised by the alarm in a case that runs too long (a BaseException: never caught as a
+    crash)."""
+
+
+def _raise_hang(*_: object) -> None:
+    raise _Hang
 
 
 def _kind(message: str) -> str:
