@@ -142,7 +142,8 @@ class _Plan:
                 j = self.tree.parent[j]
         like = self.tree.w_joint
         out = like.new_zeros(len(self.needed), len(self.links))
-        out[torch.tensor(rows, dtype=torch.long), torch.tensor(cols, dtype=torch.long)] = 1.0
+        index = torch.tensor((rows, cols), dtype=torch.long, device=like.device).reshape(2, -1)
+        out[index[0], index[1]] = 1.0
         return out
 
 
