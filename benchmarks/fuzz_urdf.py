@@ -83,10 +83,14 @@ def _kind(message: str) -> str:
 
 
 def section(
-    counts: Counter, kinds: Counter, details: dict[str, str], slowest: float, seconds: float
+    stamp: dict,
+    counts: Counter,
+    kinds: Counter,
+    details: dict[str, str],
+    slowest: float,
+    seconds: float,
 ) -> str:
-    """The markdown of the ``## URDF`` section."""
-    stamp = machine_stamp()
+    """The markdown of the ``## URDF`` section; ``stamp`` taken when the run started."""
     total = sum(counts.values())
     bad = total - sum(counts[key] for key in ACCEPTABLE)
     lines = ["## URDF", ""]
@@ -126,9 +130,11 @@ def main() -> None:
     parser.add_argument("--seed", type=int, default=15)
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "fuzz.md")
     args = parser.parse_args()
-    start = time.perf_counter()
+    start, stamp = time.perf_counter(), machine_stamp()
+    stamp["command"] += f"  (examples {args.examples}, seed {args.seed})"
     counts, kinds, details, slowest = fuzz(args.examples, args.seed)
-    write(args.out, section(counts, kinds, details, slowest, time.perf_counter() - start))
+    elapsed = time.perf_counter() - start
+    write(args.out, section(stamp, counts, kinds, details, slowest, elapsed))
     print(args.out.read_text())
     sys.exit(0 if counts["loaded"] + counts["URDFError"] == sum(counts.values()) else 1)
 
