@@ -462,3 +462,11 @@ def test_large_trees_load_quickly():
     assert time.perf_counter() - start < 2.0
     pose = robot.forward_kinematics(torch.zeros(1, robot.dof, dtype=torch.float64), "l2999")
     assert pose[0, 2, 3].item() == pytest.approx(29.99)
+
+
+def test_from_urdf_size_limit(tmp_path):
+    path = tmp_path / "snake.urdf"
+    path.write_text(Path(DATA / "urdf" / "mimic.urdf").read_text())
+    with pytest.raises(URDFError, match="snake.urdf: .* bytes, over the limit of 100"):
+        Robot.from_urdf(path, max_bytes=100)
+    assert Robot.from_urdf(path, max_bytes=None).dof == Robot.from_urdf(path).dof
