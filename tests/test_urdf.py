@@ -508,3 +508,11 @@ def test_ur5(shared_urdf: Path) -> None:
     assert model.joints[0].name == "world_joint"
     sub = parse_urdf(shared_urdf / "ur5_robot.urdf", root="base_link")
     assert sub.joints == model.joints[1:]
+
+
+def test_messages_stay_short_whatever_the_names() -> None:
+    name = "x" * 100_000
+    for text in (robot(links=f"{name} {name}"), robot(joint(name, "fixed", "a", "ghost"))):
+        with pytest.raises(URDFError) as info:
+            parse_urdf(text)
+        assert len(str(info.value)) < 300 and "\n" not in str(info.value)

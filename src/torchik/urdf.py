@@ -243,10 +243,10 @@ def _parse_links(robot: ET.Element, robot_name: str) -> list[str]:
     for index, element in enumerate(robot.iterfind("link")):
         name = _required(element, "name", f"<link> number {index + 1}")
         if name in links:
-            raise URDFError(f"duplicate link name {name!r}")
+            raise URDFError(f"duplicate link name {_short(name)}")
         links[name] = None
     if not links:
-        raise URDFError(f"robot {robot_name!r} has no links")
+        raise URDFError(f"robot {_short(robot_name)} has no links")
     return list(links)
 
 
@@ -256,22 +256,22 @@ def _parse_joints(robot: ET.Element) -> dict[str, Joint]:
     for index, element in enumerate(robot.iterfind("joint")):
         name = _required(element, "name", f"<joint> number {index + 1}")
         if name in joints:
-            raise URDFError(f"duplicate joint name {name!r}")
+            raise URDFError(f"duplicate joint name {_short(name)}")
         joints[name] = _parse_joint(element, name)
     return joints
 
 
 def _parse_joint(element: ET.Element, name: str) -> Joint:
-    where = f"joint {name!r}"
+    where = f"joint {_short(name)}"
     kind = _required(element, "type", where)
     if kind in UNSUPPORTED_TYPES:
-        raise URDFError(f"{where} has type {kind!r}, which torchik does not support")
+        raise URDFError(f"{where} has type {_short(kind)}, which torchik does not support")
     if kind not in JOINT_TYPES:
-        raise URDFError(f"{where} has unknown type {kind!r}; expected one of {JOINT_TYPES}")
+        raise URDFError(f"{where} has unknown type {_short(kind)}; expected one of {JOINT_TYPES}")
     parent = _link_reference(element, "parent", where)
     child = _link_reference(element, "child", where)
     if parent == child:
-        raise URDFError(f"{where} has the same parent and child link {parent!r}")
+        raise URDFError(f"{where} has the same parent and child link {_short(parent)}")
     if kind == "fixed":  # axis, limits and mimic mean nothing for a fixed joint
         return Joint(name, kind, parent, child, _parse_origin(element, where))
     lower, upper = _parse_limits(element, kind, where)
@@ -371,7 +371,7 @@ def _finite(text: str) -> float | None:
     return float(value)
 
 
-def _short(value: object, width: int = 60) -> str:
+def _short(value: object, width: int = 80) -> str:
     """``repr(value)``, cut to about ``width`` characters for an error message."""
     text = repr(value)
     return text if len(text) <= width else f"{text[: width - 5]}...{text[-2:]}"
@@ -386,7 +386,8 @@ def _check_joint_links(joints: dict[str, Joint], links: list[str]) -> None:
         for role, link in (("parent", joint.parent), ("child", joint.child)):
             if link not in known:
                 raise URDFError(
-                    f"joint {joint.name!r} has {role} link {link!r}, which is not a link"
+                    f"joint {_short(joint.name)} has {role} link {_short(link)}, "
+                    "which is not a link"
                 )
 
 
@@ -424,7 +425,8 @@ def _parent_joints(joints: dict[str, Joint]) -> dict[str, Joint]:
         other = parent_joint.get(joint.child)
         if other is not None:
             raise URDFError(
-                f"link {joint.child!r} has two parent joints, {other.name!r} and {joint.name!r}"
+                f"link {_short(joint.child)} has two parent joints, "
+                f"{_short(other.name)} and {_short(joint.name)}"
             )
         parent_joint[joint.child] = joint
     return parent_joint
@@ -435,13 +437,14 @@ def _choose_root(
 ) -> str:
     if root is not None:
         if root not in links:
-            raise URDFError(f"root link {root!r} is not a link of robot {robot!r}")
+            raise URDFError(f"root link {_short(root)} is not a link of robot {_short(robot)}")
         return root
     roots = [link for link in links if link not in parent_joint]
     if len(roots) > 1:  # at least one exists: the joints form no cycle
         shown = ", ".join(map(_short, roots[:_SHOWN])) + (", ..." if len(roots) > _SHOWN else "")
         raise URDFError(
-            f"robot {robot!r} has {len(roots)} root links [{shown}]; connect them or pass root="
+            f"robot {_short(robot)} has {len(roots)} root links [{shown}]; "
+            "connect them or pass root="
         )
     return roots[0]
 
@@ -469,13 +472,13 @@ def _check_mimics(joints: dict[str, Joint], kept: list[Joint], root: str) -> Non
         if joint.mimic is None:
             continue
         target = joints.get(joint.mimic.joint)
-        where = f"joint {joint.name!r} mimics {joint.mimic.joint!r}"
+        where = f"joint {_short(joint.name)} mimics {_short(joint.mimic.joint)}"
         if target is None:
             raise URDFError(f"{where}, which is not a joint")
         if target.type == "fixed":
             raise URDFError(f"{where}, which is a fixed joint")
         if target.name not in in_tree:
-            raise URDFError(f"{where}, which is outside the tree rooted at link {root!r}")
+            raise URDFError(f"{where}, which is outside the tree rooted at link {_short(root)}")
 
 
 def _resolve_mimics(joints: dict[str, Joint], kept: list[Joint]) -> dict[str, Mimic]:
@@ -517,6 +520,6 @@ def _check_composed_mimic(name: str, mimic: Mimic) -> None:
     for what, value in (("multiplier", mimic.multiplier), ("offset", mimic.offset)):
         if not abs(value) <= MAX_MAGNITUDE:  # also catches inf and nan
             raise URDFError(
-                f"joint {name!r} mimics {mimic.joint!r} through a chain whose composed {what} "
-                f"{value:g} is beyond the supported ±{MAX_MAGNITUDE:g}"
+                f"joint {_short(name)} mimics {_short(mimic.joint)} through a chain whose "
+                f"composed {what} {value:g} is beyond the supported ±{MAX_MAGNITUDE:g}"
             )
