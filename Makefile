@@ -30,6 +30,7 @@ test: $(STAMP)-dev
 fuzz: $(STAMP)-dev
 	$(BIN)/python tests/fuzz_checkpoints.py --n 1000
 	$(BIN)/python tests/fuzz_solve_ik.py --n 5000
+	TORCHIK_FUZZ_EXAMPLES=$${TORCHIK_FUZZ_EXAMPLES:-10000} $(BIN)/python benchmarks/fuzz_urdf.py
 
 lint: $(STAMP)-dev
 	$(BIN)/ruff check $(CODE)
@@ -38,6 +39,7 @@ lint: $(STAMP)-dev
 format: $(STAMP)-dev
 	$(BIN)/ruff check --fix $(CODE)
 	$(BIN)/ruff format $(CODE)
+
 
 bench: $(STAMP)-bench
 	$(BIN)/python benchmarks/run.py

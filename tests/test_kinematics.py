@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import time
 from pathlib import Path
 
 import numpy as np
@@ -337,3 +338,135 @@ def test_float32_robot_moved_to_float64_keeps_full_precision():
     diff = moved.forward_kinematics(q) - exact.forward_kinematics(q)
     assert diff.abs().max() < 1e-14
     torch.testing.assert_close(moved.lower, exact.lower, atol=0, rtol=0)
+
+
+# --------------------------------------------------------------------------- hardened inputs
+
+
+def _fk_positions(robot: Robot, link: str):
+    return lambda q: robot.forward_kinematics(q, link)[..., :3, 3]
+
+
+@pytest.mark.parametrize("batch", [1, kinematics.SMALL_BATCH + 16])
+@pytest.mark.parametrize("urdf", ["mimic", "two_branches"])
+def test_second_derivatives_at_every_batch_size(urdf, batch):
+    robot = Robot.from_urdf(DATA / "urdf" / f"{urdf}.urdf", dtype=torch.float64)
+    q = robot.random_configuration(batch, generator=torch.Generator().manual_seed(3))
+    for links in (robot.link_names[-1], None):  # the small-batch path and the analytic kernel
+        assert torch.autograd.gradgradcheck(
+            lambda q, links=links: robot.forward_kinematics(q, links),
+            (q.requires_grad_(),),
+            fast_mode=True,
+        )
+
+
+def test_hessian_and_jvp_through_torch_func():
+    robot = load_robot("panda", dtype=torch.float64)
+    q = robot.random_configuration(40, generator=torch.Generator().manual_seed(4))
+    tangent = torch.randn(q.shape, generator=torch.Generator().manual_seed(5), dtype=q.dtype)
+    jac = robot.jacobian(q, "panda_hand")[..., :3, :]
+    expected = (jac @ tangent[..., None])[..., 0]
+    _, out = torch.func.jvp(_fk_positions(robot, "panda_hand"), (q,), (tangent,))
+    torch.testing.assert_close(out, expected)
+    with torch.autograd.forward_ad.dual_level():
+        dual = torch.autograd.forward_ad.make_dual(q, tangent)
+        pose = robot.forward_kinematics(dual, "panda_hand")[..., :3, 3]
+        torch.testing.assert_close(torch.autograd.forward_ad.unpack_dual(pose).tangent, expected)
+
+    def height(q):  # summed over the batch, so its Hessian is block diagonal
+        return robot.forward_kinematics(q, "panda_hand")[..., 2, 3].sum()
+
+    hess = torch.func.hessian(height)(q)
+    by_backward = torch.autograd.functional.hessian(height, q)  # the analytic kernel's path
+    torch.testing.assert_close(hess, by_backward)
+
+
+def test_empty_batch_backward_and_meta_device():
+    robot = load_robot("panda", dtype=torch.float64)
+    q = torch.zeros(0, robot.dof, dtype=torch.float64, requires_grad=True)
+    for links in ("panda_hand", None):
+        robot.forward_kinematics(q, links).sum().backward()
+        assert q.grad.shape == (0, robot.dof)
+    meta = load_robot("panda").to("meta")
+    for batch in (3, 40):
+        q = torch.zeros(batch, meta.dof, device="meta")
+        assert meta.forward_kinematics(q).shape == (batch, len(meta.link_names), 4, 4)
+        assert meta.jacobian(q, "panda_hand").shape == (batch, 6, meta.dof)
+
+
+def test_unsupported_dtypes_are_refused_clearly():
+    with pytest.raises(TypeError, match="float32.*float64.*not torch.float16"):
+        load_robot("panda", dtype=torch.float16)
+    robot = load_robot("panda", dtype=torch.float32)
+    with pytest.raises(TypeError, match="bfloat16"):
+        robot.to(torch.bfloat16)
+    assert robot.dtype == torch.float32  # refused before any buffer was converted
+
+
+def test_robot_without_moving_joints():
+    text = (
+        '<robot name="r"><link name="a"/><link name="b"/><joint name="j" type="fixed">'
+        '<parent link="a"/><child link="b"/><origin xyz="1 0 0"/></joint></robot>'
+    )
+    robot = Robot.from_urdf(text, dtype=torch.float64)
+    q = torch.zeros(3, 0, dtype=torch.float64, requires_grad=True)
+    assert robot.forward_kinematics(q, "b")[:, 0, 3].tolist() == [1.0, 1.0, 1.0]
+    robot.forward_kinematics(q).sum().backward()
+    assert robot.jacobian(q, "b").shape == (3, 6, 0)
+    assert robot.random_configuration(2).shape == (2, 0)
+
+
+def test_calibration_survives_load_state_dict():
+    calibrated = load_robot("panda", dtype=torch.float64).learnable_origins()
+    with torch.no_grad():
+        calibrated.origin_xyz[3] += 0.01
+    calibrated.learnable_origins(False)
+    fresh = load_robot("panda", dtype=torch.float64)
+    q = fresh.random_configuration(8, generator=torch.Generator().manual_seed(6))
+    fresh.forward_kinematics(q)  # fills the caches that loading must refresh
+    fresh.load_state_dict(calibrated.state_dict())
+    torch.testing.assert_close(fresh.forward_kinematics(q), calibrated.forward_kinematics(q))
+    moved = fresh.to(torch.float32).to(torch.float64)  # the float64 truth is the loaded one
+    torch.testing.assert_close(moved.forward_kinematics(q), calibrated.forward_kinematics(q))
+    state = calibrated.state_dict()
+    state["origin_rpy"][0, 0] = math.nan
+    with pytest.raises(ValueError, match="origin_rpy.*non-finite"):
+        fresh.load_state_dict(state)
+
+
+def test_extreme_accepted_numbers_give_finite_float32_fk():
+    body = '<axis xyz="1e200 1e200 1e200"/><limit lower="-1e9" upper="1e9"/>'
+    big = '<origin xyz="1e9 -1e9 1e9" rpy="1e9 1e9 1e9"/>'
+    text = (
+        '<robot name="r"><link name="a"/><link name="b"/><link name="c"/>'
+        f'<joint name="j" type="prismatic"><parent link="a"/><child link="b"/>{big}{body}</joint>'
+        '<joint name="k" type="revolute"><parent link="b"/><child link="c"/>'
+        f'<axis xyz="1e-200 0 1e-200"/>{body}<mimic joint="j" multiplier="1e9"/></joint></robot>'
+    )
+    robot = Robot.from_urdf(text, dtype=torch.float32)
+    q = torch.cat((robot.random_configuration(64), robot.upper[None], robot.lower[None]))
+    assert torch.isfinite(q).all()
+    assert torch.isfinite(robot.forward_kinematics(q)).all()
+
+
+def test_large_trees_load_quickly():
+    count = 3000  # the dense ancestor matrix took about 15 s for this chain
+    links = "".join(f'<link name="l{i}"/>' for i in range(count))
+    joints = "".join(
+        f'<joint name="j{i}" type="continuous"><parent link="l{i - 1}"/><child link="l{i}"/>'
+        '<origin xyz="0 0 0.01"/></joint>'
+        for i in range(1, count)
+    )
+    start = time.perf_counter()
+    robot = Robot.from_urdf(f'<robot name="r">{links}{joints}</robot>', dtype=torch.float64)
+    assert time.perf_counter() - start < 2.0
+    pose = robot.forward_kinematics(torch.zeros(1, robot.dof, dtype=torch.float64), "l2999")
+    assert pose[0, 2, 3].item() == pytest.approx(29.99)
+
+
+def test_from_urdf_size_limit(tmp_path):
+    path = tmp_path / "snake.urdf"
+    path.write_text(Path(DATA / "urdf" / "mimic.urdf").read_text())
+    with pytest.raises(URDFError, match="snake.urdf: .* bytes, over the limit of 100"):
+        Robot.from_urdf(path, max_bytes=100)
+    assert Robot.from_urdf(path, max_bytes=None).dof == Robot.from_urdf(path).dof

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import time
 import tracemalloc
 from dataclasses import asdict
@@ -132,6 +133,98 @@ def test_missing_file_names_the_path(tmp_path: Path) -> None:
         parse_urdf(str(missing))
 
 
+def test_only_regular_files_within_the_size_limit_are_read(tmp_path: Path) -> None:
+    fifo = tmp_path / "pipe.urdf"
+    os.mkfifo(fifo)  # reading it would wait for a writer forever
+    big = tmp_path / "big.urdf"
+    big.write_text(robot(links="a") + " " * 2000)
+    start = time.perf_counter()
+    for path, words in ((fifo, "not a regular file"), ("/dev/zero", "not a regular file")):
+        with pytest.raises(URDFError, match=words):
+            parse_urdf(path)
+    with pytest.raises(URDFError, match="big.urdf: 2.* bytes, over the limit of 1000"):
+        parse_urdf(big, max_bytes=1000)
+    with pytest.raises(URDFError, match="characters, over 10"):
+        parse_urdf(robot(links="a"), max_bytes=10)
+    assert time.perf_counter() - start < 1.0
+    assert parse_urdf(big, max_bytes=None).links == ("a",)
+
+
+@pytest.mark.parametrize(
+    ("source", "words"),
+    [
+        ("bad\0name.urdf", "bad\\\\x00name.urdf.*null"),
+        ("bad\udc80.urdf", "bad\\\\udc80.urdf"),
+        (b'<?xml version="1.0" encoding="no-such"?><robot name="r"/>', "decode.*no-such"),
+        ("<robot name='r'><link name='a'/></robot>".encode("utf-32"), "XML"),
+        ('<robot name="\udc80"/>', "decode"),
+    ],
+)
+def test_unreadable_sources_raise_urdf_error(tmp_path: Path, source, words: str) -> None:
+    if isinstance(source, bytes):
+        (tmp_path / "encoded.urdf").write_bytes(source)
+        source = tmp_path / "encoded.urdf"
+    with pytest.raises(URDFError, match=words):
+        parse_urdf(source)
+
+
+def test_extreme_axes_are_normalised_exactly() -> None:
+    for value in ("1e200", "1e-200", "5e-324", "1.7e308"):
+        body = f'<axis xyz="{value} {value} {value}"/>'
+        (item,) = parse_urdf(robot(joint("j", "continuous", "a", "b", body), links="a b")).joints
+        assert item.axis == pytest.approx((3**-0.5,) * 3, abs=1e-15)
+
+
+@pytest.mark.parametrize(
+    ("body", "words"),
+    [
+        ('<origin xyz="0 1e10 0"/>', "'j': <origin xyz> has '1e10', beyond"),
+        ('<origin rpy="-2e9 0 0"/>', "'j': <origin rpy>"),
+        ('<limit lower="-1e308" upper="1"/>', "'j': <limit lower>"),
+    ],
+)
+def test_numbers_beyond_the_supported_magnitude(body: str, words: str) -> None:
+    with pytest.raises(URDFError, match=words):
+        parse_urdf(robot(joint("j", "revolute", "a", "b", body), links="a b"))
+
+
+def test_mimic_chain_whose_multipliers_overflow() -> None:
+    count = 40  # 1e3 ** 40 overflows a float; 1e3 ** 4 is already beyond 1e9
+    joints = [joint("j0", "revolute", "l0", "l1")] + [
+        joint(
+            f"j{i}", "revolute", f"l{i}", f"l{i + 1}", f'<mimic joint="j{i - 1}" multiplier="1e3"/>'
+        )
+        for i in range(1, count)
+    ]
+    links = " ".join(f"l{i}" for i in range(count + 1))
+    with pytest.raises(URDFError, match="'j4' mimics 'j0'.*multiplier 1e\\+12 is beyond"):
+        parse_urdf(robot(*joints, links=links))
+
+
+@pytest.mark.parametrize("kind", ["chain", "tree", "mimic", "linkonly"])
+def test_large_descriptions_load_in_linear_time(kind: str) -> None:
+    count = 4000  # the quadratic code took 25 s for a chain this long, this takes about 0.2 s
+    links = " ".join(f"l{i}" for i in range(count))
+    joints = [
+        joint(
+            f"j{i}",
+            "revolute",
+            "l0" if kind == "tree" else f"l{i - 1}",
+            f"l{i}",
+            f'<mimic joint="j{i - 1}"/>' if kind == "mimic" and i > 1 else "",
+        )
+        for i in range(1, 1 if kind == "linkonly" else count)
+    ]
+    start = time.perf_counter()
+    try:
+        model = parse_urdf(robot(*joints, links=links))
+    except URDFError as err:
+        assert kind == "linkonly" and len(str(err)) < 200
+    else:
+        assert len(model.joints) == count - 1
+    assert time.perf_counter() - start < 2.0
+
+
 @pytest.mark.parametrize("kind", ["floating", "planar"])
 def test_unsupported_joint_type(kind: str) -> None:
     text = robot(joint("free", kind, "a", "b"), links="a b")
@@ -164,7 +257,7 @@ def test_unsupported_joint_type(kind: str) -> None:
         (robot(joint("j", "prismatic", "a", "b", '<origin rpy="0 inf 0"/>')), "'j'.*rpy.*inf"),
         (robot(joint("j", "revolute", "a", "b", '<axis xyz="1_0 0 0"/>')), "'j'.*axis.*1_0"),
         (robot(joint("j", "revolute", "a", "b", '<axis xyz="1 0 0 0"/>')), "'j'.*3 numbers"),
-        (robot(joint("j", "revolute", "a", "b", '<axis xyz="1e-12 0 0"/>')), "'j'.*zero-length"),
+        (robot(joint("j", "revolute", "a", "b", '<axis xyz="0 -0 0e5"/>')), "'j'.*zero-length"),
         (robot(joint("j", "revolute", "a", "b", '<limit lower="-1" upper="-1e999"/>')), "upper"),
         (robot(joint("j", "fixed", "a", "b"), joint("k", "fixed", "b", "a")), "cycle"),
     ],
@@ -415,3 +508,11 @@ def test_ur5(shared_urdf: Path) -> None:
     assert model.joints[0].name == "world_joint"
     sub = parse_urdf(shared_urdf / "ur5_robot.urdf", root="base_link")
     assert sub.joints == model.joints[1:]
+
+
+def test_messages_stay_short_whatever_the_names() -> None:
+    name = "x" * 100_000
+    for text in (robot(links=f"{name} {name}"), robot(joint(name, "fixed", "a", "ghost"))):
+        with pytest.raises(URDFError) as info:
+            parse_urdf(text)
+        assert len(str(info.value)) < 300 and "\n" not in str(info.value)

@@ -17,16 +17,20 @@ for a revolute joint with world axis ``a`` through point ``o``, ``dT/dθ = [a]x 
 columns and ``a x (p - o)`` on the position, so ``dL/dθ = a . (Σ_l Σ_k c_k(T_l) x c_k(G_l)
 - o x Σ_l g_l)`` summed over the links ``l`` below the joint (``c_k`` the columns of the pose and
 of the upstream gradient ``G``, ``g_l`` its translation part). Those sums over subtrees are one
-matrix product with the ancestor matrix. When the robot's link origins are learnable the plain
-autograd graph is used instead.
+matrix product with the 0/1 subtree matrix of the request. When the robot's link origins are
+learnable the plain autograd graph is used instead, and so it is under ``torch.func`` transforms
+and forward-mode AD; a backward with ``create_graph=True`` recomputes the plain graph, so second
+derivatives are exact at every batch size.
 """
 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 
 import torch
 from torch import Tensor
+from torch.autograd import forward_ad
 
 __all__ = [
     "KinematicTree",
@@ -57,7 +61,6 @@ class KinematicTree:
         source: ``(J,)`` long, the entry of ``q`` that drives each joint.
         multiplier: ``(J,)`` and ``offset``: ``(J,)``, ``θ_j = multiplier_j * q[source_j] +
             offset_j`` (``1`` and ``0`` for every joint but mimic joints).
-        ancestors: ``(J, L)`` 0/1 matrix, ``1`` where joint ``j`` moves link ``l``.
         dof: number of independent joint values.
         identity_map: ``True`` when ``θ == q`` (no mimic joints), to skip the gather.
     """
@@ -70,7 +73,6 @@ class KinematicTree:
     source: Tensor
     multiplier: Tensor
     offset: Tensor
-    ancestors: Tensor
     dof: int
     identity_map: bool
     _plans: dict = field(default_factory=dict, compare=False, repr=False)
@@ -86,14 +88,17 @@ class KinematicTree:
 class _Plan:
     """Index data for one request of links: the joints that move them and their subtree sums.
 
-    ``n`` needed joints (ancestors of the requested links, topological order).
+    ``n`` needed joints (ancestors of the requested links, topological order). Building one is
+    linear in ``n`` plus the number of links; the subtree matrix, which the analytic backward
+    alone needs, is built on first use.
     """
 
     needed: tuple[int, ...]  # joint indices
     parent_pos: tuple[int, ...]  # position of each needed joint's parent in ``needed`` (-1: root)
     link_pos: tuple[int, ...]  # position of each requested link's joint in ``needed`` (-1: root)
     revolute: Tensor  # (n,) bool
-    subtree: Tensor  # (n, L') 0/1: needed joint moves requested link
+    links: tuple[int, ...]  # the requested links
+    tree: KinematicTree = field(repr=False, compare=False)
     to_q: Tensor | None  # (n, D) chain rule from joint values to q; None when it is the identity
     c_joint: Tensor  # (n, 1, 16) constant transforms C of the needed joints, flattened
     c_motion: Tensor  # (n, 3, 16): C @ motion(θ) = C + [cos θ - 1, sin θ, θ] @ c_motion
@@ -101,40 +106,75 @@ class _Plan:
 
     @staticmethod
     def make(tree: KinematicTree, links: tuple[int, ...]) -> _Plan:
-        sub = tree.ancestors[:, list(links)]
-        needed = tuple(int(j) for j in torch.nonzero(sub.sum(dim=1) > 0).flatten().tolist())
+        needed = _ancestors(tree, links)
         pos = {j: i for i, j in enumerate(needed)}
         pos[-1] = -1
-        idx = torch.tensor(needed, dtype=torch.long, device=sub.device)
-        to_q = sub.new_zeros(len(needed), tree.dof)
-        to_q[torch.arange(len(needed)), tree.source[idx]] = tree.multiplier[idx]
+        like = tree.w_joint
+        idx = torch.tensor(needed, dtype=torch.long, device=like.device)
         direct = tree.identity_map and needed == tuple(range(tree.dof))
         c_joint = tree.w_joint[idx].transpose(-1, -2)
-        patterns = _motion_patterns([tree.kind[j] for j in needed], sub).view(-1, 3, 4, 4)
+        patterns = _motion_patterns([tree.kind[j] for j in needed], like).view(-1, 3, 4, 4)
+        kinds = [tree.kind[j] == REVOLUTE for j in needed]
         return _Plan(
             needed=needed,
             parent_pos=tuple(pos[tree.parent[j]] for j in needed),
             link_pos=tuple(pos[tree.link_joint[link]] for link in links),
-            revolute=torch.tensor([tree.kind[j] == REVOLUTE for j in needed], device=sub.device),
-            subtree=sub[idx],
-            to_q=None if direct else to_q,
+            revolute=torch.tensor(kinds, dtype=torch.bool, device=like.device),
+            links=links,
+            tree=tree,
+            to_q=None if direct else _chain_rule(tree, idx),
             c_joint=c_joint.reshape(-1, 1, 16),
             c_motion=torch.einsum("nij,nkjl->nkil", c_joint, patterns).reshape(-1, 3, 16),
             c_link=tree.w_link[list(links)].transpose(-1, -2),
         )
 
+    @cached_property
+    def subtree(self) -> Tensor:
+        """``(n, L')`` 0/1: needed joint ``i`` moves requested link ``l``."""
+        pos = {j: i for i, j in enumerate(self.needed)}
+        rows: list[int] = []
+        cols: list[int] = []
+        for col, link in enumerate(self.links):
+            j = self.tree.link_joint[link]
+            while j >= 0:
+                rows.append(pos[j])
+                cols.append(col)
+                j = self.tree.parent[j]
+        like = self.tree.w_joint
+        out = like.new_zeros(len(self.needed), len(self.links))
+        index = torch.tensor((rows, cols), dtype=torch.long, device=like.device).reshape(2, -1)
+        out[index[0], index[1]] = 1.0
+        return out
+
+
+def _ancestors(tree: KinematicTree, links: tuple[int, ...]) -> tuple[int, ...]:
+    """The moving joints that move any of ``links``, sorted (topological order); each joint is
+    visited once, so the cost is linear in the tree whatever its depth."""
+    seen: set[int] = set()
+    for link in links:
+        j = tree.link_joint[link]
+        while j >= 0 and j not in seen:
+            seen.add(j)
+            j = tree.parent[j]
+    return tuple(sorted(seen))
+
+
+def _chain_rule(tree: KinematicTree, idx: Tensor) -> Tensor:
+    """``(n, D)``: ``dθ_j/dq`` of the joints ``idx`` (the mimic multipliers)."""
+    to_q = tree.w_joint.new_zeros(len(idx), tree.dof)
+    to_q[torch.arange(len(idx), device=idx.device), tree.source[idx]] = tree.multiplier[idx]
+    return to_q
+
 
 def _motion_patterns(kinds: list[int], like: Tensor) -> Tensor:
     """``(n, 3, 16)``: ``Rz(θ) = I + (cos θ - 1)(E00 + E11) + sin θ (E10 - E01)`` for a revolute
     joint, ``Tz(θ) = I + θ E23`` for a prismatic one, as rows of flattened 4x4 patterns."""
-    out = like.new_zeros(len(kinds), 3, 16)
-    for i, kind in enumerate(kinds):
-        if kind == REVOLUTE:
-            out[i, 0, 0] = out[i, 0, 5] = 1.0
-            out[i, 1, 4], out[i, 1, 1] = 1.0, -1.0
-        else:
-            out[i, 2, 11] = 1.0
-    return out
+    revolute, prismatic = like.new_zeros(3, 16), like.new_zeros(3, 16)
+    revolute[0, 0] = revolute[0, 5] = revolute[1, 4] = 1.0
+    revolute[1, 1] = -1.0
+    prismatic[2, 11] = 1.0
+    mask = torch.tensor([kind == REVOLUTE for kind in kinds], dtype=torch.bool, device=like.device)
+    return torch.where(mask[:, None, None], revolute, prismatic)
 
 
 SMALL_BATCH = 16  # up to this batch size, per-op overhead dominates: see :func:`_path_pose`
@@ -252,10 +292,16 @@ def _frames(q: Tensor, tree: KinematicTree, plan: _Plan, links: tuple[int, ...])
 
 
 def _recording(q: Tensor, tree: KinematicTree) -> bool:
-    """Whether autograd or a ``torch.func`` transform watches (then nothing may be in place)."""
+    """Whether autograd, forward-mode AD or a ``torch.func`` transform watches (then nothing
+    may be in place)."""
     if torch.is_grad_enabled() and (q.requires_grad or tree.w_joint.requires_grad):
         return True
-    return _is_functorch_wrapped(q)
+    return _is_functorch_wrapped(q) or _is_dual(q)
+
+
+def _is_dual(x: Tensor) -> bool:
+    """Whether ``x`` carries a forward-mode tangent (``torch.autograd.forward_ad``)."""
+    return forward_ad.unpack_dual(x).tangent is not None
 
 
 def _is_functorch_wrapped(x: Tensor) -> bool:
@@ -302,21 +348,23 @@ class _AnalyticFK(torch.autograd.Function):
 
     @staticmethod
     def setup_context(ctx, inputs, output):
-        _, tree, links = inputs
+        q, tree, links = inputs
         _, lf, axis, moment = output
         ctx.mark_non_differentiable(lf, axis, moment)
         ctx.set_materialize_grads(False)  # the extra outputs' gradients are never used
-        ctx.save_for_backward(lf, axis, moment)
-        ctx.plan, ctx.dof = tree.plan(links), tree.dof
+        ctx.save_for_backward(q, lf, axis, moment)
+        ctx.tree, ctx.links = tree, links
 
     @staticmethod
-    @torch.autograd.function.once_differentiable
     def backward(ctx, grad: Tensor | None, *_unused):
-        lf, axis, moment = ctx.saved_tensors
-        plan: _Plan = ctx.plan
+        q, lf, axis, moment = ctx.saved_tensors
+        plan: _Plan = ctx.tree.plan(ctx.links)
         n_links, batch = lf.shape[0], lf.shape[3]
-        if grad is None or not plan.needed:
-            return lf.new_zeros(batch, ctx.dof), None, None
+        if grad is None or not plan.needed or batch == 0:
+            return lf.new_zeros(batch, ctx.tree.dof), None, None
+        if torch.is_grad_enabled():  # create_graph=True: the gradient must be differentiable
+            pose = frames_to_matrix(_frames(q, ctx.tree, plan, ctx.links)[1])
+            return torch.autograd.grad(pose, q, grad, create_graph=True)[0], None, None
         g = grad[..., :3, :].permute(1, 3, 2, 0).contiguous()  # (L, 4 columns, 3 rows, B)
         u = _cross(lf, g).sum(dim=1)  # Σ_k c_k(T) x c_k(G): (L, 3, B)
         g_p = g[:, 3]
@@ -349,11 +397,12 @@ def forward_kinematics(
         ``(B, L', 4, 4)`` homogeneous transforms ``T_root_link``.
     """
     plan = tree.plan(links)
-    if len(links) == 1 and plan.needed and 0 < q.shape[0] <= SMALL_BATCH:
-        if not _is_functorch_wrapped(q):
-            return _path_pose(q, tree, plan)[:, None]
+    transformed = _is_functorch_wrapped(q) or _is_dual(q)  # plain differentiable ops only
+    if len(links) == 1 and plan.needed and 0 < q.shape[0] <= SMALL_BATCH and not transformed:
+        return _path_pose(q, tree, plan)[:, None]
     constants_need_grad = tree.w_joint.requires_grad or tree.w_link.requires_grad
-    if analytic and q.requires_grad and not constants_need_grad and torch.is_grad_enabled():
+    analytic = analytic and not transformed and not constants_need_grad
+    if analytic and q.requires_grad and torch.is_grad_enabled():
         return _AnalyticFK.apply(q, tree, links)[0]
     return frames_to_matrix(_frames(q, tree, plan, links)[1])
 

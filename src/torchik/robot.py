@@ -12,22 +12,34 @@ from torch import Tensor, nn
 
 from torchik import kinematics as kin
 from torchik.rotations import rotmat_to_quat, rpy_to_rotmat
-from torchik.urdf import URDFModel, parse_urdf
+from torchik.urdf import MAX_URDF_BYTES, URDFModel, parse_urdf
 
 __all__ = ["Robot", "load_robot"]
 
 LinkSpec = str | Sequence[str] | None
 
 
-def _axis_alignment(axis: Sequence[float]) -> Tensor:
-    """A rotation ``(4, 4)`` (homogeneous, float64) whose z column is the unit ``axis``."""
-    z = torch.tensor(axis, dtype=torch.float64)
-    helper = torch.tensor([1.0, 0.0, 0.0] if abs(z[0]) < 0.9 else [0.0, 1.0, 0.0], dtype=z.dtype)
+SUPPORTED_DTYPES = (torch.float32, torch.float64)
+
+
+def _axis_alignments(axes: Sequence[Sequence[float]]) -> Tensor:
+    """Rotations ``(N, 4, 4)`` (homogeneous, float64) whose z columns are the unit ``axes``."""
+    z = torch.tensor(axes, dtype=torch.float64).reshape(-1, 3)
+    unit_x = z.new_tensor([1.0, 0.0, 0.0]).expand_as(z)
+    helper = torch.where(z[:, :1].abs() < 0.9, unit_x, unit_x.roll(1, dims=-1))
     x = torch.linalg.cross(helper, z)
-    x = x / x.norm()
-    out = torch.eye(4, dtype=torch.float64)
-    out[:3, :3] = torch.stack((x, torch.linalg.cross(z, x), z), dim=1)
+    x = x / x.norm(dim=-1, keepdim=True)
+    out = torch.eye(4, dtype=torch.float64).repeat(z.shape[0], 1, 1)
+    out[:, :3, :3] = torch.stack((x, torch.linalg.cross(z, x), z), dim=-1)
     return out
+
+
+def _check_dtype(dtype: torch.dtype) -> None:
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"a Robot supports the dtypes {SUPPORTED_DTYPES}, not {dtype} (whose range or "
+            "precision is too small for kinematics)"
+        )
 
 
 def _origin_matrices(xyz: Tensor, rpy: Tensor) -> Tensor:
@@ -75,7 +87,9 @@ class Robot(nn.Module):
         self.register_buffer("origin_rpy", rpy.reshape(-1, 3))
         self._refresh_constants()
         self._snapshot_float64()
-        self.to(dtype or torch.get_default_dtype())
+        dtype = dtype or torch.get_default_dtype()
+        _check_dtype(dtype)
+        self.to(dtype)
 
     # ---------------------------------------------------------------- construction
     @classmethod
@@ -85,10 +99,12 @@ class Robot(nn.Module):
         root: str | None = None,
         dtype: torch.dtype | None = None,
         tip: str | None = None,
+        max_bytes: int | None = MAX_URDF_BYTES,
     ) -> Robot:
         """Read a URDF file or text (see :func:`torchik.urdf.parse_urdf`); with ``tip``, only
-        the chain from the root to ``tip`` (see :meth:`chain`), e.g. one arm of a humanoid."""
-        robot = cls(parse_urdf(source, root=root), dtype=dtype)
+        the chain from the root to ``tip`` (see :meth:`chain`), e.g. one arm of a humanoid;
+        ``max_bytes=None`` lifts the size limit for a genuinely huge file."""
+        robot = cls(parse_urdf(source, root=root, max_bytes=max_bytes), dtype=dtype)
         return robot if tip is None else robot.chain(robot.root, tip)
 
     def _init_joints(self) -> None:
@@ -127,7 +143,11 @@ class Robot(nn.Module):
         self._kind = tuple(kin.PRISMATIC if j.type == "prismatic" else kin.REVOLUTE for j in moving)
 
     def _init_tree(self) -> None:
-        """Which moving joint each joint and link hangs from, and the ancestor matrix."""
+        """Which moving joint each joint and link hangs from, and the plan of the constants.
+
+        Linear in the tree: no joints x links matrix is ever built (a 10 000-link chain loads
+        in well under a second).
+        """
         moving_index = {name: i for i, name in enumerate(self._moving)}
         link_joint = {self.root: -1}
         parent = [0] * len(self._moving)
@@ -140,39 +160,63 @@ class Robot(nn.Module):
                 link_joint[joint.child] = moving_index[joint.name]
         self._parent = tuple(parent)
         self._link_joint = tuple(link_joint[name] for name in self.link_names)
-        ancestors = torch.zeros(len(self._moving), len(self.link_names), dtype=torch.float64)
-        for link, j in enumerate(self._link_joint):
-            while j >= 0:
-                ancestors[j, link] = 1.0
-                j = self._parent[j]
-        self.register_buffer("_ancestors", ancestors, False)
-        align = [_axis_alignment(j.axis) for j in self._joints if j.type != "fixed"]
-        self.register_buffer("_align", torch.stack(align) if align else torch.zeros(0, 4, 4), False)
+        align = _axis_alignments([j.axis for j in self._joints if j.type != "fixed"])
+        self.register_buffer("_align", align, False)
+        self._init_levels()
+
+    def _init_levels(self) -> None:
+        """Group the links for :meth:`_constants` by their number of fixed joints below the
+        moving joint (or the root) they hang from: level 0 is the root and the children of
+        moving joints (slot ``1 + m`` for moving joint ``m``); each later level is one batched
+        product with the previous one, ``S_child = S_parent @ origin``."""
+        slot = {self.root: (0, 0)}  # link -> (level, position in level)
+        levels: list[tuple[list[int], list[int]]] = []  # per level >= 1: joints, parent positions
+        moving = 0
+        for k, joint in enumerate(self._joints):
+            if joint.type != "fixed":
+                moving += 1
+                slot[joint.child] = (0, moving)
+                continue
+            level, position = slot[joint.parent]
+            if len(levels) <= level:
+                levels.append(([], []))
+            joints, parents = levels[level]
+            slot[joint.child] = (level + 1, len(joints))
+            joints.append(k)
+            parents.append(position)
+        sizes = [1 + len(self._moving)] + [len(j) for j, _ in levels]
+        start = [sum(sizes[:i]) for i in range(len(sizes))]
+        self._levels = tuple((tuple(j), tuple(p)) for j, p in levels)
+        self._link_slot = tuple(start[slot[n][0]] + slot[n][1] for n in self.link_names)
+        moving_joints = [(k, j) for k, j in enumerate(self._joints) if j.type != "fixed"]
+        self._moving_at = tuple(k for k, _ in moving_joints)
+        self._moving_parent_slot = tuple(
+            start[slot[j.parent][0]] + slot[j.parent][1] for _, j in moving_joints
+        )
 
     def _constants(
         self, xyz: Tensor | None = None, rpy: Tensor | None = None
     ) -> tuple[Tensor, Tensor]:
         """``w_joint (J, 4, 4)`` and ``w_link (L, 4, 4)`` from joint origins (default: the
-        current ones), in their dtype and on their device."""
+        current ones), in their dtype and on their device; differentiable in the origins."""
         xyz = self.origin_xyz if xyz is None else xyz
         origins = _origin_matrices(xyz, self.origin_rpy if rpy is None else rpy)
-        eye = torch.eye(4, dtype=origins.dtype, device=origins.device)
-        static = {self.root: eye}
-        w_joint = [eye] * len(self._moving)
         align = self._float64["_align"] if hasattr(self, "_float64") else self._align
         align = align.to(origins.device, origins.dtype)
-        moving = 0
-        for k, joint in enumerate(self._joints):
-            base = static[joint.parent] @ origins[k]
-            if joint.type == "fixed":
-                static[joint.child] = base
-            else:
-                w_joint[moving] = (base @ align[moving]).T
-                static[joint.child] = align[moving].T
-                moving += 1
-        w_link = torch.stack([static[name].T for name in self.link_names])
-        w_joint_t = torch.stack(w_joint) if w_joint else eye.new_zeros(0, 4, 4)
-        return w_joint_t, w_link
+        device = origins.device
+        eye = torch.eye(4, dtype=origins.dtype, device=device)
+        frames = [torch.cat((eye[None], align.transpose(-1, -2)))]  # level 0, see _init_levels
+        for joints, parents in self._levels:
+            joints_t = torch.tensor(joints, dtype=torch.long, device=device)
+            parents_t = torch.tensor(parents, dtype=torch.long, device=device)
+            frames.append(frames[-1][parents_t] @ origins[joints_t])
+        static = torch.cat(frames)
+        w_link = static[list(self._link_slot)].transpose(-1, -2)
+        if not self._moving:
+            return eye.new_zeros(0, 4, 4), w_link
+        at = torch.tensor(self._moving_at, dtype=torch.long, device=device)
+        base = static[list(self._moving_parent_slot)] @ origins[at]
+        return (base @ align).transpose(-1, -2), w_link
 
     def _refresh_constants(self) -> None:
         with torch.no_grad():
@@ -256,18 +300,42 @@ class Robot(nn.Module):
             else:
                 self.register_buffer(name, value)
         if not enabled:  # the learned values are the truth now: new float64 constants
-            master = self._float64
-            master["origin_xyz"] = self.origin_xyz.to("cpu", torch.float64)
-            master["origin_rpy"] = self.origin_rpy.to("cpu", torch.float64)
+            self._adopt({"origin_xyz": self.origin_xyz, "origin_rpy": self.origin_rpy})
+        self._tree_cache = None
+        return self
+
+    def _adopt(self, values: dict[str, Tensor]) -> None:
+        """Make ``values`` (of ``origin_xyz``, ``origin_rpy``, ``lower``, ``upper``) the float64
+        truth and rebuild the cached constants from the origins (unless they are learnable)."""
+        master = self._float64
+        for name, value in values.items():
+            if value.device.type != "meta":
+                master[name] = value.detach().to("cpu", torch.float64, copy=True)
+        if not self.learnable and self.device.type != "meta":
             with torch.no_grad():
                 w_joint, w_link = self._constants(master["origin_xyz"], master["origin_rpy"])
             master["_w_joint"], master["_w_link"] = w_joint, w_link
             self.register_buffer("_w_joint", w_joint.to(self.device, self.dtype), False)
             self.register_buffer("_w_link", w_link.to(self.device, self.dtype), False)
         self._tree_cache = None
-        return self
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Load as ``nn.Module`` does, refusing non-finite values, then rebuild the cached
+        transforms from the loaded origins: a saved calibration takes effect."""
+        loaded = {}
+        for name in ("origin_xyz", "origin_rpy", "lower", "upper"):
+            value = state_dict.get(prefix + name)
+            if not isinstance(value, Tensor) or value.shape != getattr(self, name).shape:
+                continue  # nn.Module reports missing keys and wrong shapes
+            if value.device.type != "meta" and not bool(torch.isfinite(value).all()):
+                raise ValueError(f"state_dict entry {prefix + name!r} has non-finite values")
+            loaded[name] = value
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._adopt(loaded)
 
     def _apply(self, fn, recurse=True):
+        if hasattr(self, "lower"):  # refuse float16 & co. before any buffer is converted
+            _check_dtype(fn(self.lower).dtype)
         self._tree_cache = None  # buffers move or change dtype: rebuild the flattened tree
         before = self.lower.dtype if hasattr(self, "lower") else None
         out = super()._apply(fn, recurse)
@@ -300,7 +368,6 @@ class Robot(nn.Module):
             source=self._source,
             multiplier=self._multiplier,
             offset=self._offset,
-            ancestors=self._ancestors,
             dof=self.dof,
             identity_map=self._identity_map,
         )

@@ -7,15 +7,17 @@ message names the problem and the joint or link concerned.
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import re
+import stat
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
 from pathlib import Path
 from xml.parsers import expat
 
-__all__ = ["URDFError", "Origin", "Mimic", "Joint", "URDFModel", "parse_urdf"]
+__all__ = ["URDFError", "Origin", "Mimic", "Joint", "URDFModel", "parse_urdf", "MAX_URDF_BYTES"]
 
 JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
 UNSUPPORTED_TYPES = ("floating", "planar")
@@ -71,10 +73,17 @@ class URDFModel:
 
 # Unambiguous alternatives, so a long malformed number fails in linear time (no backtracking).
 _NUMBER = re.compile(r"[+-]?(?:\d+(?:\.\d*)?|\.\d+)(?:[eE][+-]?\d+)?")
-_MIN_AXIS_NORM = 1e-9  # below this the direction of an axis is numerical noise
+MAX_URDF_BYTES = 32 * 2**20  # the largest real URDFs are a few MB; pass max_bytes=None to lift
+# Every length, angle, limit, multiplier and offset (mimic chains composed) stays within this, so
+# that joint values, poses and their sums over any tree that fits in MAX_URDF_BYTES stay finite
+# even in float32 (max 3.4e38); real descriptions are many orders of magnitude below it.
+MAX_MAGNITUDE = 1e9
+_SHOWN = 5  # items listed in an error message before "..."
 
 
-def parse_urdf(source: str | os.PathLike, root: str | None = None) -> URDFModel:
+def parse_urdf(
+    source: str | os.PathLike, root: str | None = None, max_bytes: int | None = MAX_URDF_BYTES
+) -> URDFModel:
     """Read a URDF robot description into a validated kinematic tree.
 
     Visual, collision, inertial, transmission, gazebo and any other unknown tags or attributes
@@ -87,15 +96,19 @@ def parse_urdf(source: str | os.PathLike, root: str | None = None) -> URDFModel:
             ``os.PathLike`` is always a path.
         root: The link to start the tree at. ``None`` requires the description to have exactly
             one root link; a name keeps only the subtree reachable from that link.
+        max_bytes: The largest file (or text, in characters) accepted, checked before reading;
+            ``None`` for no limit. Only regular files are read (never a FIFO or a device).
 
     Returns:
         The model, with ``links`` and ``joints`` in depth-first order (children in file order),
         so ``links[0]`` is the root and ``joints[i].child == links[i + 1]``.
 
     Raises:
-        URDFError: If the file is missing, is not safe well-formed XML (any DOCTYPE or entity
-            declaration is refused), or describes something that is not a valid tree of
-            revolute, continuous, prismatic and fixed joints. File errors start with the path.
+        URDFError: If the file is missing, not a regular file, too large, is not safe
+            well-formed XML (any DOCTYPE or entity declaration is refused), or describes
+            something that is not a valid tree of revolute, continuous, prismatic and fixed
+            joints, or has a number beyond ``MAX_MAGNITUDE`` (``1e9``). File errors start with
+            the path.
 
     Example:
         >>> model = parse_urdf('<robot name="r"><link name="a"/><link name="b"/>'
@@ -104,7 +117,7 @@ def parse_urdf(source: str | os.PathLike, root: str | None = None) -> URDFModel:
         >>> model.root, model.joints[0].axis
         ('a', (0.0, 0.0, 1.0))
     """
-    data, label = _read_source(source)
+    data, label = _read_source(source, max_bytes)
     try:
         return _build_model(_parse_xml(data), root)
     except URDFError as err:
@@ -113,19 +126,51 @@ def parse_urdf(source: str | os.PathLike, root: str | None = None) -> URDFModel:
         raise URDFError(f"{label}: {err}") from None
 
 
-def _read_source(source: str | os.PathLike) -> tuple[str | bytes, str | None]:
+def _read_source(
+    source: str | os.PathLike, max_bytes: int | None
+) -> tuple[str | bytes, str | None]:
     """Return ``(xml data, file name or None for text)``."""
     if isinstance(source, str) and (_looks_like_xml(source) or not source.strip()):
         # Leading whitespace would put an <?xml ...?> declaration out of place; an empty
         # string is empty text, not the current directory.
+        if max_bytes is not None and len(source) > max_bytes:
+            raise URDFError(f"the URDF text has {len(source)} characters, over {max_bytes}")
         return source.lstrip(), None
     path = Path(source)
+    label = ascii(str(path))[1:-1]  # one printable line whatever the name holds
     try:
-        return path.read_bytes(), str(path)
+        return _read_regular_file(path, max_bytes), label
+    except URDFError as err:
+        raise URDFError(f"{label}: {err}") from None
     except FileNotFoundError:
-        raise URDFError(f"URDF file not found: {path}") from None
+        raise URDFError(f"URDF file not found: {label}") from None
     except OSError as err:
-        raise URDFError(f"cannot read URDF file {path}: {err.strerror or err}") from None
+        raise URDFError(f"cannot read URDF file {label}: {err.strerror or err}") from None
+    except (ValueError, UnicodeError) as err:  # a NUL or an unencodable character in the name
+        raise URDFError(f"cannot read URDF file {label}: {err}") from None
+
+
+def _read_regular_file(path: Path, max_bytes: int | None) -> bytes:
+    """The bytes of a regular file of at most ``max_bytes``, checked before reading.
+
+    Opened non-blocking, so that a FIFO is refused instead of waiting for a writer forever.
+    """
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    with os.fdopen(fd, "rb") as file:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode):
+            raise URDFError("not a regular file (a FIFO or a device is never read)")
+        if max_bytes is not None and info.st_size > max_bytes:
+            raise URDFError(f"{info.st_size} bytes, over the limit of {max_bytes} (max_bytes=)")
+        # In chunks, not read(max_bytes + 1): that would allocate the whole limit up front.
+        chunks, size, limit = [], 0, math.inf if max_bytes is None else max_bytes
+        while chunk := file.read(2**20):
+            chunks.append(chunk)
+            size += len(chunk)
+            if size > limit:  # the file grew while we read it
+                raise URDFError(f"over the limit of {max_bytes} bytes (max_bytes=)")
+    data = b"".join(chunks)
+    return data
 
 
 def _looks_like_xml(text: str) -> bool:
@@ -146,8 +191,12 @@ def _parse_xml(data: str | bytes) -> ET.Element:
     parser.EndElementHandler = builder.end
     try:
         parser.Parse(data, True)
+    except URDFError:
+        raise
     except expat.ExpatError as err:
         raise URDFError(f"not well-formed XML: {err}") from None
+    except (LookupError, ValueError, UnicodeError) as err:  # unknown, UTF-32 or bad encoding
+        raise URDFError(f"cannot decode the XML: {err}") from None
     return builder.close()
 
 
@@ -175,7 +224,10 @@ def _build_model(robot: ET.Element, root: str | None) -> URDFModel:
     root = _choose_root(links, parent_joint, root, name)
     order = _depth_first(root, joints)
     _check_mimics(joints, order, root)
-    kept = tuple(_resolve_mimic(joint, joints) for joint in order)
+    resolved = _resolve_mimics(joints, order)
+    kept = tuple(
+        replace(joint, mimic=resolved[joint.name]) if joint.mimic else joint for joint in order
+    )
     return URDFModel(name, root, (root, *(joint.child for joint in kept)), kept)
 
 
@@ -187,15 +239,15 @@ def _required(element: ET.Element, attribute: str, where: str) -> str:
 
 
 def _parse_links(robot: ET.Element, robot_name: str) -> list[str]:
-    links: list[str] = []
+    links: dict[str, None] = {}  # a dict: ordered, with constant-time membership
     for index, element in enumerate(robot.iterfind("link")):
         name = _required(element, "name", f"<link> number {index + 1}")
         if name in links:
-            raise URDFError(f"duplicate link name {name!r}")
-        links.append(name)
+            raise URDFError(f"duplicate link name {_short(name)}")
+        links[name] = None
     if not links:
-        raise URDFError(f"robot {robot_name!r} has no links")
-    return links
+        raise URDFError(f"robot {_short(robot_name)} has no links")
+    return list(links)
 
 
 def _parse_joints(robot: ET.Element) -> dict[str, Joint]:
@@ -204,22 +256,22 @@ def _parse_joints(robot: ET.Element) -> dict[str, Joint]:
     for index, element in enumerate(robot.iterfind("joint")):
         name = _required(element, "name", f"<joint> number {index + 1}")
         if name in joints:
-            raise URDFError(f"duplicate joint name {name!r}")
+            raise URDFError(f"duplicate joint name {_short(name)}")
         joints[name] = _parse_joint(element, name)
     return joints
 
 
 def _parse_joint(element: ET.Element, name: str) -> Joint:
-    where = f"joint {name!r}"
+    where = f"joint {_short(name)}"
     kind = _required(element, "type", where)
     if kind in UNSUPPORTED_TYPES:
-        raise URDFError(f"{where} has type {kind!r}, which torchik does not support")
+        raise URDFError(f"{where} has type {_short(kind)}, which torchik does not support")
     if kind not in JOINT_TYPES:
-        raise URDFError(f"{where} has unknown type {kind!r}; expected one of {JOINT_TYPES}")
+        raise URDFError(f"{where} has unknown type {_short(kind)}; expected one of {JOINT_TYPES}")
     parent = _link_reference(element, "parent", where)
     child = _link_reference(element, "child", where)
     if parent == child:
-        raise URDFError(f"{where} has the same parent and child link {parent!r}")
+        raise URDFError(f"{where} has the same parent and child link {_short(parent)}")
     if kind == "fixed":  # axis, limits and mimic mean nothing for a fixed joint
         return Joint(name, kind, parent, child, _parse_origin(element, where))
     lower, upper = _parse_limits(element, kind, where)
@@ -256,10 +308,14 @@ def _parse_axis(element: ET.Element, where: str) -> tuple[float, float, float]:
     axis = element.find("axis")
     if axis is None:
         return (1.0, 0.0, 0.0)
-    x, y, z = _vector(axis.get("xyz", "1 0 0"), f"{where}: <axis xyz>")
-    norm = math.sqrt(x * x + y * y + z * z)
-    if norm < _MIN_AXIS_NORM:
+    x, y, z = _vector(axis.get("xyz", "1 0 0"), f"{where}: <axis xyz>", limit=math.inf)
+    # Scale by the largest component first: the squares of 1e200 overflow and those of 1e-200
+    # underflow, while every nonzero finite vector has a well-defined direction.
+    scale = max(abs(x), abs(y), abs(z))
+    if scale == 0.0:
         raise URDFError(f"{where} has a zero-length axis ({x:g} {y:g} {z:g})")
+    x, y, z = x / scale, y / scale, z / scale
+    norm = math.sqrt(x * x + y * y + z * z)
     return (x / norm, y / norm, z / norm)
 
 
@@ -288,20 +344,37 @@ def _parse_mimic(element: ET.Element, where: str) -> Mimic | None:
     )
 
 
-def _vector(text: str, where: str) -> tuple[float, float, float]:
-    parts = text.split()
+def _vector(text: str, where: str, limit: float = MAX_MAGNITUDE) -> tuple[float, float, float]:
+    parts = text.split(maxsplit=3)
     if len(parts) != 3:
-        raise URDFError(f"{where} needs 3 numbers, got {len(parts)} in {text!r}")
-    x, y, z = (_number(part, where) for part in parts)
+        raise URDFError(f"{where} needs 3 numbers, got {len(text.split())} in {_short(text)}")
+    x, y, z = (_number(part, where, limit) for part in parts)
     return (x, y, z)
 
 
-def _number(text: str, where: str) -> float:
+def _number(text: str, where: str, limit: float = MAX_MAGNITUDE) -> float:
+    value = _finite(text)
+    if value is None:
+        raise URDFError(f"{where} has {_short(text)}, which is not a finite number")
+    if abs(value) > limit:
+        raise URDFError(f"{where} has {_short(text)}, beyond the supported ±{limit:g}")
+    return value
+
+
+@functools.lru_cache(maxsize=4096)  # descriptions repeat "0", "1" and "0 0 0" a lot
+def _finite(text: str) -> float | None:
+    """The value of a strictly formatted finite number, else ``None``."""
     # A strict pattern rather than float() alone: float() also takes 'nan', 'inf' and '1_0'.
     value = text.strip()
     if not _NUMBER.fullmatch(value) or not math.isfinite(float(value)):
-        raise URDFError(f"{where} has {text!r}, which is not a finite number")
+        return None
     return float(value)
+
+
+def _short(value: object, width: int = 80) -> str:
+    """``repr(value)``, cut to about ``width`` characters for an error message."""
+    text = repr(value)
+    return text if len(text) <= width else f"{text[: width - 5]}...{text[-2:]}"
 
 
 # --------------------------------------------------------------------------- tree checks
@@ -313,7 +386,8 @@ def _check_joint_links(joints: dict[str, Joint], links: list[str]) -> None:
         for role, link in (("parent", joint.parent), ("child", joint.child)):
             if link not in known:
                 raise URDFError(
-                    f"joint {joint.name!r} has {role} link {link!r}, which is not a link"
+                    f"joint {_short(joint.name)} has {role} link {_short(link)}, "
+                    "which is not a link"
                 )
 
 
@@ -351,7 +425,8 @@ def _parent_joints(joints: dict[str, Joint]) -> dict[str, Joint]:
         other = parent_joint.get(joint.child)
         if other is not None:
             raise URDFError(
-                f"link {joint.child!r} has two parent joints, {other.name!r} and {joint.name!r}"
+                f"link {_short(joint.child)} has two parent joints, "
+                f"{_short(other.name)} and {_short(joint.name)}"
             )
         parent_joint[joint.child] = joint
     return parent_joint
@@ -362,12 +437,14 @@ def _choose_root(
 ) -> str:
     if root is not None:
         if root not in links:
-            raise URDFError(f"root link {root!r} is not a link of robot {robot!r}")
+            raise URDFError(f"root link {_short(root)} is not a link of robot {_short(robot)}")
         return root
     roots = [link for link in links if link not in parent_joint]
     if len(roots) > 1:  # at least one exists: the joints form no cycle
+        shown = ", ".join(map(_short, roots[:_SHOWN])) + (", ..." if len(roots) > _SHOWN else "")
         raise URDFError(
-            f"robot {robot!r} has {len(roots)} root links {roots}; connect them or pass root="
+            f"robot {_short(robot)} has {len(roots)} root links [{shown}]; "
+            "connect them or pass root="
         )
     return roots[0]
 
@@ -395,28 +472,54 @@ def _check_mimics(joints: dict[str, Joint], kept: list[Joint], root: str) -> Non
         if joint.mimic is None:
             continue
         target = joints.get(joint.mimic.joint)
-        where = f"joint {joint.name!r} mimics {joint.mimic.joint!r}"
+        where = f"joint {_short(joint.name)} mimics {_short(joint.mimic.joint)}"
         if target is None:
             raise URDFError(f"{where}, which is not a joint")
         if target.type == "fixed":
             raise URDFError(f"{where}, which is a fixed joint")
         if target.name not in in_tree:
-            raise URDFError(f"{where}, which is outside the tree rooted at link {root!r}")
+            raise URDFError(f"{where}, which is outside the tree rooted at link {_short(root)}")
 
 
-def _resolve_mimic(joint: Joint, joints: dict[str, Joint]) -> Joint:
-    """Follow a mimic chain to a joint that mimics nothing, composing the affine maps."""
-    if joint.mimic is None:
-        return joint
-    multiplier, offset, seen = 1.0, 0.0, [joint.name]
-    mimic: Mimic | None = joint.mimic
-    while mimic is not None:
-        if mimic.joint in seen:
-            raise URDFError(
-                "mimic joints form a cycle: " + " -> ".join(map(repr, [*seen, mimic.joint]))
+def _resolve_mimics(joints: dict[str, Joint], kept: list[Joint]) -> dict[str, Mimic]:
+    """Resolved mimic maps of the ``kept`` joints (checked by :func:`_check_mimics`): each
+    chain followed to a joint that mimics nothing, composing the affine maps.
+
+    Linear in the number of joints: each chain is walked once and every joint on it is given
+    its resolved map on the way back (memoised), so a 2000-joint chain is not walked 2000 times.
+    """
+    resolved: dict[str, Mimic] = {}
+    for joint in kept:
+        if joint.mimic is None or joint.name in resolved:
+            continue
+        path, on_path = [joint.name], {joint.name}
+        head = joint.mimic.joint
+        while head not in resolved and joints[head].mimic is not None:
+            if head in on_path:
+                loop = path[path.index(head) :] + [head]
+                raise URDFError("mimic joints form a cycle: " + " -> ".join(map(_short, loop)))
+            path.append(head)
+            on_path.add(head)
+            head = joints[head].mimic.joint  # type: ignore[union-attr]
+        # q_head = q_head (identity), or the resolved map of an already resolved joint
+        done = resolved.get(head, Mimic(head))
+        for name in reversed(path):
+            own = joints[name].mimic  # q_name = m * q_next + o, and q_next = M * q_end + O
+            assert own is not None
+            done = Mimic(
+                done.joint,
+                own.multiplier * done.multiplier,
+                own.multiplier * done.offset + own.offset,
             )
-        # q = multiplier * q_this + offset, and q_this = m * q_next + o
-        multiplier, offset = multiplier * mimic.multiplier, multiplier * mimic.offset + offset
-        seen.append(mimic.joint)
-        mimic = joints[mimic.joint].mimic
-    return replace(joint, mimic=Mimic(seen[-1], multiplier, offset))
+            _check_composed_mimic(name, done)
+            resolved[name] = done
+    return resolved
+
+
+def _check_composed_mimic(name: str, mimic: Mimic) -> None:
+    for what, value in (("multiplier", mimic.multiplier), ("offset", mimic.offset)):
+        if not abs(value) <= MAX_MAGNITUDE:  # also catches inf and nan
+            raise URDFError(
+                f"joint {_short(name)} mimics {_short(mimic.joint)} through a chain whose "
+                f"composed {what} {value:g} is beyond the supported ±{MAX_MAGNITUDE:g}"
+            )
