@@ -40,7 +40,6 @@ format: $(STAMP)-dev
 	$(BIN)/ruff check --fix $(CODE)
 	$(BIN)/ruff format $(CODE)
 
-
 bench: $(STAMP)-bench
 	$(BIN)/python benchmarks/run.py
 

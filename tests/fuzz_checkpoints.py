@@ -278,7 +278,7 @@ def _cli(argv: list[str]) -> str:
     with contextlib.redirect_stdout(io.StringIO()), contextlib.redirect_stderr(stderr):
         code = cli.main(argv)
     lines = stderr.getvalue().strip().splitlines()
-    if code == 0:
+    if code in (0, 3):  # 3: solve ran, and no sample was within tolerance
         return "ran"
     if code == 1 and len(lines) == 1 and lines[0].startswith("torchik: error:"):
         raise ValueError(lines[0])

@@ -92,7 +92,7 @@ def _train(args: argparse.Namespace) -> int:
     config = TrainConfig(**{**train_kw, "device": args.device, "seed": args.seed})
     if not 0 <= args.val_fraction < 1:
         raise ValueError(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
-    source, val, robot, rows = _training_data(args, config)
+    source, val, robot, rows, provenance = _training_data(args, config)
     spec = source.spec
     out = Path(args.out or f"runs/{args.model}_{spec.robot}")
     _claim_out(out, args.resume, args.overwrite)
@@ -110,16 +110,15 @@ def _train(args: argparse.Namespace) -> int:
         print(_interrupted(out, step[0], args.argv), file=sys.stderr)
         return _INTERRUPTED
     result.model.save(out / "model.pt")
-    provenance = _provenance(args.data, source) if args.data else {"stream": repr(source)}
     (out / "train_data.json").write_text(json.dumps(provenance) + "\n")
     print(_train_summary(result, robot is not None, out))
     return 0
 
 
-def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str]:
-    """``(training source, validation set or None, robot or None, description of the rows)``
-    from ``--data`` (a held-out ``--val-fraction``) or ``--stream`` (a validation draw of
-    ``val_targets`` pairs apart from the stream)."""
+def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str, dict]:
+    """``(training source, validation set or None, robot or None, description of the rows,
+    provenance for train_data.json)`` from ``--data`` (a held-out ``--val-fraction``) or
+    ``--stream`` (a validation draw of ``val_targets`` pairs apart from the stream)."""
     from torchik.cli import _end_link, _robot
     from torchik.data import FKStream, load_dataset
 
@@ -127,12 +126,14 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
         data = load_dataset(_torch_file(args.data, _NOT_DATA))
         parts = data.split((1 - args.val_fraction, args.val_fraction), seed=args.seed)
         val = parts[1] if len(parts[1]) else None
-        return parts[0], val, _robot_for(data.spec, args.robot), f"{len(parts[0])} rows"
+        robot = _robot_for(data.spec, args.robot)
+        return parts[0], val, robot, f"{len(parts[0])} rows", _provenance(args.data, data)
     robot = _robot(args.stream)
     std = args.std[0] if len(args.std) == 1 else args.std
     stream = FKStream(robot, _end_link(args, robot), args.targets, args.sampler, std, args.seed)
     val = stream.draw(config.val_targets, seed=args.seed + 1) if args.val_fraction > 0 else None
-    return stream, val, robot, f"fresh {args.targets} pairs of {robot.name} made by FK each step"
+    rows = f"fresh {args.targets} pairs of {robot.name} made by FK each step"
+    return stream, val, robot, rows, {"stream": repr(stream)}
 
 
 def _family(name: str) -> type:
