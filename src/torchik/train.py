@@ -220,9 +220,10 @@ def _resume(run: _Run, out_dir: Path) -> bool:
     try:
         run.model.load_state_dict(state.get("model_state", ckpt["state_dict"]))
         run.load_state_dict(state)
-    except (KeyError, TypeError, RuntimeError) as err:
+    except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as err:
+        first = (str(err).strip().splitlines() or [type(err).__name__])[0].rstrip(":")
         raise ValueError(
-            f"cannot resume from {str(path)!r}: damaged training state ({err})"
+            f"cannot resume from {str(path)!r}: damaged training state: {first}"
         ) from err
     return True
 
