@@ -246,6 +246,10 @@ def test_progress_lines_show_samples_per_second_and_a_title():
     lines = out.getvalue().splitlines()
     assert lines[0] == "training x"
     assert "samples/s" in lines[1] and "loss 1.5" in lines[1] and "ETA" in lines[1]
+    quiet = io.StringIO()
+    progress = Progress(100, rows_per_step=8, stream=quiet, heartbeat=0.0)
+    progress.advance(1)  # no report asked for: the heartbeat prints one anyway
+    assert quiet.getvalue().startswith("step       1/100") and "samples/s" in quiet.getvalue()
     bar = io.StringIO()
     progress = Progress(100, rows_per_step=512, title="t", stream=bar, bar=True)
     progress.advance(50)

@@ -39,6 +39,8 @@ class Progress:
         title: printed once at the start, so work never looks frozen before its first report.
         stream: where to write (default ``sys.stderr``).
         bar: ``True``/``False`` forces a tqdm bar or plain lines; ``None``: a bar on a terminal.
+        heartbeat: plain lines only: seconds without a report after which :meth:`advance`
+            prints the step, rates and ETA by itself (a slow start never looks frozen).
     """
 
     def __init__(
@@ -50,8 +52,10 @@ class Progress:
         title: str = "",
         stream: TextIO | None = None,
         bar: bool | None = None,
+        heartbeat: float = 10.0,
     ):
         self.total, self.start, self.rows = total, start, rows_per_step
+        self.heartbeat, self._last_line = heartbeat, time.perf_counter()
         self.enabled, self.stream = enabled, stream or sys.stderr
         self.t0, self.step = time.perf_counter(), start
         use_bar = self.stream.isatty() if bar is None else bar
@@ -79,6 +83,8 @@ class Progress:
         if self._bar is not None and step > self.step:
             self._bar.update(step - self.step)
         self.step = step
+        if self._bar is None and time.perf_counter() - self._last_line > self.heartbeat:
+            self.report({})
 
     def report(self, fields: dict[str, str]) -> None:
         """Show ``fields`` (name -> formatted value) with the rates: the bar's postfix, or a
@@ -89,9 +95,10 @@ class Progress:
         if self._bar is not None:
             self._bar.set_postfix({**fields, "samples/s": f"{samples:,.0f}"}, refresh=False)
             return
-        text = "  ".join(f"{k} {v}" for k, v in fields.items())
+        text = "".join(f"  {k} {v}" for k, v in fields.items())
+        self._last_line = time.perf_counter()
         print(
-            f"step {self.step:>7}/{self.total}  {steps:7.1f} it/s  {samples:9,.0f} samples/s  "
+            f"step {self.step:>7}/{self.total}  {steps:7.1f} it/s  {samples:9,.0f} samples/s"
             f"{text}  ETA {clock(left)}",
             file=self.stream,
             flush=True,
