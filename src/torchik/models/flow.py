@@ -27,6 +27,7 @@ Design choices:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -66,9 +67,9 @@ class FlowConfig:
     def __post_init__(self) -> None:
         if self.kind not in _KINDS:
             raise ValueError(f"kind must be one of {_KINDS}, got {self.kind!r}")
-        noises = (self.noise, self.softflow)
-        if min(self.transforms, self.width, self.depth, self.bins) < 1 or not min(noises) >= 0:
-            raise ValueError(f"Flow sizes must be positive and noises >= 0, got {self}")
+        noises_ok = all(math.isfinite(x) and x >= 0 for x in (self.noise, self.softflow))
+        if min(self.transforms, self.width, self.depth, self.bins) < 1 or not noises_ok:
+            raise ValueError(f"Flow sizes must be positive and noises finite >= 0, got {self}")
 
 
 def _zuko():
