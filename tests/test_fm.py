@@ -28,7 +28,8 @@ def _model(robot: str = "panda", **config) -> FlowMatching:
 @pytest.mark.parametrize(
     "bad",
     [{"width": 0}, {"blocks": 0}, {"steps": 0}, {"embedding": 7}, {"space": "angles"},
-     {"solver": "rk4"}, {"activation": "sigmoid"}],
+     {"solver": "rk4"}, {"activation": "sigmoid"}, {"time_power": 0.0},
+     {"time_power": float("inf")}],
 )  # fmt: skip
 def test_config_is_validated(bad):
     with pytest.raises(ValueError):
@@ -75,6 +76,16 @@ def test_integrate_steps_and_solvers():
         model.integrate(x, context, steps=0)
 
 
+def test_time_power_shifts_training_times():
+    model, q = _model(), torch.zeros(4096, 7)
+    seen = []
+    model.net.register_forward_hook(lambda net, inputs, out: seen.append(inputs[1]))
+    for power in (1.0, 3.0):
+        model.config = FMConfig(width=16, blocks=1, time_power=power)
+        model.loss(q, torch.zeros(4096, 3))
+    assert abs(seen[0].mean() - 0.5) < 0.02 and abs(seen[1].mean() - 0.75) < 0.02
+
+
 def test_velocity_net_time_features_are_not_saved():
     net = VelocityNet(size=2, context=3, width=8, blocks=2, embedding=6)
     assert net.frequencies.shape == (3,) and "frequencies" not in net.state_dict()
@@ -83,8 +94,9 @@ def test_velocity_net_time_features_are_not_saved():
 
 @pytest.mark.slow
 def test_snake2_finds_both_elbow_modes():
-    """About 4 s on one core. Measured: median end-point error 6.5 mm (bound 1 cm), each
-    target's lowest share of accurate samples in one elbow mode 25 % (bound 10 %)."""
+    """About 5 s on one core. Measured: median end-point error 2.7 mm (bound 6 mm; 6.5 mm
+    with uniform training times, ``time_power=1``), each target's lowest share of accurate
+    samples in one elbow mode 31 % (bound 10 %)."""
     robot = load_robot("snake2")
     data = make_dataset(robot, 10000, targets="position", seed=0)
     torch.manual_seed(0)
@@ -99,7 +111,7 @@ def test_snake2_finds_both_elbow_modes():
         q = model.sample(target, 100, generator=_gen(1))
     assert ((q >= model.lower) & (q <= model.upper)).all()
     error = (robot.link_positions(q, "ee") - target[:, None]).norm(dim=-1)
-    assert error.median() < 0.01, error.median()
+    assert error.median() < 0.006, error.median()
     elbow = torch.remainder(q[..., 1] + math.pi, 2 * math.pi) - math.pi
     ok = error < 0.02  # 2 cm on an arm of reach 0.2 m
     up, down = (ok & (elbow > 0)).float().mean(-1), (ok & (elbow < 0)).float().mean(-1)

@@ -4,10 +4,17 @@ the joint solutions of a target (Lipman et al., "Flow matching for generative mo
 
 Design choices:
 
-* **Training**: for joints ``x1`` in the model's unbounded space, noise ``x0 ~ N(0, I)`` and
-  ``t ~ U(0, 1)``, the network ``v(x_t, t, target)`` regresses ``x1 - x0`` at
+* **Training**: for joints ``x1`` in the model's unbounded space, noise ``x0 ~ N(0, I)`` and a
+  time ``t`` in ``[0, 1]``, the network ``v(x_t, t, target)`` regresses ``x1 - x0`` at
   ``x_t = (1 - t) x0 + t x1`` (mean squared error). No density, no inverse, no adversary:
   every mode of ``p(q | target)`` gets its share of the noise.
+* **Time weighting** (``time_power`` ``p``): ``t = U^(1/p)``, density ``p t^(p-1)``. IK needs
+  the end of the path precise (the solutions are thin manifolds the field must contract onto),
+  so the default ``p = 3`` trains mostly near ``t = 1``. Measured on Panda positions (1000
+  steps, lr 3e-3, 200 targets x 20 samples): mean / median error 15.1 / 12.5 cm with ``p = 1``
+  (uniform), 11.6 / 9.2 with 2, 10.1 / 7.6 with 3, 13.4 / 9.5 with 5 (too little training
+  near the noise: samples drift off the solutions); a logit-normal ``t`` (as in image models)
+  15.8 / 13.6.
 * **Joint space** (``space``). ``"features"`` (the default: it learned faster on the 2-joint
   snake and on Panda positions, see ``benchmarks/results/learned_recipes.md``) runs the flow on
   :meth:`~torchik.models.common.JointModel.joint_features` (``(cos, sin)`` of circular joints:
@@ -58,6 +65,7 @@ class FMConfig:
         space: ``"logit"`` or ``"features"`` (see the module docstring).
         steps: integration steps of :meth:`FlowMatching.sample`.
         solver: ``"euler"`` or ``"midpoint"``.
+        time_power: training times are ``U^(1 / time_power)`` (1: uniform).
     """
 
     width: int = 256
@@ -67,10 +75,13 @@ class FMConfig:
     space: str = "features"
     steps: int = 8
     solver: str = "midpoint"
+    time_power: float = 3.0
 
     def __post_init__(self) -> None:
         if min(self.width, self.blocks, self.embedding, self.steps) < 1:
             raise ValueError(f"FlowMatching sizes and steps must be positive, got {self}")
+        if not (math.isfinite(self.time_power) and self.time_power > 0):
+            raise ValueError(f"time_power must be a finite number > 0, got {self.time_power}")
         if self.embedding % 2:
             raise ValueError(f"embedding must be even (sin and cos), got {self.embedding}")
         for name, value, allowed in (
@@ -174,7 +185,7 @@ class FlowMatching(JointModel):
         self._check(q, target)
         x1 = self.encode(q)
         x0 = torch.randn_like(x1)
-        t = torch.rand_like(x1[..., :1])
+        t = torch.rand_like(x1[..., :1]).pow(1.0 / self.config.time_power)
         v = self.net(x0 + t * (x1 - x0), t, self.normalize_target(target))
         return (v - (x1 - x0)).square().mean()
 
