@@ -15,8 +15,9 @@ Design choices:
   (uniform), 11.6 / 9.2 with 2, 10.1 / 7.6 with 3, 13.4 / 9.5 with 5 (too little training
   near the noise: samples drift off the solutions); a logit-normal ``t`` (as in image models)
   15.8 / 13.6.
-* **Joint space** (``space``). ``"features"`` (the default: it learned faster on the 2-joint
-  snake and on Panda positions, see ``benchmarks/results/learned_recipes.md``) runs the flow on
+* **Joint space** (``space``). ``"features"`` (the default: it learned faster; median errors
+  after 300 steps on the 2-joint snake 1.7 cm against 4.3 cm for ``"logit"``, after 1000 on
+  Panda positions 20 cm against 27 cm, both with uniform times and lr 1e-3) runs the flow on
   :meth:`~torchik.models.common.JointModel.joint_features` (``(cos, sin)`` of circular joints:
   no seam at ``+-pi``; normalised angles otherwise) and projects the decoded joints into the
   limits. ``"logit"`` maps joints to ``logit((q - lower) / span) / s`` as
@@ -25,7 +26,9 @@ Design choices:
   ``lower + span * sigmoid(s x)`` are inside the limits without clamping.
 * **Sampling**: ``steps`` fixed steps from ``t = 0`` to ``1`` with Euler's rule or the
   midpoint rule (two network evaluations a step), from noise drawn with the caller's
-  generator, so samples are reproducible.
+  generator, so samples are reproducible. The default, 8 midpoint steps, is measured
+  (``benchmarks/results/learned_recipes.md``, Panda positions after 3000 steps): mean errors
+  20.3, 5.7, 4.4 and 4.7 cm with 2, 4, 8 and 16 steps.
 * **Network**: a residual MLP. The condition ``c`` is an embedding of sinusoidal features of
   ``t`` and the normalised target; each block adds ``W2 act(W1 LN(h) + Wc c)`` to ``h``.
 
