@@ -23,7 +23,7 @@ Design choices:
   context is then the target alone, as in checkpoints written before the option existed.
   It did not pay off at CPU scale: Panda positions after 3000 steps (the recipe of
   ``benchmarks/learned_recipes.py``), mean / median error 5.9 / 4.0 cm with ``softflow=0.01``
-  against 5.4 / 3.5 cm without; IKFlow's gains come from runs millions of steps long.
+  against 5.4 / 3.5 cm without; whether it helps in long (GPU) runs is untested here.
 
 .. _zuko: https://github.com/probabilists/zuko
 """
