@@ -2,9 +2,9 @@
 
 ``all`` runs the quick ones (minutes each; ``train_speed`` about 10 on a CPU); the learned-IK
 protocols that train models for tens of minutes to hours on a CPU (``iknet``, ``posterior``,
-``paths``, ``finetune``) run only by name, with their scripts' defaults. Each benchmark runs in
-its own process (fresh thread pool and memory; its results stamp its own command) and writes
-``benchmarks/results/<name>.md`` and ``.json``. ``make bench`` calls this.
+``paths``, ``finetune``, ``learned_recipes``) run only by name, with their scripts' defaults.
+Each benchmark runs in its own process (fresh thread pool and memory; its results stamp its own
+command) and writes ``benchmarks/results/<name>.md`` and ``.json``. ``make bench`` calls this.
 """
 
 from __future__ import annotations
@@ -30,6 +30,7 @@ LONG = {
     "posterior": HERE / "posterior.py",
     "paths": HERE / "paths.py",
     "finetune": HERE / "finetune.py",
+    "learned_recipes": HERE / "learned_recipes.py",
 }
 """Run only when named: each trains models for a long time on a CPU."""
 PARENT_ENV = "TORCHIK_BENCH_PARENT"  # same name as common.PARENT_ENV (kept import-free here)
