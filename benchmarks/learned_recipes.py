@@ -185,7 +185,7 @@ def main() -> None:
         "learned_recipes",
         "Learned IK recipes: NSF flow against flow matching (Panda positions)",
         intro=[
-            __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`"),
+            __doc__.split("\n\n")[1].replace("\n", " ").replace("``", "`").replace(":class:", ""),
             "",
             _scope_note(args),
         ],
