@@ -471,3 +471,10 @@ def test_train_on_a_stream_and_resume(tmp_path, capsys):
     code, _, err = run(capsys, "train", "--stream", "snake2", "--model", "mlp", "--out",
                        str(tmp_path / "r2"), "--targets", "pose", "--link", "nope")  # fmt: skip
     assert_one_line_error(code, err)
+
+
+def test_plot_refuses_a_huge_dpi_in_one_line(capsys, tmp_path):
+    code, _, err = run(capsys, "plot", "arm", "snake2", "--position", "0.1", "0.1", "0",
+                       "--dpi", "100000", "--out", str(tmp_path / "a.png"))  # fmt: skip
+    assert code == 2 and "at most 1200" in err
+    assert_one_line_error(code, err)

@@ -32,7 +32,7 @@ __all__ = ["main"]
 _TARGET_KINDS = ("position", "pose", "planar")
 _UNSOLVED = 3  # the exit status of a solve with no solution within tolerance
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report it
-_ERRORS = (ValueError, TypeError, OSError, RuntimeError, ArithmeticError, ImportError)
+_ERRORS = (ValueError, TypeError, OSError, RuntimeError, ArithmeticError, ImportError, MemoryError)
 
 
 class _Parser(argparse.ArgumentParser):
@@ -185,6 +185,14 @@ def _positive_int(text: str) -> int:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
     if value < 1:
         raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _dpi(text: str) -> int:
+    """``--dpi``: a whole number in [1, 1200] (a figure of 100 000 dpi is gigabytes)."""
+    value = _positive_int(text)
+    if value > 1200:
+        raise argparse.ArgumentTypeError(f"must be at most 1200, got {text}")
     return value
 
 
@@ -687,7 +695,7 @@ def _add_plot(sub) -> None:
         k.add_argument("source", help=text)
     for k in kinds.choices.values():
         k.add_argument("--out", default="torchik.png", help="PNG file (default torchik.png)")
-        k.add_argument("--dpi", type=_positive_int, default=120)
+        k.add_argument("--dpi", type=_dpi, default=120, help="resolution (1 to 1200, default 120)")
     p.set_defaults(func=_cmd_plot)
 
 
