@@ -221,7 +221,9 @@ def _intro(args) -> list[str]:
         "fixed pairs, or an `FKStream` (pairs made by FK on the device each step) for `stream`.",
         f"`before` is torchik at git `{args.baseline}` (the loop that read the loss every step, "
         "and IKNet's per-layer slicing of its generated weights) run by the same script; "
-        "`eager` today's engine; `compile` with `compile=True`; `bf16` under autocast.",
+        "`eager` today's engine; `compile` with `compile=True`; `bf16` under autocast. The "
+        "warm-up of the compiled modes depends on inductor's on-disk cache: minutes when cold "
+        "(the first compilation of the IKNet took 3 to 5 minutes here), seconds when warm.",
         "The machine is shared: the load averages in the stamp say how busy it was. With one "
         "CPU thread the `× before` column compares samples per CPU-second (the process's CPU "
         "time over the timed steps), which other jobs hardly change; otherwise wall time.",
