@@ -151,6 +151,9 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     import common
 
+    name = f"train_speed{'_' + args.suffix if args.suffix else ''}"
+    report = common.Report(name, "Training throughput")  # stamps the start (load, time)
+    report.stamp["torch_threads"] = f"{args.threads} in each case's process"
     table = common.Table(
         f"Training throughput, {args.device}, {args.threads} threads, batch {args.batch}",
         [
@@ -167,9 +170,6 @@ def main(argv: list[str] | None = None) -> int:
         baseline = _extract(args.baseline, Path(tmp)) if "before" in args.modes else None
         for family in args.families:
             _measure_family(args, family, baseline, table)
-    report = common.Report(
-        f"train_speed{'_' + args.suffix if args.suffix else ''}", "Training throughput"
-    )
     report.intro = _intro(args)
     report.tables.append(table)
     for path in report.write(args.out):
