@@ -389,7 +389,12 @@ def test_ctrl_c_in_a_real_process_prints_the_resume_command(tmp_path, snake_data
     args = [sys.executable, "-m", "torchik", "train", "--data", str(snake_data), "--model", "mlp",
             "--preset", "tiny", "--steps", "1000000", "--out", str(out), "--config",
             "batch_size=8", "checkpoint_every=50", "log_every=100000"]  # fmt: skip
-    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True)
+
+    # a runner that starts tests in the background has SIGINT ignored: give the child Ctrl-C back
+    def ctrl_c_back() -> None:
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = subprocess.Popen(args, stderr=subprocess.PIPE, text=True, preexec_fn=ctrl_c_back)
     assert proc.stderr is not None and proc.stderr.readline().startswith("training mlp")
     deadline = time.monotonic() + 60
     while not (out / "checkpoint.pt").exists() and time.monotonic() < deadline:

@@ -201,11 +201,12 @@ def test_ctrl_c_saves_a_checkpoint_and_the_run_resumes_exactly(tmp_path):
         if step == 7:
             os.kill(os.getpid(), signal.SIGINT)
 
+    before = signal.getsignal(signal.SIGINT)  # SIG_IGN where the runner ignores Ctrl-C
     with pytest.raises(TrainingInterrupted) as info:
         train(_mlp(data.spec), data, config=config, out_dir=tmp_path / "a", callback=ctrl_c)
     assert info.value.step == 7 and info.value.checkpoint == tmp_path / "a" / "checkpoint.pt"
     assert isinstance(info.value, KeyboardInterrupt)
-    assert signal.getsignal(signal.SIGINT) is signal.default_int_handler
+    assert signal.getsignal(signal.SIGINT) is before  # train put the caller's handler back
     train(_mlp(data.spec), data, config=config, out_dir=tmp_path / "a", resume=True)
     train(_mlp(data.spec), data, config=config, out_dir=tmp_path / "b")
     assert [r["loss"] for r in _log(tmp_path / "a")] == [r["loss"] for r in _log(tmp_path / "b")]
