@@ -3,6 +3,7 @@
 Importing torchik has no side effects: no prints, no global device or seed, no heavy imports.
 """
 
+from torchik._version import __version__ as __version__
 from torchik.data import IKDataset, load_dataset, make_dataset
 from torchik.ik import IKResult, solve_ik
 from torchik.planar import PlanarArm
@@ -23,4 +24,3 @@ __all__ = [
     "parse_urdf",
     "solve_ik",
 ]
-__version__ = "0.1.0"
