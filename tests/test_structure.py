@@ -12,12 +12,15 @@ are left out:
   names ``torchik`` itself, so it is an arrow to ``torchik/__init__.py``.
 
 ``from package import name`` is an arrow to ``package.name`` where that is a module, else to
-``package``.
+``package``. A package's ``_SUBMODULES`` (the names its PEP 562 ``__getattr__`` imports with
+:func:`importlib.import_module`) are arrows from the package too.
 """
 
 from __future__ import annotations
 
 import ast
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -71,13 +74,26 @@ def import_graph() -> dict[str, dict[str, int]]:
     for name, path in modules.items():
         package = name if path.name == "__init__.py" else name.rpartition(".")[0]
         arrows = graph.setdefault(name, {})
-        for node in _imports(ast.parse(path.read_text(), str(path))):
+        tree = ast.parse(path.read_text(), str(path))
+        for node in _imports(tree):
             for target in _named(node, package, modules):
                 while target and target not in modules:  # ``import a.b.func`` -> ``a.b``
                     target = target.rpartition(".")[0]
                 if target and target != name:
                     arrows.setdefault(target, node.lineno)
+        for lazy, line in _lazy_submodules(tree):
+            if f"{name}.{lazy}" in modules:
+                arrows.setdefault(f"{name}.{lazy}", line)
     return graph
+
+
+def _lazy_submodules(tree: ast.Module) -> list[tuple[str, int]]:
+    """The names of a module-level ``_SUBMODULES = (...)``, each with its line."""
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "_SUBMODULES" for t in targets):
+            return [(name, node.lineno) for name in ast.literal_eval(node.value)]
+    return []
 
 
 def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
@@ -133,6 +149,10 @@ def test_the_graph_is_read():
     assert "torchik.robot" in graph["torchik.data"]  # lazy, inside a function
 
 
+def test_the_lazy_submodules_are_arrows():
+    assert {"torchik.models", "torchik.train"} <= set(import_graph()["torchik"])
+
+
 def test_cycles_finds_a_circle():
     graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}
     assert cycles(graph) == [["a", "b", "c"]]
@@ -146,3 +166,32 @@ def test_no_import_cycles():
     ]
     if found:
         pytest.fail(f"import circles {found}:\n" + "\n".join(ties))
+
+
+def _run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_import_torchik_does_not_import_the_learned_parts():
+    code = "import sys, torchik; print(sorted(m for m in sys.modules if m.startswith('torchik')))"
+    loaded = _run(code)
+    for name in ("torchik.models", "torchik.train", "torchik.evaluate", "torchik.cli"):
+        assert f"'{name}'" not in loaded
+
+
+def test_import_torchik_reaches_the_learned_parts():
+    code = (
+        "import torchik; torchik.models.load; torchik.train.train; "
+        "print('models' in dir(torchik), 'train' in dir(torchik))"
+    )
+    assert _run(code).split() == ["True", "True"]
+
+
+def test_unknown_attributes_are_attribute_errors():
+    import torchik
+
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        torchik.no_such_thing  # noqa: B018
+    assert not hasattr(torchik, "no_such_thing")
