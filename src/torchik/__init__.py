@@ -1,8 +1,13 @@
 """torchik: batched, differentiable robot kinematics and learned inverse kinematics.
 
 Importing torchik has no side effects: no prints, no global device or seed, no heavy imports.
+The sub-packages for learned IK (``torchik.models``, ``torchik.train``, ``torchik.evaluate``) are
+imported on first use of the attribute (PEP 562), so ``import torchik`` costs nothing for them.
 """
 
+from types import ModuleType
+
+from torchik._version import __version__ as __version__
 from torchik.data import IKDataset, load_dataset, make_dataset
 from torchik.ik import IKResult, solve_ik
 from torchik.planar import PlanarArm
@@ -23,4 +28,24 @@ __all__ = [
     "parse_urdf",
     "solve_ik",
 ]
-__version__ = "0.1.0"
+
+_SUBMODULES = ("evaluate", "models", "train")
+"""Submodules imported by :func:`__getattr__` on first use, not by ``import torchik``."""
+
+
+def __getattr__(name: str) -> ModuleType:
+    """``torchik.models``, ``torchik.train`` or ``torchik.evaluate``, imported on first use."""
+    if name not in _SUBMODULES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    import importlib
+
+    try:
+        return importlib.import_module(f"{__name__}.{name}")
+    except ModuleNotFoundError as err:
+        if err.name != f"{__name__}.{name}":  # a dependency of the submodule is missing
+            raise
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}") from err
+
+
+def __dir__() -> list[str]:
+    return sorted({*globals(), *_SUBMODULES})

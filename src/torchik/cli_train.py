@@ -16,11 +16,13 @@ from typing import Any
 
 import torch
 
-from torchik.cli import (
+from torchik.cli_common import (
     _INTERRUPTED,
+    _end_link,
     _load_model,
     _print_records,
     _require_robot,
+    _robot,
     _robot_for,
     _torch_file,
 )
@@ -119,7 +121,6 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
     """``(training source, validation set or None, robot or None, description of the rows,
     provenance for train_data.json)`` from ``--data`` (a held-out ``--val-fraction``) or
     ``--stream`` (a validation draw of ``val_targets`` pairs apart from the stream)."""
-    from torchik.cli import _end_link, _robot
     from torchik.data import FKStream, load_dataset
 
     if args.stream is None:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import copy
 import dataclasses
-import hashlib
 import math
 import os
 from collections.abc import Sequence
@@ -19,10 +18,12 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from torchik._version import __version__
+from torchik.checkpoint import atomic_save
 from torchik.rotations import pose_to_matrix, rotmat_to_6d, sixd_to_rotmat
+from torchik.spec import ProblemSpec, robot_hash
 
 if TYPE_CHECKING:
-    from torchik.models.base import ProblemSpec
     from torchik.robot import Robot
 
 __all__ = [
@@ -40,37 +41,6 @@ DATA_FORMAT_VERSION = 1
 """Version of the layout that :meth:`IKDataset.save` writes."""
 
 _CHUNK = 65536  # FK batch: bounds peak memory (~L * 16 doubles per row) at any n
-
-
-# ---------------------------------------------------------------------------- robot identity
-def _canonical_text(robot: Robot) -> str:
-    """One line per joint (URDF order) with everything that changes the kinematics."""
-
-    def num(x: float | None) -> str:
-        return "none" if x is None else repr(float(x))
-
-    lines = [f"robot {robot.name} root {robot.root}", "links " + " ".join(robot.link_names)]
-    for j in robot.model.joints:  # the parsed URDF joints: the same for every dtype and device
-        mimic = "none" if j.mimic is None else f"{j.mimic.joint} {num(j.mimic.multiplier)}"
-        mimic += "" if j.mimic is None else f" {num(j.mimic.offset)}"
-        lines.append(
-            f"joint {j.name} {j.type} {j.parent} {j.child} "
-            f"xyz {' '.join(map(num, j.origin.xyz))} rpy {' '.join(map(num, j.origin.rpy))} "
-            f"axis {' '.join(map(num, j.axis))} limits {num(j.lower)} {num(j.upper)} "
-            f"mimic {mimic}"
-        )
-    return "\n".join(lines)
-
-
-def robot_hash(robot: Robot) -> str:
-    """SHA-256 (hex) of a canonical text of the robot's links, joints, origins, axes, limits
-    and mimics, as parsed from its URDF.
-
-    The same description gives the same hash whatever the robot's dtype or device; renaming a
-    link or moving an origin by any amount changes it. Origins trained with
-    :meth:`Robot.learnable_origins` are not included (the hash names the description).
-    """
-    return hashlib.sha256(_canonical_text(robot).encode()).hexdigest()
 
 
 # ---------------------------------------------------------------------------- targets
@@ -181,8 +151,6 @@ class IKDataset:
 
     def save(self, path: str | os.PathLike) -> None:
         """Write the dataset (plain types and tensors, readable with ``weights_only=True``)."""
-        from torchik.models.base import atomic_save
-
         atomic_save(
             {
                 "format_version": DATA_FORMAT_VERSION,
@@ -268,9 +236,6 @@ def make_dataset(
         >>> data.q.shape, data.target.shape
         (torch.Size([1000, 7]), torch.Size([1000, 3]))
     """
-    from torchik import __version__
-    from torchik.models.base import ProblemSpec
-
     spec = ProblemSpec.from_robot(robot, link, targets)
     if n < 0:
         raise ValueError(f"n must be >= 0, got {n}")
@@ -305,8 +270,6 @@ def load_dataset(path: str | os.PathLike, robot: Robot | None = None) -> IKDatas
     Raises:
         ValueError: a corrupt or foreign file, a newer format, or another robot.
     """
-    from torchik.models.base import ProblemSpec
-
     name = os.fspath(path)
     try:
         blob = torch.load(name, map_location="cpu", weights_only=True)
@@ -372,8 +335,6 @@ class FKStream:
         device: str | torch.device | None = None,
         fk_dtype: torch.dtype = torch.float64,
     ):
-        from torchik.models.base import ProblemSpec
-
         self.spec = ProblemSpec.from_robot(robot, link, targets)
         if sampler not in ("uniform", "normal"):
             raise ValueError(f"sampler must be 'uniform' or 'normal', got {sampler!r}")

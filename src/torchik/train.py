@@ -27,6 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from torchik.checkpoint import read_checkpoint
 from torchik.data import FKStream, IKDataset, decode_target, robot_hash
 from torchik.engine import (
     CtrlC,
@@ -39,7 +40,6 @@ from torchik.engine import (
 )
 from torchik.metrics import position_error
 from torchik.models.base import IKModel, atomic_save
-from torchik.models.checkpoint import read_checkpoint
 from torchik.progress import Progress, read_log, write_log
 
 if TYPE_CHECKING:

@@ -12,28 +12,25 @@ A checkpoint is a ``torch.save`` of plain types and tensors only::
 
 and :func:`load` reads it with ``weights_only=True``: a checkpoint never executes code. Loading
 checks everything before it allocates: the layout, the content hash of format 2 files
-(:func:`~torchik.models.checkpoint.content_hash`), that every weight is finite, the config and
+(:func:`~torchik.checkpoint.content_hash`), that every weight is finite, the config and
 spec (each field in range) and the parameter count (at most :data:`MAX_PARAMETERS`, counted
 before the model is built). Every refusal is a :class:`ValueError` naming the file.
 
-Note for model files: import from :mod:`torchik.models.base` (and :mod:`torchik.rotations`),
-not from :mod:`torchik.data`, at module level; ``torchik.data`` imports this package lazily and
-a top-level import back would be circular.
+:class:`ProblemSpec`, :data:`TARGET_DIMS` and :data:`MAX_DOF` live in :mod:`torchik.spec`,
+the checkpoint files' :mod:`torchik.checkpoint` (:func:`atomic_save` and the checks); both are
+re-exported here.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import math
 import os
-from dataclasses import dataclass
 from typing import Any, ClassVar, TypeVar
 
 import torch
 from torch import Tensor, nn
 
-from torchik.checks import check_bool, check_choice, check_float, check_int, short_repr
-from torchik.models.checkpoint import (
+from torchik.checkpoint import (
     FORMAT_VERSION,
     _torch_load,
     atomic_save,
@@ -41,7 +38,9 @@ from torchik.models.checkpoint import (
     content_hash,
     read_checkpoint,
 )
+from torchik.checks import check_int
 from torchik.rotations import wrap_angle
+from torchik.spec import MAX_DOF, TARGET_DIMS, ProblemSpec
 
 __all__ = [
     "FORMAT_VERSION",
@@ -66,125 +65,12 @@ __all__ = [
     "content_hash",
 ]
 
-MAX_DOF = 64
-"""The most joints a :class:`ProblemSpec` accepts."""
-
 MAX_SAMPLES = 1 << 20
 """The most samples per target :meth:`IKModel.sample` draws."""
 
 MAX_PARAMETERS = 200_000_000
 """The most parameters a checkpoint's model may have (800 MB of float32): :func:`load` counts
 them before building the model and refuses larger ones."""
-
-TARGET_DIMS: dict[str, int] = {"position": 3, "pose": 9, "planar": 2}
-"""Target kind -> its size ``T``: ``"position"`` (x, y, z), ``"pose"`` (x, y, z and the 6-D
-rotation of :func:`torchik.rotations.rotmat_to_6d`), ``"planar"`` (x, y of the end point)."""
-
-
-# ---------------------------------------------------------------------------- problem spec
-@dataclass(frozen=True)
-class ProblemSpec:
-    """What a model needs to know about the robot; saved in every checkpoint.
-
-    Attributes:
-        robot: the robot's name (``robot.name``).
-        robot_hash: :func:`torchik.data.robot_hash` of the robot, to catch a model or data set
-            used with another robot of the same name.
-        link: the end link whose pose is the target.
-        dof: number of actuated joints ``D``.
-        targets: ``"position"``, ``"pose"`` or ``"planar"`` (see :data:`TARGET_DIMS`).
-        lower, upper: ``D`` joint limits; continuous joints have ``(-pi, pi]``.
-        continuous: ``D`` flags marking continuous (wrapping) joints.
-    """
-
-    robot: str
-    robot_hash: str
-    link: str
-    dof: int
-    targets: str
-    lower: tuple[float, ...]
-    upper: tuple[float, ...]
-    continuous: tuple[bool, ...]
-
-    def __post_init__(self) -> None:
-        for name in ("robot", "robot_hash", "link"):
-            if not isinstance(getattr(self, name), str):
-                raise TypeError(f"{name} must be a str, got {type(getattr(self, name)).__name__}")
-        check_int("dof", self.dof, 1, MAX_DOF)
-        check_choice("targets", self.targets, TARGET_DIMS)
-        for name in ("lower", "upper", "continuous"):
-            value = getattr(self, name)
-            if not isinstance(value, (tuple, list)) or len(value) != self.dof:
-                raise ValueError(
-                    f"{name} must hold dof={self.dof} entries, got {short_repr(value)}"
-                )
-            check = check_bool if name == "continuous" else check_float
-            value = tuple(check(f"{name}[{j}]", x) for j, x in enumerate(value))
-            object.__setattr__(self, name, value)  # lists (from a checkpoint) become tuples
-        if any(lo > hi for lo, hi in zip(self.lower, self.upper, strict=True)):
-            raise ValueError(f"lower {self.lower} exceeds upper {self.upper}")
-
-    @property
-    def target_dim(self) -> int:
-        """The size ``T`` of one target."""
-        return TARGET_DIMS[self.targets]
-
-    @classmethod
-    def from_robot(cls, robot: Any, link: str | None = None, targets: str = "position"):
-        """The spec of ``robot`` (a :class:`torchik.Robot`).
-
-        Args:
-            robot: the robot.
-            link: the end link; default :func:`torchik.robots.default_end_link`.
-            targets: the target kind.
-
-        Example:
-            >>> spec = ProblemSpec.from_robot(torchik.load_robot("panda"))
-            >>> spec.link, spec.dof, spec.target_dim
-            ('panda_hand', 7, 3)
-        """
-        from torchik.data import robot_hash  # lazy: torchik.data imports this module
-        from torchik.robots import default_end_link
-
-        link = default_end_link(robot) if link is None else link
-        robot.link_index(link)  # a clear error for unknown links
-        return cls(
-            robot=robot.name,
-            robot_hash=robot_hash(robot),
-            link=link,
-            dof=robot.dof,
-            targets=targets,
-            lower=tuple(float(x) for x in robot.lower.tolist()),
-            upper=tuple(float(x) for x in robot.upper.tolist()),
-            continuous=tuple(bool(x) for x in robot.continuous.tolist()),
-        )
-
-    def differences(self, robot: Any, link: str | None = None) -> list[str]:
-        """What differs between this spec and ``robot`` (a :class:`torchik.Robot`) with
-        ``link`` (default: this spec's): empty where the robot is the one it was made for.
-
-        Example:
-            >>> spec = ProblemSpec.from_robot(torchik.load_robot("snake2"))
-            >>> spec.differences(torchik.load_robot("snake4"))
-            ["name 'snake4', not 'snake2'", 'dof 4, not 2']
-        """
-        from torchik.data import robot_hash  # lazy: torchik.data imports this module
-
-        link = self.link if link is None else link
-        pairs = (("name", robot.name, self.robot), ("link", link, self.link))
-        pairs += (("dof", robot.dof, self.dof),)
-        found = [f"{key} {mine!r}, not {theirs!r}" for key, mine, theirs in pairs if mine != theirs]
-        if robot.dof == self.dof:  # limits compared at float32 precision (either dtype)
-            limits = (robot.lower.tolist(), robot.upper.tolist(), robot.continuous.tolist())
-            theirs = zip(*limits, strict=True)
-            mine = zip(self.lower, self.upper, self.continuous, strict=True)
-            moved = [j for j, (a, b) in enumerate(zip(theirs, mine, strict=True)) if a[2] != b[2]
-                     or not (math.isclose(a[0], b[0], abs_tol=1e-6) and
-                             math.isclose(a[1], b[1], abs_tol=1e-6))]  # fmt: skip
-            found += [f"the limits of joints {moved}"] if moved else []
-        if not found and robot_hash(robot) != self.robot_hash:
-            found.append("the geometry (joint origins, axes or links; the robot hash)")
-        return found
 
 
 # ---------------------------------------------------------------------------- limit helpers

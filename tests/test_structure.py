@@ -1,0 +1,197 @@
+"""The package's import graph has no circles.
+
+Every module under ``src/torchik`` is parsed with :mod:`ast` (nothing is imported) and each
+``import`` / ``from ... import`` becomes an arrow to the torchik module it names, wherever it
+stands: at module level, inside a function (a lazy import) or in a ``try``. Two kinds of import
+are left out:
+
+- those under ``if TYPE_CHECKING:`` (they never run);
+- the parents that Python imports on the way to a module (``import torchik.models.base`` runs
+  ``torchik/__init__.py`` and ``torchik/models/__init__.py`` first): every module would
+  otherwise sit in a circle with ``torchik/__init__.py``. ``from torchik import __version__``
+  names ``torchik`` itself, so it is an arrow to ``torchik/__init__.py``.
+
+``from package import name`` is an arrow to ``package.name`` where that is a module, else to
+``package``. A package's ``_SUBMODULES`` (the names its PEP 562 ``__getattr__`` imports with
+:func:`importlib.import_module`) are arrows from the package too.
+"""
+
+from __future__ import annotations
+
+import ast
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+SRC = Path(__file__).resolve().parents[1] / "src"
+
+
+def _modules() -> dict[str, Path]:
+    found = {}
+    for path in sorted((SRC / "torchik").rglob("*.py")):
+        parts = path.relative_to(SRC).with_suffix("").parts
+        found[".".join(parts[:-1] if parts[-1] == "__init__" else parts)] = path
+    return found
+
+
+def _is_type_checking(node: ast.AST) -> bool:
+    test = getattr(node, "test", None)
+    return isinstance(node, ast.If) and (
+        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
+        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
+    )
+
+
+def _imports(node: ast.AST):
+    """Every import statement under ``node`` (function bodies included), but ``TYPE_CHECKING``."""
+    for child in ast.iter_child_nodes(node):
+        if _is_type_checking(child):
+            for other in child.orelse:
+                yield from _imports(ast.Module(body=[other], type_ignores=[]))
+            continue
+        if isinstance(child, ast.Import | ast.ImportFrom):
+            yield child
+        yield from _imports(child)
+
+
+def _named(node: ast.Import | ast.ImportFrom, package: str, modules: dict) -> list[str]:
+    """The dotted names that an import statement loads (not yet mapped to modules)."""
+    if isinstance(node, ast.Import):
+        return [alias.name for alias in node.names]
+    base = node.module or ""
+    if node.level:  # relative: ``from . import x`` in package ``a.b`` is ``a.b.x``
+        parts = package.split(".")[: len(package.split(".")) - node.level + 1]
+        base = ".".join([*parts, base] if base else parts)
+    return [f"{base}.{a.name}" if f"{base}.{a.name}" in modules else base for a in node.names]
+
+
+def import_graph() -> dict[str, dict[str, int]]:
+    """``{module: {imported torchik module: line of the first such import}}``."""
+    modules = _modules()
+    graph: dict[str, dict[str, int]] = {}
+    for name, path in modules.items():
+        package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+        arrows = graph.setdefault(name, {})
+        tree = ast.parse(path.read_text(), str(path))
+        for node in _imports(tree):
+            for target in _named(node, package, modules):
+                while target and target not in modules:  # ``import a.b.func`` -> ``a.b``
+                    target = target.rpartition(".")[0]
+                if target and target != name:
+                    arrows.setdefault(target, node.lineno)
+        for lazy, line in _lazy_submodules(tree):
+            if f"{name}.{lazy}" in modules:
+                arrows.setdefault(f"{name}.{lazy}", line)
+    return graph
+
+
+def _lazy_submodules(tree: ast.Module) -> list[tuple[str, int]]:
+    """The names of a module-level ``_SUBMODULES = (...)``, each with its line."""
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "_SUBMODULES" for t in targets):
+            return [(name, node.lineno) for name in ast.literal_eval(node.value)]
+    return []
+
+
+def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
+    """The strongly connected components of more than one module (Tarjan), each sorted."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in graph[v]:
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = []
+            while (w := stack.pop()) != v:
+                component.append(w)
+            if component:
+                found.append(sorted([v, *component]))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return sorted(found)
+
+
+def test_imports_inside_functions_count_and_type_checking_does_not():
+    code = """
+import os
+from typing import TYPE_CHECKING
+if TYPE_CHECKING:
+    import skipped
+else:
+    import kept_else
+def f():
+    from torchik import lazy
+    class C:
+        def g(self):
+            import deep
+"""
+    found = [n.names[0].name for n in _imports(ast.parse(code))]
+    assert found == ["os", "TYPE_CHECKING", "kept_else", "lazy", "deep"]
+
+
+def test_the_graph_is_read():
+    graph = import_graph()
+    assert "torchik.models.base" in graph["torchik.models.mlp"]  # module level
+    assert "torchik.robot" in graph["torchik.data"]  # lazy, inside a function
+
+
+def test_the_lazy_submodules_are_arrows():
+    assert {"torchik.models", "torchik.train"} <= set(import_graph()["torchik"])
+
+
+def test_cycles_finds_a_circle():
+    graph = {"a": {"b": 1}, "b": {"c": 1}, "c": {"a": 1}, "d": {"a": 1}}
+    assert cycles(graph) == [["a", "b", "c"]]
+
+
+def test_no_import_cycles():
+    graph = import_graph()
+    found = cycles(graph)
+    ties = [
+        f"{a} -> {b} (line {graph[a][b]})" for c in found for a in c for b in graph[a] if b in c
+    ]
+    if found:
+        pytest.fail(f"import circles {found}:\n" + "\n".join(ties))
+
+
+def _run(code: str) -> str:
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True)
+    assert done.returncode == 0, done.stderr
+    return done.stdout
+
+
+def test_import_torchik_does_not_import_the_learned_parts():
+    code = "import sys, torchik; print(sorted(m for m in sys.modules if m.startswith('torchik')))"
+    loaded = _run(code)
+    for name in ("torchik.models", "torchik.train", "torchik.evaluate", "torchik.cli"):
+        assert f"'{name}'" not in loaded
+
+
+def test_import_torchik_reaches_the_learned_parts():
+    code = (
+        "import torchik; torchik.models.load; torchik.train.train; "
+        "print('models' in dir(torchik), 'train' in dir(torchik))"
+    )
+    assert _run(code).split() == ["True", "True"]
+
+
+def test_unknown_attributes_are_attribute_errors():
+    import torchik
+
+    with pytest.raises(AttributeError, match="no attribute 'no_such_thing'"):
+        torchik.no_such_thing  # noqa: B018
+    assert not hasattr(torchik, "no_such_thing")
