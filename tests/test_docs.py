@@ -59,3 +59,14 @@ def test_docs_block_runs(lang, code, tmp_path, monkeypatch):
         command = [sys.executable, "-m", "torchik", *words[1:]]
         done = subprocess.run(command, capture_output=True, text=True, env=env, timeout=300)
         assert done.returncode == 0, f"{line}\n{done.stdout}\n{done.stderr}"
+
+
+def test_every_benchmark_result_has_a_reproduction_page():
+    """A new ``benchmarks/results/NAME.md`` needs ``docs/reproductions/NAME.md`` (which includes
+    it) and a line in mkdocs.yml's nav; the build checks that included files exist."""
+    nav = (REPO / "mkdocs.yml").read_text()
+    for result in sorted((REPO / "benchmarks" / "results").glob("*.md")):
+        page = DOCS / "reproductions" / result.name
+        assert page.exists(), f"no docs page for {result.name}"
+        assert f'--8<-- "benchmarks/results/{result.name}"' in page.read_text()
+        assert f"reproductions/{result.name}" in nav, f"{result.name} is not in the nav"
