@@ -6,7 +6,7 @@ TORCH := torch==2.13.0
 STAMP := $(VENV)/.stamp
 CODE := $(wildcard src tests benchmarks)
 
-.PHONY: demo test bench lint format clean fuzz
+.PHONY: demo test docs bench lint format clean fuzz
 
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
@@ -15,6 +15,10 @@ $(BIN)/python:
 
 $(STAMP)-dev: $(BIN)/python pyproject.toml
 	$(BIN)/python -m pip install -q $(TORCH) -e ".[dev]"
+	touch $@
+
+$(STAMP)-docs: $(STAMP)-dev
+	$(BIN)/python -m pip install -q $(TORCH) -e ".[dev,docs]"
 	touch $@
 
 $(STAMP)-bench: $(STAMP)-dev
@@ -26,6 +30,9 @@ demo: $(STAMP)-dev
 
 test: $(STAMP)-dev
 	$(BIN)/python -m pytest -q -n 2 tests --doctest-modules src/torchik
+
+docs: $(STAMP)-docs
+	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 fuzz: $(STAMP)-dev
 	$(BIN)/python tests/fuzz_checkpoints.py --n 1000
@@ -44,4 +51,4 @@ bench: $(STAMP)-bench
 	$(BIN)/python benchmarks/run.py
 
 clean:
-	rm -rf $(VENV) build dist *.egg-info src/*.egg-info .pytest_cache .ruff_cache
+	rm -rf $(VENV) build dist site *.egg-info src/*.egg-info .pytest_cache .ruff_cache
