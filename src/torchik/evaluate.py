@@ -33,7 +33,13 @@ if TYPE_CHECKING:
     from torchik.models.base import ProblemSpec
     from torchik.robot import Robot
 
-__all__ = ["SampleReport", "evaluate_model", "evaluate_sampler", "evaluate_samples", "sample_errors"]
+__all__ = [
+    "SampleReport",
+    "evaluate_model",
+    "evaluate_sampler",
+    "evaluate_samples",
+    "sample_errors",
+]
 
 THRESHOLDS = (0.001, 0.005, 0.01)
 """Default accuracy thresholds (m): 1, 5 and 10 mm."""
