@@ -21,11 +21,11 @@ import torch
 from common import Column, Report, Table, add_common_args, log, train_small_iknet
 
 import torchik
+from torchik.evaluate import evaluate_model
 from torchik.finetune import FINETUNE_CONFIG, family_dataset, finetune, perturbed_robot
-from torchik.metrics import position_error
 from torchik.models import IKNet
 
-ROBOT, LINK = "digit_arm", "left_hand"
+ROBOT = "digit_arm"
 
 
 def _scratch(data, steps: int) -> tuple[IKNet, float]:
@@ -36,9 +36,8 @@ def _scratch(data, steps: int) -> tuple[IKNet, float]:
 @torch.no_grad()
 def evaluate(model, robot, test) -> dict[str, float]:
     """Mean position error (m) of 10 samples per test target, and the test NLL."""
-    q = model.sample(test.target, 10, generator=torch.Generator().manual_seed(3))
-    err = position_error(robot, q.double(), test.target.double()[:, None], LINK)
-    return {"mean": err.mean().item(), "median": err.median().item(),
+    report = evaluate_model(model, test.target, robot, n=10, seed=3)
+    return {"mean": report.position_mean, "median": report.position_median,
             "nll": model.loss(test.q, test.target).item()}  # fmt: skip
 
 

@@ -49,7 +49,7 @@ from common import (
 
 from torchik import load_robot, solve_ik
 from torchik.data import make_dataset
-from torchik.metrics import best_of_n, mean_pairwise_distance, position_error
+from torchik.evaluate import SampleReport, evaluate_model, evaluate_samples
 from torchik.models import IKModel, IKNet, IKNetConfig, families
 from torchik.train import TrainConfig, train
 
@@ -161,35 +161,40 @@ def _circular(spec) -> torch.Tensor:
     return torch.tensor(spec.continuous) | (span >= 2 * math.pi - 1e-6)
 
 
-def _sample_metrics(samples, robot64, targets, spec) -> dict[str, float]:
-    """Metrics of ``(targets, n, dof)`` solutions of ``(targets, 3)`` positions."""
-    errors = position_error(robot64, samples, targets[:, None].double(), spec.link)
-    lower, upper = torch.tensor(spec.lower), torch.tensor(spec.upper)
-    inside = (samples.double() >= lower - 1e-6) & (samples.double() <= upper + 1e-6)
-    n = samples.shape[-2]
-    diversity = (
-        mean_pairwise_distance(samples, _circular(spec)).mean().item() if n > 1 else float("nan")
-    )
+def _metrics(report: SampleReport) -> dict[str, float]:
+    """The table's columns of a report (NaN where a column needs more samples)."""
+    n, nan = report.samples_per_target, float("nan")
     return {
-        "mean_cm": errors.mean().item() * CM,
-        "std_cm": errors.std().item() * CM,
-        "median_cm": errors.median().item() * CM,
-        "acc_10cm": (errors < 0.10).double().mean().item(),
-        "acc_2cm": (errors < 0.02).double().mean().item(),
-        "acc_1cm": (errors < 0.01).double().mean().item(),
-        "best10_cm": best_of_n(errors, 10).mean().item() * CM if n >= 10 else float("nan"),
-        "best100_cm": best_of_n(errors, min(100, n)).mean().item() * CM if n > 1 else float("nan"),
-        "diversity": diversity,
-        "inside_limits": inside.all(-1).double().mean().item(),
+        "mean_cm": report.position_mean * CM,
+        "std_cm": report.position_std * CM,
+        "median_cm": report.position_median * CM,
+        **{f"acc_{round(t * CM)}cm": a for t, a in report.accuracy.items()},
+        "best10_cm": report.best_of.get(10, nan) * CM,
+        "best100_cm": report.best_of[min(100, n)] * CM if n > 1 else nan,
+        "diversity": report.diversity if n > 1 else nan,
+        "inside_limits": report.fraction_within_limits,
     }
 
 
+def _sample_metrics(samples, robot64, targets, spec) -> dict[str, float]:
+    """Metrics of ``(targets, n, dof)`` solutions of ``(targets, 3)`` positions."""
+    options = _options(samples.shape[-2], spec)
+    return _metrics(evaluate_samples(robot64, samples, targets, spec, **options))
+
+
+def _options(n: int, spec) -> dict[str, Any]:
+    """The protocol's thresholds, best-of-N, limit slack and wrapped joints for ``n`` samples."""
+    best = (10, min(100, n))
+    return dict(thresholds=(0.10, 0.02, 0.01), best_of=best, limit_tol=1e-6, wrap=_circular(spec))
+
+
 def _evaluate(model: IKModel, robot64, test_set, n: int, temperature: float) -> dict[str, float]:
-    gen = torch.Generator().manual_seed(SEEDS["sample"])
-    options = {} if temperature == 1.0 else {"temperature": temperature}
-    with torch.no_grad():
-        samples = model.sample(test_set.target, n, generator=gen, **options)
-    return _sample_metrics(samples, robot64, test_set.target, model.spec)
+    """Metrics of ``n`` raw samples per test target (float32 samples, as drawn)."""
+    sample_options = {} if temperature == 1.0 else {"temperature": temperature}
+    options = _options(n, model.spec)
+    report = evaluate_model(model, test_set.target, robot64, n, SEEDS["sample"], sample_options,
+                            dtype=None, **options)  # fmt: skip
+    return _metrics(report)
 
 
 def _runtime(model: IKModel, targets: torch.Tensor) -> dict[str, float]:

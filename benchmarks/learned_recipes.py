@@ -19,7 +19,6 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import math
-import time
 from typing import Any
 
 import torch
@@ -27,7 +26,7 @@ from common import Column, Report, Table, add_common_args, fmt_pct, fmt_time, lo
 
 from torchik import load_robot
 from torchik.data import FKStream
-from torchik.metrics import mean_pairwise_distance, position_error
+from torchik.evaluate import SampleReport, evaluate_model, evaluate_samples
 from torchik.models import families
 from torchik.train import TrainConfig, train
 
@@ -44,22 +43,21 @@ CM = 100.0
 
 def sample_metrics(model, robot, targets, n: int, **options: Any) -> dict[str, float]:
     """Accuracy and diversity of ``n`` raw samples for each of ``targets (B, 3)``."""
-    gen = torch.Generator().manual_seed(SEEDS["sample"])
-    start = time.perf_counter()
-    with torch.no_grad():
-        q = model.sample(targets, n, generator=gen, **options)
-    seconds = time.perf_counter() - start
-    return joint_metrics(q, robot, targets, model.spec.link) | {"sample_s": seconds}
+    report = evaluate_model(model, targets, robot, n, SEEDS["sample"], options, dtype=None)
+    return _columns(report) | {"sample_s": report.seconds}
 
 
-def joint_metrics(q, robot, targets, link: str) -> dict[str, float]:
+def joint_metrics(q, robot, targets, spec) -> dict[str, float]:
     """Errors and diversity of joints ``q (B, n, D)`` for ``targets (B, 3)``."""
-    errors = position_error(robot, q.double(), targets[:, None].double(), link)
+    return _columns(evaluate_samples(robot, q, targets, spec, thresholds=(0.01,)))
+
+
+def _columns(report: SampleReport) -> dict[str, float]:
     return {
-        "mean_cm": errors.mean().item() * CM,
-        "median_cm": errors.median().item() * CM,
-        "acc_1cm": (errors < 0.01).double().mean().item(),
-        "diversity": mean_pairwise_distance(q, robot.continuous).mean().item(),
+        "mean_cm": report.position_mean * CM,
+        "median_cm": report.position_median * CM,
+        "acc_1cm": report.accuracy[0.01],
+        "diversity": report.diversity,
     }
 
 
@@ -121,7 +119,7 @@ def run(args) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
     prior = robot.lower + (robot.upper - robot.lower) * unit  # what "no model" scores
     rows = [
         {"method": "uniform joints (no model)"}
-        | joint_metrics(prior, robot, test.target, test.spec.link)
+        | joint_metrics(prior, robot, test.target, test.spec)
     ]
     curves = []
     for name in args.recipes:

@@ -226,32 +226,21 @@ def _train_summary(result, metric_is_error: bool, out: Path) -> str:
 # ---------------------------------------------------------------------------- eval
 @torch.no_grad()
 def _evaluate(model, data, robot, n: int, seed: int) -> dict[str, float]:
-    from torchik import metrics
-    from torchik.data import decode_target
+    from torchik.evaluate import evaluate_model
 
-    target = data.target.to(model.target_mean)
-    gen = torch.Generator(target.device).manual_seed(seed)
-    samples, seconds = metrics.timed(model.sample, target, n, generator=gen)
-    samples = samples.cpu().double()
-    position, rotmat = decode_target(data.target.double(), model.spec.targets)
-    link = model.spec.link
-    err = metrics.position_error(robot, samples, position[:, None], link)
+    r = evaluate_model(model, data.target, robot, n, seed)
     out = {"targets": len(data), "samples per target": n}
-    out["position error mean (mm)"] = 1000 * err.mean().item()
-    out["position error median (mm)"] = 1000 * err.median().item()
-    out[f"best of {n} position error mean (mm)"] = 1000 * metrics.best_of_n(err).mean().item()
-    for mm in (1, 5, 10):
-        out[f"samples within {mm} mm"] = metrics.accuracy(err, mm / 1000)
-    if rotmat is not None:
-        rot = metrics.rotation_error(robot, samples, rotmat[:, None], link)
-        out["rotation error mean (deg)"] = math.degrees(rot.mean().item())
-    lower, upper = robot.lower, robot.upper
-    violations = metrics.limit_violations(samples, lower, upper, tol=1e-5)
-    out["samples outside limits"] = (violations > 0).double().mean().item()
-    diversity = metrics.mean_pairwise_distance(samples, robot.continuous)
-    out["diversity (mean pairwise joint distance)"] = diversity.mean().item()
-    out["sampling time per target (ms)"] = 1000 * seconds / max(1, len(data))
+    out["position error mean (mm)"] = 1000 * r.position_mean
+    out["position error median (mm)"] = 1000 * r.position_median
+    out[f"best of {n} position error mean (mm)"] = 1000 * r.best_of[n]
+    out |= {f"samples within {round(t * 1000)} mm": a for t, a in r.accuracy.items()}
+    if r.rotation_mean is not None:
+        out["rotation error mean (deg)"] = math.degrees(r.rotation_mean)
+    out["samples outside limits"] = r.fraction_outside_limits
+    out["diversity (mean pairwise joint distance)"] = r.diversity
+    out["sampling time per target (ms)"] = 1000 * r.seconds / max(1, len(data))
     try:
+        target = data.target.to(model.target_mean)
         log_prob = model.log_prob(data.q.to(target), target)
         out["log-likelihood of the data joints"] = log_prob.mean().item()
     except NotImplementedError:

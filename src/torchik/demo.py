@@ -50,22 +50,22 @@ def reachable_poses(robot, n: int, seed: int = 0) -> Tensor:
 def solve_pose(model, robot, pose: Tensor, n: int, seed: int) -> PoseRow:
     """Sample ``n`` configurations for ``pose``, then refine each one (1 mm, 0.01 rad)."""
     from torchik.data import encode_target
+    from torchik.evaluate import sample_errors
     from torchik.ik import refine_samples
-    from torchik.metrics import position_error, rotation_error
 
     gen = torch.Generator().manual_seed(seed)
+    target = encode_target(pose, "pose")
     start = time.perf_counter()
     with torch.no_grad():
-        samples = model.sample(encode_target(pose, "pose").float(), n, generator=gen)
+        samples = model.sample(target.float(), n, generator=gen)
     sample_ms = 1000 * (time.perf_counter() - start)
     start = time.perf_counter()
     result = refine_samples(robot, pose, samples, tol_rotation=0.01)
     refine_ms = 1000 * (time.perf_counter() - start)
     _, keep = result.distinct()
     with torch.no_grad():
-        pos = position_error(robot, samples, pose[:3, 3], LINK)
-        rot = rotation_error(robot, samples, pose[:3, :3], LINK)
-    return PoseRow(pose, samples, (pos, rot), result, int(keep.sum()), sample_ms, refine_ms)
+        pos, rot = sample_errors(robot, samples[None], target[None], model.spec)
+    return PoseRow(pose, samples, (pos[0], rot[0]), result, int(keep.sum()), sample_ms, refine_ms)
 
 
 def print_table(rows: list[PoseRow]) -> None:

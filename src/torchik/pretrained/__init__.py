@@ -41,25 +41,22 @@ def evaluate(
         the smallest position error of the ``n_samples``) and, for pose models,
         ``rotation_mean_deg``, ``rotation_median_deg``.
     """
-    from torchik import load_robot
-    from torchik.data import decode_target
-    from torchik.metrics import position_error, rotation_error
+    import math
 
-    spec = model.spec
-    fk_robot = load_robot(spec.robot, dtype=torch.float64)
-    target = held_out_targets(fk_robot, spec.targets, n_targets, seed)
-    gen = torch.Generator().manual_seed(seed)
-    q = model.sample(target.to(model.target_mean), n_samples, generator=gen).double()
-    position, rotmat = decode_target(target.double(), spec.targets)
-    pos = position_error(fk_robot, q, position[:, None], spec.link)  # (N, n)
+    from torchik import load_robot
+    from torchik.evaluate import evaluate_model
+
+    fk_robot = load_robot(model.spec.robot, dtype=torch.float64)
+    target = held_out_targets(fk_robot, model.spec.targets, n_targets, seed)
+    r = evaluate_model(model, target, fk_robot, n_samples, seed)
     out = {
-        "position_mean_mm": 1000 * pos.mean().item(),
-        "position_median_mm": 1000 * pos.median().item(),
-        "best_of_n_mm": 1000 * pos.min(dim=-1).values.mean().item(),
+        "position_mean_mm": 1000 * r.position_mean,
+        "position_median_mm": 1000 * r.position_median,
+        "best_of_n_mm": 1000 * r.best_of[n_samples],
     }
-    if rotmat is not None:
-        rot = torch.rad2deg(rotation_error(fk_robot, q, rotmat[:, None], spec.link))
-        out |= {"rotation_mean_deg": rot.mean().item(), "rotation_median_deg": rot.median().item()}
+    if r.rotation_mean is not None:
+        out |= {"rotation_mean_deg": math.degrees(r.rotation_mean),
+                "rotation_median_deg": math.degrees(r.rotation_median)}  # fmt: skip
     return out
 
 
