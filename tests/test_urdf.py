@@ -122,7 +122,7 @@ def test_long_malformed_number_fails_fast() -> None:
     start = time.perf_counter()
     with pytest.raises(URDFError, match="'j'.*xyz.*not a finite number"):
         parse_urdf(robot(joint("j", "fixed", "a", "b", body), links="a b"))
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 5.0  # loose: a guard against hangs, not a benchmark
 
 
 def test_missing_file_names_the_path(tmp_path: Path) -> None:
@@ -146,7 +146,7 @@ def test_only_regular_files_within_the_size_limit_are_read(tmp_path: Path) -> No
         parse_urdf(big, max_bytes=1000)
     with pytest.raises(URDFError, match="characters, over 10"):
         parse_urdf(robot(links="a"), max_bytes=10)
-    assert time.perf_counter() - start < 1.0
+    assert time.perf_counter() - start < 5.0  # loose: reading the FIFO would block forever
     assert parse_urdf(big, max_bytes=None).links == ("a",)
 
 
@@ -222,7 +222,8 @@ def test_large_descriptions_load_in_linear_time(kind: str) -> None:
         assert kind == "linkonly" and len(str(err)) < 200
     else:
         assert len(model.joints) == count - 1
-    assert time.perf_counter() - start < 2.0
+    # loose (CI shares 2 cores): quadratic loading took minutes; benchmarks/urdf_load.py times it
+    assert time.perf_counter() - start < 10.0
 
 
 @pytest.mark.parametrize("kind", ["floating", "planar"])
