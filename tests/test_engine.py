@@ -212,6 +212,21 @@ def test_ctrl_c_saves_a_checkpoint_and_the_run_resumes_exactly(tmp_path):
     assert [r["loss"] for r in _log(tmp_path / "a")] == [r["loss"] for r in _log(tmp_path / "b")]
 
 
+def test_sigterm_also_stops_after_a_checkpoint(tmp_path):
+    data = make_dataset(load_robot("snake2"), 800, seed=0)
+    config = TrainConfig(steps=20, log_every=1, checkpoint_every=100, warmup_steps=2, **QUIET)
+
+    def term(step, metrics):
+        if step == 4:
+            os.kill(os.getpid(), signal.SIGTERM)
+
+    before = signal.getsignal(signal.SIGTERM)
+    with pytest.raises(TrainingInterrupted) as info:
+        train(_mlp(data.spec), data, config=config, out_dir=tmp_path, callback=term)
+    assert info.value.step == 4 and (tmp_path / "checkpoint.pt").is_file()
+    assert signal.getsignal(signal.SIGTERM) is before
+
+
 class _Exploding(MLP):
     family = "mlp"
 

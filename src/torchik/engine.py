@@ -350,13 +350,17 @@ def matmul_precision(device: torch.device, tf32: bool) -> Iterator[None]:
 
 
 class CtrlC:
-    """While active, the first Ctrl-C only asks the loop to stop after its current step (so a
-    checkpoint can be written); a second one stops at once. Only in the main thread."""
+    """While active, the first Ctrl-C (SIGINT) or SIGTERM (``timeout``, a batch scheduler's
+    warning) only asks the loop to stop after its current step, so a checkpoint can be
+    written; a second one stops at once. Only in the main thread; the caller's handlers come
+    back on exit."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
 
     def __init__(self, active: bool):
         self.active = active and threading.current_thread() is threading.main_thread()
         self.requested = False
-        self._old: Any = None
+        self._old: dict[int, Any] = {}
 
     def _handle(self, signum: int, frame: Any) -> None:
         if self.requested:
@@ -365,9 +369,10 @@ class CtrlC:
 
     def __enter__(self) -> CtrlC:
         if self.active:
-            self._old = signal.signal(signal.SIGINT, self._handle)
+            self._old = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
         return self
 
     def __exit__(self, *exc: Any) -> None:
-        if self.active:
-            signal.signal(signal.SIGINT, self._old)
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}
