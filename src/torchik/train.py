@@ -10,7 +10,8 @@ Options: bf16 autocast, ``torch.compile``, micro-batches, an EMA of the weights.
 
 A run killed at any moment and restarted with ``resume=True`` continues exactly: the losses
 after the last checkpoint are bit-for-bit those of the uninterrupted run (same device and
-thread count). Ctrl-C (or SIGTERM) saves a checkpoint at the end of the current step before stopping.
+thread count). Ctrl-C (or SIGTERM) saves a checkpoint at the end of the current step before
+stopping.
 """
 
 from __future__ import annotations
