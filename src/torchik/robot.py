@@ -11,7 +11,8 @@ import torch
 from torch import Tensor, nn
 
 from torchik import kinematics as kin
-from torchik.rotations import rotmat_to_quat, rpy_to_rotmat
+from torchik.robot_tree import _axis_alignments, _origin_matrices, _path_model
+from torchik.rotations import rotmat_to_quat
 from torchik.urdf import MAX_URDF_BYTES, URDFModel, parse_urdf
 
 __all__ = ["Robot", "load_robot"]
@@ -22,31 +23,12 @@ LinkSpec = str | Sequence[str] | None
 SUPPORTED_DTYPES = (torch.float32, torch.float64)
 
 
-def _axis_alignments(axes: Sequence[Sequence[float]]) -> Tensor:
-    """Rotations ``(N, 4, 4)`` (homogeneous, float64) whose z columns are the unit ``axes``."""
-    z = torch.tensor(axes, dtype=torch.float64).reshape(-1, 3)
-    unit_x = z.new_tensor([1.0, 0.0, 0.0]).expand_as(z)
-    helper = torch.where(z[:, :1].abs() < 0.9, unit_x, unit_x.roll(1, dims=-1))
-    x = torch.linalg.cross(helper, z)
-    x = x / x.norm(dim=-1, keepdim=True)
-    out = torch.eye(4, dtype=torch.float64).repeat(z.shape[0], 1, 1)
-    out[:, :3, :3] = torch.stack((x, torch.linalg.cross(z, x), z), dim=-1)
-    return out
-
-
 def _check_dtype(dtype: torch.dtype) -> None:
     if dtype not in SUPPORTED_DTYPES:
         raise TypeError(
             f"a Robot supports the dtypes {SUPPORTED_DTYPES}, not {dtype} (whose range or "
             "precision is too small for kinematics)"
         )
-
-
-def _origin_matrices(xyz: Tensor, rpy: Tensor) -> Tensor:
-    """``(N, 4, 4)`` transforms from translations ``(N, 3)`` and roll-pitch-yaw ``(N, 3)``."""
-    top = torch.cat((rpy_to_rotmat(rpy), xyz[..., None]), dim=-1)
-    bottom = xyz.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(xyz.shape[0], 1, 4)
-    return torch.cat((top, bottom), dim=-2)
 
 
 class Robot(nn.Module):
@@ -469,26 +451,6 @@ class Robot(nn.Module):
             f"name={self.name!r}, dof={self.dof}, links={len(self.link_names)}, "
             f"dtype={self.dtype}, learnable={self.learnable}"
         )
-
-
-def _path_model(model: URDFModel, base: str, tip: str) -> URDFModel:
-    """The description of the joints from ``base`` down to ``tip``, rooted at ``base``."""
-    parent_joint = {joint.child: joint for joint in model.joints}
-    path, link = [], tip
-    while link != base:
-        if link not in parent_joint:
-            raise ValueError(f"link {base!r} is not on the path from the root to {tip!r}")
-        path.append(parent_joint[link])
-        link = path[-1].parent
-    path.reverse()
-    on_path = {joint.name for joint in path}
-    for joint in path:
-        if joint.mimic is not None and joint.mimic.joint not in on_path:
-            raise ValueError(
-                f"joint {joint.name!r} mimics {joint.mimic.joint!r}, which is not between "
-                f"{base!r} and {tip!r}"
-            )
-    return URDFModel(model.name, base, (base, *(joint.child for joint in path)), tuple(path))
 
 
 def load_robot(name: str, dtype: torch.dtype | None = None, **kwargs) -> Robot:

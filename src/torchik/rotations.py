@@ -23,6 +23,8 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
+from torchik.transforms import invert_transform, matrix_to_pose, pose_to_matrix, wrap_angle
+
 __all__ = [
     "skew",
     "unskew",
@@ -454,48 +456,6 @@ def geodesic_distance(rotmat1: Tensor, rotmat2: Tensor) -> Tensor:
     return torch.atan2(_safe_norm(unskew(rel)), cos)
 
 
-def pose_to_matrix(position: Tensor, rotmat: Tensor) -> Tensor:
-    """Homogeneous transform ``[[R, p], [0, 1]]``.
-
-    Args:
-        position: Translations ``(..., 3)``.
-        rotmat: Rotation matrices ``(..., 3, 3)``; batch dims broadcast against ``position``.
-
-    Returns:
-        Transforms ``(..., 4, 4)``.
-    """
-    batch = torch.broadcast_shapes(position.shape[:-1], rotmat.shape[:-2])
-    top = torch.cat((rotmat.expand(*batch, 3, 3), position.expand(*batch, 3)[..., None]), dim=-1)
-    bottom = position.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(*batch, 1, 4)
-    return torch.cat((top, bottom), dim=-2)
-
-
-def matrix_to_pose(transform: Tensor) -> tuple[Tensor, Tensor]:
-    """Splits a homogeneous transform into translation and rotation.
-
-    Args:
-        transform: Transforms ``(..., 4, 4)``.
-
-    Returns:
-        ``(position (..., 3), rotmat (..., 3, 3))`` (views of ``transform``).
-    """
-    return transform[..., :3, 3], transform[..., :3, :3]
-
-
-def invert_transform(transform: Tensor) -> Tensor:
-    """Inverse of a rigid transform, ``[[R^T, -R^T p], [0, 1]]`` (no general matrix inverse).
-
-    Args:
-        transform: Rigid transforms ``(..., 4, 4)``.
-
-    Returns:
-        Transforms ``(..., 4, 4)``.
-    """
-    position, rotmat = matrix_to_pose(transform)
-    rot_t = rotmat.transpose(-1, -2)
-    return pose_to_matrix(-(rot_t @ position[..., None])[..., 0], rot_t)
-
-
 def pose_error(transform: Tensor, target: Tensor) -> Tensor:
     """The 6-vector residual that numerical IK drives to zero, expressed in the root frame.
 
@@ -518,22 +478,3 @@ def pose_error(transform: Tensor, target: Tensor) -> Tensor:
     pos_err = target_position - position
     pos_err, rot_err = torch.broadcast_tensors(pos_err, rot_err)
     return torch.cat((pos_err, rot_err), dim=-1)
-
-
-def wrap_angle(angle: Tensor) -> Tensor:
-    """Wraps angles to ``(-pi, pi]``; ``-pi`` maps to ``pi``. The gradient is 1 (the shift is a
-    piecewise-constant multiple of ``2 pi``, so it carries no gradient).
-
-    Args:
-        angle: Angles ``(...)`` in radians.
-
-    Returns:
-        Angles ``(...)`` in ``(-pi, pi]``.
-    """
-    # k = ceil((x - pi) / 2pi) is the number of turns that puts x in (-pi, pi]; x = -pi gives
-    # (-2pi) / 2pi = -1 exactly in floating point, so -pi -> pi exactly. The two where's repair
-    # rounding for large |x| where x - 2pi k can land a hair outside the interval.
-    turns = torch.ceil((angle - math.pi) / (2.0 * math.pi)).detach()
-    out = angle - (2.0 * math.pi) * turns
-    out = torch.where(out <= -math.pi, out + 2.0 * math.pi, out)
-    return torch.where(out > math.pi, out - 2.0 * math.pi, out)

@@ -1,20 +1,8 @@
 """Moved to :mod:`torchik.checkpoint` (below both :mod:`torchik.data` and :mod:`torchik.models`);
-this module re-exports it so that ``from torchik.models.checkpoint import ...`` keeps working."""
+this module re-exports it so that ``from torchik.models.checkpoint import ...`` keeps working.
 
-from torchik.checkpoint import (
-    FORMAT_VERSION,
-    _torch_load,
-    atomic_save,
-    check_checkpoint,
-    content_hash,
-    read_checkpoint,
-)
+The names come with ``*`` and the new module's own ``__all__``, so the two cannot drift apart.
+"""
 
-__all__ = [
-    "FORMAT_VERSION",
-    "_torch_load",
-    "atomic_save",
-    "check_checkpoint",
-    "content_hash",
-    "read_checkpoint",
-]
+from torchik.checkpoint import *  # noqa: F403
+from torchik.checkpoint import __all__, _torch_load  # noqa: F401
