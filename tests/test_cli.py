@@ -304,7 +304,7 @@ def test_train_interrupted_says_how_to_resume(tmp_path, capsys, snake_data, monk
 
 
 def test_train_presets_and_the_default_size(tmp_path, capsys, snake_data):
-    from torchik.cli_train import _model_config
+    from torchik.cli.train import _model_config
     from torchik.models import IKNet, IKNetConfig
 
     assert _model_config(IKNet, None, {}, 2)[1] == IKNetConfig.small(components=4)
