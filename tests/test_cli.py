@@ -29,6 +29,19 @@ def assert_one_line_error(code: int, err: str) -> None:
     assert len(err.strip().splitlines()) == 1, err
 
 
+def test_each_command_is_a_module_with_add_parser_and_run():
+    import importlib
+
+    from torchik.cli import build_parser
+
+    sub = next(a for a in build_parser()._actions if a.dest == "command")
+    assert list(sub.choices) == ["info", "dataset", "train", "eval", "solve", "plot", "bench"]
+    for name, parser in sub.choices.items():
+        module = importlib.import_module(f"torchik.cli.{name}")
+        assert callable(module.add_parser)
+        assert parser.get_default("func") is module.run
+
+
 def test_info_panda(capsys):
     code, out, _ = run(capsys, "info", "panda", "--samples", "500")
     assert code == 0
@@ -304,7 +317,7 @@ def test_train_interrupted_says_how_to_resume(tmp_path, capsys, snake_data, monk
 
 
 def test_train_presets_and_the_default_size(tmp_path, capsys, snake_data):
-    from torchik.cli_train import _model_config
+    from torchik.cli.train import _model_config
     from torchik.models import IKNet, IKNetConfig
 
     assert _model_config(IKNet, None, {}, 2)[1] == IKNetConfig.small(components=4)

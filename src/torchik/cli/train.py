@@ -1,14 +1,11 @@
-"""The ``torchik train`` and ``torchik eval`` commands (their parser lives in :mod:`torchik.cli`):
-model sizes by preset, a run folder that is never overwritten unasked, Ctrl-C that says how to
-resume, and a warning when a model is evaluated on its own training data."""
+"""``torchik train``: model sizes by preset, a run folder that is never overwritten unasked, and
+Ctrl-C that says how to resume."""
 
 from __future__ import annotations
 
 import argparse
 import dataclasses
 import json
-import math
-import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -16,21 +13,61 @@ from typing import Any
 
 import torch
 
-from torchik.cli_common import (
+from torchik.cli.common import (
     _INTERRUPTED,
+    _NOT_DATA,
+    _TARGET_KINDS,
+    _common,
     _end_link,
-    _load_model,
-    _print_records,
-    _require_robot,
+    _positive_int,
+    _provenance,
     _robot,
     _robot_for,
     _torch_file,
 )
 
-__all__ = ["cmd_eval", "cmd_train"]
+
+def add_parser(sub) -> None:
+    p = sub.add_parser(
+        "train", help="train a learned IK model on a data set, or on pairs made by FK as it goes"
+    )
+    source = p.add_mutually_exclusive_group(required=True)
+    source.add_argument("--data", help="a file written by 'torchik dataset'")
+    source.add_argument("--stream", metavar="ROBOT",
+                        help="fresh pairs made by FK every step instead of a file: a bundled "
+                             "name, planar:L1,L2,... or a URDF (with --targets, --sampler, "
+                             "--std, --link)")  # fmt: skip
+    p.add_argument("--targets", choices=_TARGET_KINDS, default="position",
+                   help="--stream's target kind (default position)")  # fmt: skip
+    p.add_argument("--sampler", choices=("uniform", "normal"), default="uniform",
+                   help="--stream's joint sampler (default uniform in the limits)")  # fmt: skip
+    p.add_argument("--std", type=float, nargs="+", default=[0.2],
+                   help="--stream's normal sampler std: one, or one per joint")  # fmt: skip
+    p.add_argument("--link", help="--stream's end link (default: the robot's end link)")
+    p.add_argument("--model", required=True, help="model family (iknet, mlp, ...)")
+    p.add_argument(
+        "--config",
+        nargs="+",
+        default=[],
+        metavar="KEY=VALUE",
+        help="model or training settings, e.g. width=64 batch_size=256 lr=1e-3",
+    )
+    p.add_argument("--preset", choices=("tiny", "small", "paper"),
+                   help="model size: tiny (tests, seconds), small (CPU minutes), paper (the "
+                        "paper's, a GPU); default: the family's, sized for the robot")  # fmt: skip
+    p.add_argument("--steps", type=_positive_int, help="training steps (default: TrainConfig's)")
+    p.add_argument("--out", help="run folder (default: runs/FAMILY_ROBOT)")
+    p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
+    p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
+    p.add_argument("--threads", type=_positive_int, default=1,
+                   help="CPU threads (default 1: these small models train fastest on one, and "
+                        "more threads on a busy machine stall each other)")  # fmt: skip
+    p.add_argument("--val-fraction", type=float, default=0.1, help="rows held out (default 0.1)")
+    p.add_argument("--robot", help="robot for the validation error (default: the data's)")
+    _common(p)  # fmt: skip
+    p.set_defaults(func=run)
 
 
-# ---------------------------------------------------------------------------- train
 def _convert(text: str, default: Any, name: str) -> Any:
     """``text`` as the type of the field's ``default`` (None defaults: number, bool or None)."""
     lowered = text.strip().lower()
@@ -69,11 +106,10 @@ def _split_config(pairs: Sequence[str], model_config: type, train_config: type):
     return out
 
 
-_NOT_DATA = "--data takes a file written by 'torchik dataset ROBOT -n N --out FILE'"
 _RUN_FILES = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.json")
 
 
-def cmd_train(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> int:
     """``torchik train``: train a model family on a data set file into a run folder, with
     ``args.threads`` CPU threads (the previous number is restored afterwards)."""
     previous = torch.get_num_threads()
@@ -202,15 +238,6 @@ def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
     return f"interrupted {where}; resume with: torchik {shlex.join(command)}"
 
 
-def _provenance(path: str, data) -> dict[str, Any]:
-    """What ``eval`` needs to recognise the training data: its path and a hash of its rows."""
-    import hashlib
-
-    digest = hashlib.sha256(data.q.numpy().tobytes())
-    digest.update(data.target.numpy().tobytes())
-    return {"path": os.path.abspath(path), "rows": len(data), "sha256": digest.hexdigest()}
-
-
 def _train_summary(result, metric_is_error: bool, out: Path) -> str:
     text = f"trained {result.model.family} for {result.steps} steps in {result.seconds:.1f} s"
     if result.best_val is not None:
@@ -221,78 +248,3 @@ def _train_summary(result, metric_is_error: bool, out: Path) -> str:
     return (
         f"{text}\nsaved {out / 'model.pt'} (resume from {out / 'checkpoint.pt'}, curve in log.csv)"
     )
-
-
-# ---------------------------------------------------------------------------- eval
-@torch.no_grad()
-def _evaluate(model, data, robot, n: int, seed: int) -> dict[str, float]:
-    from torchik.evaluate import evaluate_model
-
-    r = evaluate_model(model, data.target, robot, n, seed)
-    out = {"targets": len(data), "samples per target": n}
-    out["position error mean (mm)"] = 1000 * r.position_mean
-    out["position error median (mm)"] = 1000 * r.position_median
-    out[f"best of {n} position error mean (mm)"] = 1000 * r.best_of[n]
-    out |= {f"samples within {round(t * 1000)} mm": a for t, a in r.accuracy.items()}
-    if r.rotation_mean is not None:
-        out["rotation error mean (deg)"] = math.degrees(r.rotation_mean)
-    out["samples outside limits"] = r.fraction_outside_limits
-    out["diversity (mean pairwise joint distance)"] = r.diversity
-    out["sampling time per target (ms)"] = 1000 * r.seconds / max(1, len(data))
-    try:
-        target = data.target.to(model.target_mean)
-        log_prob = model.log_prob(data.q.to(target), target)
-        out["log-likelihood of the data joints"] = log_prob.mean().item()
-    except NotImplementedError:
-        pass
-    return out
-
-
-def cmd_eval(args: argparse.Namespace) -> int:
-    """``torchik eval``: metrics of a trained model on a data set file."""
-    from torchik.data import load_dataset
-
-    data = load_dataset(_torch_file(args.data, _NOT_DATA))
-    model = _load_model(args.model, data.spec.robot, torch.device(args.device))
-    _warn_if_training_data(args.model, args.data, data)
-    _check_same_problem(model.spec, data.spec)
-    robot = _require_robot(data.spec, args.robot)
-    data = data.subset(slice(0, args.limit))
-    results = _evaluate(model, data, robot, args.n, args.seed)
-    _print_records([{"metric": k, "value": v} for k, v in results.items()], args.format)
-    return 0
-
-
-def _check_same_problem(model_spec, data_spec) -> None:
-    """A ValueError naming the fields in which the model's and the data's specs differ; limits
-    agree within 1e-6 (a spec made from a float32 robot holds float32-rounded limits, as the
-    bundled pretrained models' do)."""
-    ours, theirs = dataclasses.asdict(model_spec), dataclasses.asdict(data_spec)
-    differ = [
-        f"{key} {ours[key]} vs {theirs[key]}"
-        for key in ours
-        if not (
-            ours[key] == theirs[key]
-            or key in ("lower", "upper")
-            and len(ours[key]) == len(theirs[key])
-            and all(abs(a - b) <= 1e-6 for a, b in zip(ours[key], theirs[key], strict=True))
-        )
-    ]
-    if differ:
-        raise ValueError(f"the model and the data are for different problems: {'; '.join(differ)}")
-
-
-def _warn_if_training_data(model_path: str, data_path: str, data) -> None:
-    """A warning on stderr when ``data`` holds the rows the model was trained on (per the
-    ``train_data.json`` that ``torchik train`` leaves in the run folder)."""
-    record = Path(model_path).parent / "train_data.json"
-    if model_path == "pretrained" or not record.is_file():
-        return
-    trained = json.loads(record.read_text())
-    if trained.get("sha256") == _provenance(data_path, data)["sha256"]:
-        print(
-            f"torchik: warning: {data_path} is the data set this model was trained on "
-            f"({trained.get('path')}): these numbers measure fit, not generalisation; evaluate "
-            "on a data set made with another --seed",
-            file=sys.stderr,
-        )

@@ -1,0 +1,295 @@
+"""What the ``torchik`` commands share (every module of :mod:`torchik.cli` imports this one, and
+it imports none of them): the one-line argparse error, argument types, robots and end links from
+command-line names, ``--position``/``--pose`` targets, torch files checked before torch reads
+them, models from ``--model`` and printed records."""
+
+from __future__ import annotations
+
+import argparse
+import json
+import math
+import os
+import sys
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+_TARGET_KINDS = ("position", "pose", "planar")
+_NOT_DATA = "--data takes a file written by 'torchik dataset ROBOT -n N --out FILE'"
+
+
+class _Parser(argparse.ArgumentParser):
+    """argparse with a one-line error (argparse prints the whole usage first)."""
+
+    def error(self, message: str) -> None:  # type: ignore[override]
+        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
+        raise SystemExit(2)
+
+
+# ---------------------------------------------------------------------------- argument types
+def _device_arg(text: str) -> str:
+    """A torch device this machine has: cpu, cuda[:N] (with a GPU) or mps (on a Mac)."""
+    try:
+        device = torch.device(text)
+    except (RuntimeError, ValueError):
+        raise argparse.ArgumentTypeError(
+            f"unknown device {text!r} (use cpu, cuda, cuda:N or mps)"
+        ) from None
+    if device.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise argparse.ArgumentTypeError(f"{text!r}: no CUDA GPU is available here")
+        if device.index is not None and device.index >= count:
+            raise argparse.ArgumentTypeError(f"{text!r}: this machine has {count} CUDA GPU(s)")
+    elif device.type == "mps" and not torch.backends.mps.is_available():
+        raise argparse.ArgumentTypeError(f"{text!r}: MPS is not available here")
+    elif device.type not in ("cpu", "cuda", "mps"):
+        raise argparse.ArgumentTypeError(
+            f"device {text!r} cannot run torchik (use cpu, cuda, cuda:N or mps)"
+        )
+    return text
+
+
+def _finite(text: str) -> float:
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a number") from None
+    if not math.isfinite(value):
+        raise argparse.ArgumentTypeError(f"{text!r} is not a finite number")
+    return value
+
+
+def _non_negative(text: str) -> float:
+    value = _finite(text)
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be >= 0, got {text}")
+    return value
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be >= 1, got {text}")
+    return value
+
+
+def _dpi(text: str) -> int:
+    """``--dpi``: a whole number in [1, 1200] (a figure of 100 000 dpi is gigabytes)."""
+    value = _positive_int(text)
+    if value > 1200:
+        raise argparse.ArgumentTypeError(f"must be at most 1200, got {text}")
+    return value
+
+
+def _common(parser: argparse.ArgumentParser, device: bool = True, seed: bool = True) -> None:
+    if device:
+        parser.add_argument("--device", type=_device_arg, default="cpu",
+                            help="cpu, cuda, cuda:N or mps (default: cpu)")  # fmt: skip
+    if seed:
+        parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
+# ---------------------------------------------------------------------------- robots and inputs
+def _urdf_model(name: str):
+    """The parsed URDF of a bundled robot, ``planar:L1,L2,...`` or a URDF file."""
+    from torchik import robots
+    from torchik.urdf import parse_urdf
+
+    if name in robots.BUNDLED:
+        return parse_urdf(robots.bundled_urdf(name))
+    if name.startswith("planar:"):
+        try:
+            lengths = [float(v) for v in name[len("planar:") :].split(",")]
+        except ValueError:
+            raise ValueError(f"planar arm lengths must be numbers, got {name!r}") from None
+        return parse_urdf(robots.planar_arm_urdf(lengths))
+    if os.path.exists(name) or name.lower().endswith(".urdf"):
+        return parse_urdf(Path(name))
+    known = ", ".join(robots.list_robots())
+    raise ValueError(
+        f"unknown robot {name!r}: use a bundled robot ({known}), 'planar:L1,L2,...' or the "
+        "path of a URDF file"
+    )
+
+
+def _robot(name: str):
+    """A float64 CPU :class:`~torchik.Robot` for ``name`` (see :func:`_urdf_model`)."""
+    from torchik.robot import Robot
+
+    return Robot(_urdf_model(name), dtype=torch.float64)
+
+
+def _robot_for(spec, name: str | None):
+    """The robot a model or data set was made for: ``name`` if given (checked against the
+    spec's hash), else the bundled robot of the spec's name when its hash matches, else None."""
+    from torchik.data import robot_hash
+    from torchik.robots import BUNDLED
+
+    explicit = name is not None
+    name = name if explicit else spec.robot
+    if not explicit and name not in BUNDLED:
+        return None
+    robot = _robot(name)
+    if robot_hash(robot) == spec.robot_hash:
+        return robot
+    if explicit:
+        raise ValueError(f"robot {name!r} is not the robot {spec.robot!r} this file was made for")
+    return None
+
+
+def _require_robot(spec, name: str | None):
+    robot = _robot_for(spec, name)
+    if robot is None:
+        raise ValueError(
+            f"robot {spec.robot!r} is not bundled with this torchik: pass --robot URDF_OR_NAME"
+        )
+    return robot
+
+
+def _end_link(args, robot) -> str:
+    """``--link`` if given, else :func:`torchik.robots.default_end_link`, named on stderr when
+    the robot came from a file (a bundled robot's end link is documented)."""
+    from torchik.robots import default_end_link
+
+    if args.link is not None:
+        robot.link_index(args.link)  # a clear error for unknown links
+        return args.link
+    link = default_end_link(robot)
+    if _is_file(getattr(args, "stream", None) or args.robot):
+        print(
+            f"torchik: end link {link} (the deepest leaf of the longest moving chain; --link "
+            "chooses another)",
+            file=sys.stderr,
+        )
+    return link
+
+
+def _is_file(name: str) -> bool:
+    from torchik.robots import BUNDLED
+
+    return name not in BUNDLED and not name.startswith("planar:")
+
+
+def _torch_file(path: str, what: str) -> str:
+    """``path``, checked to be a torch archive before torch reads it (torch's own messages for
+    other files, such as "pop from empty list" for a URDF, say nothing to a user)."""
+    import zipfile
+
+    if os.path.isfile(path) and not zipfile.is_zipfile(path):
+        with open(path, "rb") as f:
+            head = f.read(256).lstrip()
+        kind = "an XML file (a URDF?)" if head.startswith(b"<") else "not a torch file"
+        raise ValueError(f"{path!r} is {kind}: {what}")
+    return path
+
+
+# ---------------------------------------------------------------------------- targets
+def _add_target(parser: argparse.ArgumentParser) -> None:
+    group = parser.add_mutually_exclusive_group(required=True)
+    group.add_argument(
+        "--position", type=_finite, nargs="+", metavar="X",
+        help="target position x y z (m); x y for planar arms (orientation free)",
+    )  # fmt: skip
+    group.add_argument(
+        "--pose", type=_finite, nargs=7, metavar=("X", "Y", "Z", "QW", "QX", "QY", "QZ"),
+        help="target pose: position (m) and unit quaternion w x y z",
+    )  # fmt: skip
+
+
+def _target(args, robot, link: str) -> tuple[Tensor, bool]:
+    """``(pose (4, 4), False)`` from ``--pose`` or ``(position (3,), True)`` from
+    ``--position`` (float64); two numbers are x, y of an arm moving in the plane z = 0."""
+    from torchik.rotations import pose_to_matrix, quat_to_rotmat
+
+    if args.position is not None:
+        values = torch.tensor(args.position, dtype=torch.float64)
+        if len(values) not in (2, 3):
+            raise ValueError(f"--position takes x y z (x y for planar arms), got {len(values)}")
+        if len(values) == 2:
+            if not _is_planar(robot, link):
+                raise ValueError(f"{robot.name}'s {link} leaves the plane z = 0: pass x y z")
+            values = torch.cat((values, values.new_zeros(1)))
+        return values, True
+    position = torch.tensor(args.pose[:3], dtype=torch.float64)
+    quat = torch.tensor(args.pose[3:], dtype=torch.float64)
+    if not quat.norm() > 1e-9:
+        raise ValueError("the quaternion of --pose must not be zero")
+    return pose_to_matrix(position, quat_to_rotmat(quat / quat.norm())), False
+
+
+def _is_planar(robot, link: str) -> bool:
+    """Whether ``link`` stays in the plane z = 0 (checked on random configurations)."""
+    q = robot.random_configuration(64, torch.Generator().manual_seed(0))
+    with torch.no_grad():
+        return bool(robot.link_positions(q, link)[:, 2].abs().max() < 1e-9)
+
+
+def _encode_for(model, target: Tensor, position_only: bool) -> Tensor:
+    """The model's ``(T,)`` encoding of a ``--position``/``--pose`` target."""
+    from torchik.data import encode_target
+
+    kind = model.spec.targets
+    if kind == "pose" and position_only:
+        raise ValueError("this model was trained on full poses: pass --pose, not --position")
+    pose = torch.eye(4, dtype=target.dtype)
+    if position_only:
+        pose[:3, 3] = target
+    else:
+        pose = target
+    return encode_target(pose, kind).to(model.target_mean)
+
+
+# ---------------------------------------------------------------------------- models
+def _load_model(name: str, robot_name: str | None, device: torch.device):
+    from torchik.models import load, load_pretrained
+
+    if name == "pretrained":
+        if not robot_name:
+            raise ValueError("--model pretrained needs the robot: pass --robot NAME")
+        return load_pretrained(robot_name).to(device)
+    what = "--model takes 'pretrained' or a file written by 'torchik train' (RUN/model.pt)"
+    return load(_torch_file(name, what), map_location=device)
+
+
+def _provenance(path: str, data) -> dict[str, Any]:
+    """What ``eval`` needs to recognise the training data: its path and a hash of its rows."""
+    import hashlib
+
+    digest = hashlib.sha256(data.q.numpy().tobytes())
+    digest.update(data.target.numpy().tobytes())
+    return {"path": os.path.abspath(path), "rows": len(data), "sha256": digest.hexdigest()}
+
+
+# ---------------------------------------------------------------------------- output
+def _cell(value: Any) -> str:
+    if isinstance(value, float):
+        return f"{value:.6g}" if abs(value) >= 1e-3 or value == 0 else f"{value:.3e}"
+    return "" if value is None else str(value)
+
+
+def _print_records(records: list[dict[str, Any]], fmt: str) -> None:
+    """Rows of equal keys as an aligned table, JSON (a list of objects) or CSV."""
+    if fmt == "json":
+        print(json.dumps(records, indent=1))
+        return
+    keys = list(records[0]) if records else []
+    if fmt == "csv":
+        import csv
+
+        writer = csv.DictWriter(sys.stdout, fieldnames=keys, lineterminator="\n")
+        writer.writeheader()
+        writer.writerows({k: "" if v is None else v for k, v in r.items()} for r in records)
+        return
+    cells = [keys] + [[_cell(r[k]) for k in keys] for r in records]
+    widths = [max(len(row[i]) for row in cells) for i in range(len(keys))]
+    text = [all(isinstance(r[k], str) for r in records) for k in keys]  # left-aligned
+    for row in cells:
+        aligned = zip(row, widths, text, strict=True)
+        print("  ".join(c.ljust(w) if left else c.rjust(w) for c, w, left in aligned))

@@ -1,0 +1,36 @@
+"""``torchik dataset``: sample joints and their FK targets into a file."""
+
+from __future__ import annotations
+
+import argparse
+
+from torchik.cli.common import _TARGET_KINDS, _common, _end_link, _positive_int, _robot
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("dataset", help="sample joints and their FK targets into a file")
+    p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
+    p.add_argument("-n", type=_positive_int, required=True, help="number of samples")
+    p.add_argument("--out", required=True, help="output file (e.g. panda.pt)")
+    p.add_argument("--targets", choices=_TARGET_KINDS, default="position")
+    p.add_argument("--sampler", choices=("uniform", "normal"), default="uniform")
+    p.add_argument("--std", type=float, nargs="+", default=[0.2],
+                   help="std of the normal sampler: one, or one per joint")  # fmt: skip
+    p.add_argument("--link", help="end link (default: the robot's end link)")
+    _common(p, device=False)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchik.data import make_dataset
+
+    robot = _robot(args.robot)
+    std = args.std[0] if len(args.std) == 1 else args.std
+    link = _end_link(args, robot)
+    data = make_dataset(robot, args.n, link, args.sampler, std, args.targets, seed=args.seed)
+    data.save(args.out)
+    print(
+        f"wrote {len(data)} samples of {robot.name} (link {data.spec.link}, {args.targets} "
+        f"targets, {args.sampler} joints, seed {args.seed}) to {args.out}"
+    )
+    return 0

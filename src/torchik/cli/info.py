@@ -1,0 +1,66 @@
+"""``torchik info``: joints, limits, links, end link and reach of a robot."""
+
+from __future__ import annotations
+
+import argparse
+
+import torch
+
+from torchik.cli.common import _end_link, _positive_int, _urdf_model
+
+
+def add_parser(sub) -> None:
+    p = sub.add_parser("info", help="joints, limits, links, end link and reach of a robot")
+    p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
+    p.add_argument("--samples", type=_positive_int, default=10000, help="FK samples for the reach")
+    p.add_argument("--link", help="link for the reach (default: the robot's end link)")
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    from torchik.robot import Robot
+
+    model = _urdf_model(args.robot)
+    robot = Robot(model, dtype=torch.float64)
+    try:
+        link, why = _end_link(args, robot), ""
+    except ValueError as err:  # no single default: show the robot anyway, say why
+        if args.link is not None:
+            raise
+        link, why = None, str(err)
+    print(f"robot     {robot.name}  (root {robot.root}, {robot.dof} dof, end link {link or '?'})")
+    print(f"joints    {robot.dof} actuated of {len(model.joints)}")
+    for row in _joint_rows(model):
+        print("  " + row)
+    print(f"links     {len(robot.link_names)}: {', '.join(robot.link_names)}")
+    print(_reach_text(robot, link, args.samples) if link else f"reach     ? ({why})")
+    return 0
+
+
+def _joint_rows(model) -> list[str]:
+    rows = [f"{'name':<20} {'type':<11} {'lower':>9} {'upper':>9}  unit  note"]
+    for j in model.joints:
+        unit = "m" if j.type == "prismatic" else "rad"
+        if j.type == "fixed":
+            lo = hi = unit = ""
+        elif j.type == "continuous":
+            lo, hi = "-inf", "inf"
+        else:
+            lo, hi = f"{j.lower:.4f}", f"{j.upper:.4f}"
+        note = f"mimics {j.mimic.joint}" if j.mimic is not None else ""
+        rows.append(f"{j.name:<20} {j.type:<11} {lo:>9} {hi:>9}  {unit:<4}  {note}".rstrip())
+    return rows
+
+
+def _reach_text(robot, link: str, n: int) -> str:
+    gen = torch.Generator().manual_seed(0)
+    with torch.no_grad():
+        points = robot.link_positions(robot.random_configuration(n, gen), link)
+    reach = points.norm(dim=-1).max().item()
+    lo, hi = points.amin(dim=0).tolist(), points.amax(dim=0).tolist()
+    box = ", ".join(f"{a} [{b:.3f}, {c:.3f}]" for a, b, c in zip("xyz", lo, hi, strict=True))
+    return (
+        f"reach     ~{reach:.3f} m from the root origin to {link} (largest of {n} random "
+        "configurations)\n"
+        f"workspace {box} m"
+    )

@@ -1,0 +1,153 @@
+"""``torchik solve``: inverse kinematics of one target, by a numerical solver or a learned model
+(optionally refined); exits with 3 when no solution is within tolerance."""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from typing import Any
+
+import torch
+
+from torchik.cli.common import (
+    _add_target,
+    _common,
+    _encode_for,
+    _end_link,
+    _load_model,
+    _non_negative,
+    _positive_int,
+    _print_records,
+    _robot,
+    _target,
+)
+
+_UNSOLVED = 3  # the exit status of a solve with no solution within tolerance
+
+
+def add_parser(sub) -> None:
+    from torchik.ik import METHODS
+
+    p = sub.add_parser(
+        "solve", help="inverse kinematics of one target",
+        epilog=f"Exit status: 0 with a solution within tolerance, {_UNSOLVED} without one, 1 on "
+               "errors, 2 for malformed arguments.",
+    )  # fmt: skip
+    p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
+    _add_target(p)
+    p.add_argument("--link", help="link to place (default: the robot's end link)")
+    p.add_argument("--model", help="'pretrained' or a model file (default: numerical IK)")
+    p.add_argument("-n", type=_positive_int, default=100,
+                   help="solutions (seeds or samples), default 100")  # fmt: skip
+    p.add_argument("--refine", action="store_true", help="refine model samples numerically")
+    p.add_argument("--method", choices=METHODS, default="lm", help="numerical solver")
+    p.add_argument("--tol-position", type=_non_negative, default=1e-3, help="m (default 1e-3)")
+    p.add_argument("--tol-rotation", type=_non_negative, default=1.0, help="degrees (default 1)")
+    p.add_argument("--format", choices=("table", "json", "csv"), default="table")
+    _common(p)
+    p.set_defaults(func=run)
+
+
+def run(args: argparse.Namespace) -> int:
+    robot = _robot(args.robot).to(args.device)
+    link = _end_link(args, robot)
+    target, position_only = _target(args, robot, link)
+    solve = _solve_numerically if args.model is None else _solve_with_model
+    result, method = solve(args, robot, target.to(robot.device), position_only, link)
+    records = _solution_records(result, robot, position_only)
+    ok = sum(r["success"] for r in records)
+    if args.format == "table":
+        print(f"{robot.name} {link}: {len(records)} solutions by {method}, {ok} within tolerance")
+    _print_records([_table_units(r) for r in records] if args.format == "table" else records,
+                   args.format)  # fmt: skip
+    if ok == 0:
+        best = 1000 * min(r["position_error"] for r in records)
+        print(f"torchik: no solution within tolerance (closest: {best:.1f} mm from the target); "
+              f"exit status {_UNSOLVED}", file=sys.stderr)  # fmt: skip
+        return _UNSOLVED
+    return 0
+
+
+def _solve_numerically(args, robot, target, position_only, link):
+    from torchik.ik import solve_ik
+
+    gen = torch.Generator().manual_seed(args.seed)
+    result = solve_ik(
+        robot, target, link, position_only=position_only, num_seeds=args.n, method=args.method,
+        tol_position=args.tol_position, tol_rotation=math.radians(args.tol_rotation),
+        generator=gen, early_stop=False,
+    )  # fmt: skip
+    return result.top(args.n), f"numerical IK ({args.method})"
+
+
+@torch.no_grad()
+def _solve_with_model(args, robot, target, position_only, link):
+    from torchik.data import robot_hash
+    from torchik.ik import refine_samples
+
+    model = _load_model(args.model, args.robot, torch.device(args.device))
+    if model.spec.robot_hash != robot_hash(robot) or model.spec.link != link:
+        raise ValueError(
+            f"the model is for robot {model.spec.robot!r}, link {model.spec.link!r}; "
+            f"not for {robot.name!r}, link {link!r}"
+        )
+    gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
+    seeds = model.sample(_encode_for(model, target, position_only), args.n, generator=gen)
+    seeds = seeds.to(robot.device, robot.dtype)
+    tol_rotation = math.radians(args.tol_rotation)
+    name = f"{model.family} model"
+    if not args.refine:
+        return _unrefined(robot, seeds, target, position_only, link, args.tol_position,
+                          tol_rotation).top(args.n), name  # fmt: skip
+    result = refine_samples(
+        robot, target, seeds, link, position_only=position_only,
+        tol_position=args.tol_position, tol_rotation=tol_rotation,
+    )  # fmt: skip
+    return result.top(args.n), f"{name} + refinement"
+
+
+def _unrefined(robot, q, target, position_only, link, tol_position, tol_rotation):
+    """An :class:`~torchik.ik.IKResult` of model samples ``q (n, D)`` as they are."""
+    from torchik import metrics
+    from torchik.ik import IKResult
+
+    position = target if position_only else target[:3, 3]
+    pos_err = metrics.position_error(robot, q, position, link)
+    rot_err = torch.zeros_like(pos_err)
+    if not position_only:
+        rot_err = metrics.rotation_error(robot, q, target[:3, :3], link)
+    success = (pos_err <= tol_position) & (position_only | (rot_err <= tol_rotation))
+    tol_rotation = math.inf if position_only else tol_rotation
+    iterations = torch.zeros_like(pos_err, dtype=torch.long)
+    return IKResult(q, success, pos_err, rot_err, iterations, tol_position, tol_rotation,
+                    robot.continuous)  # fmt: skip
+
+
+def _solution_records(result, robot, position_only: bool) -> list[dict[str, Any]]:
+    """One dict per slot of a single-target result, best first: successes, then by error
+    (sorted here: ``IKResult.top`` adds 1e30 to failures, which erases their differences)."""
+    records = []
+    for i in range(result.q.shape[0]):
+        row: dict[str, Any] = dict(zip(robot.joint_names, result.q[i].tolist(), strict=True))
+        row["position_error"] = result.position_error[i].item()
+        row["rotation_error"] = None if position_only else result.rotation_error[i].item()
+        row["success"] = bool(result.success[i])
+        records.append(row)
+    tol_rot = result.tol_rotation if math.isfinite(result.tol_rotation) else 1.0
+
+    def key(row: dict[str, Any]) -> tuple[bool, float]:
+        score = row["position_error"] / result.tol_position
+        return not row["success"], score + (row["rotation_error"] or 0.0) / tol_rot
+
+    return sorted(records, key=key)
+
+
+def _table_units(row: dict[str, Any]) -> dict[str, Any]:
+    """Errors in mm and degrees for people."""
+    out = {k: v for k, v in row.items() if k not in ("position_error", "rotation_error")}
+    out["pos err (mm)"] = 1000 * row["position_error"]
+    if row["rotation_error"] is not None:
+        out["rot err (deg)"] = math.degrees(row["rotation_error"])
+    out["ok"] = "yes" if out.pop("success") else "no"
+    return out
