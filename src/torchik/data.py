@@ -165,14 +165,14 @@ class IKDataset:
 
 
 # ---------------------------------------------------------------------------- sampling
-def _float64_cpu(robot: Robot) -> Robot:
-    """The robot in float64 on the CPU, rebuilt from its URDF when it is in another dtype
+def _fk_copy(robot: Robot, dtype: torch.dtype, device: torch.device) -> Robot:
+    """``robot`` in ``dtype`` on ``device``, rebuilt from its URDF when it is in another dtype
     (casting float32 constants up would keep their float32 rounding)."""
     from torchik.robot import Robot
 
-    if robot.dtype == torch.float64:
-        return robot if robot.device.type == "cpu" else copy.deepcopy(robot).cpu()
-    return Robot(robot.model, dtype=torch.float64)
+    if robot.dtype != dtype:
+        robot = Robot(robot.model, dtype=dtype)
+    return robot if robot.device == device else copy.deepcopy(robot).to(device)
 
 
 def _sample_joints(
@@ -241,7 +241,8 @@ def make_dataset(
         raise ValueError(f"n must be >= 0, got {n}")
     if sampler == "normal":
         _check_std(std, robot.dof)
-    fk_robot, gen = _float64_cpu(robot), torch.Generator().manual_seed(seed)
+    fk_robot = _fk_copy(robot, torch.float64, torch.device("cpu"))
+    gen = torch.Generator().manual_seed(seed)
     q, n_clamped = _sample_joints(fk_robot, n, sampler, std, gen)
     target = torch.empty(n, spec.target_dim, dtype=torch.float32)
     with torch.no_grad():
@@ -409,12 +410,3 @@ class FKStream:
             f"targets={self.spec.targets!r}, sampler={self.sampler!r}, seed={self.seed}, "
             f"device={str(self.device)!r}, drawn={self.drawn})"
         )
-
-
-def _fk_copy(robot: Robot, dtype: torch.dtype, device: torch.device) -> Robot:
-    """``robot`` in ``dtype`` on ``device`` (rebuilt from its URDF for a higher precision)."""
-    from torchik.robot import Robot
-
-    if robot.dtype != dtype:
-        robot = Robot(robot.model, dtype=dtype)
-    return robot if robot.device == device else copy.deepcopy(robot).to(device)
