@@ -6,11 +6,11 @@ from __future__ import annotations
 import pytest
 import torch
 
+from snake_ring import trained_ring_samples
 from torchik import load_robot
 from torchik.data import make_dataset
 from torchik.models import load
 from torchik.models.flow import Flow, FlowConfig
-from torchik.train import TrainConfig, train
 
 pytest.importorskip("zuko")
 
@@ -80,18 +80,10 @@ def test_softflow_training_reaches_the_snake_targets():
     """About 5 s on one core; the plain flow's recipe in test_models_learned. Measured median
     errors at 300 steps: 1.2 cm without softflow, 1.9 cm with 0.003-0.03 (the noise pays off in
     long runs, if at all, not here); the bound is 3 cm (an untrained flow is about 10 cm off)."""
-    robot = load_robot("snake2")
-    data = make_dataset(robot, 10000, targets="position", seed=0)
-    torch.manual_seed(0)
-    model = Flow(data.spec, FlowConfig(width=64, transforms=2, softflow=0.01))
-    config = TrainConfig(
-        steps=300, batch_size=512, lr=3e-3, warmup_steps=20, grad_clip=None, progress=False
-    )
-    model = train(model, data, config=config).model
-    angle, radius = torch.linspace(-3.0, 3.0, 24), torch.linspace(0.04, 0.18, 24)
-    target = torch.stack((radius * angle.cos(), radius * angle.sin(), 0 * angle), dim=-1)
-    with torch.no_grad():
-        q = model.sample(target, 100, generator=_gen(1))
+
+    def make(spec):
+        return Flow(spec, FlowConfig(width=64, transforms=2, softflow=0.01))
+
+    model, q, error = trained_ring_samples(make, steps=300)
     assert ((q >= model.lower) & (q <= model.upper)).all()
-    error = (robot.link_positions(q, "ee") - target[:, None]).norm(dim=-1)
     assert error.median() < 0.03, error.median()

@@ -8,11 +8,10 @@ import math
 import pytest
 import torch
 
+from snake_ring import trained_ring_samples
 from torchik import load_robot
-from torchik.data import make_dataset
 from torchik.models import ProblemSpec
 from torchik.models.fm import FlowMatching, FMConfig, VelocityNet
-from torchik.train import TrainConfig, train
 
 
 def _gen(seed: int) -> torch.Generator:
@@ -97,20 +96,12 @@ def test_snake2_finds_both_elbow_modes():
     """About 5 s on one core. Measured: median end-point error 2.7 mm (bound 6 mm; 6.5 mm
     with uniform training times, ``time_power=1``), each target's lowest share of accurate
     samples in one elbow mode 31 % (bound 10 %)."""
-    robot = load_robot("snake2")
-    data = make_dataset(robot, 10000, targets="position", seed=0)
-    torch.manual_seed(0)
-    model = FlowMatching(data.spec, FMConfig(width=64, blocks=2))
-    config = TrainConfig(
-        steps=600, batch_size=512, lr=3e-3, warmup_steps=20, grad_clip=None, progress=False
-    )
-    model = train(model, data, config=config).model
-    angle, radius = torch.linspace(-3.0, 3.0, 24), torch.linspace(0.04, 0.18, 24)
-    target = torch.stack((radius * angle.cos(), radius * angle.sin(), 0 * angle), dim=-1)
-    with torch.no_grad():
-        q = model.sample(target, 100, generator=_gen(1))
+
+    def make(spec):
+        return FlowMatching(spec, FMConfig(width=64, blocks=2))
+
+    model, q, error = trained_ring_samples(make, steps=600)
     assert ((q >= model.lower) & (q <= model.upper)).all()
-    error = (robot.link_positions(q, "ee") - target[:, None]).norm(dim=-1)
     assert error.median() < 0.006, error.median()
     elbow = torch.remainder(q[..., 1] + math.pi, 2 * math.pi) - math.pi
     ok = error < 0.02  # 2 cm on an arm of reach 0.2 m
