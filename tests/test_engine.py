@@ -193,38 +193,24 @@ def test_micro_batches_accumulate_the_full_batch_gradient():
 
 
 # ---------------------------------------------------------------------------- the loop
-def test_ctrl_c_saves_a_checkpoint_and_the_run_resumes_exactly(tmp_path):
+@pytest.mark.parametrize(("sig", "at"), [(signal.SIGINT, 7), (signal.SIGTERM, 4)])
+def test_ctrl_c_or_sigterm_saves_a_checkpoint_and_the_run_resumes_exactly(tmp_path, sig, at):
     data = make_dataset(load_robot("snake2"), 800, seed=0)
     config = TrainConfig(steps=20, log_every=1, checkpoint_every=100, warmup_steps=2, **QUIET)
 
-    def ctrl_c(step, metrics):
-        if step == 7:
-            os.kill(os.getpid(), signal.SIGINT)
+    def interrupt(step, metrics):
+        if step == at:
+            os.kill(os.getpid(), sig)
 
-    before = signal.getsignal(signal.SIGINT)  # SIG_IGN where the runner ignores Ctrl-C
+    before = signal.getsignal(sig)  # SIG_IGN where the runner ignores Ctrl-C
     with pytest.raises(TrainingInterrupted) as info:
-        train(_mlp(data.spec), data, config=config, out_dir=tmp_path / "a", callback=ctrl_c)
-    assert info.value.step == 7 and info.value.checkpoint == tmp_path / "a" / "checkpoint.pt"
+        train(_mlp(data.spec), data, config=config, out_dir=tmp_path / "a", callback=interrupt)
+    assert info.value.step == at and info.value.checkpoint == tmp_path / "a" / "checkpoint.pt"
     assert isinstance(info.value, KeyboardInterrupt)
-    assert signal.getsignal(signal.SIGINT) is before  # train put the caller's handler back
+    assert signal.getsignal(sig) is before  # train put the caller's handler back
     train(_mlp(data.spec), data, config=config, out_dir=tmp_path / "a", resume=True)
     train(_mlp(data.spec), data, config=config, out_dir=tmp_path / "b")
     assert [r["loss"] for r in _log(tmp_path / "a")] == [r["loss"] for r in _log(tmp_path / "b")]
-
-
-def test_sigterm_also_stops_after_a_checkpoint(tmp_path):
-    data = make_dataset(load_robot("snake2"), 800, seed=0)
-    config = TrainConfig(steps=20, log_every=1, checkpoint_every=100, warmup_steps=2, **QUIET)
-
-    def term(step, metrics):
-        if step == 4:
-            os.kill(os.getpid(), signal.SIGTERM)
-
-    before = signal.getsignal(signal.SIGTERM)
-    with pytest.raises(TrainingInterrupted) as info:
-        train(_mlp(data.spec), data, config=config, out_dir=tmp_path, callback=term)
-    assert info.value.step == 4 and (tmp_path / "checkpoint.pt").is_file()
-    assert signal.getsignal(signal.SIGTERM) is before
 
 
 class _Exploding(MLP):
