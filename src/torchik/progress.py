@@ -104,15 +104,6 @@ class Progress:
             flush=True,
         )
 
-    def write(self, text: str) -> None:
-        """A message that does not break the bar."""
-        if not self.enabled:
-            return
-        if self._bar is not None:
-            self._bar.write(text, file=self.stream)
-        else:
-            print(text, file=self.stream, flush=True)
-
     def close(self) -> None:
         if self._bar is not None:
             self._bar.close()
