@@ -1,8 +1,9 @@
 """torchik: batched, differentiable robot kinematics and learned inverse kinematics.
 
 Importing torchik has no side effects: no prints, no global device or seed, no heavy imports.
-The sub-packages for learned IK (``torchik.models``, ``torchik.train``, ``torchik.evaluate``) are
-imported on first use of the attribute (PEP 562), so ``import torchik`` costs nothing for them.
+The sub-packages for learned IK (``torchik.models``, ``torchik.train``, ``torchik.evaluate``,
+``torchik.protocols``) are imported on first use of the attribute (PEP 562), so ``import torchik``
+costs nothing for them.
 """
 
 from types import ModuleType
@@ -29,7 +30,7 @@ __all__ = [
     "solve_ik",
 ]
 
-_SUBMODULES = ("evaluate", "models", "train")
+_SUBMODULES = ("evaluate", "models", "protocols", "train")
 """Submodules imported by :func:`__getattr__` on first use, not by ``import torchik``."""
 
 
