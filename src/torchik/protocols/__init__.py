@@ -8,6 +8,8 @@ papers' anchors and writes the files.
 - :func:`posterior_table` (:mod:`torchik.protocols.posterior`): the cVAE-vs-INN report's table.
 - :func:`numerical_ik_table` (:mod:`torchik.protocols.numerical`): numerical IK solvers.
 - :func:`pose_table` (:mod:`torchik.protocols.pose`): full-pose learned IK (IKFlow's protocol).
+- :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
+  :mod:`torch.utils.benchmark`.
 
 The submodules are imported on first use of a name (PEP 562): ``import torchik.protocols`` is
 cheap.
@@ -23,10 +25,12 @@ _EXPORTS = {
     "posterior_table": "posterior",
     "numerical_ik_table": "numerical",
     "pose_table": "pose",
+    "Timing": "timing",
+    "time_call": "timing",
 }
 """Public name -> the submodule of this package that defines it."""
 
-_SUBMODULES = ("iknet", "numerical", "pose", "posterior")
+_SUBMODULES = ("iknet", "numerical", "pose", "posterior", "timing")
 """The submodules (the values of ``_EXPORTS``)."""
 
 __all__ = sorted(_EXPORTS)

@@ -1,0 +1,80 @@
+"""Timing through :mod:`torch.utils.benchmark`: warm-up, CUDA synchronisation, adaptive repeats.
+
+The one timing helper of the library and of ``benchmarks/``: every runtime in a table comes from
+:func:`time_call`.
+
+Example:
+    >>> import torch
+    >>> t = time_call(lambda: torch.ones(8).sum(), min_run_time=0.01)
+    >>> t.median > 0 and t.runs >= 1
+    True
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass
+
+import torch
+from torch.utils import benchmark
+
+__all__ = ["Timing", "time_call"]
+
+
+@dataclass(frozen=True)
+class Timing:
+    """Seconds per call of a timed function.
+
+    Attributes:
+        median: Median seconds per call over the measured blocks.
+        iqr: Interquartile range of the per-call seconds (a spread, 0 for one block).
+        runs: Number of measured blocks (each of ``calls_per_run`` calls).
+        calls_per_run: Calls per measured block, chosen adaptively.
+        threads: Intra-op threads the calls ran with.
+    """
+
+    median: float
+    iqr: float
+    runs: int
+    calls_per_run: int
+    threads: int
+
+
+def time_call(
+    fn: Callable[[], object],
+    *,
+    min_run_time: float = 0.2,
+    threads: int | None = None,
+    label: str = "",
+) -> Timing:
+    """Seconds per call of ``fn()``, by ``torch.utils.benchmark.Timer.blocked_autorange``.
+
+    The timer warms up, synchronises CUDA around each block when CUDA is in use, and repeats
+    blocks until ``min_run_time`` seconds are measured.
+
+    Args:
+        fn: The call to time, with no arguments (close over its inputs).
+        min_run_time: Seconds of measurement at least (warm-up not counted).
+        threads: Intra-op threads for the calls (default: ``torch.get_num_threads()``; note that
+            :class:`torch.utils.benchmark.Timer` itself would default to 1).
+        label: A name for the measurement (shown in reprs of the timer's result only).
+
+    Returns:
+        The :class:`Timing` of one call.
+    """
+    if not callable(fn):
+        raise TypeError(f"time_call needs a callable, got {type(fn).__name__}")
+    if not min_run_time > 0:
+        raise ValueError(f"min_run_time must be > 0 seconds, got {min_run_time}")
+    threads = torch.get_num_threads() if threads is None else int(threads)
+    if threads < 1:
+        raise ValueError(f"threads must be >= 1, got {threads}")
+    timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, label=label)
+    m = timer.blocked_autorange(min_run_time=min_run_time)
+    return Timing(
+        median=float(m.median),
+        iqr=float(m.iqr),
+        runs=len(m.times),
+        calls_per_run=int(m.number_per_run),
+        threads=threads,
+    )
