@@ -10,6 +10,7 @@ from typing import overload
 import torch
 from torch import Tensor, nn
 
+from torchik import fused
 from torchik import kinematics as kin
 from torchik.robot_tree import _axis_alignments, _origin_matrices, _path_model
 from torchik.rotations import rotmat_to_quat
@@ -419,7 +420,10 @@ class Robot(nn.Module):
         """
         idx, single = self._links(links)
         flat = self._check_q(q)
-        poses = kin.forward_kinematics(flat, self.tree, idx)
+        if fused.enabled(flat, self.tree):  # opt-in fused Triton kernels on CUDA
+            poses = fused.forward_kinematics(flat, self.tree, idx)
+        else:
+            poses = kin.forward_kinematics(flat, self.tree, idx)
         poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
         return poses[..., 0, :, :] if single else poses
 
@@ -442,7 +446,8 @@ class Robot(nn.Module):
         """
         idx = self.link_index(link)
         flat = self._check_q(q)
-        jac, pose = kin.jacobian(flat, self.tree, idx)
+        use_fused = fused.enabled(flat, self.tree) and not flat.requires_grad
+        jac, pose = (fused if use_fused else kin).jacobian(flat, self.tree, idx)
         jac = jac.reshape(*q.shape[:-1], 6, self.dof)
         return (jac, pose.reshape(*q.shape[:-1], 4, 4)) if return_pose else jac
 
