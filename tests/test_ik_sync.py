@@ -60,3 +60,12 @@ def test_sync_every_is_validated():
         SolverSettings(sync_every=-1)
     assert SolverSettings().sync_every == 0
     assert math.isfinite(CUDA_SYNC_EVERY) and CUDA_SYNC_EVERY > 1
+
+
+def test_seed_choice_without_host_sync_equals_the_per_pool_loop():
+    from torchik.ik.seeding import _nearest
+
+    g = torch.Generator().manual_seed(0)
+    a, b = torch.randn(50, 6, generator=g), torch.randn(3, 40, 6, generator=g)
+    which = torch.randint(0, 3, (50,), generator=g)
+    assert torch.equal(_nearest(a, b, which, batched=True), _nearest(a, b, which, batched=False))
