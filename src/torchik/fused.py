@@ -67,16 +67,6 @@ def enabled(q: Tensor, tree: KinematicTree | None = None) -> bool:
 
 
 # ---------------------------------------------------------------------------- the structure
-def _needed(tree: KinematicTree, links: tuple[int, ...]) -> list[int]:
-    seen: set[int] = set()
-    for link in links:
-        j = tree.link_joint[link]
-        while j >= 0 and j not in seen:
-            seen.add(j)
-            j = tree.parent[j]
-    return sorted(seen)
-
-
 def _below(tree: KinematicTree, links: tuple[int, ...]) -> dict[int, list[int]]:
     """Joint -> the positions in ``links`` of the requested links it moves."""
     out: dict[int, list[int]] = {}
@@ -145,13 +135,21 @@ class _Code:
 
     def walk(self) -> list[int]:
         """Every needed joint's frame, and each requested link's pose ``l{i}_``."""
-        needed = _needed(self.tree, self.links)
+        needed = kinematics._ancestors(self.tree, self.links)
         for j in needed:
             self.joint(j)
         for i, link in enumerate(self.links):
             j = self.tree.link_joint[link]
             self.frame(f"l{i}_", None if j < 0 else f"f{j}_", self.link_at + 12 * i)
         return needed
+
+    def store_pose(self, base: str, frame: str) -> None:
+        """Store the 3x4 ``frame`` and the row ``[0, 0, 0, 1]`` as a 4x4 matrix at ``base``."""
+        for r in range(3):
+            for c in range(4):
+                self.add(f"tl.store({base} + {4 * r + c}, {frame}{r}{c}, mask=ok)")
+        for c, v in enumerate(("zero", "zero", "zero", "zero + 1.0")):
+            self.add(f"tl.store({base} + {12 + c}, {v}, mask=ok)")
 
     def source(self, name: str, args: str) -> str:
         head = [
@@ -181,12 +179,7 @@ def _forward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Callable:
     code.walk()
     n = len(links)
     for i in range(n):
-        base = f"out_ptr + row * {16 * n} + {16 * i}"
-        for r in range(3):
-            for c in range(4):
-                code.add(f"tl.store({base} + {4 * r + c}, l{i}_{r}{c}, mask=ok)")
-        for c, v in enumerate(("zero", "zero", "zero", "zero + 1.0")):
-            code.add(f"tl.store({base} + {12 + c}, {v}, mask=ok)")
+        code.store_pose(f"out_ptr + row * {16 * n} + {16 * i}", f"l{i}_")
     return _compile(code.source("fk", "q_ptr, c_ptr, out_ptr"), "fk")
 
 
@@ -252,11 +245,7 @@ def _jacobian_kernel(tree: KinematicTree, link: int) -> Callable:
         for r in range(6):
             value = " + ".join(t[r] for t in terms) if terms else "zero"
             code.add(f"tl.store(jac_ptr + row * {6 * dof} + {r * dof + col}, {value}, mask=ok)")
-    for r in range(3):
-        for c in range(4):
-            code.add(f"tl.store(pose_ptr + row * 16 + {4 * r + c}, l0_{r}{c}, mask=ok)")
-    for c, v in enumerate(("zero", "zero", "zero", "zero + 1.0")):
-        code.add(f"tl.store(pose_ptr + row * 16 + {12 + c}, {v}, mask=ok)")
+    code.store_pose("pose_ptr + row * 16", "l0_")
     return _compile(code.source("jac", "q_ptr, c_ptr, jac_ptr, pose_ptr"), "jac")
 
 
