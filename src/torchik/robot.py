@@ -56,6 +56,20 @@ class Robot(nn.Module):
         torch.Size([8, 4, 4])
     """
 
+    lower: Tensor
+    upper: Tensor
+    continuous: Tensor
+    prismatic: Tensor
+    origin_xyz: Tensor
+    origin_rpy: Tensor
+    _source: Tensor
+    _multiplier: Tensor
+    _offset: Tensor
+    _align: Tensor
+    _w_joint: Tensor
+    _w_link: Tensor
+    _tree_cache: kin.KinematicTree | None
+
     def __init__(self, model: URDFModel, dtype: torch.dtype | None = None):
         super().__init__()
         self.model = model
@@ -339,6 +353,7 @@ class Robot(nn.Module):
             return self._make_tree(*self._constants())
         if getattr(self, "_tree_cache", None) is None:
             self._tree_cache = self._make_tree(self._w_joint, self._w_link)
+        assert self._tree_cache is not None  # set just above when getattr found none
         return self._tree_cache
 
     def _make_tree(self, w_joint: Tensor, w_link: Tensor) -> kin.KinematicTree:

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor
@@ -205,7 +205,14 @@ def _resume(run: _Run, out_dir: Path) -> bool:
     path = out_dir / CHECKPOINT
     if not path.exists():
         return False
-    keys = ("format_version", "optimizer", "scheduler", "torch_rng", "cuda_rng", "batches")
+    keys: tuple[str, ...] = (
+        "format_version",
+        "optimizer",
+        "scheduler",
+        "torch_rng",
+        "cuda_rng",
+        "batches",
+    )
     keys += (*_SCALARS, "window", "best_state")
     try:  # RNG states live on the CPU
         ckpt = read_checkpoint(path, map_location="cpu", require={"training": keys})
@@ -423,7 +430,7 @@ def _row(run: _Run, metrics: dict[str, float]) -> dict[str, float]:
     return {
         "step": float(run.step),
         "loss": total / max(count, 1),
-        "lr": run.scheduler.get_last_lr()[0],
+        "lr": cast(float, run.scheduler.get_last_lr()[0]),
         "val_loss": metrics.get("val_loss", math.nan),
         "val_position_error": metrics.get("val_position_error", math.nan),
         "seconds": run.elapsed,

@@ -222,7 +222,7 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
     return stream, val, robot, rows, {"stream": repr(stream)}
 
 
-def _family(name: str) -> type:
+def _family(name: str) -> type[Any]:
     from torchik.models import families
 
     if name not in families():

@@ -14,7 +14,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import ClassVar
+from typing import ClassVar, overload
 
 import torch
 from torch import Tensor
@@ -463,5 +463,9 @@ class _Best:
         self.iterations[ids] = torch.where(first, it, self.iterations[ids])
 
 
+@overload
+def _maybe_index(value: Tensor, index: Tensor) -> Tensor: ...
+@overload
+def _maybe_index(value: None, index: Tensor) -> None: ...
 def _maybe_index(value: Tensor | None, index: Tensor) -> Tensor | None:
     return None if value is None else value[index]
