@@ -25,11 +25,14 @@ import contextlib
 import copy
 import os
 from collections.abc import Callable, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 import torch.distributed as dist
 from torch import Tensor, nn
+
+if TYPE_CHECKING:
+    from torchik.models.base import IKModel
 
 __all__ = [
     "any_rank",
@@ -114,7 +117,7 @@ def shard_stream(stream: Any) -> Any:
 class _Loss(nn.Module):
     """``model.loss`` as a module's forward, for :class:`DistributedDataParallel`."""
 
-    def __init__(self, model: nn.Module):
+    def __init__(self, model: IKModel):
         super().__init__()
         self.model = model
 
@@ -122,7 +125,7 @@ class _Loss(nn.Module):
         return self.model.loss(q, target)
 
 
-def wrap_loss(model: nn.Module, device: torch.device) -> nn.Module | None:
+def wrap_loss(model: IKModel, device: torch.device) -> nn.Module | None:
     """The model's loss under DDP (gradients averaged over the ranks), or ``None`` in one
     process. DDP broadcasts rank 0's parameters and buffers at the start."""
     if world()[1] == 1:

@@ -26,7 +26,6 @@ from __future__ import annotations
 import itertools
 import linecache
 import os
-from collections.abc import Callable
 from typing import Any
 
 import torch
@@ -40,7 +39,8 @@ __all__ = ["available", "enabled", "forward_kinematics", "jacobian"]
 BLOCK = 128
 """Configurations per program instance."""
 
-_KERNELS: dict[tuple, Callable] = {}
+_KERNELS: dict[tuple, Any] = {}
+"""Compiled kernels (``triton.jit`` functions, launched as ``kernel[grid](...)``) by structure."""
 _COUNTER = itertools.count()
 
 
@@ -90,7 +90,8 @@ class _Code:
     """Lines of a kernel being written, with the constant-table offsets of the tree."""
 
     def __init__(self, tree: KinematicTree, links: tuple[int, ...]):
-        self.tree, self.links, self.lines = tree, links, []
+        self.tree, self.links = tree, links
+        self.lines: list[str] = []
         j_count = len(tree.parent)
         self.link_at, self.mult_at = 12 * j_count, 12 * (j_count + len(links))
         self.off_at = self.mult_at + j_count
@@ -133,7 +134,7 @@ class _Code:
             for r in range(3):
                 self.add(f"f{j}_{r}3 = f{j}_{r}3 + t{j} * f{j}_{r}2")
 
-    def walk(self) -> list[int]:
+    def walk(self) -> tuple[int, ...]:
         """Every needed joint's frame, and each requested link's pose ``l{i}_``."""
         needed = kinematics._ancestors(self.tree, self.links)
         for j in needed:
@@ -161,7 +162,7 @@ class _Code:
         return "\n".join(head + self.lines) + "\n"
 
 
-def _compile(source: str, name: str) -> Callable:
+def _compile(source: str, name: str) -> Any:
     """``triton.jit`` of generated source (registered with :mod:`linecache` so that Triton and
     tracebacks can read it)."""
     import triton
@@ -174,7 +175,7 @@ def _compile(source: str, name: str) -> Callable:
     return triton.jit(scope[name])
 
 
-def _forward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Callable:
+def _forward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Any:
     code = _Code(tree, links)
     code.walk()
     n = len(links)
@@ -183,7 +184,7 @@ def _forward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Callable:
     return _compile(code.source("fk", "q_ptr, c_ptr, out_ptr"), "fk")
 
 
-def _backward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Callable:
+def _backward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Any:
     code = _Code(tree, links)
     needed = code.walk()
     n = len(links)
@@ -224,7 +225,7 @@ def _backward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Callable:
     return _compile(code.source("fk_backward", "q_ptr, c_ptr, g_ptr, out_ptr"), "fk_backward")
 
 
-def _jacobian_kernel(tree: KinematicTree, link: int) -> Callable:
+def _jacobian_kernel(tree: KinematicTree, link: int) -> Any:
     code = _Code(tree, (link,))
     needed = code.walk()
     cols: dict[int, list[list[str]]] = {}
@@ -253,7 +254,7 @@ def _structure(tree: KinematicTree) -> tuple:
     return (tree.parent, tree.kind, tree.link_joint, tree.dof, tuple(tree.source.tolist()))
 
 
-def _kernel(kind: str, tree: KinematicTree, links: tuple[int, ...]) -> Callable:
+def _kernel(kind: str, tree: KinematicTree, links: tuple[int, ...]) -> Any:
     key = (kind, _structure(tree), links)
     if key not in _KERNELS:
         if kind == "fk":
