@@ -19,6 +19,7 @@ Example:
 from __future__ import annotations
 
 import copy
+import inspect
 import math
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
@@ -218,7 +219,9 @@ def torchik_solver(
     settings = (
         f"{str(robot.dtype).removeprefix('torch.')}, {seeding}, {opts or 'default tolerances'}"
     )
-    return Solver(run, starts=2 if own_seeds else None, settings=settings)
+    default = inspect.signature(solve_ik).parameters["num_seeds"].default
+    return Solver(run, starts=options.get("num_seeds", default) if own_seeds else None,
+                  settings=settings)  # fmt: skip
 
 
 def _columns(position_only: bool) -> list[Column]:
