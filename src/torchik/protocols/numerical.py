@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import inspect
 import math
+import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -38,6 +39,7 @@ if TYPE_CHECKING:
 __all__ = [
     "Solver",
     "check_answers",
+    "errors",
     "many_solutions_table",
     "numerical_ik_table",
     "float64",
@@ -125,13 +127,13 @@ def problem(
     return Problem(robot, link, check(q), starts, check, position_only)
 
 
-def judge(p: Problem, q: Tensor, tol_position: float, tol_rotation: float) -> dict[str, Tensor]:
-    """Every candidate ``q (n, K, dof)`` for the first ``n`` targets, judged by ``p.fk``.
+def errors(p: Problem, q: Tensor) -> dict[str, Tensor]:
+    """Every candidate ``q (n, K, dof)`` for the first ``n`` targets, measured by ``p.fk``.
 
     Returns:
-        ``(n, K)`` bool tensors: ``answered`` (finite), ``pose`` (within both tolerances; the
-        rotation ignored for position-only problems) and ``inside`` (every joint within the
-        limits, slack :data:`LIMIT_SLACK`).
+        ``(n, K)`` tensors: ``position`` (m) and ``rotation`` (rad, geodesic; zeros for
+        position-only problems) errors (NaN where unanswered), ``answered`` (finite) and
+        ``inside`` (every joint within the limits, slack :data:`LIMIT_SLACK`).
     """
     n, k, dof = q.shape
     flat = q.reshape(-1, dof).to(torch.float64)
@@ -145,9 +147,16 @@ def judge(p: Problem, q: Tensor, tol_position: float, tol_rotation: float) -> di
         rot = torch.zeros_like(rot)
     lower, upper = p.robot.lower - LIMIT_SLACK, p.robot.upper + LIMIT_SLACK
     inside = ((flat >= lower) & (flat <= upper)).all(dim=-1)
-    pose = answered & (pos < tol_position) & (rot < tol_rotation)
-    out = {"answered": answered, "pose": pose, "inside": inside}
+    out = {"position": pos, "rotation": rot, "answered": answered, "inside": inside}
     return {key: value.reshape(n, k) for key, value in out.items()}
+
+
+def judge(p: Problem, q: Tensor, tol_position: float, tol_rotation: float) -> dict[str, Tensor]:
+    """:func:`errors` plus ``pose``: ``(n, K)`` bool, answered and within both tolerances."""
+    out = errors(p, q)
+    out["pose"] = out["answered"] & (out["position"] < tol_position)
+    out["pose"] &= out["rotation"] < tol_rotation
+    return out
 
 
 def check_answers(p: Problem, q: Tensor) -> dict[str, float]:
@@ -171,14 +180,16 @@ def check_answers(p: Problem, q: Tensor) -> dict[str, float]:
     }
 
 
-def run_timed(fn: Callable[[], Any], min_run_time: float) -> tuple[Any, Timing]:
-    """The answer of ``fn()`` (its last call) and its :func:`time_call` timing.
+def run_timed(fn: Callable[[], Any], min_run_time: float) -> tuple[Any, Timing, float]:
+    """The answer of ``fn()`` (its last call), its :func:`time_call` timing, and the process's
+    CPU seconds per call over every call made (warm-up included).
 
     ``fn`` must give the same answer every call (seed its generators inside it).
     """
     out: list[Any] = []
+    cpu = time.process_time()
     timing = time_call(lambda: out.append(fn()), min_run_time=min_run_time)
-    return out[-1], timing
+    return out[-1], timing, (time.process_time() - cpu) / len(out)
 
 
 def torchik_solver(
@@ -244,7 +255,7 @@ def solver_row(table: Table, p: Problem, name: str, solver: Solver, min_run_time
     n = min(solver.n_targets or len(p.targets), len(p.targets))
     targets, starts = p.solver_targets(n), p.starts[:n]
     try:
-        q, timing = run_timed(lambda: solver.run(targets, starts), min_run_time)
+        q, timing, _ = run_timed(lambda: solver.run(targets, starts), min_run_time)
         stats = check_answers(p, torch.as_tensor(q).reshape(n, -1, p.robot.dof))
     except Exception as exc:  # a row reports its failure; the table goes on
         kind = isinstance(exc, AttributeError | NotImplementedError | TypeError)
@@ -345,7 +356,7 @@ def many_solutions_table(
         q, keep = result.distinct(min_distance)
         return q[keep]
 
-    q, timing = run_timed(run, min_run_time)
+    q, timing, _ = run_timed(run, min_run_time)
     checked = judge(p, q[None], POS_TOL, ROT_TOL)
     ok = (checked["pose"] & checked["inside"])[0]
     gaps = torch.cdist(q, q) + torch.eye(len(q), dtype=q.dtype) * 1e9
