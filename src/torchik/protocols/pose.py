@@ -261,7 +261,8 @@ def one_pose_run(setup: Setup, method: tuple, index: int, many: int) -> dict:
                                  setup.min_run_time)  # fmt: skip
     errs = errors(p, run["q"][None])
     ok = passed(errs, POS_TOL, ROT_TOL)
-    distinct = int(distinct_counts(run["q"][None], ok, errs, setup.robot.continuous)[0])
+    kept = distinct_counts(run["q"][None], ok, errs, setup.robot.continuous) if ok.numel() else [0]
+    distinct = int(kept[0])  # no solution kept when topping up found none
     return {**run, "wall": timing.median, "cpu": cpu, "solutions": int(ok.sum()),
             "distinct": distinct}  # fmt: skip
 
