@@ -1,5 +1,7 @@
 """torchik.protocols.pose: the full-pose protocol on the pretrained Panda model, tiny sizes."""
 
+import inspect
+
 import pytest
 import torch
 
@@ -75,6 +77,12 @@ def test_check_judges_success(robot, model):
     tables = pose_table(robot, model, check=elsewhere, **SMALL)
     assert tables[1].rows[0]["success_poses"] == 0.0
     assert tables[3].rows[1]["success"] == 0.0
+
+
+def test_default_seed_is_the_pretrained_models_held_out_seed():
+    from torchik.pretrained import TEST_SEED
+
+    assert inspect.signature(pose_table).parameters["seed"].default == TEST_SEED
 
 
 def test_passed_and_distinct_counts():
