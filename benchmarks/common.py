@@ -25,7 +25,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -237,14 +237,6 @@ def write_urdf_variant(
     return dst
 
 
-def uniform_configs(lower: np.ndarray, upper: np.ndarray, shape: Sequence[int], seed: int):
-    """Joint configurations uniform within limits, float64 tensor ``(*shape, dof)``."""
-    gen = torch.Generator().manual_seed(seed)
-    lo, hi = torch.as_tensor(lower), torch.as_tensor(upper)
-    u = torch.rand(*shape, len(lo), generator=gen, dtype=torch.float64)
-    return lo + u * (hi - lo)
-
-
 def load_average() -> list[float]:
     """1-, 5- and 15-minute load averages (NaN where the platform has none)."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
@@ -367,15 +359,3 @@ _T0 = time.perf_counter()
 def log(message: str) -> None:
     """Progress line on stderr, prefixed with the wall time since this module was imported."""
     print(f"[{time.perf_counter() - _T0:7.1f} s] {message}", file=sys.stderr, flush=True)
-
-
-def torchik_robot(torchik: Any, name: str, dtype: torch.dtype) -> torch.nn.Module:
-    """``torchik.load_robot(name)`` built directly in `dtype`.
-
-    Building in float32 and then calling ``.to(torch.float64)`` would keep float32-rounded link
-    origins (about 1e-8 m of error), so the dtype is passed to the loader when it accepts one.
-    """
-    try:
-        return torchik.load_robot(name, dtype=dtype)
-    except TypeError:
-        return torchik.load_robot(name).to(dtype)

@@ -33,11 +33,11 @@ from common import (
     quiet,
     read_chain,
     time_call,
-    torchik_robot,
     try_import,
-    uniform_configs,
     wait_for_quiet,
 )
+
+import torchik
 
 ROBOT, LINK, URDF = "panda", "panda_hand", "panda.urdf"
 BATCHES = (1, 1024, 65536)
@@ -172,18 +172,13 @@ def pin_method(urdf: Path, spec: ChainSpec) -> Method:
 
 
 def torchik_methods(spec: ChainSpec, with_compile: bool) -> list[Method]:
-    """torchik rows, against the API the library promises (not available until it exists)."""
-    try:
-        import torchik
-
-        robots = {d: torchik_robot(torchik, ROBOT, d) for d in DTYPES.values()}
-        robot = robots[torch.float64]
-        columns = [spec.joint_names.index(n) for n in robot.joint_names]
-        same = np.allclose(robot.lower.numpy(), spec.lower[columns]) and np.allclose(
-            robot.upper.numpy(), spec.upper[columns]
-        )
-    except Exception as exc:  # the library is being written: report, never crash
-        return [unavailable(TORCHIK, f"not available yet: {describe(exc)}")]
+    """torchik's rows: FK, FK + backward and the Jacobian in float32 and float64."""
+    robots = {d: torchik.load_robot(ROBOT, dtype=d) for d in DTYPES.values()}
+    robot = robots[torch.float64]
+    columns = [spec.joint_names.index(n) for n in robot.joint_names]
+    same = np.allclose(robot.lower.numpy(), spec.lower[columns]) and np.allclose(
+        robot.upper.numpy(), spec.upper[columns]
+    )
 
     def fk(q: torch.Tensor) -> torch.Tensor:
         return robots[q.dtype].forward_kinematics(q, links=LINK)
@@ -330,9 +325,12 @@ def main(argv: list[str] | None = None) -> int:
         report.tables.append(table)
     else:
         spec = read_chain(urdf, LINK)
-        q64 = uniform_configs(
-            spec.lower, spec.upper, (max(max(args.batches), AGREEMENT_CONFIGS),), seed=0
+        n, robot = (
+            max(max(args.batches), AGREEMENT_CONFIGS),
+            torchik.load_robot(ROBOT, dtype=torch.float64),
         )
+        q64 = robot.random_configuration(n, torch.Generator().manual_seed(0))  # its joint order
+        q64 = q64[:, [robot.joint_names.index(j) for j in spec.joint_names]]  # the URDF's
         methods = [*pk_methods(urdf, spec, args.compile), pin_method(urdf, spec)]
         methods += torchik_methods(spec, args.compile)
         timings = time_methods(methods, q64, args)

@@ -33,8 +33,8 @@ from common import (
     log,
     quiet,
     read_chain,
-    torchik_robot,
     try_import,
+    wait_for_quiet,
     write_urdf_variant,
 )
 
@@ -85,42 +85,27 @@ class Urdf:
         return torch.from_numpy(np.asarray(q, dtype=np.float64)[..., self.cols])
 
 
-def make_fk(urdf: Path, spec: ChainSpec) -> tuple[Callable[[np.ndarray], np.ndarray], str]:
-    """A float64 FK ``(M, dof) -> (M, 4, 4)`` from Pinocchio, else from pytorch_kinematics."""
+def checker(urdf: Urdf) -> tuple[Callable[[torch.Tensor], torch.Tensor] | None, str]:
+    """A float64 FK from Pinocchio in torchik's joint order (the protocols' ``check``); None
+    (torchik's own FK) if Pinocchio is missing."""
     pin, reason = try_import("pinocchio")
-    if pin is not None:
-        with quiet():
-            model = pin.buildModelFromUrdf(str(urdf))
-        data, frame = model.createData(), model.getFrameId(spec.tip)
-        cols = [model.joints[model.getJointId(n)].idx_q for n in spec.joint_names]
-
-        def pin_fk(q: np.ndarray) -> np.ndarray:
-            full = np.tile(pin.neutral(model), (len(q), 1))
-            full[:, cols] = q
-            out = np.empty((len(q), 4, 4))
-            for i, qi in enumerate(full):
-                pin.forwardKinematics(model, data, qi)
-                out[i] = pin.updateFramePlacement(model, data, frame).homogeneous
-            return out
-
-        return pin_fk, f"Pinocchio {pin.__version__} (float64)"
-    pk, pk_reason = try_import("pytorch_kinematics")
-    if pk is None:
-        raise RuntimeError(
-            f"no FK to check answers: pinocchio {reason}; pytorch_kinematics {pk_reason}"
-        )
+    if pin is None:
+        return None, f"torchik's own float64 FK (Pinocchio missing: {reason})"
     with quiet():
-        chain = pk.build_serial_chain_from_urdf(urdf.read_text(), spec.tip).to(dtype=torch.float64)
-    return (
-        lambda q: chain.forward_kinematics(torch.from_numpy(q)).get_matrix().numpy(),
-        "pytorch_kinematics (float64 FK; URDF origins parsed in float32)",
-    )
+        model = pin.buildModelFromUrdf(str(urdf.spec.urdf))
+    data, frame = model.createData(), model.getFrameId(urdf.spec.tip)
+    cols = [model.joints[model.getJointId(n)].idx_q for n in urdf.spec.joint_names]
 
+    def pin_fk(q: torch.Tensor) -> torch.Tensor:
+        full = np.tile(pin.neutral(model), (len(q), 1))
+        full[:, cols] = urdf.to_urdf(q)
+        out = np.empty((len(q), 4, 4))
+        for i, qi in enumerate(full):
+            pin.forwardKinematics(model, data, qi)
+            out[i] = pin.updateFramePlacement(model, data, frame).homogeneous
+        return torch.from_numpy(out)
 
-def checker(urdf: Urdf) -> tuple[Callable[[torch.Tensor], torch.Tensor], str]:
-    """:func:`make_fk` in torchik's joint order, on tensors (the protocols' ``check``)."""
-    fk, name = make_fk(urdf.spec.urdf, urdf.spec)
-    return (lambda q: torch.from_numpy(fk(urdf.to_urdf(q)))), name
+    return pin_fk, f"Pinocchio {pin.__version__} (float64)"
 
 
 # ------------------------------------------------------------------------------- anchors
@@ -224,7 +209,7 @@ def ikpy_chain_for(chain_cls: type, spec: ChainSpec) -> tuple[object, list[int]]
 def torchik_rows(case: RobotCase, tip: str, position_only: bool) -> dict[str, Solver]:
     """torchik's rows: the shared starts (float32, and float64 at 1e-5), its own seeding (the
     default LM, also at 1e-5 in float64), and each other solver in float64."""
-    r32, r64 = (torchik_robot(torchik, case.name, d) for d in (torch.float32, torch.float64))
+    r32, r64 = (torchik.load_robot(case.name, dtype=d) for d in (torch.float32, torch.float64))
     strict = dict(tol_position=STRICT_TOL, tol_rotation=STRICT_TOL, position_only=position_only)
     plain = dict(position_only=position_only)
     own = f"{TORCHIK} (own seeding)"
@@ -267,7 +252,7 @@ def robot_tables(args, case: RobotCase, tmp: Path) -> list[Table]:
         table.add("all anchors", status=f"missing: fixture {case.urdf} not found (no shared/)")
         return [table]
     spec = read_chain(write_urdf_variant(src, tmp / f"{case.name}.urdf", case.limits), case.tip)
-    robot = torchik_robot(torchik, case.name, torch.float64)
+    robot = torchik.load_robot(case.name, dtype=torch.float64)
     urdf = Urdf(spec, [spec.joint_names.index(j) for j in robot.joint_names])
     if not torch.equal(robot.lower, torch.from_numpy(spec.lower[urdf.cols])):
         raise RuntimeError(f"torchik's {case.name} limits differ from the protocol's")
@@ -301,6 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     add_common_args(parser)
     args = parser.parse_args(argv)
     report = Report("ik", 'Numerical IK benchmark (protocol "Numerical IK")', intro=INTRO)
+    report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     with tempfile.TemporaryDirectory(prefix="torchik-bench-") as tmp:
         for name in args.robots:
             report.tables += robot_tables(args, ROBOTS[name], Path(tmp))

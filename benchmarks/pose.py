@@ -4,7 +4,7 @@
 ``torchik.models.load_pretrained("panda")``: the held-out test poses (seed
 ``torchik.pretrained.TEST_SEED``), 100 samples per pose, raw errors, every sample refined, 1000
 exact solutions of one pose and one solution for each pose. This script adds the independent
-float64 check (Pinocchio; ``ik.make_fk``), the goals and the published figures.
+float64 check (Pinocchio; ``ik.checker``), the goals and the published figures.
 
     python benchmarks/pose.py                          # -> benchmarks/results/pose.*
     python benchmarks/pose.py --poses 50 --out /tmp/pose   # a quick look elsewhere
@@ -24,7 +24,6 @@ from common import (
     fmt_time,
     log,
     read_chain,
-    torchik_robot,
     wait_for_quiet,
 )
 from ik import Urdf, checker
@@ -108,7 +107,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--min-run-time", type=float, default=0.2, help="s measured per timing")
     add_common_args(parser)
     args = parser.parse_args(argv)
-    robot = torchik_robot(torchik, "panda", torch.float64)
+    robot = torchik.load_robot("panda", dtype=torch.float64)
     urdf = fixture_urdf("panda.urdf")
     check, name = None, "torchik's own float64 FK (shared fixtures missing)"
     if urdf is not None:
