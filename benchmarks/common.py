@@ -34,16 +34,14 @@ import numpy as np
 import torch
 
 from torchik.protocols import Timing, time_call
-from torchik.protocols.table import Column, Table, fmt_pct, fmt_ratio, fmt_sci, fmt_time
+from torchik.protocols.table import Column, Table, fmt_pct, fmt_sci, fmt_time
 
-__all__ = ["Column", "Table", "Timing", "fmt_pct", "fmt_ratio", "fmt_sci", "fmt_time", "time_call"]
+__all__ = ["Column", "Table", "Timing", "fmt_pct", "fmt_sci", "fmt_time", "time_call"]
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "benchmarks" / "results"
 #: Distributions whose versions go into every stamp (the `bench` extra of pyproject.toml).
 ANCHOR_DISTS = ("pytorch-kinematics", "pin", "pytracik", "ikpy", "scipy")
-#: The anchor every speed ratio is taken against unless a table says otherwise.
-REFERENCE = "pytorch_kinematics"
 #: Environment variable run.py sets so that a stamp also names the command that launched it.
 PARENT_ENV = "TORCHIK_BENCH_PARENT"
 
