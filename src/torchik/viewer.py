@@ -192,6 +192,7 @@ class Viewer:
 
         scene = self.server.scene
         scene.set_up_direction("+z")
+        scene.add_light_ambient("/ambient", intensity=1.5)  # no side of a stick goes black
         scene.add_grid("/grid", width=2.0, height=2.0, cell_size=0.1, plane="xy")
         self.drawing = _Drawing(self, "/robot", ROBOT_COLOR, None)
         self.ghosts = [
@@ -210,7 +211,7 @@ class Viewer:
         self.set_configuration(self.q)
         reach = float(np.linalg.norm(link_poses(self.robot, self.q)[:, :3, 3], axis=-1).max())
         reach = max(reach, 0.2)
-        self.camera = ((1.3 * reach, -1.3 * reach, 1.0 * reach), (0.0, 0.0, 0.4 * reach))
+        self.camera = ((1.0 * reach, -1.0 * reach, 0.8 * reach), (0.0, 0.0, 0.35 * reach))
         self.server.on_client_connect(self._place_camera)
 
     def _place_camera(self, client: Any) -> None:
