@@ -8,13 +8,16 @@ fetched through viser; the whole test takes some 15-30 s on two cores.
 from __future__ import annotations
 
 import time
+from types import SimpleNamespace
 
+import imageio.v3 as iio
 import numpy as np
 import pytest
 import torch
 
 pytest.importorskip("viser", reason="the viewer needs the view extra (viser)")
 
+from torchik.cli import main  # noqa: E402
 from torchik.rotations import quat_to_rotmat  # noqa: E402
 from torchik.viewer import view  # noqa: E402
 from torchik.viewer_browser import find_chromium, headless_browser  # noqa: E402
@@ -52,9 +55,13 @@ def _drawn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.abs(a.astype(int) - b.astype(int)).sum(-1) > INK
 
 
-def test_a_real_browser_draws_the_robot_and_follows_the_target():
+def _need_chromium() -> None:
     if find_chromium() is None:
         pytest.skip("no Chromium here: install Debian's chromium package (.ci/run does)")
+
+
+def test_a_real_browser_draws_the_robot_and_follows_the_target(tmp_path, monkeypatch):
+    _need_chromium()
     with view("panda", port=0, n=5) as viewer, headless_browser(viewer, WIDTH, HEIGHT) as client:
         _wait_for_camera(viewer, client)
         robot, link = viewer.robot, viewer.link
@@ -80,3 +87,19 @@ def test_a_real_browser_draws_the_robot_and_follows_the_target():
         viewer.set_target(pose)
         moved = viewer.screenshot(width=WIDTH, height=HEIGHT)
         assert _drawn(moved, with_robot).sum() > 200
+        # the page's screenshot button writes what the browser shows
+        monkeypatch.chdir(tmp_path)
+        viewer.panel._screenshot(SimpleNamespace(client=client))
+        (saved,) = tmp_path.glob("torchik-view-*.png")
+        assert iio.imread(saved).shape == (720, 960, 3)
+        assert str(saved) in viewer.panel.saved.content
+
+
+def test_cli_screenshot_writes_a_png_without_a_person(tmp_path):
+    _need_chromium()
+    out = tmp_path / "snake.png"
+    argv = ["view", "snake2", "--port", "0", "-n", "4", "--size", "320", "240"]
+    assert main([*argv, "--position", "0.1", "0.05", "0", "--screenshot", str(out)]) == 0
+    picture = iio.imread(out)
+    assert picture.shape == (240, 320, 3)
+    assert (picture.astype(int).sum(-1) < 3 * 255 - INK).mean() > 0.01  # not a blank page

@@ -331,15 +331,22 @@ class Viewer:
         width: int = 960,
         height: int = 720,
         timeout: float = 30.0,
+        client: Any = None,
     ) -> np.ndarray:
         """The picture a connected browser renders, on white: ``(height, width, 3)`` uint8;
         written as PNG to ``path`` if given.
+
+        Args:
+            path: the PNG file to write, or ``None``.
+            width, height: the picture's size (at most the browser window's).
+            timeout: seconds to wait for the browser's picture.
+            client: the viser client to ask (default: the first connected one).
 
         Raises:
             RuntimeError: no browser is connected (open :attr:`url`, or see
                 :func:`torchik.viewer_browser.headless_browser`).
         """
-        clients = list(self.server.get_clients().values())
+        clients = [client] if client is not None else list(self.server.get_clients().values())
         if not clients:
             raise RuntimeError(f"no browser shows the page: open {self.url} first")
         rgba = clients[0].get_render(height, width, transport_format="png", timeout=timeout)

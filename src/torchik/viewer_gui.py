@@ -120,5 +120,5 @@ class Panel:
 
     def _screenshot(self, event: Any) -> None:
         path = Path(f"torchik-view-{time.strftime('%Y%m%d-%H%M%S')}.png").resolve()
-        self.viewer.screenshot(path)
+        self.viewer.screenshot(path, client=event.client)
         self.saved.content = f"Saved `{path}`"
