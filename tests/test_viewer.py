@@ -82,6 +82,23 @@ def test_position_only_mode_ignores_the_orientation(panda_viewer):
     finally:
         panda_viewer.panel.position_only.value = False
     assert panda_viewer.target().shape == (4, 4)
+    pose = panda_viewer.target()
+    found = panda_viewer.set_target(pose[:3, 3])  # a position turns position-only mode on
+    assert panda_viewer.panel.position_only.value and panda_viewer.gizmo.disable_rotations
+    assert found.rotation_error is None and found.position_error.max() < 1e-3
+    panda_viewer.set_target(pose)
+    assert not panda_viewer.panel.position_only.value and not panda_viewer.gizmo.disable_rotations
+
+
+def test_a_pose_model_needs_the_orientation():
+    with view("panda", model="pretrained", port=0, n=3) as viewer:
+        assert viewer.link == "panda_hand" and viewer.solutions is None
+        found = viewer.solve()
+        assert found.source.endswith("+ refinement") and found.rotation_error is not None
+        viewer.panel.sources.value = "model samples"
+        assert viewer.solutions.source == "fm samples"
+        with pytest.raises(ValueError, match="needs the orientation"):
+            viewer.set_target(torch.tensor([0.4, 0.0, 0.4]))
 
 
 def test_playback_shows_each_frame(panda_viewer):
@@ -92,9 +109,19 @@ def test_playback_shows_each_frame(panda_viewer):
     torch.testing.assert_close(panda_viewer.q, paths[0, 2])
     visible = [g for g in panda_viewer.ghosts if g.frames[0].visible]
     assert len(visible) == 1
+    panda_viewer.panel._play()  # the Play button's thread: every frame in turn, ending on the last
+    assert panda_viewer.panel.frame.value == 2
     np.testing.assert_allclose(
         _node_poses(visible[0].frames), robot.forward_kinematics(paths[1, 2]).numpy(), atol=1e-6
     )
+
+
+def test_link_frames_on_demand(panda_viewer):
+    checkbox = panda_viewer.panel.link_frames
+    checkbox.value = True
+    assert all(f.show_axes for f in panda_viewer.drawing.frames)
+    checkbox.value = False
+    assert not any(f.show_axes for f in panda_viewer.drawing.frames)
 
 
 def test_without_a_browser_a_screenshot_is_a_clear_error(panda_viewer):
@@ -142,6 +169,9 @@ def test_cli_errors_are_one_line(tmp_path, monkeypatch, capsys):
         assert main(argv) == 1
         err = capsys.readouterr().err
         assert err.startswith("torchik: error: ") and err.count("\n") == 1, err
+    (tmp_path / "s.json").write_text('[{"x": 1}]')
+    assert main(["view", "panda", "--play", str(tmp_path / "s.json")]) == 1
+    assert "not solutions of panda" in capsys.readouterr().err
     assert main(["view", "panda", "--port", "x"]) == 2
 
 

@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 import torch
 
+from torchik.paths import PathResult
 from torchik.robot import load_robot
 from torchik.rotations import geodesic_distance, quat_to_rotmat
 from torchik.viewer_scene import (
@@ -145,6 +146,8 @@ def test_saved_solutions_and_paths_become_frames(panda, tmp_path):
     paths = load_solutions(tmp_path / "p.pt", panda)
     assert playback_frames(paths).shape == (3, 2, 7)
     assert playback_frames(q).shape == (3, 1, 7)
+    result = PathResult(paths, torch.zeros(2, 3), panda.continuous)  # what torchik.paths returns
+    torch.testing.assert_close(playback_frames(result), paths.transpose(0, 1))
     torch.save(torch.zeros(4, 3), tmp_path / "bad.pt")
     with pytest.raises(ValueError, match=r"expected configurations \(\.\.\., 7\) of panda"):
         load_solutions(tmp_path / "bad.pt", panda)

@@ -177,7 +177,7 @@ class Viewer:
             raise ValueError(f"n must be a positive number of ghosts, got {n!r}")
         self.visuals, self.skipped = read_visuals(urdf) if urdf is not None else ([], [])
         self.sticks, self.n, self.refine, self.seed = not self.visuals, n, refine, seed
-        self.position_only = self.model is not None and self.model.spec.targets != "pose"
+        self.position_only = self._positions_only()
         self._meshes: dict[Path, Any] = {}
         self._lock, self._pending = threading.Lock(), False
         viser = _viser()
@@ -203,7 +203,9 @@ class Viewer:
         self.q = self.robot.neutral().double()
         pose = link_poses(self.robot, self.q)[self.robot.link_index(self.link)]
         wxyz, xyz = to_wxyz_position(pose)
-        self.gizmo = scene.add_transform_controls("/target", scale=0.25, wxyz=wxyz, position=xyz)
+        self.gizmo = scene.add_transform_controls(
+            "/target", scale=0.25, wxyz=wxyz, position=xyz, disable_rotations=self.position_only
+        )
         self.gizmo.on_update(lambda _: self._solve_latest())
         self.solutions: Solutions | None = None
         self.frames: Tensor | None = None
@@ -234,20 +236,35 @@ class Viewer:
 
     # ---------------------------------------------------------------- the target
     def set_target(self, target: Tensor | np.ndarray) -> Solutions:
-        """Move the gizmo to a ``(4, 4)`` pose or ``(3,)`` position and solve for it.
+        """Move the gizmo to a ``(4, 4)`` pose or a ``(3,)`` position (which turns on
+        position-only mode; a pose turns it off unless the model knows positions only) and
+        solve for it.
 
         Returns:
             The new ghosts (also in :attr:`solutions`).
         """
         target = np.asarray(target, dtype=np.float64)
-        if target.shape == (4, 4):
-            wxyz, xyz = to_wxyz_position(target)
-            self.gizmo.wxyz, self.gizmo.position = wxyz, xyz
-        elif target.shape == (3,):
-            self.gizmo.position = target
-        else:
+        if target.shape not in ((4, 4), (3,)):
             raise ValueError(f"target must be a (4, 4) pose or a (3,) position, not {target.shape}")
+        self.set_position_only(target.shape == (3,) or self._positions_only())
+        if target.shape == (4, 4):
+            self.gizmo.wxyz, self.gizmo.position = to_wxyz_position(target)
+        else:
+            self.gizmo.position = target
         return self.solve()
+
+    def _positions_only(self) -> bool:
+        return self.model is not None and self.model.spec.targets != "pose"
+
+    def set_position_only(self, on: bool) -> None:
+        """Solve for the gizmo's position only (its rotation handles hidden), or for its pose."""
+        if not on and self._positions_only():
+            raise ValueError(f"the model knows {self.model.spec.targets} targets only")
+        if on and self.model is not None and self.model.spec.targets == "pose":
+            raise ValueError("the model was trained on full poses: it needs the orientation")
+        self.position_only = on
+        self.gizmo.disable_rotations = on
+        self.panel.show_mode(on)
 
     def target(self) -> Tensor:
         """The gizmo's ``(4, 4)`` pose, or its ``(3,)`` position in position-only mode."""

@@ -35,8 +35,8 @@ class Panel:
             self.frame.on_update(lambda _: self._on_frame())
             self.play = gui.add_button("Play", disabled=True)
             self.play.on_click(lambda _: threading.Thread(target=self._play, daemon=True).start())
-        frames = gui.add_checkbox("link frames", False)
-        frames.on_update(lambda _: self._show_frames(frames.value))
+        self.link_frames = gui.add_checkbox("link frames", False)
+        self.link_frames.on_update(lambda _: self._show_frames(self.link_frames.value))
         shot = gui.add_button("Screenshot")
         shot.on_click(self._screenshot)
         self.saved = gui.add_markdown("")
@@ -86,6 +86,14 @@ class Panel:
     def show_solutions(self, solutions: Solutions) -> None:
         self.summary.content = solutions.summary()
 
+    def show_mode(self, position_only: bool) -> None:
+        """Tick the position-only box (without solving)."""
+        self._syncing = True
+        try:
+            self.position_only.value = position_only
+        finally:
+            self._syncing = False
+
     def set_frames(self, count: int) -> None:
         self._syncing = True
         try:
@@ -101,9 +109,9 @@ class Panel:
             self.viewer.set_configuration([s.value for s in self.joints])
 
     def _on_mode(self) -> None:
-        self.viewer.position_only = bool(self.position_only.value)
-        self.viewer.gizmo.disable_rotations = self.viewer.position_only
-        self.viewer.solve()
+        if not self._syncing:
+            self.viewer.set_position_only(bool(self.position_only.value))
+            self.viewer.solve()
 
     def _on_frame(self) -> None:
         if not self._syncing and self.viewer.frames is not None:
