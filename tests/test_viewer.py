@@ -179,3 +179,25 @@ def test_torchik_view_is_lazy():
     code = "import sys, torchik; print('viser' in sys.modules, torchik.view.__module__)"
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.split() == ["False", "torchik.viewer"]
+
+
+def test_torchik_view_serves_the_page_on_localhost_until_interrupted():
+    import os
+    import re
+    import signal
+    import urllib.request
+
+    command = [sys.executable, "-m", "torchik", "view", "snake2", "--port", "0", "-n", "2"]
+    env = {**os.environ, "PYTHONUNBUFFERED": "1"}
+    with subprocess.Popen(command, stdout=subprocess.PIPE, text=True, env=env) as process:
+        try:
+            line = process.stdout.readline()
+            url = re.search(r"at (http://127\.0\.0\.1:\d+) ", line)
+            assert url, line
+            direct = urllib.request.build_opener(urllib.request.ProxyHandler({}))  # loopback only
+            with direct.open(url.group(1), timeout=30) as page:
+                assert page.status == 200 and b"<html" in page.read().lower()
+        finally:
+            process.send_signal(signal.SIGINT)
+            process.wait(timeout=30)
+    assert process.returncode == 130

@@ -24,6 +24,7 @@ FLAGS = (
     "--no-first-run",
     "--no-default-browser-check",
     "--disable-extensions",
+    "--no-proxy-server",  # the page is on 127.0.0.1
     "--remote-debugging-port=0",  # keeps a headless browser open until it is ended
 )
 
