@@ -155,21 +155,23 @@ class Viewer:
 
     def __init__(
         self,
-        robot,
-        model=None,
+        robot: Robot | str | os.PathLike,
+        model: Any = None,
         *,
-        link=None,
-        n=20,
-        host="127.0.0.1",
-        port=8080,
-        urdf=None,
-        refine=True,
-        seed=0,
+        link: str | None = None,
+        n: int = 20,
+        host: str = "127.0.0.1",
+        port: int = 8080,
+        urdf: str | os.PathLike | None = None,
+        refine: bool = True,
+        seed: int = 0,
     ):
         from torchik.robots import default_end_link
 
         self.robot, urdf = open_robot(robot, urdf)
         self.model = resolve_model(model, self.robot)
+        if self.model is not None and link not in (None, self.model.spec.link):
+            raise ValueError(f"the model places {self.model.spec.link!r}, not {link!r}")
         self.link = self.model.spec.link if self.model is not None else link
         self.link = self.link or default_end_link(self.robot)
         self.robot.link_index(self.link)  # a clear error for unknown links
@@ -185,7 +187,11 @@ class Viewer:
             self.server = viser.ViserServer(host=host, port=port, verbose=False)
         self.server.gui.configure_theme(show_share_button=False)  # no tunnels: localhost only
         self.url = f"http://{host}:{self.server.get_port()}"
-        self._build_scene()
+        try:
+            self._build_scene()
+        except BaseException:
+            self.server.stop()  # no server left running behind an error
+            raise
 
     def _build_scene(self) -> None:
         from torchik.viewer_gui import Panel
