@@ -45,8 +45,8 @@ def link_poses(robot: Robot, q: Tensor) -> np.ndarray:
     Example:
         >>> from torchik.robot import load_robot
         >>> robot = load_robot("snake2", dtype=torch.float64)
-        >>> link_poses(robot, robot.neutral()).shape
-        (3, 4, 4)
+        >>> link_poses(robot, robot.neutral()).shape  # base, two links, tip
+        (4, 4, 4)
     """
     with torch.no_grad():
         q = torch.as_tensor(q, dtype=robot.dtype, device=robot.device)
@@ -112,6 +112,8 @@ def pose_text(pose: np.ndarray) -> str:
     """
     rpy = torch.rad2deg(rotmat_to_rpy(torch.as_tensor(np.asarray(pose)[:3, :3]))).tolist()
     xyz = np.asarray(pose)[:3, 3].tolist()
+    # rounded first, then + 0.0: no "-0.0" for a value a hair below zero
+    rpy, xyz = [round(v, 1) + 0.0 for v in rpy], [round(v, 3) + 0.0 for v in xyz]
     return "xyz (m): {:.3f} {:.3f} {:.3f} | rpy (deg): {:.1f} {:.1f} {:.1f}".format(*xyz, *rpy)
 
 
