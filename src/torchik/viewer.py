@@ -76,7 +76,7 @@ def _load_mesh(path: Path) -> tuple[np.ndarray, np.ndarray] | None:
     import trimesh
 
     try:
-        mesh = trimesh.load(path, force="mesh")
+        mesh: Any = trimesh.load(path, force="mesh")
         return np.asarray(mesh.vertices, np.float32), np.asarray(mesh.faces, np.uint32)
     except Exception:  # noqa: BLE001 - any unreadable mesh is drawn as nothing, not a crash
         return None
@@ -172,8 +172,8 @@ class Viewer:
         self.model = resolve_model(model, self.robot)
         if self.model is not None and link not in (None, self.model.spec.link):
             raise ValueError(f"the model places {self.model.spec.link!r}, not {link!r}")
-        self.link = self.model.spec.link if self.model is not None else link
-        self.link = self.link or default_end_link(self.robot)
+        chosen = self.model.spec.link if self.model is not None else link
+        self.link: str = chosen or default_end_link(self.robot)
         self.robot.link_index(self.link)  # a clear error for unknown links
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive number of ghosts, got {n!r}")
@@ -378,7 +378,7 @@ class Viewer:
         if path is not None:
             import imageio.v3 as iio
 
-            iio.imwrite(path, rgb, extension=".png")
+            iio.imwrite(Path(path), rgb, extension=".png")
         return rgb
 
     def close(self) -> None:

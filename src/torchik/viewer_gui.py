@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import numpy as np
+import torch
 
 from torchik.viewer_scene import Solutions, pose_text
 
@@ -106,7 +107,7 @@ class Panel:
     # ---------------------------------------------------------------- callbacks
     def _on_joint(self) -> None:
         if not self._syncing:
-            self.viewer.set_configuration([s.value for s in self.joints])
+            self.viewer.set_configuration(torch.tensor([float(s.value) for s in self.joints]))
 
     def _on_mode(self) -> None:
         if not self._syncing:
@@ -118,7 +119,8 @@ class Panel:
             self.viewer.show_frame(min(int(self.frame.value), len(self.viewer.frames) - 1))
 
     def _play(self) -> None:
-        for s in range(len(self.viewer.frames)):
+        frames = self.viewer.frames
+        for s in range(0 if frames is None else len(frames)):
             self.frame.value = s
             time.sleep(1 / PLAYBACK_FPS)
 

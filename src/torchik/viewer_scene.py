@@ -296,7 +296,7 @@ def load_solutions(path: str | os.PathLike, robot: Robot) -> Tensor:
             raise ValueError(f"{path}: not solutions of {robot.name} ({err})") from None
     else:
         data = torch.load(path, map_location="cpu", weights_only=True)
-        q = data.get("q") if isinstance(data, dict) else data
+        q = data.get("q") if isinstance(data, dict) else data  # type: ignore[assignment]  # checked next
     if not isinstance(q, Tensor) or q.dim() not in (2, 3) or q.shape[-1] != robot.dof:
         raise ValueError(f"{path}: expected configurations (..., {robot.dof}) of {robot.name}")
     return q.to(torch.float64)

@@ -12,6 +12,7 @@ import os
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
@@ -155,7 +156,8 @@ def read_visuals(source: str | os.PathLike) -> tuple[list[Visual], list[str]]:
     for material in robot.findall("material"):
         if (color := _color(material, {})) is not None:
             named[material.get("name", "")] = color
-    visuals, skipped = [], []
+    visuals: list[Any] = []  # Visual, and the skipped ones described (str)
+    skipped: list[Any] = []
     for link in robot.findall("link"):
         for element in link.findall("visual"):
             try:

@@ -159,7 +159,7 @@ def judge(p: Problem, q: Tensor, tol_position: float, tol_rotation: float) -> di
     return out
 
 
-def check_answers(p: Problem, q: Tensor) -> dict[str, float]:
+def check_answers(p: Problem, q: Tensor) -> dict[str, Any]:
     """Success rates of candidates ``q (n, K, dof)`` for the first ``n`` targets.
 
     Returns:
@@ -215,10 +215,11 @@ def torchik_solver(
     from torchik.ik import solve_ik
 
     def run(targets: Tensor, starts: Tensor) -> Tensor:
+        given: dict[str, Any] = {}
         if own_seeds:
-            given = {"generator": torch.Generator().manual_seed(seed)}
+            given["generator"] = torch.Generator().manual_seed(seed)
         else:
-            given = {"seeds": starts.to(robot.dtype)}
+            given["seeds"] = starts.to(robot.dtype)
         result = solve_ik(robot, targets.to(robot.dtype), link, position_only=position_only,
                           **given, **options)  # fmt: skip
         return result.q.detach()

@@ -116,6 +116,8 @@ def raw_table(setup: Setup, samples: Tensor, sample_s: float) -> tuple[Table, Te
     targets = encode_target(setup.problem.targets, "pose")
     report = evaluate_samples(robot, samples, targets, spec, thresholds=(), limit_tol=1e-6)
     pos, rot = sample_errors(robot, samples, targets, spec)
+    assert rot is not None and report.rotation_mean is not None  # full-pose targets
+    assert report.rotation_median is not None
     errs = {"position": pos, "rotation": rot}
     distinct = distinct_counts(samples, torch.ones_like(pos, dtype=torch.bool), errs,
                                robot.continuous)  # fmt: skip
@@ -257,7 +259,8 @@ def one_pose_methods(setup: Setup, many: int) -> dict[str, tuple[Draw | None, bo
 def one_pose_run(setup: Setup, method: tuple, index: int, many: int) -> dict:
     """One method on test pose ``index``: timed, its answer judged."""
     pose, p = setup.problem.targets[index], setup.at(index)
-    run, timing, cpu = run_timed(lambda: one_pose(setup, *method, pose, many, seed=7 + index),
+    draw, top_up = method
+    run, timing, cpu = run_timed(lambda: one_pose(setup, draw, top_up, pose, many, seed=7 + index),
                                  setup.min_run_time)  # fmt: skip
     errs = errors(p, run["q"][None])
     ok = passed(errs, POS_TOL, ROT_TOL)

@@ -97,7 +97,7 @@ class Table:
                 base = self._reference_row(ref, row)
                 mine = row.get(self.time_key)
                 ok = base is not None and row["status"] == "ok" and mine
-                row[f"speedup_vs_{ref}"] = base[self.time_key] / mine if ok else None
+                row[f"speedup_vs_{ref}"] = base[self.time_key] / mine if ok and base else None
 
     def markdown(self) -> str:
         """The table in markdown: title, header, one line per row, then the notes."""
