@@ -124,7 +124,7 @@ def solve_ik(
         **wholebody: with a dict ``target`` ``{link: pose or position}`` (several links at
             once), the options of :func:`torchik.ik.wholebody.solve_wholebody` (``weights``,
             ``active``, ``rest``, ``posture``, ``posture_iters``); ``link`` must be ``None``,
-            ``method`` ``"lm"``, and ``restarts``, ``early_stop``, ``seed_pool`` are not used.
+            ``method`` ``"lm"``, and ``restarts``, ``early_stop`` are not used.
 
     Returns:
         An :class:`IKResult` with ``q (..., K, dof)``. Unreachable targets give
@@ -151,7 +151,8 @@ def solve_ik(
         return _solve_targets(robot, target, link, method, wholebody, position_only=position_only,
                               seeds=seeds, num_seeds=num_seeds, tol_position=tol_position,
                               tol_rotation=tol_rotation, max_iters=max_iters, generator=generator,
-                              num_threads=num_threads, lower=lower, upper=upper)  # fmt: skip
+                              num_threads=num_threads, lower=lower, upper=upper,
+                              seed_pool=seed_pool)  # fmt: skip
     with torch.no_grad(), intra_op_threads(num_threads):
         _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
         link = default_link(robot) if link is None else link
