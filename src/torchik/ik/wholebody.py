@@ -9,10 +9,9 @@ get a zero-width box at their held value (:meth:`JointLimits.within`) and zero J
 columns, so no step ever moves them.
 
 The posture term pulls the active joints towards a rest configuration without disturbing the
-targets: each step is ``δ = argmin |J δ - e|²_W + λ |δ - z|²`` with ``z = posture (q_rest - q)``,
-i.e. the LM step damped towards ``z`` instead of towards 0. Its component in the null space of
-``J`` is exactly the null-space projection of ``z``; in the task directions it vanishes as the
-error-scaled damping ``λ`` does near a solution.
+targets: each LM step gets ``N z`` added, ``z = posture (q_rest - q)`` and ``N = I - Jᵀ(J Jᵀ +
+εI)⁻¹J`` (weighted) the projection onto the null space of the stacked Jacobian, with the tiny
+``ε = damping · damping_floor`` that keeps it bounded at singularities.
 """
 
 from __future__ import annotations
@@ -36,6 +35,7 @@ from torchik.rotations import geodesic_distance
 
 __all__ = [
     "MAX_ITERS",
+    "MAX_POSTURE_STEP",
     "WholeBodyLM",
     "WholeBodyProblem",
     "WholeBodyResult",
@@ -48,6 +48,10 @@ MAX_ITERS = 150
 """Default iterations of :func:`solve_wholebody`: more than one link's 60, since stalled slots
 are re-seeded within the solve (no separate retry rounds). On the G1's two hands (1000 targets,
 2 slots) 60 iterations solve 99.4 %, 150 all."""
+
+
+MAX_POSTURE_STEP = 0.1
+"""Largest norm (rad) of the posture step ``z`` per iteration, before its null-space projection."""
 
 
 @dataclass
@@ -127,12 +131,15 @@ class WholeBodyLM(LevenbergMarquardt):
         s = self.settings
         w = problem.weights(s.rotation_weight)
         jac = free_limit_columns(problem, q, lin.jacobian, lin.error, w)
-        damping = s.damping * (lin.cost + s.damping_floor)
-        if not problem.posture:
-            return integrate(problem.robot, q, damped_step(jac, lin.error, damping, w))
-        z = problem.posture * (problem.rest - q) * problem.active
-        shifted = lin.error - (jac @ z[..., None])[..., 0]
-        return integrate(problem.robot, q, z + damped_step(jac, shifted, damping, w))
+        delta = damped_step(jac, lin.error, s.damping * (lin.cost + s.damping_floor), w)
+        if problem.posture:
+            z = problem.posture * (problem.rest - q) * problem.active
+            # a long null-space step leaves the targets at second order: at most MAX_POSTURE_STEP
+            z = z * (MAX_POSTURE_STEP / z.norm(dim=-1, keepdim=True).clamp_min(MAX_POSTURE_STEP))
+            floor = lin.cost.new_full(lin.cost.shape, s.damping * s.damping_floor)
+            # z minus its component in the row space of J: (I - Jᵀ(JJᵀ + εI)⁻¹J) z, W-weighted
+            delta = delta + z - damped_step(jac, (jac @ z[..., None])[..., 0], floor, w)
+        return integrate(problem.robot, q, delta)
 
 
 def integrate(robot: Robot, q: Tensor, step: Tensor) -> Tensor:
@@ -163,6 +170,17 @@ class WholeBodyResult(IKResult):
 
     position_errors: dict[str, Tensor]
     rotation_errors: dict[str, Tensor]
+
+    def _take(self, index: Tensor) -> WholeBodyResult:
+        """The slots ``index (..., k)`` of every target, per-target errors included (what
+        :meth:`best` and :meth:`top` return)."""
+        out = super()._take(index)
+
+        def take(errors: dict[str, Tensor]) -> dict[str, Tensor]:
+            return {link: torch.take_along_dim(v, index, dim=-1) for link, v in errors.items()}
+
+        return WholeBodyResult(**vars(out), position_errors=take(self.position_errors),
+                               rotation_errors=take(self.rotation_errors))  # fmt: skip
 
 
 def _check_targets(robot, targets, weights, position_only):
