@@ -60,6 +60,50 @@ def run_torchik(robot, poses: torch.Tensor, num_seeds: int) -> dict:
     return {"targets": len(poses), "success": ok.float().mean().item(), "cpu_s": seconds}
 
 
+FEET = ("left_ankle_roll_link", "right_ankle_roll_link")
+
+
+def floating_g1():
+    """The G1 on an emulated floating base: world -> x, y, z slides (±1 m) -> yaw (±π), pitch
+    (±1.5), roll (±π) hinges -> pelvis. Euler angles, so not the real thing (a quaternion base
+    is issue 17 section 2); enough to measure feet + hands targets on a moving pelvis."""
+
+    def joint(name, kind, parent, child, axis, lo, hi):
+        return (f'<joint name="{name}" type="{kind}"><parent link="{parent}"/><child '
+                f'link="{child}"/><axis xyz="{axis}"/><limit lower="{lo}" upper="{hi}" '
+                f'effort="1" velocity="1"/></joint>')  # fmt: skip
+
+    chain = [("base_x", "prismatic", "1 0 0", 1), ("base_y", "prismatic", "0 1 0", 1),
+             ("base_z", "prismatic", "0 0 1", 1), ("base_yaw", "revolute", "0 0 1", math.pi),
+             ("base_pitch", "revolute", "0 1 0", 1.5),
+             ("base_roll", "revolute", "1 0 0", math.pi)]  # fmt: skip
+    parts, parent = ['<link name="world"/>'], "world"
+    for i, (name, kind, axis, limit) in enumerate(chain):
+        child = "pelvis" if i == len(chain) - 1 else f"{name}_link"
+        parts += [f'<link name="{child}"/>' if child != "pelvis" else ""]
+        parts.append(joint(name, kind, parent, child, axis, -limit, limit))
+        parent = child
+    text = torchik.robots.bundled_urdf("g1")
+    text = text.replace('<robot name="g1">', '<robot name="g1_floating">' + "".join(parts), 1)
+    return torchik.Robot.from_urdf(text, dtype=torch.float64)
+
+
+def run_floating(n: int, num_seeds: int) -> dict:
+    robot = floating_g1()
+    links = [*FEET, *HANDS]
+    poses = robot.forward_kinematics(
+        robot.random_configuration(n, torch.Generator().manual_seed(0)), links
+    )
+    g = torch.Generator().manual_seed(1)
+    start = time.process_time()
+    result = solve_ik(robot, dict(zip(links, poses.unbind(1), strict=True)), generator=g,
+                      num_seeds=num_seeds)  # fmt: skip
+    seconds = time.process_time() - start
+    note = "emulated floating base (6 joints), both feet's and hands' poses"
+    rate = result.success.any(-1).float().mean().item()
+    return {"targets": n, "success": rate, "cpu_s": seconds, "settings": note}
+
+
 def run_anchor(robot, poses: torch.Tensor, solve_one, starts: int) -> dict:
     """``solve_one(q_start (29,), poses (2, 4, 4)) -> q (29,)`` from up to ``starts`` uniform
     random starts per target, the next one only while FK says the last one failed."""
@@ -162,6 +206,8 @@ def main() -> None:
     poses = targets(robot, args.targets)
     solve_ik(robot, dict(zip(HANDS, poses[:10].unbind(1), strict=True)))  # warm-up
     rows = {f"torchik ({k} seeds)": run_torchik(robot, poses, k) for k in (2, 4)}
+    for k in (2, 4):
+        rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)
     for name, make in (("placo", placo_solver), ("mink", mink_solver)):
         try:
             solve_one = make(robot, args.anchor_iters)
