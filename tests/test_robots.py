@@ -391,3 +391,33 @@ def test_list_robots_names_every_loadable_robot():
     for name in list_robots():
         assert torchik.load_robot(name).dof >= 2
         assert parse_urdf(bundled_urdf(name)).name == name
+
+
+def test_g1_matches_pinocchio_on_the_upstream_urdf():
+    """The stripped G1 keeps the kinematics: poses from Pinocchio 3.8 on example-robot-data's
+    g1_29dof_rev_1_0.urdf at q_i = 0.1 ((i mod 7) - 3), joints in file order."""
+    import torch
+
+    import torchik
+
+    robot = torchik.load_robot("g1", dtype=torch.float64)
+    assert robot.joint_names[:2] == ("left_hip_pitch_joint", "left_hip_roll_joint")
+    q = torch.tensor([0.1 * ((i % 7) - 3) for i in range(29)], dtype=torch.float64)
+    expected = {
+        "left_rubber_hand": (
+            [0.2296349470246118, 0.11029360602038875, 0.20167806380431155],
+            [0.9902747501829066, 0.13828338438154797, -0.015284788325888754,
+             -0.1321843466686086, 0.9009043849640506, -0.4133988239561631,
+             -0.043396055649969414, 0.4113988268779222, 0.9104217635785592],
+        ),
+        "right_ankle_roll_link": (
+            [-0.1581794631338795, -0.2816815880919104, -0.7136631654885238],
+            [0.9680664378219459, 0.17936035013909432, 0.17514918429929935,
+             -0.21137770444279044, 0.9596179940025167, 0.1856145782288729,
+             -0.13478441314641976, -0.21670987606606096, 0.9668867522043146],
+        ),
+    }  # fmt: skip
+    for link, (position, rotation) in expected.items():
+        pose = robot.forward_kinematics(q, link).numpy()
+        np.testing.assert_allclose(pose[:3, 3], position, rtol=0, atol=1e-14, err_msg=link)
+        np.testing.assert_allclose(pose[:3, :3].ravel(), rotation, rtol=0, atol=1e-14)
