@@ -280,6 +280,11 @@ class IKProblem:
         """``q (N, dof)`` into the limits (see :class:`JointLimits`)."""
         return self.limits.project(q)
 
+    def converged(self, lin: Linearization) -> Tensor:
+        """``(B,)`` bool: the rows of ``lin`` within both tolerances."""
+        tol_rot = math.inf if self.position_only else self.tol_rotation
+        return (lin.error[:, :3].norm(dim=-1) < self.tol_position) & (lin.angle < tol_rot)
+
 
 @dataclass
 class Linearization:
@@ -374,11 +379,9 @@ class IKSolver(ABC):
         state = self.initial_state(q)
         zeros = torch.zeros_like(ids)
         track = {"seed_cost": best.cost.clone(), "stall": zeros, "age": zeros, "attempt": zeros}
-        tol_rot = math.inf if problem.position_only else problem.tol_rotation
         for it in range(max_iters + 1):
             lin = self.linearize(problem, q)
-            pos_err = lin.error[:, :3].norm(dim=-1)
-            done = (pos_err < problem.tol_position) & (lin.angle < tol_rot)
+            done = problem.converged(lin)
             finished = best.update(ids, q, lin.cost, done, problem.group, s.early_stop)
             if it == max_iters:
                 break
