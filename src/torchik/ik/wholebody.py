@@ -19,6 +19,7 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
+from typing import cast
 
 import torch
 from torch import Tensor
@@ -84,7 +85,8 @@ class WholeBodyProblem(IKProblem):
         part = super().rows(index)
         rotmats = tuple(None if r is None else r[index] for r in self.rotmats)
         positions = tuple(p[index] for p in self.positions)
-        return replace(part, positions=positions, rotmats=rotmats, rest=self.rest[index])
+        whole = cast(WholeBodyProblem, part)  # super().rows replaces fields of self's class
+        return replace(whole, positions=positions, rotmats=rotmats, rest=self.rest[index])
 
     def weights(self, rotation_weight: float) -> Tensor:
         """``(m,)`` square roots of the residual weights, target after target."""
@@ -204,7 +206,9 @@ def _check_targets(robot, targets, weights, position_only):
             want, got = tuple(batch), tuple(shape)
             raise ValueError(f"target {link!r} has batch shape {got}, the first target {want}")
         batch = shape
-        positions.append(position), rotmats.append(rotmat), ws.append(float(w))
+        positions.append(position)
+        rotmats.append(rotmat)
+        ws.append(float(w))
     if not any(ws):
         raise ValueError("at least one target needs a weight > 0")
     return batch, tuple(targets), positions, rotmats, ws
@@ -257,7 +261,9 @@ def _limits(robot, active, rest, bounds, n_targets) -> JointLimits:
     return limits.within(lower, upper)
 
 
-def evaluate_targets(problem: WholeBodyProblem, q: Tensor, iterations: Tensor, shape) -> IKResult:
+def evaluate_targets(
+    problem: WholeBodyProblem, q: Tensor, iterations: Tensor, shape
+) -> WholeBodyResult:
     """Success and errors of ``q (N, dof)`` by forward kinematics of every target link."""
     robot = problem.robot
     q = problem.limits.canonical(q)
@@ -363,6 +369,7 @@ def solve_wholebody(
         solver = WholeBodyLM(max_iters=MAX_ITERS if max_iters is None else max_iters)
         reseed = None if seeds is not None else _seeder(problem, k, seed_pool, generator)
         if q0 is None:
+            assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
             q0 = reseed(rows, torch.zeros_like(rows))
         q, iterations = solver.solve(problem, q0, reseed)
@@ -436,8 +443,9 @@ def _pose_features(problem: WholeBodyProblem, pool: Tensor, rows: Tensor):
         p, target = poses[:, i, :3, 3], problem.positions[i][rows]
         a += [-2.0 * weight * target, weight * torch.ones_like(target[:, :1])]
         b += [p, (p * p).sum(-1, keepdim=True)]
-        if problem.rotmats[i] is not None:
-            a.append(-weight * rho**2 * problem.rotmats[i][rows].flatten(-2))
+        rotmat = problem.rotmats[i]
+        if rotmat is not None:
+            a.append(-weight * rho**2 * rotmat[rows].flatten(-2))
             b.append(poses[:, i, :3, :3].flatten(-2))
     return torch.cat(a, dim=-1).float(), torch.cat(b, dim=-1).float()
 
@@ -459,4 +467,4 @@ def _reshape(result: WholeBodyResult, batch) -> WholeBodyResult:
     k = result.q.shape[1]
     pos = {name: v.reshape(*batch, k) for name, v in result.position_errors.items()}
     rot = {name: v.reshape(*batch, k) for name, v in result.rotation_errors.items()}
-    return replace(out, position_errors=pos, rotation_errors=rot)
+    return replace(cast(WholeBodyResult, out), position_errors=pos, rotation_errors=rot)
