@@ -1,0 +1,523 @@
+"""Hyperparameter search over a model family's config and the training settings, on Optuna.
+
+:func:`tune` runs a study: each trial draws settings from a search space
+(:mod:`torchik.tune_space`), trains the family with :func:`torchik.train.train` and returns the
+objective, to minimise: the validation FK position error (``"position_error"``), or on a planar
+or the rail arm the posterior protocol's posterior mismatch (``"posterior_mismatch"``, MMD² to a
+rejection-sampled ground truth) or re-simulation error (``"resimulation"``). Intermediate
+validations reach the pruner (median or Hyperband) through ``train``'s callback. Samplers:
+TPE (default), a Gaussian process (Optuna's ``GPSampler``, the Bayesian optimisation the
+report ran with scikit-optimize) and random search as a control. Every seed is fixed and stored
+in the study (``user_attrs``): the training seed is the same for every trial, each worker's
+sampler seed is ``seed + worker``.
+
+Storage: by default a journal file ``study.journal`` in the run folder; a study killed at any
+moment continues with ``resume=True``, where only the trials that were running are lost (they
+are marked failed and their settings queued again). Any Optuna storage URL
+(``sqlite:///...``, ``postgresql://...``) lets workers on many machines join one study: run
+the same command on each. ``jobs`` runs that many worker processes here. The results
+(:mod:`torchik.tune_results`) are written into the run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import multiprocessing
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchik.checks import check_choice, check_int
+from torchik.tune_space import Param, default_space, space_to_json, split_params, suggest
+
+__all__ = [
+    "JOURNAL",
+    "OBJECTIVES",
+    "PRUNERS",
+    "SAMPLERS",
+    "TuneConfig",
+    "TuneResult",
+    "build_trial",
+    "counted_trials",
+    "open_study",
+    "tune",
+]
+
+OBJECTIVES = ("position_error", "posterior_mismatch", "resimulation")
+SAMPLERS = ("tpe", "gp", "random")
+PRUNERS = ("median", "hyperband", "none")
+JOURNAL = "study.journal"
+"""The embedded storage's file in the run folder (also what ``optuna-dashboard`` opens)."""
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """Settings of a study (stored in it, so that a resumed or joined study is the same one).
+
+    Attributes:
+        family: the model family searched.
+        robot: a bundled robot, ``planar:L1,L2,...`` or ``rail_arm``.
+        objective: one of :data:`OBJECTIVES` (the posterior ones need a planar or the rail arm).
+        trials: trials in the study, all workers together (pruned and failed ones count;
+            trials interrupted by a kill do not).
+        steps: training steps of a trial.
+        val_every: steps between validations (the pruner's intermediate values).
+        batch_size: rows per step (searchable too: put it in the space).
+        train_size: training pairs (the report: a 10^4 subset).
+        val_size: validation pairs.
+        preset: the model config the searched settings replace fields of (``None``: the
+            family's default for the robot, ``"tiny"``, ``"small"``).
+        posterior_targets: test targets of the posterior objectives.
+        posterior_samples: ground-truth and model samples per target.
+        sampler: one of :data:`SAMPLERS`.
+        pruner: one of :data:`PRUNERS`.
+        seed: the training seed of every trial; data, targets and samplers derive theirs.
+        threads: torch threads per worker.
+    """
+
+    family: str
+    robot: str = "planar:1,1,1,1"
+    objective: str = "position_error"
+    trials: int = 20
+    steps: int = 1000
+    val_every: int = 100
+    batch_size: int = 256
+    train_size: int = 10_000
+    val_size: int = 500
+    preset: str | None = None
+    posterior_targets: int = 20
+    posterior_samples: int = 200
+    sampler: str = "tpe"
+    pruner: str = "median"
+    seed: int = 0
+    threads: int = 1
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "steps", "val_every", "batch_size", "train_size", "val_size"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("posterior_targets", "posterior_samples", "threads"):
+            check_int(name, getattr(self, name), 1)
+        check_int("seed", self.seed, 0)
+        check_choice("objective", self.objective, OBJECTIVES)
+        check_choice("sampler", self.sampler, SAMPLERS)
+        check_choice("pruner", self.pruner, PRUNERS)
+        if self.preset is not None:
+            check_choice("preset", self.preset, ("tiny", "small"))
+
+    @property
+    def study_name(self) -> str:
+        """The default study name: family, robot and objective."""
+        robot = self.robot.replace(":", "").replace(",", "-").replace("/", "_")
+        return f"{self.family}_{robot}_{self.objective}"
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` returns.
+
+    Attributes:
+        best_value: the best objective value (``nan`` where no trial completed).
+        best_config: every setting of the best trial (searched and fixed), as in ``best.json``.
+        trials: trials counted in the study (see :attr:`TuneConfig.trials`).
+        files: the result files written, by kind (``best``, ``trials``, ``history``, ...).
+        seconds: wall time of this call.
+    """
+
+    best_value: float
+    best_config: dict[str, Any]
+    trials: int
+    files: dict[str, Path] = field(default_factory=dict)
+    seconds: float = 0.0
+
+
+# ---------------------------------------------------------------------------- the problem
+def _arm(robot: str):
+    """``(Robot, PlanarArm or None, prior std or None)``: a planar or the rail arm get their
+    closed form and the posterior protocol's prior (0.2 per joint; the rail arm's own)."""
+    from torchik.planar import RAIL_ARM_PRIOR_STD, PlanarArm
+    from torchik.robot import Robot, load_robot
+
+    if robot == "rail_arm":
+        return load_robot("rail_arm"), PlanarArm.rail_arm(), list(RAIL_ARM_PRIOR_STD)
+    if robot.startswith("planar:"):
+        try:
+            lengths = [float(v) for v in robot[len("planar:") :].split(",")]
+        except ValueError:
+            raise ValueError(f"planar arm lengths must be numbers, got {robot!r}") from None
+        arm = PlanarArm(len(lengths), lengths)
+        return load_robot("planar", link_lengths=lengths), arm, [0.2] * len(lengths)
+    if Path(robot).is_file():
+        return Robot.from_urdf(Path(robot).read_text()), None, None
+    return load_robot(robot), None, None
+
+
+@dataclass
+class _Problem:
+    """One worker's data: built once, shared by its trials."""
+
+    robot: Any
+    train_set: Any
+    val_set: Any
+    arm: Any = None
+    targets: Any = None
+    reference: Any = None
+
+
+def _problem(config: TuneConfig) -> _Problem:
+    from torchik.data import make_dataset
+    from torchik.posterior import rejection_sample_widening
+
+    robot, arm, std = _arm(config.robot)
+    if config.objective != "position_error" and arm is None:
+        raise ValueError(f"objective {config.objective!r} needs a planar arm or the rail arm")
+    kind = {"sampler": "normal", "std": std, "targets": "planar"} if arm is not None else {}
+    train_set = make_dataset(robot, config.train_size, seed=config.seed + 1, **kind)
+    val_set = make_dataset(robot, config.val_size, seed=config.seed + 2, **kind)
+    problem = _Problem(robot, train_set, val_set, arm)
+    if config.objective != "position_error":
+        gen = torch.Generator().manual_seed(config.seed + 3)
+        q = torch.randn(config.posterior_targets, len(std), generator=gen) * torch.tensor(std)
+        with torch.no_grad():
+            targets = arm(q)
+        truth = rejection_sample_widening(
+            arm, std, targets, config.posterior_samples, 0.01, generator=gen.manual_seed(
+                config.seed + 4), num_threads=config.threads,
+        )  # fmt: skip
+        problem.targets, problem.reference = targets, truth.samples
+    return problem
+
+
+@torch.no_grad()
+def _posterior_metrics(model, problem: _Problem, config: TuneConfig) -> dict[str, float]:
+    """Posterior mismatch and re-simulation error of ``model`` (its RNG untouched)."""
+    from torchik.metrics import mmd, resimulation_error
+
+    was_training = model.training
+    model.eval()
+    ref = model.target_mean
+    with torch.random.fork_rng(devices=[]):
+        gen = torch.Generator().manual_seed(config.seed + 5)
+        samples = model.sample(problem.targets.to(ref), config.posterior_samples, generator=gen)
+    model.train(was_training)
+    samples = samples.float()
+    return {
+        "posterior_mismatch": mmd(samples, problem.reference.float()).mean().item(),
+        "resimulation": resimulation_error(problem.arm, samples, problem.targets).mean().item(),
+    }
+
+
+def build_trial(config: TuneConfig, params: dict[str, Any], spec) -> tuple[Any, Any]:
+    """``(model, TrainConfig)`` of one trial's settings ``params`` (model and training fields
+    mixed); the model's initial weights come from ``config.seed``.
+
+    Raises:
+        ValueError: a setting out of its config's range.
+    """
+    from torchik.models import families
+    from torchik.train import TrainConfig
+
+    cls = families()[config.family]
+    model_kw, train_kw = split_params(config.family, params)
+    if config.preset == "tiny":
+        model_config = dataclasses.replace(cls.tiny_config(), **model_kw)
+    elif config.preset == "small" and hasattr(cls.Config, "small"):
+        model_config = cls.Config.small(**model_kw)
+    elif hasattr(cls.Config, "for_dof"):  # as `torchik train` sizes it without --preset
+        model_config = cls.Config.for_dof(spec.dof, **model_kw)
+    else:
+        model_config = cls.Config(**model_kw)
+    every = min(config.val_every, config.steps)
+    train_config = TrainConfig(**{
+        "steps": config.steps, "batch_size": config.batch_size, "val_every": every,
+        "log_every": every, "val_targets": config.val_size, "checkpoint_every": 0,
+        "warmup_steps": min(100, config.steps // 10), "seed": config.seed, "progress": False,
+        **train_kw,
+    })  # fmt: skip
+    torch.manual_seed(config.seed)
+    return cls(spec, model_config), train_config
+
+
+class InvalidSettings(ValueError):
+    """A trial's settings that its config refuses (the trial fails; the study goes on)."""
+
+
+def _objective(config: TuneConfig, space: dict[str, Param], problem: _Problem):
+    import optuna
+
+    from torchik.train import train
+
+    def objective(trial: optuna.Trial) -> float:
+        params = suggest(trial, space)
+        trial.set_user_attr("config", params)
+        trial.set_user_attr("seed", config.seed)
+        try:
+            model, train_config = build_trial(config, params, problem.train_set.spec)
+        except (ValueError, TypeError) as err:
+            raise InvalidSettings(f"trial {trial.number}: {err}") from err
+
+        def report(step: int, metrics: dict[str, float]) -> None:
+            if "val_loss" not in metrics:
+                return
+            value = metrics.get("val_position_error", metrics["val_loss"])
+            if config.objective != "position_error":
+                value = _posterior_metrics(model, problem, config)[config.objective]
+            trial.report(value, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at step {step} with {value:.4g}")
+
+        result = train(model, problem.train_set, problem.val_set, train_config,
+                       robot=problem.robot, callback=report)  # fmt: skip
+        trial.set_user_attr("val_position_error", result.best_val)
+        trial.set_user_attr("parameters", sum(p.numel() for p in model.parameters()))
+        trial.set_user_attr("train_seconds", result.seconds)
+        if config.objective == "position_error":
+            return float(result.best_val)
+        metrics = _posterior_metrics(result.model, problem, config)
+        for name, value in metrics.items():
+            trial.set_user_attr(name, value)
+        return metrics[config.objective]
+
+    return objective
+
+
+# ---------------------------------------------------------------------------- the study
+def _storage(storage: str | None, out_dir: Path):
+    """An Optuna storage: the run folder's journal file, a ``.journal`` path, or an RDB URL."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    if storage is None or storage.endswith(".journal"):
+        path = out_dir / JOURNAL if storage is None else Path(storage)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    try:
+        return optuna.storages.RDBStorage(storage, heartbeat_interval=30, grace_period=120)
+    except Exception as err:  # sqlalchemy's errors (no server, bad URL, missing driver)
+        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+        raise ConnectionError(f"cannot reach the storage {_safe(storage)}: {text}") from None
+
+
+def _safe(url: str) -> str:
+    """``url`` without a password."""
+    head, at, tail = url.rpartition("@")
+    if not at or "://" not in head:
+        return url
+    scheme, _, user = head.partition("://")
+    return f"{scheme}://{user.split(':')[0]}:***@{tail}"
+
+
+def _sampler(config: TuneConfig, worker: int):
+    import optuna
+
+    seed = config.seed + worker
+    startup = max(1, min(10, config.trials // 3))
+    if config.sampler == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+    if config.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup)
+
+
+def _pruner(config: TuneConfig):
+    import optuna
+
+    if config.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
+    if config.pruner == "hyperband":
+        every = min(config.val_every, config.steps)
+        return optuna.pruners.HyperbandPruner(min_resource=every, max_resource=config.steps)
+    return optuna.pruners.NopPruner()
+
+
+_IDENTITY = ("family", "robot", "objective")
+"""Settings a study is identified by: joining or resuming one with other values is refused."""
+
+
+def open_study(
+    config: TuneConfig, storage, name: str, create: bool, worker: int = 0, must_exist=False
+):
+    """The study ``name`` in ``storage``, created (with ``config`` and the space stored in its
+    ``user_attrs``) where ``create`` and it does not exist yet.
+
+    Raises:
+        ValueError: it exists with another family, robot or objective; or ``must_exist`` and
+            it does not.
+    """
+    import optuna
+
+    exists = name in optuna.study.get_all_study_names(storage)
+    if must_exist and not exists:
+        raise ValueError(f"there is no study {name!r} to resume")
+    study = optuna.create_study(
+        storage=storage, study_name=name, direction="minimize", load_if_exists=True,
+        sampler=_sampler(config, worker), pruner=_pruner(config),
+    ) if create or exists else optuna.load_study(study_name=name, storage=storage)  # fmt: skip
+    saved = study.user_attrs.get("tune_config")
+    if saved is None:
+        study.set_user_attr("tune_config", dataclasses.asdict(config))
+        return study
+    for key in _IDENTITY:
+        if saved.get(key) != getattr(config, key):
+            raise ValueError(
+                f"study {name!r} already exists with {key} {saved.get(key)!r}, not "
+                f"{getattr(config, key)!r}: choose another study name (nothing was changed)"
+            )
+    return study
+
+
+def counted_trials(study) -> int:
+    """Trials that count against the budget: finished, pruned or failed, not interrupted."""
+    from optuna.trial import TrialState
+
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    trials = study.get_trials(deepcopy=False, states=states)
+    return sum(not t.user_attrs.get("interrupted", False) for t in trials)
+
+
+def _requeue_interrupted(study) -> int:
+    """Mark the trials a killed run left running as failed (``interrupted``) and queue their
+    settings again; returns how many."""
+    from optuna.trial import TrialState
+
+    storage, stale = study._storage, study.get_trials(states=(TrialState.RUNNING,))
+    for trial in stale:
+        storage.set_trial_user_attr(trial._trial_id, "interrupted", True)
+        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+    return len(stale)
+
+
+def _worker(config: TuneConfig, space: dict, storage_url, out_dir, name, worker, share) -> None:
+    """One worker: ``share`` trials at most, stopping early once the study has its budget."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    torch.set_num_threads(config.threads)
+    study = open_study(config, _storage(storage_url, Path(out_dir)), name, False, worker)
+    if share <= 0 or counted_trials(study) >= config.trials:
+        return
+    problem = _problem(config)
+
+    def stop(study, _trial) -> None:
+        if counted_trials(study) >= config.trials:
+            study.stop()
+
+    study.optimize(
+        _objective(config, space, problem), n_trials=share, callbacks=[stop],
+        catch=(FloatingPointError, InvalidSettings), gc_after_trial=False,
+    )  # fmt: skip
+
+
+def _shares(left: int, jobs: int) -> list[int]:
+    return [left // jobs + (i < left % jobs) for i in range(jobs)]
+
+
+def tune(
+    config: TuneConfig,
+    out_dir: str | Path,
+    space: dict[str, Param] | None = None,
+    storage: str | None = None,
+    study_name: str | None = None,
+    resume: bool = False,
+    jobs: int = 1,
+    progress: bool = True,
+) -> TuneResult:
+    """Run (or continue, or join) the study and write its results into ``out_dir``.
+
+    Args:
+        config: the study's settings.
+        out_dir: the run folder: the journal storage (without ``storage``) and the results.
+        space: the search space (default :func:`torchik.tune_space.default_space`).
+        storage: an Optuna storage URL (``sqlite:///f.db``, ``postgresql://...``) or a
+            ``.journal`` file; ``None``: ``out_dir/study.journal``.
+        study_name: default :attr:`TuneConfig.study_name`.
+        resume: continue the study in the run folder's journal (required where it exists),
+            re-queueing the trials a kill interrupted. With a shared ``storage`` an existing
+            study is always joined; ``resume`` only re-queues its running trials (do that
+            once every other worker is stopped).
+        jobs: worker processes on this machine.
+        progress: show a bar of counted trials on stderr.
+
+    Returns:
+        A :class:`TuneResult`.
+
+    Raises:
+        ValueError: bad settings, a study that exists with another family, robot or
+            objective, or (embedded storage) an existing study without ``resume``.
+        ConnectionError: the storage cannot be reached.
+    """
+    from torchik.progress import Progress
+    from torchik.tune_results import write_results
+
+    check_int("jobs", jobs, 1)
+    start, out = time.perf_counter(), Path(out_dir)
+    space = default_space(config.family) if space is None else space
+    name = study_name or config.study_name
+    study = _prepare_study(config, space, storage, out, name, resume)
+    left = max(0, config.trials - counted_trials(study))
+    bar = Progress(config.trials, config.trials - left, enabled=progress,
+                   title=f"tuning {config.family} on {config.robot}: study {name!r}")  # fmt: skip
+    try:
+        _run_workers(config, space, storage, out, name, _shares(left, jobs), study, bar)
+    finally:
+        bar.close()
+    files = write_results(study, out, config)
+    best = study.best_trial if any(t.value is not None for t in study.get_trials()) else None
+    value = float(best.value) if best is not None else math.nan
+    config_ = best.user_attrs.get("config", best.params) if best is not None else {}
+    seconds = time.perf_counter() - start
+    return TuneResult(value, config_, counted_trials(study), files, seconds)
+
+
+def _prepare_study(config, space, storage, out: Path, name: str, resume: bool):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    embedded = storage is None
+    store = _storage(storage, out)
+    exists = name in optuna.study.get_all_study_names(store)
+    if embedded and exists and not resume:
+        raise ValueError(
+            f"{out} already holds study {name!r}: pass --resume to continue it, or another "
+            "--out (nothing was changed)"
+        )
+    if embedded and resume and not exists:
+        raise ValueError(f"--resume: {out / JOURNAL} holds no study {name!r}")
+    study = open_study(config, store, name, True)
+    if "space" not in study.user_attrs:
+        study.set_user_attr("space", space_to_json(space))
+    if resume:
+        _requeue_interrupted(study)
+    return study
+
+
+def _run_workers(config, space, storage, out, name, shares, study, bar) -> None:
+    """The workers: in this process for one job, else one spawned process each."""
+    if len(shares) == 1:
+        _worker(config, space, storage, str(out), name, 0, shares[0])
+        bar.advance(counted_trials(study))
+        return
+    context = multiprocessing.get_context("spawn")
+    procs = [
+        context.Process(target=_worker, args=(config, space, storage, str(out), name, i, n))
+        for i, n in enumerate(shares)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        while any(p.is_alive() for p in procs):
+            time.sleep(1.0)
+            bar.advance(counted_trials(study))
+    finally:
+        for proc in procs:
+            proc.join(timeout=None if proc.exitcode is not None else 5.0)
+            if proc.is_alive():
+                proc.terminate()
+    failed = [i for i, p in enumerate(procs) if p.exitcode not in (0, None)]
+    if failed:
+        raise RuntimeError(f"tune worker(s) {failed} failed (exit codes "
+                           f"{[procs[i].exitcode for i in failed]})")  # fmt: skip
