@@ -32,6 +32,7 @@ from typing import Any
 import torch
 
 from torchik.checks import check_choice, check_int
+from torchik.tune_results import trial_budget, write_results
 from torchik.tune_space import Param, default_space, space_to_json, split_params, suggest
 
 __all__ = [
@@ -230,12 +231,10 @@ def build_trial(config: TuneConfig, params: dict[str, Any], spec) -> tuple[Any, 
         model_config = cls.Config.for_dof(spec.dof, **model_kw)
     else:
         model_config = cls.Config(**model_kw)
-    every = min(config.val_every, config.steps)
+    budget = trial_budget(config)
     train_config = TrainConfig(**{
-        "steps": config.steps, "batch_size": config.batch_size, "val_every": every,
-        "log_every": every, "val_targets": config.val_size, "checkpoint_every": 0,
-        "warmup_steps": min(100, config.steps // 10), "seed": config.seed, "progress": False,
-        **train_kw,
+        **budget, "log_every": budget["val_every"], "val_targets": config.val_size,
+        "checkpoint_every": 0, "progress": False, **train_kw,
     })  # fmt: skip
     torch.manual_seed(config.seed)
     return cls(spec, model_config), train_config
@@ -451,7 +450,6 @@ def tune(
         ConnectionError: the storage cannot be reached.
     """
     from torchik.progress import Progress
-    from torchik.tune_results import write_results
 
     check_int("jobs", jobs, 1)
     start, out = time.perf_counter(), Path(out_dir)

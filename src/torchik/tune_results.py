@@ -19,7 +19,7 @@ import math
 from pathlib import Path
 from typing import Any
 
-__all__ = ["best_config", "search_curve", "write_results", "write_trials_csv"]
+__all__ = ["best_config", "search_curve", "trial_budget", "write_results", "write_trials_csv"]
 
 
 def best_config(study, config) -> dict[str, Any] | None:
@@ -31,8 +31,17 @@ def best_config(study, config) -> dict[str, Any] | None:
     head = {"model": config.family}
     if config.preset is not None:
         head["preset"] = config.preset
-    budget = {"steps": config.steps, "batch_size": config.batch_size, "seed": config.seed}
-    return {**head, **budget, **best.user_attrs.get("config", best.params)}
+    return {**head, **trial_budget(config), **best.user_attrs.get("config", best.params)}
+
+
+def trial_budget(config) -> dict[str, Any]:
+    """The :class:`~torchik.train.TrainConfig` fields every trial of a study shares (its
+    budget and seed); searched settings go on top."""
+    every = min(config.val_every, config.steps)
+    return {
+        "steps": config.steps, "batch_size": config.batch_size, "seed": config.seed,
+        "warmup_steps": min(100, config.steps // 10), "val_every": every,
+    }  # fmt: skip
 
 
 def search_curve(study) -> list[tuple[int, float, float]]:

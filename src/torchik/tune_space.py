@@ -33,6 +33,7 @@ __all__ = [
     "Param",
     "default_space",
     "parse_space",
+    "read_mapping",
     "read_space",
     "space_to_json",
     "split_params",
@@ -180,8 +181,8 @@ def parse_space(
     return space
 
 
-def read_space(path: str | Path, family: str) -> dict[str, Param | Any]:
-    """:func:`parse_space` of a JSON file, or of a YAML file (``.yaml``/``.yml``, PyYAML)."""
+def read_mapping(path: str | Path) -> dict[str, Any]:
+    """The mapping in a JSON file, or in a YAML file (``.yaml``/``.yml``, needs PyYAML)."""
     path = Path(path)
     text = path.read_text()
     if path.suffix.lower() in (".yaml", ".yml"):
@@ -189,13 +190,24 @@ def read_space(path: str | Path, family: str) -> dict[str, Param | Any]:
             import yaml
         except ImportError:
             raise ImportError("reading YAML needs PyYAML: pip install pyyaml") from None
-        data = yaml.safe_load(text)
+        try:
+            data = yaml.safe_load(text)
+        except yaml.YAMLError as err:
+            raise ValueError(f"{path}: not valid YAML ({type(err).__name__})") from None
     else:
         try:
             data = json.loads(text)
         except json.JSONDecodeError as err:
             raise ValueError(f"{path}: not valid JSON ({err.msg}, line {err.lineno})") from None
-    return parse_space(data if data is not None else {}, family)
+    data = {} if data is None else data
+    if not isinstance(data, dict):
+        raise ValueError(f"{path}: expected a mapping of setting names, got {type(data).__name__}")
+    return data
+
+
+def read_space(path: str | Path, family: str) -> dict[str, Param | Any]:
+    """:func:`parse_space` of the mapping in a JSON or YAML file (:func:`read_mapping`)."""
+    return parse_space(read_mapping(path), family)
 
 
 def space_to_json(space: dict[str, Param | Any]) -> dict[str, Any]:
