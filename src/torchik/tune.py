@@ -22,9 +22,11 @@ the same command on each. ``jobs`` runs that many worker processes here. The res
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 import multiprocessing
 import time
+import warnings
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -32,8 +34,14 @@ from typing import Any
 import torch
 
 from torchik.checks import check_choice, check_int
-from torchik.tune_results import trial_budget, write_results
-from torchik.tune_space import Param, default_space, space_to_json, split_params, suggest
+from torchik.tune_objective import InvalidSettings, build_trial, make_objective, make_problem
+from torchik.tune_results import write_results
+from torchik.tune_space import (
+    Param,
+    default_space,
+    parse_space,
+    space_to_json,
+)
 
 __all__ = [
     "JOURNAL",
@@ -135,154 +143,6 @@ class TuneResult:
     seconds: float = 0.0
 
 
-# ---------------------------------------------------------------------------- the problem
-def _arm(robot: str):
-    """``(Robot, PlanarArm or None, prior std or None)``: a planar or the rail arm get their
-    closed form and the posterior protocol's prior (0.2 per joint; the rail arm's own)."""
-    from torchik.planar import RAIL_ARM_PRIOR_STD, PlanarArm
-    from torchik.robot import Robot, load_robot
-
-    if robot == "rail_arm":
-        return load_robot("rail_arm"), PlanarArm.rail_arm(), list(RAIL_ARM_PRIOR_STD)
-    if robot.startswith("planar:"):
-        try:
-            lengths = [float(v) for v in robot[len("planar:") :].split(",")]
-        except ValueError:
-            raise ValueError(f"planar arm lengths must be numbers, got {robot!r}") from None
-        arm = PlanarArm(len(lengths), lengths)
-        return load_robot("planar", link_lengths=lengths), arm, [0.2] * len(lengths)
-    if Path(robot).is_file():
-        return Robot.from_urdf(Path(robot).read_text()), None, None
-    return load_robot(robot), None, None
-
-
-@dataclass
-class _Problem:
-    """One worker's data: built once, shared by its trials."""
-
-    robot: Any
-    train_set: Any
-    val_set: Any
-    arm: Any = None
-    targets: Any = None
-    reference: Any = None
-
-
-def _problem(config: TuneConfig) -> _Problem:
-    from torchik.data import make_dataset
-    from torchik.posterior import rejection_sample_widening
-
-    robot, arm, std = _arm(config.robot)
-    if config.objective != "position_error" and arm is None:
-        raise ValueError(f"objective {config.objective!r} needs a planar arm or the rail arm")
-    kind = {"sampler": "normal", "std": std, "targets": "planar"} if arm is not None else {}
-    train_set = make_dataset(robot, config.train_size, seed=config.seed + 1, **kind)
-    val_set = make_dataset(robot, config.val_size, seed=config.seed + 2, **kind)
-    problem = _Problem(robot, train_set, val_set, arm)
-    if config.objective != "position_error":
-        gen = torch.Generator().manual_seed(config.seed + 3)
-        q = torch.randn(config.posterior_targets, len(std), generator=gen) * torch.tensor(std)
-        with torch.no_grad():
-            targets = arm(q)
-        truth = rejection_sample_widening(
-            arm, std, targets, config.posterior_samples, 0.01, generator=gen.manual_seed(
-                config.seed + 4), num_threads=config.threads,
-        )  # fmt: skip
-        problem.targets, problem.reference = targets, truth.samples
-    return problem
-
-
-@torch.no_grad()
-def _posterior_metrics(model, problem: _Problem, config: TuneConfig) -> dict[str, float]:
-    """Posterior mismatch and re-simulation error of ``model`` (its RNG untouched)."""
-    from torchik.metrics import mmd, resimulation_error
-
-    was_training = model.training
-    model.eval()
-    ref = model.target_mean
-    with torch.random.fork_rng(devices=[]):
-        gen = torch.Generator().manual_seed(config.seed + 5)
-        samples = model.sample(problem.targets.to(ref), config.posterior_samples, generator=gen)
-    model.train(was_training)
-    samples = samples.float()
-    return {
-        "posterior_mismatch": mmd(samples, problem.reference.float()).mean().item(),
-        "resimulation": resimulation_error(problem.arm, samples, problem.targets).mean().item(),
-    }
-
-
-def build_trial(config: TuneConfig, params: dict[str, Any], spec) -> tuple[Any, Any]:
-    """``(model, TrainConfig)`` of one trial's settings ``params`` (model and training fields
-    mixed); the model's initial weights come from ``config.seed``.
-
-    Raises:
-        ValueError: a setting out of its config's range.
-    """
-    from torchik.models import families
-    from torchik.train import TrainConfig
-
-    cls = families()[config.family]
-    model_kw, train_kw = split_params(config.family, params)
-    if config.preset == "tiny":
-        model_config = dataclasses.replace(cls.tiny_config(), **model_kw)
-    elif config.preset == "small" and hasattr(cls.Config, "small"):
-        model_config = cls.Config.small(**model_kw)
-    elif hasattr(cls.Config, "for_dof"):  # as `torchik train` sizes it without --preset
-        model_config = cls.Config.for_dof(spec.dof, **model_kw)
-    else:
-        model_config = cls.Config(**model_kw)
-    budget = trial_budget(config)
-    train_config = TrainConfig(**{
-        **budget, "log_every": budget["val_every"], "val_targets": config.val_size,
-        "checkpoint_every": 0, "progress": False, **train_kw,
-    })  # fmt: skip
-    torch.manual_seed(config.seed)
-    return cls(spec, model_config), train_config
-
-
-class InvalidSettings(ValueError):
-    """A trial's settings that its config refuses (the trial fails; the study goes on)."""
-
-
-def _objective(config: TuneConfig, space: dict[str, Param], problem: _Problem):
-    import optuna
-
-    from torchik.train import train
-
-    def objective(trial: optuna.Trial) -> float:
-        params = suggest(trial, space)
-        trial.set_user_attr("config", params)
-        trial.set_user_attr("seed", config.seed)
-        try:
-            model, train_config = build_trial(config, params, problem.train_set.spec)
-        except (ValueError, TypeError) as err:
-            raise InvalidSettings(f"trial {trial.number}: {err}") from err
-
-        def report(step: int, metrics: dict[str, float]) -> None:
-            if "val_loss" not in metrics:
-                return
-            value = metrics.get("val_position_error", metrics["val_loss"])
-            if config.objective != "position_error":
-                value = _posterior_metrics(model, problem, config)[config.objective]
-            trial.report(value, step)
-            if trial.should_prune():
-                raise optuna.TrialPruned(f"pruned at step {step} with {value:.4g}")
-
-        result = train(model, problem.train_set, problem.val_set, train_config,
-                       robot=problem.robot, callback=report)  # fmt: skip
-        trial.set_user_attr("val_position_error", result.best_val)
-        trial.set_user_attr("parameters", sum(p.numel() for p in model.parameters()))
-        trial.set_user_attr("train_seconds", result.seconds)
-        if config.objective == "position_error":
-            return float(result.best_val)
-        metrics = _posterior_metrics(result.model, problem, config)
-        for name, value in metrics.items():
-            trial.set_user_attr(name, value)
-        return metrics[config.objective]
-
-    return objective
-
-
 # ---------------------------------------------------------------------------- the study
 def _storage(storage: str | None, out_dir: Path):
     """An Optuna storage: the run folder's journal file, a ``.journal`` path, or an RDB URL."""
@@ -294,7 +154,9 @@ def _storage(storage: str | None, out_dir: Path):
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
     try:
-        return optuna.storages.RDBStorage(storage, heartbeat_interval=30, grace_period=120)
+        with warnings.catch_warnings():  # the heartbeat is marked experimental
+            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+            return optuna.storages.RDBStorage(storage, heartbeat_interval=30, grace_period=120)
     except Exception as err:  # sqlalchemy's errors (no server, bad URL, missing driver)
         text = (str(err).strip().splitlines() or [type(err).__name__])[0]
         raise ConnectionError(f"cannot reach the storage {_safe(storage)}: {text}") from None
@@ -351,10 +213,17 @@ def open_study(
     exists = name in optuna.study.get_all_study_names(storage)
     if must_exist and not exists:
         raise ValueError(f"there is no study {name!r} to resume")
-    study = optuna.create_study(
-        storage=storage, study_name=name, direction="minimize", load_if_exists=True,
-        sampler=_sampler(config, worker), pruner=_pruner(config),
-    ) if create or exists else optuna.load_study(study_name=name, storage=storage)  # fmt: skip
+    if not (create or exists):
+        raise ValueError(f"there is no study {name!r} in the storage")
+    kw = {"sampler": _sampler(config, worker), "pruner": _pruner(config)}
+    study = None
+    if not exists:
+        try:  # another worker may create it at the same moment: then load that one
+            study = optuna.create_study(storage=storage, study_name=name, **kw)
+        except optuna.exceptions.DuplicatedStudyError:
+            pass
+    if study is None:
+        study = optuna.load_study(study_name=name, storage=storage, **kw)
     saved = study.user_attrs.get("tune_config")
     if saved is None:
         study.set_user_attr("tune_config", dataclasses.asdict(config))
@@ -399,14 +268,14 @@ def _worker(config: TuneConfig, space: dict, storage_url, out_dir, name, worker,
     study = open_study(config, _storage(storage_url, Path(out_dir)), name, False, worker)
     if share <= 0 or counted_trials(study) >= config.trials:
         return
-    problem = _problem(config)
+    problem = make_problem(config)
 
     def stop(study, _trial) -> None:
         if counted_trials(study) >= config.trials:
             study.stop()
 
     study.optimize(
-        _objective(config, space, problem), n_trials=share, callbacks=[stop],
+        make_objective(config, space, problem), n_trials=share, callbacks=[stop],
         catch=(FloatingPointError, InvalidSettings), gc_after_trial=False,
     )  # fmt: skip
 
@@ -430,7 +299,8 @@ def tune(
     Args:
         config: the study's settings.
         out_dir: the run folder: the journal storage (without ``storage``) and the results.
-        space: the search space (default :func:`torchik.tune_space.default_space`).
+        space: the search space (default :func:`torchik.tune_space.default_space`); an
+            existing study keeps the space it was created with (another one is refused).
         storage: an Optuna storage URL (``sqlite:///f.db``, ``postgresql://...``) or a
             ``.journal`` file; ``None``: ``out_dir/study.journal``.
         study_name: default :attr:`TuneConfig.study_name`.
@@ -453,9 +323,8 @@ def tune(
 
     check_int("jobs", jobs, 1)
     start, out = time.perf_counter(), Path(out_dir)
-    space = default_space(config.family) if space is None else space
     name = study_name or config.study_name
-    study = _prepare_study(config, space, storage, out, name, resume)
+    study, space = _prepare_study(config, space, storage, out, name, resume)
     left = max(0, config.trials - counted_trials(study))
     bar = Progress(config.trials, config.trials - left, enabled=progress,
                    title=f"tuning {config.family} on {config.robot}: study {name!r}")  # fmt: skip
@@ -486,11 +355,18 @@ def _prepare_study(config, space, storage, out: Path, name: str, resume: bool):
     if embedded and resume and not exists:
         raise ValueError(f"--resume: {out / JOURNAL} holds no study {name!r}")
     study = open_study(config, store, name, True)
-    if "space" not in study.user_attrs:
+    stored = study.user_attrs.get("space")
+    if stored is None:
+        space = default_space(config.family) if space is None else space
         study.set_user_attr("space", space_to_json(space))
+    elif space is not None and space_to_json(space) != stored:
+        raise ValueError(
+            f"study {name!r} searches another space ({json.dumps(stored)}): give its space "
+            "file or none (nothing was changed)"
+        )
     if resume:
         _requeue_interrupted(study)
-    return study
+    return study, parse_space(stored, config.family, base={}) if stored else space
 
 
 def _run_workers(config, space, storage, out, name, shares, study, bar) -> None:

@@ -47,6 +47,12 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--posterior-targets", type=_positive_int, default=20)
     p.add_argument("--posterior-samples", type=_positive_int, default=200)
+    _study_args(p)
+    p.set_defaults(func=run)
+
+
+def _study_args(p) -> None:
+    """Where the study lives, how it searches and who runs it."""
     p.add_argument("--sampler", choices=("tpe", "gp", "random"), default="tpe")
     p.add_argument("--pruner", choices=("median", "hyperband", "none"), default="median")
     p.add_argument("--out", help="run folder (default: runs/tune_MODEL_ROBOT)")
@@ -72,7 +78,6 @@ def add_parser(sub) -> None:
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start a local Ray)")
     p.add_argument("--seed", type=int, default=0, help="training seed of every trial")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
-    p.set_defaults(func=run)
 
 
 def _config(args: argparse.Namespace):
@@ -94,11 +99,11 @@ def run(args: argparse.Namespace) -> int:
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
     config = _config(args)
-    space = read_space(args.space, config.family) if args.space else default_space(config.family)
+    space = read_space(args.space, config.family) if args.space else None
     out = Path(args.out or f"runs/tune_{config.study_name}")
     try:
         if args.backend == "ray":
-            return _ray(args, config, space, out)
+            return _ray(args, config, space or default_space(config.family), out)
         if args.ray_address:
             raise ValueError("--ray-address needs --backend ray")
         from torchik.tune import tune
