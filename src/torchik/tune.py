@@ -27,6 +27,7 @@ import math
 import multiprocessing
 import time
 import warnings
+from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -35,7 +36,7 @@ import torch
 
 from torchik.checks import check_choice, check_int
 from torchik.tune_objective import InvalidSettings, build_trial, make_objective, make_problem
-from torchik.tune_results import write_results
+from torchik.tune_results import search_curve, write_results
 from torchik.tune_space import (
     Param,
     default_space,
@@ -134,6 +135,8 @@ class TuneResult:
         trials: trials counted in the study (see :attr:`TuneConfig.trials`).
         files: the result files written, by kind (``best``, ``trials``, ``history``, ...).
         seconds: wall time of this call.
+        curve: the best value after each completed trial, in trial order (the search curve).
+        states: trials by state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ...).
     """
 
     best_value: float
@@ -141,6 +144,8 @@ class TuneResult:
     trials: int
     files: dict[str, Path] = field(default_factory=dict)
     seconds: float = 0.0
+    curve: list[float] = field(default_factory=list)
+    states: dict[str, int] = field(default_factory=dict)
 
 
 # ---------------------------------------------------------------------------- the study
@@ -337,7 +342,9 @@ def tune(
     value = float(best.value) if best is not None else math.nan
     config_ = best.user_attrs.get("config", best.params) if best is not None else {}
     seconds = time.perf_counter() - start
-    return TuneResult(value, config_, counted_trials(study), files, seconds)
+    curve = [best for *_, best in search_curve(study)]
+    states = Counter(t.state.name for t in study.get_trials(deepcopy=False))
+    return TuneResult(value, config_, counted_trials(study), files, seconds, curve, dict(states))
 
 
 def _prepare_study(config, space, storage, out: Path, name: str, resume: bool):
