@@ -15,7 +15,8 @@ Storage: by default a journal file ``study.journal`` in the run folder; a study 
 moment continues with ``resume=True``, where only the trials that were running are lost (they
 are marked failed and their settings queued again). Any Optuna storage URL
 (``sqlite:///...``, ``postgresql://...``) lets workers on many machines join one study: run
-the same command on each. ``jobs`` runs that many worker processes here. The results
+the same command on each (each worker's sampler seed then includes its process id, recorded in
+its trials). ``jobs`` runs that many worker processes here. The results
 (:mod:`torchik.tune_results`) are written into the run folder.
 """
 
@@ -25,6 +26,7 @@ import dataclasses
 import json
 import math
 import multiprocessing
+import os
 import time
 import warnings
 from collections import Counter
@@ -158,13 +160,19 @@ def _storage(storage: str | None, out_dir: Path):
         path = out_dir / JOURNAL if storage is None else Path(storage)
         path.parent.mkdir(parents=True, exist_ok=True)
         return JournalStorage(JournalFileBackend(str(path)))
-    try:
-        with warnings.catch_warnings():  # the heartbeat is marked experimental
-            warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
-            return optuna.storages.RDBStorage(storage, heartbeat_interval=30, grace_period=120)
-    except Exception as err:  # sqlalchemy's errors (no server, bad URL, missing driver)
-        text = (str(err).strip().splitlines() or [type(err).__name__])[0]
-        raise ConnectionError(f"cannot reach the storage {_safe(storage)}: {text}") from None
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():  # the heartbeat is marked experimental
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(storage, heartbeat_interval=30, grace_period=120)
+        except Exception as err:  # sqlalchemy's errors (no server, bad URL, missing driver)
+            # workers that start together race to create the tables: the loser retries
+            if type(err).__name__ == "IntegrityError" and attempt < 4:
+                time.sleep(0.5 + attempt)
+                continue
+            text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ConnectionError(f"cannot reach the storage {_safe(storage)}: {text}") from None
+    raise AssertionError("unreachable")
 
 
 def _safe(url: str) -> str:
@@ -173,13 +181,12 @@ def _safe(url: str) -> str:
     if not at or "://" not in head:
         return url
     scheme, _, user = head.partition("://")
-    return f"{scheme}://{user.split(':')[0]}:***@{tail}"
+    return f"{scheme}://{user.split(':')[0]}:***@{tail}" if ":" in user else url
 
 
-def _sampler(config: TuneConfig, worker: int):
+def _sampler(config: TuneConfig, seed: int):
     import optuna
 
-    seed = config.seed + worker
     startup = max(1, min(10, config.trials // 3))
     if config.sampler == "gp":
         return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
@@ -204,7 +211,12 @@ _IDENTITY = ("family", "robot", "objective")
 
 
 def open_study(
-    config: TuneConfig, storage, name: str, create: bool, worker: int = 0, must_exist=False
+    config: TuneConfig,
+    storage,
+    name: str,
+    create: bool,
+    sampler_seed: int | None = None,
+    must_exist: bool = False,
 ):
     """The study ``name`` in ``storage``, created (with ``config`` and the space stored in its
     ``user_attrs``) where ``create`` and it does not exist yet.
@@ -220,7 +232,8 @@ def open_study(
         raise ValueError(f"there is no study {name!r} to resume")
     if not (create or exists):
         raise ValueError(f"there is no study {name!r} in the storage")
-    kw = {"sampler": _sampler(config, worker), "pruner": _pruner(config)}
+    seed = config.seed if sampler_seed is None else sampler_seed
+    kw = {"sampler": _sampler(config, seed), "pruner": _pruner(config)}
     study = None
     if not exists:
         try:  # another worker may create it at the same moment: then load that one
@@ -264,13 +277,14 @@ def _requeue_interrupted(study) -> int:
     return len(stale)
 
 
-def _worker(config: TuneConfig, space: dict, storage_url, out_dir, name, worker, share) -> None:
-    """One worker: ``share`` trials at most, stopping early once the study has its budget."""
+def _worker(config: TuneConfig, space: dict, storage_url, out_dir, name, seed, share) -> None:
+    """One worker: ``share`` trials at most, stopping early once the study has its budget;
+    its sampler's ``seed`` is recorded in each of its trials."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
     torch.set_num_threads(config.threads)
-    study = open_study(config, _storage(storage_url, Path(out_dir)), name, False, worker)
+    study = open_study(config, _storage(storage_url, Path(out_dir)), name, False, seed)
     if share <= 0 or counted_trials(study) >= config.trials:
         return
     problem = make_problem(config)
@@ -279,8 +293,14 @@ def _worker(config: TuneConfig, space: dict, storage_url, out_dir, name, worker,
         if counted_trials(study) >= config.trials:
             study.stop()
 
+    objective = make_objective(config, space, problem)
+
+    def run(trial) -> float:
+        trial.set_user_attr("sampler_seed", seed)
+        return objective(trial)
+
     study.optimize(
-        make_objective(config, space, problem), n_trials=share, callbacks=[stop],
+        run, n_trials=share, callbacks=[stop],
         catch=(FloatingPointError, InvalidSettings), gc_after_trial=False,
     )  # fmt: skip
 
@@ -377,14 +397,17 @@ def _prepare_study(config, space, storage, out: Path, name: str, resume: bool):
 
 
 def _run_workers(config, space, storage, out, name, shares, study, bar) -> None:
-    """The workers: in this process for one job, else one spawned process each."""
+    """The workers: in this process for one job, else one spawned process each. Worker ``i``'s
+    sampler seed is ``seed + i``; on a shared storage, whose workers on other machines run
+    the same command, the process id is added so that no two workers propose alike."""
+    base = config.seed + (0 if storage is None else 1000 * (os.getpid() % 1_000_000))
     if len(shares) == 1:
-        _worker(config, space, storage, str(out), name, 0, shares[0])
+        _worker(config, space, storage, str(out), name, base, shares[0])
         bar.advance(counted_trials(study))
         return
     context = multiprocessing.get_context("spawn")
     procs = [
-        context.Process(target=_worker, args=(config, space, storage, str(out), name, i, n))
+        context.Process(target=_worker, args=(config, space, storage, str(out), name, base + i, n))
         for i, n in enumerate(shares)
     ]
     for proc in procs:
