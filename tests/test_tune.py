@@ -208,6 +208,29 @@ def test_killed_study_resumes(tmp_path):
     assert all(t.state == optuna.trial.TrialState.FAIL for t in interrupted)
 
 
+def test_ctrl_c_trial_runs_again_on_resume(tmp_path, monkeypatch):
+    import torchik.train
+
+    real, calls = torchik.train.train, []
+
+    def interrupted_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise KeyboardInterrupt
+        return real(*args, **kwargs)
+
+    config, space = TuneConfig(**SMALL), parse_space(SPACE, "cvae")
+    monkeypatch.setattr(torchik.train, "train", interrupted_second)
+    with pytest.raises(KeyboardInterrupt):
+        tune(config, tmp_path, space, progress=False)
+    monkeypatch.setattr(torchik.train, "train", real)
+    assert tune(config, tmp_path, space, resume=True, progress=False).trials == 4
+    study = _study(tmp_path, config.study_name)
+    (stopped,) = [t for t in study.trials if t.user_attrs.get("interrupted")]
+    (retry,) = [t for t in study.trials if t.user_attrs.get("retry_of") == stopped.number]
+    assert retry.params == stopped.params and retry.value is not None
+
+
 def test_posterior_objective(tmp_path):
     """The posterior protocol's metrics as the objective, on a 2-joint arm."""
     posterior = {"objective": "posterior_mismatch", "posterior_targets": 4, "posterior_samples": 50}

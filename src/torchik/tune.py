@@ -265,21 +265,35 @@ def counted_trials(study) -> int:
 
 
 def _requeue_interrupted(study) -> int:
-    """Mark the trials a killed run left running as failed (``interrupted``) and queue their
-    settings again; returns how many."""
+    """Mark the trials a killed run left running as failed (``interrupted``), and queue the
+    settings of every interrupted trial (killed, or stopped by Ctrl-C) again, once; returns
+    how many were queued."""
     from optuna.trial import TrialState
 
-    storage, stale = study._storage, study.get_trials(states=(TrialState.RUNNING,))
-    for trial in stale:
+    storage = study._storage
+    for trial in study.get_trials(states=(TrialState.RUNNING,)):
         storage.set_trial_user_attr(trial._trial_id, "interrupted", True)
         storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+    trials = study.get_trials()
+    retried = {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+    stale = [
+        t
+        for t in trials
+        if t.state == TrialState.FAIL
+        and t.user_attrs.get("interrupted")
+        and t.number not in retried
+    ]
+    for trial in stale:
         study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
     return len(stale)
 
 
-def _worker(config: TuneConfig, space: dict, storage_url, out_dir, name, seed, share) -> None:
+def _worker(
+    config: TuneConfig, space: dict, storage_url, out_dir, name, seed, share, bar=None
+) -> None:
     """One worker: ``share`` trials at most, stopping early once the study has its budget;
-    its sampler's ``seed`` is recorded in each of its trials."""
+    its sampler's ``seed`` is recorded in each of its trials. A trial stopped by Ctrl-C is
+    marked ``interrupted`` (``resume`` runs it again)."""
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -290,14 +304,21 @@ def _worker(config: TuneConfig, space: dict, storage_url, out_dir, name, seed, s
     problem = make_problem(config)
 
     def stop(study, _trial) -> None:
-        if counted_trials(study) >= config.trials:
+        done = counted_trials(study)
+        if bar is not None:
+            bar.advance(done)
+        if done >= config.trials:
             study.stop()
 
     objective = make_objective(config, space, problem)
 
     def run(trial) -> float:
         trial.set_user_attr("sampler_seed", seed)
-        return objective(trial)
+        try:
+            return objective(trial)
+        except KeyboardInterrupt:
+            trial.set_user_attr("interrupted", True)
+            raise
 
     study.optimize(
         run, n_trials=share, callbacks=[stop],
@@ -402,8 +423,7 @@ def _run_workers(config, space, storage, out, name, shares, study, bar) -> None:
     the same command, the process id is added so that no two workers propose alike."""
     base = config.seed + (0 if storage is None else 1000 * (os.getpid() % 1_000_000))
     if len(shares) == 1:
-        _worker(config, space, storage, str(out), name, base, shares[0])
-        bar.advance(counted_trials(study))
+        _worker(config, space, storage, str(out), name, base, shares[0], bar)
         return
     context = multiprocessing.get_context("spawn")
     procs = [
