@@ -276,6 +276,21 @@ def test_bad_input_one_line_each_and_nothing_lost(tmp_path, capsys):
     assert counted_trials(_study(out, name)) == 2
 
 
+def test_train_config_file_errors(tmp_path, capsys):
+    stream = ["--stream", "planar:1,1,1", "--targets", "planar", "--out", str(tmp_path / "r")]
+    (tmp_path / "c.json").write_text(json.dumps({"model": "cvae", "widht": 8}))
+    assert "unknown --config key 'widht'" in _error(
+        capsys, ["train", "--config", str(tmp_path / "c.json"), *stream]
+    )
+    (tmp_path / "c.json").write_text(json.dumps({"model": "cvae", "width": 8}))
+    wrong = ["train", "--model", "mdn", "--config", str(tmp_path / "c.json"), *stream]
+    assert "differs from the --config file's model" in _error(capsys, wrong)
+    (tmp_path / "n.json").write_text(json.dumps({"width": 8}))
+    assert "--model is required" in _error(
+        capsys, ["train", "--config", str(tmp_path / "n.json"), *stream]
+    )
+
+
 def test_shared_storage_refuses_other_objective(tmp_path, capsys):
     url = f"sqlite:///{tmp_path / 'db.sqlite'}"
     config = TuneConfig(**{**SMALL, "trials": 1})
