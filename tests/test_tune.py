@@ -144,6 +144,15 @@ def test_tune_in_process_writes_results_that_train_reads(tmp_path, capsys):
     assert "cvae (tiny preset" in capsys.readouterr().err
 
 
+@pytest.mark.parametrize("sampler", ["gp", "random"])
+def test_other_samplers(tmp_path, sampler):
+    config = TuneConfig(**{**SMALL, "trials": 3, "sampler": sampler, "pruner": "none"})
+    result = tune(config, tmp_path, parse_space(SPACE, "cvae"), progress=False)
+    assert result.states == {"COMPLETE": 3} and len(result.curve) == 3
+    seeds = {t.user_attrs["sampler_seed"] for t in _study(tmp_path, config.study_name).trials}
+    assert seeds == {0}
+
+
 def test_build_trial_and_best_config(tmp_path):
     config = TuneConfig(**SMALL)
     from torchik.data import make_dataset
