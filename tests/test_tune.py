@@ -27,7 +27,12 @@ from torchik.tune import (  # noqa: E402
     open_study,
     tune,
 )
-from torchik.tune_objective import make_objective, make_problem, posterior_metrics  # noqa: E402
+from torchik.tune_objective import (  # noqa: E402
+    make_objective,
+    make_problem,
+    posterior_metrics,
+    problem_robot,
+)
 from torchik.tune_results import (  # noqa: E402
     best_config,
     search_curve,
@@ -254,7 +259,11 @@ def test_posterior_objective(tmp_path):
     trial = study.trials[0]
     assert trial.value == trial.user_attrs["posterior_mismatch"] > 0
     with pytest.raises(ValueError, match="needs a planar arm"):
-        make_problem(TuneConfig(**{**SMALL, "robot": "snake2", "objective": "resimulation"}))
+        TuneConfig(**{**SMALL, "robot": "snake2", "objective": "resimulation"})
+    assert problem_robot("snake2")[1:] == (None, None)
+    with pytest.raises(ValueError, match="unknown robot|snake9"):
+        tune(TuneConfig(**{**SMALL, "robot": "snake9"}), tmp_path / "x", progress=False)
+    assert not (tmp_path / "x").exists()  # refused before a study was made
 
 
 # ---------------------------------------------------------------------------- bad input

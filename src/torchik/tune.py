@@ -37,7 +37,13 @@ from typing import Any
 import torch
 
 from torchik.checks import check_choice, check_int
-from torchik.tune_objective import InvalidSettings, build_trial, make_objective, make_problem
+from torchik.tune_objective import (
+    InvalidSettings,
+    build_trial,
+    make_objective,
+    make_problem,
+    problem_robot,
+)
 from torchik.tune_results import search_curve, write_results
 from torchik.tune_space import (
     Param,
@@ -119,6 +125,9 @@ class TuneConfig:
         check_choice("pruner", self.pruner, PRUNERS)
         if self.preset is not None:
             check_choice("preset", self.preset, ("tiny", "small"))
+        arm = self.robot == "rail_arm" or self.robot.startswith("planar:")
+        if self.objective != "position_error" and not arm:
+            raise ValueError(f"objective {self.objective!r} needs a planar arm or the rail arm")
 
     @property
     def study_name(self) -> str:
@@ -369,6 +378,7 @@ def tune(
 
     check_int("jobs", jobs, 1)
     start, out = time.perf_counter(), Path(out_dir)
+    problem_robot(config.robot)  # an unknown robot fails here, before a study is made
     name = study_name or config.study_name
     study, space = _prepare_study(config, space, storage, out, name, resume)
     left = max(0, config.trials - counted_trials(study))

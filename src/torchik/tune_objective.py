@@ -22,11 +22,19 @@ import torch
 from torchik.tune_results import trial_budget
 from torchik.tune_space import Param, split_params, suggest
 
-__all__ = ["InvalidSettings", "build_trial", "make_objective", "make_problem", "posterior_metrics"]
+__all__ = [
+    "InvalidSettings",
+    "build_trial",
+    "make_objective",
+    "make_problem",
+    "posterior_metrics",
+    "problem_robot",
+]
 
 
-def _arm(robot: str):
-    """``(Robot, PlanarArm or None, prior std or None)``: a planar or the rail arm get their
+def problem_robot(robot: str):
+    """``(Robot, PlanarArm or None, prior std or None)`` of ``robot`` (a bundled name,
+    ``planar:L1,L2,...``, ``rail_arm`` or a URDF file): a planar or the rail arm get their
     closed form and the posterior protocol's prior (0.2 per joint; the rail arm's own)."""
     from torchik.planar import RAIL_ARM_PRIOR_STD, PlanarArm
     from torchik.robot import Robot, load_robot
@@ -63,7 +71,7 @@ def make_problem(config) -> _Problem:
     from torchik.data import make_dataset
     from torchik.posterior import rejection_sample_widening
 
-    robot, arm, std = _arm(config.robot)
+    robot, arm, std = problem_robot(config.robot)
     if config.objective != "position_error" and arm is None:
         raise ValueError(f"objective {config.objective!r} needs a planar arm or the rail arm")
     kind = {"sampler": "normal", "std": std, "targets": "planar"} if arm is not None else {}
