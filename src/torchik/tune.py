@@ -389,7 +389,7 @@ def tune(
     finally:
         bar.close()
     files = write_results(study, out, config)
-    best = study.best_trial if any(t.value is not None for t in study.get_trials()) else None
+    best = study.best_trial if search_curve(study) else None
     value = float(best.value) if best is not None else math.nan
     config_ = best.user_attrs.get("config", best.params) if best is not None else {}
     seconds = time.perf_counter() - start

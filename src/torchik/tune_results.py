@@ -25,7 +25,7 @@ __all__ = ["best_config", "search_curve", "trial_budget", "write_results", "writ
 def best_config(study, config) -> dict[str, Any] | None:
     """The best trial's settings as ``torchik train --config`` reads them (``None``: no trial
     completed)."""
-    if not any(t.value is not None for t in study.get_trials(deepcopy=False)):
+    if not any(t.state.name == "COMPLETE" for t in study.get_trials(deepcopy=False)):
         return None
     best = study.best_trial
     head = {"model": config.family}
@@ -48,7 +48,7 @@ def search_curve(study) -> list[tuple[int, float, float]]:
     """``(trial number, value, best so far)`` of the completed trials, in trial order."""
     out, best = [], math.inf
     for trial in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        if trial.value is None:
+        if trial.state.name != "COMPLETE":  # a pruned trial's value is a partial one
             continue
         best = min(best, trial.value)
         out.append((trial.number, trial.value, best))
