@@ -84,7 +84,7 @@ def tables(rows: list[dict[str, Any]], args) -> list[Table]:
     )  # fmt: skip
     curves = Table(
         f"Search curves: best search objective (MMD², {args.search_targets} targets × "
-        f"{args.search_samples} samples) after each completed trial",
+        f"{args.search_samples} samples) after each trial, pruned ones included",
         [Column("arm", "arm"), Column("family", "family"), Column("curve", "best so far")],
     )
     for row in rows:

@@ -140,7 +140,8 @@ def test_tune_in_process_writes_results_that_train_reads(tmp_path, capsys):
     assert all(t.user_attrs["seed"] == 0 for t in study.trials)
     curve = search_curve(study)
     assert [b for *_, b in curve] == sorted((b for *_, b in curve), reverse=True)
-    assert curve[-1][2] == pytest.approx(result.best_value)
+    assert curve[-1][2] == pytest.approx(result.best_value) == min(v for _, v, _ in curve)
+    assert curve[-1][0] == 3 and result.curve == [b for *_, b in curve]
     rows = (tmp_path / "trials.csv").read_text().splitlines()
     assert len(rows) == 5 and rows[0].startswith("number,state,value,seconds,seed")
     argv = ["train", "--config", str(tmp_path / "best.json"), "--stream", "planar:1,1,1",

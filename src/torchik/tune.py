@@ -146,7 +146,8 @@ class TuneResult:
         trials: trials counted in the study (see :attr:`TuneConfig.trials`).
         files: the result files written, by kind (``best``, ``trials``, ``history``, ...).
         seconds: wall time of this call.
-        curve: the best value after each completed trial, in trial order (the search curve).
+        curve: the best value after each finished trial from the first completed one on
+            (the search curve, :func:`torchik.tune_results.search_curve`).
         states: trials by state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ...).
     """
 

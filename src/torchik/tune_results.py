@@ -45,13 +45,18 @@ def trial_budget(config) -> dict[str, Any]:
 
 
 def search_curve(study) -> list[tuple[int, float, float]]:
-    """``(trial number, value, best so far)`` of the completed trials, in trial order."""
+    """The search curve: ``(trial number, value, best so far)`` of every finished trial from
+    the first completed one on, in trial order. The value and the best are those of completed
+    trials (a pruned or failed trial has value ``nan`` and keeps the best: a pruned trial's
+    value is a partial one)."""
     out, best = [], math.inf
+    finished = ("COMPLETE", "PRUNED", "FAIL")
     for trial in sorted(study.get_trials(deepcopy=False), key=lambda t: t.number):
-        if trial.state.name != "COMPLETE":  # a pruned trial's value is a partial one
-            continue
-        best = min(best, trial.value)
-        out.append((trial.number, trial.value, best))
+        complete = trial.state.name == "COMPLETE"
+        if complete:
+            best = min(best, trial.value)
+        if trial.state.name in finished and best < math.inf:
+            out.append((trial.number, trial.value if complete else math.nan, best))
     return out
 
 
@@ -92,7 +97,8 @@ def _history_png(study, path: Path, label: str) -> Path | None:
     fig, ax = plt.subplots(figsize=(6, 4))
     ax.plot(number, value, "o", alpha=0.5, label="trial")
     ax.step(number, best, where="post", color="C3", label="best so far")
-    ax.set(xlabel="trial", ylabel=label, yscale="log" if min(value) > 0 else "linear")
+    positive = all(v > 0 for v in value if not math.isnan(v))
+    ax.set(xlabel="trial", ylabel=label, yscale="log" if positive else "linear")
     ax.set_title(study.study_name)
     ax.legend()
     fig.tight_layout()
