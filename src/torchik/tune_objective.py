@@ -13,6 +13,7 @@ for targets in the prior's tails).
 from __future__ import annotations
 
 import dataclasses
+import math
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -177,7 +178,7 @@ def make_objective(config, space: dict[str, Param], problem: _Problem):
         trial.set_user_attr("parameters", sum(p.numel() for p in model.parameters()))
         trial.set_user_attr("train_seconds", result.seconds)
         if config.objective == "position_error":
-            return float(result.best_val)
+            return math.nan if result.best_val is None else float(result.best_val)  # nan: failed
         metrics = posterior_metrics(result.model, problem, config)
         for name, value in metrics.items():
             trial.set_user_attr(name, value)

@@ -56,9 +56,10 @@ def _trainable(params: dict[str, Any], config: TuneConfig, problem) -> None:
 
     result = train(model, problem.train_set, problem.val_set, train_config,
                    robot=problem.robot, callback=report)  # fmt: skip
-    final = {"val_position_error": result.best_val}
+    best = math.nan if result.best_val is None else float(result.best_val)
+    final = {"val_position_error": best}
     if config.objective == "position_error":
-        value = float(result.best_val)
+        value = best
     else:
         final |= posterior_metrics(result.model, problem, config)
         value = final[config.objective]
