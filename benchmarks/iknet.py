@@ -49,8 +49,13 @@ from common import (
 from torchik import load_robot, solve_ik
 from torchik.data import make_dataset
 from torchik.models import IKModel, IKNet, IKNetConfig, families
-from torchik.protocols import time_call
-from torchik.protocols.iknet import iknet_metrics, iknet_table, sampler_rows
+from torchik.protocols.iknet import (
+    iknet_metrics,
+    iknet_sizes,
+    iknet_table,
+    sampler_rows,
+    training_step_seconds,
+)
 from torchik.train import TrainConfig, train
 
 ROBOTS = {"digit_arm": 20_000, "ur5": 1_000_000, "panda": 1_000_000}
@@ -94,19 +99,11 @@ def _pct(x: float) -> str:
 
 
 # ---------------------------------------------------------------------------- training
-def _seconds_per_step(model: IKNet, data, batch: int) -> float:
+def seconds_per_step(model: IKModel, data, batch: int) -> float:
     """Seconds of a training step, on a throwaway copy of the model."""
     probe = copy.deepcopy(model).train()
     probe.set_normalization(data.q, data.target)
-    opt = torch.optim.AdamW(probe.parameters(), lr=1e-4)
-
-    def step() -> None:
-        loss = probe.loss(data.q[:batch], data.target[:batch])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    return time_call(step, min_run_time=0.5).median
+    return training_step_seconds(probe, data.q[:batch], data.target[:batch], min_run_time=0.5)
 
 
 def _fields(row) -> dict[str, Any]:
@@ -131,7 +128,7 @@ def _train(name: str, family: str, args, robot, train_set, val_set) -> tuple[IKM
         log(f"{name} {family}: {steps} steps")
     else:
         minutes = minutes or args.minutes
-        step_s = _seconds_per_step(model, train_set, args.batch)
+        step_s = seconds_per_step(model, train_set, args.batch)
         steps = max(50, int(minutes * 60 / step_s))
         log(f"{name} {family}: {step_s * 1000:.0f} ms/step -> {steps} steps in {minutes} min")
     config = TrainConfig(
@@ -294,57 +291,6 @@ def run_robot(name: str, args) -> tuple[list[dict[str, Any]], list[dict[str, flo
     if args.solvers:
         rows += _solver_rows(name, robot64, test_set)
     return rows, curve
-
-
-# ---------------------------------------------------------------------------- sizes
-def _saved_for_backward_mib(model: IKNet, q: torch.Tensor, target: torch.Tensor) -> float:
-    """MiB of the distinct tensors autograd saves for the backward of one loss."""
-    seen: dict[tuple[int, int], int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        seen[key] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model.loss(q, target)
-    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    return sum(v for (ptr, _), v in seen.items() if ptr not in parameters) / 2**20
-
-
-def size_row(preset: str, batch: int) -> dict[str, Any]:
-    robot = load_robot("panda")
-    data = make_dataset(robot, 1000, seed=0)
-    torch.manual_seed(0)
-    model = IKNet(data.spec, PRESETS[preset])
-    model.set_normalization(data.q, data.target)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    q, target = data.q[:batch], data.target[:batch]
-
-    def step() -> None:
-        loss = model.loss(q, target)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    step_s = time_call(step).median
-    model.eval()
-    with torch.no_grad():
-        sample_s = time_call(lambda: model.sample(data.target, 1)).median
-    model.train()
-    saved = _saved_for_backward_mib(model, q, target)
-    return {
-        "preset": preset,
-        "config": asdict(PRESETS[preset]),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "head_parameters": model.heads.weight.numel() + model.heads.bias.numel(),
-        "generated_per_target": model.generated_size,
-        "generated_mib_per_1000": model.generated_size * 4 * 1000 / 2**20,
-        "step_s": step_s,
-        "sample_per_target_s": sample_s / len(data.target),
-        "saved_mib": saved,
-        "state_mib": 4 * 4 * sum(p.numel() for p in model.parameters()) / 2**20,
-    }
 
 
 # ---------------------------------------------------------------------------- report
@@ -560,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += robot_rows
         curve += points
         write([])  # partial results survive a later failure
-    md = write([size_row(p, args.batch) for p in args.size_presets] if args.sizes else [])
+    presets = args.size_presets if args.sizes else []
+    md = write([{"preset": p, **iknet_sizes(PRESETS[p], args.batch)} for p in presets])
     log(f"wrote {md}")
     return 0
 

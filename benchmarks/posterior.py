@@ -20,18 +20,17 @@ joint distance). The "prior" row ignores the target (an upper reference).
 from __future__ import annotations
 
 import argparse
-import copy
 import traceback
 from typing import Any
 
 import torch
 from common import Column, Report, Table, add_common_args, fmt_sci, fmt_time, log
+from iknet import seconds_per_step
 
 from torchik import load_robot
 from torchik.data import make_dataset
 from torchik.models import families
 from torchik.planar import RAIL_ARM_PRIOR_STD, PlanarArm
-from torchik.protocols import time_call
 from torchik.protocols.posterior import posterior_table, posterior_truth
 from torchik.train import TrainConfig, train
 
@@ -58,21 +57,6 @@ def make_model(cls, spec, preset: str):
         config = cls.Config()
     torch.manual_seed(SEEDS["model"])
     return cls(spec, config)
-
-
-def seconds_per_step(model, data, batch: int) -> float:
-    """Seconds of a training step on a throwaway copy of the model."""
-    probe = copy.deepcopy(model).train()
-    probe.set_normalization(data.q, data.target)
-    opt = torch.optim.AdamW(probe.parameters(), lr=1e-4)
-
-    def step() -> None:
-        loss = probe.loss(data.q[:batch], data.target[:batch])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    return time_call(step, min_run_time=0.5).median
 
 
 def train_family(cls, robot, train_set, val_set, args) -> tuple[Any, dict[str, Any]]:

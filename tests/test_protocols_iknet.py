@@ -11,7 +11,14 @@ import torch
 from torchik import load_robot
 from torchik.models.base import ProblemSpec
 from torchik.protocols import iknet_table
-from torchik.protocols.iknet import IKNetRow, iknet_metrics, iknet_test_targets, sampler_rows
+from torchik.protocols.iknet import (
+    IKNetRow,
+    iknet_metrics,
+    iknet_sizes,
+    iknet_test_targets,
+    sampler_rows,
+    training_step_seconds,
+)
 
 F64 = torch.float64
 
@@ -88,3 +95,28 @@ def test_sampler_rows_time_one_solution_per_target(arm):
     q, targets = _truth(robot, 6, seed=3)
     rows = sampler_rows(robot, {"exact": lambda: q.clone()}, targets, spec)
     assert rows["exact"].mean_cm < 1e-10 and rows["exact"].runtime_1_s > 0
+
+
+def test_sizes_count_parameters_and_memory():
+    from torchik.models import IKNet
+
+    config = IKNet.tiny_config()
+    sizes = iknet_sizes(config, batch=32, robot="snake2")
+    assert sizes["config"]["primary_width"] == config.primary_width
+    assert 0 < sizes["head_parameters"] < sizes["parameters"]
+    assert sizes["state_mib"] == pytest.approx(16 * sizes["parameters"] / 2**20)
+    assert sizes["generated_mib_per_1000"] == pytest.approx(
+        sizes["generated_per_target"] * 4000 / 2**20
+    )
+    assert sizes["saved_mib"] > 0 and sizes["step_s"] > 0 and sizes["sample_per_target_s"] > 0
+
+
+def test_a_training_step_changes_the_model(arm):
+    from torchik.models import IKNet
+
+    robot, spec = arm
+    q, targets = _truth(robot, 16)
+    model = IKNet(spec, IKNet.tiny_config()).double()
+    before = [p.clone() for p in model.parameters()]
+    assert training_step_seconds(model, q, targets, lr=1e-3, min_run_time=0.01) > 0
+    assert any(not torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))

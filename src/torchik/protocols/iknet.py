@@ -32,7 +32,15 @@ if TYPE_CHECKING:
     from torchik.models.base import ProblemSpec
     from torchik.robot import Robot
 
-__all__ = ["IKNetRow", "iknet_metrics", "iknet_table", "iknet_test_targets", "sampler_rows"]
+__all__ = [
+    "IKNetRow",
+    "iknet_metrics",
+    "iknet_sizes",
+    "iknet_table",
+    "iknet_test_targets",
+    "sampler_rows",
+    "training_step_seconds",
+]
 
 CM = 100.0
 THRESHOLDS = (0.10, 0.02, 0.01)
@@ -205,3 +213,75 @@ def sampler_rows(
         rows[label] = IKNetRow(**{**iknet_metrics(robot, q, targets, spec).as_dict(),
                                   "runtime_1_s": seconds})  # fmt: skip
     return rows
+
+
+def training_step_seconds(
+    model: Any, q: Tensor, target: Tensor, lr: float = 1e-6, min_run_time: float = 0.2
+) -> float:
+    """Seconds of one AdamW training step of ``model.loss(q, target)`` (the model is updated)."""
+    opt = torch.optim.AdamW(model.parameters(), lr=lr)
+
+    def step() -> None:
+        loss = model.loss(q, target)
+        opt.zero_grad()
+        loss.backward()
+        opt.step()
+
+    return time_call(step, min_run_time=min_run_time).median
+
+
+def _saved_for_backward_mib(model: Any, q: Tensor, target: Tensor) -> float:
+    """MiB of the distinct tensors autograd saves for the backward of one loss."""
+    seen: dict[tuple[int, int], int] = {}
+
+    def pack(t: Tensor) -> Tensor:
+        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
+        seen[key] = t.untyped_storage().nbytes()
+        return t
+
+    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
+        model.loss(q, target)
+    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
+    return sum(v for (ptr, _), v in seen.items() if ptr not in parameters) / 2**20
+
+
+def iknet_sizes(config: Any, batch: int = 256, robot: str = "panda") -> dict[str, Any]:
+    """Size, memory and speed of an IKNet configuration (the table of ``--sizes``).
+
+    Args:
+        config: an :class:`torchik.models.IKNetConfig`.
+        batch: training batch of the timed step and of the saved-for-backward memory.
+        robot: a bundled robot name (its default end link, position targets).
+
+    Returns:
+        ``config`` (as a dict), ``parameters``, ``head_parameters``, ``generated_per_target``,
+        ``generated_mib_per_1000`` (float32), ``step_s``, ``sample_per_target_s`` (1000 targets x
+        1 sample), ``saved_mib`` (autograd's saved tensors, parameters excluded) and
+        ``state_mib`` (weights, gradients and AdamW's two moments, float32).
+    """
+    from torchik import load_robot
+    from torchik.data import make_dataset
+    from torchik.models import IKNet
+
+    data = make_dataset(load_robot(robot), 1000, seed=0)
+    torch.manual_seed(0)
+    model = IKNet(data.spec, config)
+    model.set_normalization(data.q, data.target)
+    q, target = data.q[:batch], data.target[:batch]
+    step_s = training_step_seconds(model, q, target)
+    model.eval()
+    with torch.no_grad():
+        sample_s = time_call(lambda: model.sample(data.target, 1)).median
+    model.train()
+    n_parameters = sum(p.numel() for p in model.parameters())
+    return {
+        "config": asdict(config),
+        "parameters": n_parameters,
+        "head_parameters": model.heads.weight.numel() + model.heads.bias.numel(),
+        "generated_per_target": model.generated_size,
+        "generated_mib_per_1000": model.generated_size * 4 * 1000 / 2**20,
+        "step_s": step_s,
+        "sample_per_target_s": sample_s / len(data.target),
+        "saved_mib": _saved_for_backward_mib(model, q, target),
+        "state_mib": 4 * 4 * n_parameters / 2**20,
+    }
