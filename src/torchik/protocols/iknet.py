@@ -259,9 +259,9 @@ def iknet_sizes(config: Any, batch: int = 256, robot: str = "panda") -> dict[str
         1 sample), ``saved_mib`` (autograd's saved tensors, parameters excluded) and
         ``state_mib`` (weights, gradients and AdamW's two moments, float32).
     """
-    from torchik import load_robot
     from torchik.data import make_dataset
     from torchik.models import IKNet
+    from torchik.robot import load_robot
 
     data = make_dataset(load_robot(robot), 1000, seed=0)
     torch.manual_seed(0)
