@@ -28,7 +28,6 @@ BAD_MESSAGES = {
     "empty": ("empty",),
     "entity_expansion": ("DOCTYPE",),
     "external_entity": ("DOCTYPE", "entities"),
-    "lower_above_upper": ("'j'", "lower", "upper"),
     "mimic_unknown_joint": ("'j'", "'nope'"),
     "missing_parent_link": ("'j'", "'ghost'"),
     "nan_origin": ("'j'", "xyz", "'nan'", "finite"),
