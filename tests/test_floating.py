@@ -169,3 +169,12 @@ def test_free_flyer_matches_pinocchio(relative: str) -> None:
 
     fk_err, jac_err = compare(path, free_flyer=True, n=3)
     assert fk_err < 1e-12 and jac_err < 1e-12
+
+
+def test_solve_ik_refuses_a_floating_base_clearly() -> None:
+    import torchik
+
+    robot = floater()
+    target = robot.forward_kinematics(robot.neutral(), "tool")
+    with pytest.raises(ValueError, match="floating-base.*accepted: a fixed base.*chain"):
+        torchik.solve_ik(robot, target, "tool")
