@@ -93,7 +93,11 @@ def main() -> None:
     ]
     out = Path(args.out)
     out.with_suffix(".md").write_text("\n".join(lines) + "\n")
-    payload = {"machine": stamp, "joints": args.joints, "batch": args.batch, "cpu_s": rows}
+    table = {
+        "title": f"{args.joints}-joint chain, first calls (CPU s, median of {args.repeats})",
+        "rows": [{"method": name, "cpu_s": seconds} for name, seconds in rows.items()],
+    }
+    payload = {"stamp": stamp, "intro": lines[2], "tables": [table]}
     out.with_suffix(".json").write_text(json.dumps(payload, indent=1) + "\n")
     print("\n".join(lines))
 
