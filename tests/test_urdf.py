@@ -179,7 +179,7 @@ def test_extreme_axes_are_normalised_exactly() -> None:
     [
         ('<origin xyz="0 1e10 0"/>', "'j': <origin xyz> has '1e10', beyond"),
         ('<origin rpy="-2e9 0 0"/>', "'j': <origin rpy>"),
-        ('<limit lower="-1e308" upper="1"/>', "'j': <limit lower>"),
+        ('<mimic joint="k" multiplier="1e10"/>', "'j': <mimic multiplier>"),
     ],
 )
 def test_numbers_beyond_the_supported_magnitude(body: str, words: str) -> None:

@@ -54,6 +54,14 @@ def test_lower_above_upper_is_unlimited() -> None:
     assert robot.continuous.tolist() == [True]
 
 
+@pytest.mark.parametrize("bounds", ['lower="-1e16" upper="1e16"', 'lower="-1e308" upper="1"'])
+def test_huge_bounds_are_unlimited(bounds: str) -> None:
+    text = (DATA / "limit_one_bound.urdf").read_text().replace('upper="2.5"', bounds)
+    with pytest.warns(URDFWarning, match="'knee': <limit lower=.*, loaded as unlimited"):
+        robot = Robot.from_urdf(text, dtype=torch.float64)
+    assert robot.continuous.tolist() == [True]  # gazebo's 1e16: a rotor, unlimited
+
+
 def test_whitespace_before_declaration_in_a_file() -> None:
     path = DATA / "whitespace_before_declaration.urdf"
     assert path.read_bytes().startswith(b"\n")

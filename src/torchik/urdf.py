@@ -272,7 +272,8 @@ def _parse_limits(
     Lenient where real files are (urdfdom and Pinocchio load them), each case noted for a
     :class:`URDFWarning`: a ``<limit>`` with neither bound is unlimited (wheels; the spec's 0..0
     would lock the joint); with one bound, the other is the spec's default 0; ``lower > upper``
-    is pybullet's way to say unlimited. A missing ``<limit>`` element stays an error.
+    (pybullet) or a bound beyond ``MAX_MAGNITUDE`` (gazebo's ``1e16``) means unlimited. A
+    missing ``<limit>`` element stays an error, and so does a number that is not finite.
     """
     if kind not in BOUNDED_TYPES:
         return None, None
@@ -287,13 +288,13 @@ def _parse_limits(
         notes.append(f"{where} ({kind}): <limit> has no lower/upper, loaded as unlimited")
         return None, None
     lower, upper = (
-        0.0 if text is None else _number(text, f"{where}: <limit {side}>")
+        0.0 if text is None else _number(text, f"{where}: <limit {side}>", math.inf)
         for side, text in given.items()
     )
     missing = [side for side, text in given.items() if text is None]
     if missing:
         notes.append(f"{where}: <limit> has no {missing[0]}, which defaults to 0 (the spec)")
-    if lower > upper:
+    if lower > upper or max(-lower, upper) > MAX_MAGNITUDE:  # 1e16 is gazebo's "unlimited"
         notes.append(f"{where}: <limit lower={lower:g} upper={upper:g}>, loaded as unlimited")
         return None, None
     return lower, upper
