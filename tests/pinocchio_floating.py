@@ -4,11 +4,19 @@ Used by ``tests/test_floating.py`` (skipped without ``pin``) and run as a script
 reference numbers of ``tests/data/urdf_lenient/floating.urdf`` that the tests read without pin:
 
     .venv/bin/python tests/pinocchio_floating.py
+    .venv/bin/python tests/pinocchio_floating.py --sweep DIR   # every *.urdf under DIR
+
+The sweep over example-robot-data 4.x (``DIR`` = ``.../cmeel.prefix/share/example-robot-data/
+robots``, 69 files) on 2026-11-23: 59 files without mimic joints agree with ``floating_base=True``
+to 2.1e-15 (FK) and 2.0e-15 (Jacobians), 2 random configurations each; 8 files with mimic
+joints differ because Pinocchio's reader makes mimic joints independent; 2 do not load
+(a ``<robot>`` without a name, which Pinocchio refuses too; a mimic of a missing joint).
 """
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -29,6 +37,7 @@ def pin_reference(path: Path, q: torch.Tensor, free_flyer: bool) -> dict[str, li
     """Pinocchio's world poses and LOCAL_WORLD_ALIGNED Jacobians of every body frame.
 
     ``q (B, nq)`` in torchik's order and joint order (Pinocchio's model is reordered to it).
+    Mimic joints are not compared (Pinocchio's URDF reader makes them independent joints).
     """
     import pinocchio as pin
 
@@ -40,14 +49,18 @@ def pin_reference(path: Path, q: torch.Tensor, free_flyer: bool) -> dict[str, li
     data = model.createData()
     robot = Robot.from_urdf(path, dtype=torch.float64, floating_base=free_flyer)
     names = robot.joint_names[7:]
-    idx_q = [model.idx_qs[model.getJointId(n)] for n in names]
-    idx_v = [model.idx_vs[model.getJointId(n)] for n in names]
+    ids = [model.getJointId(n) for n in names]
+    idx_v = [model.idx_vs[i] for i in ids]
     out: dict[str, list] = {"poses": [], "jacobians": [], "links": list(robot.link_names)}
     for row in q:
         full = pin.neutral(model)
         base = pin_q(row[:7])
         full[:7] = base
-        full[idx_q] = row[7:].numpy()
+        for i, value in zip(ids, row[7:].tolist(), strict=True):
+            at = model.idx_qs[i]  # a continuous joint is (cos, sin) in Pinocchio
+            full[at : at + model.nqs[i]] = [np.cos(value), np.sin(value)][: model.nqs[i]]
+            if model.nqs[i] == 1:
+                full[at] = value
         pin.computeJointJacobians(model, data, full)
         pin.updateFramePlacements(model, data)
         poses, jacs = [], []
@@ -74,7 +87,21 @@ def compare(path: Path, free_flyer: bool, n: int = 5, seed: int = 0) -> tuple[fl
     return float(fk_err), float(jac_err)
 
 
+def sweep(folder: Path) -> None:
+    """Print the worst differences over every ``*.urdf`` under ``folder``, and the exceptions."""
+    import warnings
+
+    warnings.simplefilter("ignore")
+    for path in sorted(folder.rglob("*.urdf")):
+        try:
+            print(path.relative_to(folder), *compare(path, True, n=2), flush=True)
+        except Exception as err:  # report and go on: this is a survey
+            print(path.relative_to(folder), type(err).__name__, str(err)[-100:], flush=True)
+
+
 def main() -> None:
+    if len(sys.argv) == 3 and sys.argv[1] == "--sweep":
+        return sweep(Path(sys.argv[2]))
     robot = Robot.from_urdf(FIXTURE / "floating.urdf", dtype=torch.float64)
     robot = robot.with_limits({f"free/{c}": (-2, 2) for c in "xyz"})
     q = robot.random_configuration(4, generator=torch.Generator().manual_seed(17))

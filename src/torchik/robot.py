@@ -108,7 +108,8 @@ class Robot(nn.Module):
         """Read a URDF file or text (see :func:`torchik.urdf.parse_urdf`); with ``tip``, only
         the chain from the root to ``tip`` (see :meth:`chain`), e.g. one arm of a humanoid;
         ``max_bytes=None`` lifts the size limit for a genuinely huge file;
-        ``floating_base=True`` adds a floating joint ``root_joint`` above the root link."""
+        ``floating_base=True`` adds a floating joint ``root_joint`` above the root link (a
+        ``tip`` chain always has a fixed base: its first link)."""
         model = parse_urdf(source, root=root, max_bytes=max_bytes)
         if floating_base and tip is None:
             text = isinstance(source, str) and _looks_like_xml(source)
