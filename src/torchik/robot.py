@@ -59,8 +59,7 @@ class Robot(nn.Module):
         root: the root link (the base link of a floating robot).
         joint_names: the names of ``q``'s coordinates: actuated joints (mimic and fixed joints
             excluded), after a floating base's ``<joint>/x`` ... ``<joint>/qz``.
-        joint_types: their types (``"revolute"``, ``"continuous"``, ``"prismatic"``,
-            ``"floating"``).
+        joint_types: their types (revolute, continuous, prismatic, floating).
         link_names: every link, in topological order (root first).
         lower, upper: ``(nq,)`` limits, see :mod:`torchik.robot_config`; continuous joints get
             ``(-π, π]`` and are marked in the ``continuous`` mask; ``prismatic`` marks
