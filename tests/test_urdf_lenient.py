@@ -142,3 +142,9 @@ def test_planar_axis_x_moves_in_the_yz_plane() -> None:
     torch.testing.assert_close(
         robot.link_positions(q, "body"), torch.tensor([0.0, 0.3, 0.5], dtype=torch.float64)
     )
+
+
+def test_planar_link_names_must_be_free() -> None:
+    text = (DATA / "planar.urdf").read_text().replace('"tool"', '"drive/x"')
+    with pytest.raises(URDFError, match="'drive'.*planar.*needs the links.*accepted: other"):
+        Robot.from_urdf(text)

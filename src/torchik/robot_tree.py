@@ -80,7 +80,10 @@ def _expand_planar(model: URDFModel) -> URDFModel:
             continue
         names = [f"{joint.name}/x", f"{joint.name}/y", f"{joint.name}/theta"]
         if known & set(names[:2]):
-            raise URDFError(f"planar joint {joint.name!r}: a link is already named {names[0]!r}")
+            raise URDFError(
+                f"<joint name={joint.name!r} type='planar'> needs the links {names[:2]} for its "
+                "x and y steps, and the description has one; accepted: other link names"
+            )
         e1, e2 = _plane_basis(joint.axis)
         joints += [
             replace(joint, name=names[0], type="prismatic", child=names[0], axis=e1),
