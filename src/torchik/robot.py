@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from typing import overload
@@ -11,8 +10,8 @@ import torch
 from torch import Tensor, nn
 
 from torchik import floating as flt
+from torchik import fused, robot_config
 from torchik import kinematics as kin
-from torchik import robot_config
 from torchik.robot_tree import (
     _axis_alignments,
     _expand_planar,
@@ -71,6 +70,21 @@ class Robot(nn.Module):
         >>> robot.forward_kinematics(q, "panda_hand").shape
         torch.Size([8, 4, 4])
     """
+
+    lower: Tensor
+    upper: Tensor
+    continuous: Tensor
+    prismatic: Tensor
+    origin_xyz: Tensor
+    origin_rpy: Tensor
+    _source: Tensor
+    _multiplier: Tensor
+    _offset: Tensor
+    _align: Tensor
+    _w_joint: Tensor
+    _w_link: Tensor
+    _base_origin: Tensor
+    _tree_cache: kin.KinematicTree | None
 
     def __init__(
         self, model: URDFModel, dtype: torch.dtype | None = None, floating_base: bool = False
@@ -342,6 +356,7 @@ class Robot(nn.Module):
             return self._make_tree(*self._constants())
         if getattr(self, "_tree_cache", None) is None:
             self._tree_cache = self._make_tree(self._w_joint, self._w_link)
+        assert self._tree_cache is not None  # set just above when getattr found none
         return self._tree_cache
 
     def _make_tree(self, w_joint: Tensor, w_link: Tensor) -> kin.KinematicTree:
@@ -360,50 +375,29 @@ class Robot(nn.Module):
 
     # ---------------------------------------------------------------- configurations
     def neutral(self) -> Tensor:
-        """``(nq,)`` zeros, or the middle of the range for joints whose range excludes zero (a
-        floating base at the origin, unrotated); see :func:`torchik.robot_config.neutral`."""
+        """``(nq,)`` see :func:`torchik.robot_config.neutral`."""
         return robot_config.neutral(self)
 
     def random_configuration(self, n: int, generator: torch.Generator | None = None) -> Tensor:
-        """``(n, nq)`` joint values uniform within finite limits (see
-        :func:`torchik.robot_config.random_configuration` for infinite ones and bases)."""
+        """``(n, nq)`` see :func:`torchik.robot_config.random_configuration`."""
         return robot_config.random_configuration(self, n, generator)
 
     def with_limits(self, limits: dict[str, tuple[float, float]]) -> Robot:
-        """A copy with ``limits = {name: (lower, upper)}`` for the named coordinates, e.g.
-        ``robot.with_limits({"wheel": (-3.14, 3.14)})`` (see
-        :func:`torchik.robot_config.with_limits`)."""
+        """A copy with ``{name: (lower, upper)}``: :func:`torchik.robot_config.with_limits`."""
         return robot_config.with_limits(self, limits)
 
     def integrate(self, q: Tensor, v: Tensor) -> Tensor:
-        """``q ⊕ v``: ``q (..., nq)`` moved by the step ``v (..., nv)`` (``q + v`` for a fixed
-        base; see :func:`torchik.floating.integrate`). Solvers step with it."""
+        """``q ⊕ v (..., nq)`` for a step ``v (..., nv)``: :func:`torchik.floating.integrate`."""
         return flt.integrate(q, v, self.floating)
 
     def difference(self, q0: Tensor, q1: Tensor) -> Tensor:
-        """``(..., nv)`` step from ``q0`` to ``q1``, the inverse of :meth:`integrate`."""
+        """``(..., nv)`` step from ``q0`` to ``q1``: :func:`torchik.floating.difference`."""
         return flt.difference(q0, q1, self.floating)
 
     # ---------------------------------------------------------------- checks
     def _check_q(self, q: Tensor) -> Tensor:
         """Validate ``q (..., dof)`` and flatten it to ``(B, dof)``."""
-        if not isinstance(q, Tensor):
-            raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
-        if q.dim() == 0 or q.shape[-1] != self.dof:
-            raise ValueError(
-                f"q must have shape (..., {self.dof}) for the {self.dof} joints "
-                f"{list(self.joint_names)}, got {tuple(q.shape)}"
-            )
-        if q.dtype != self.dtype:
-            raise TypeError(
-                f"q has dtype {q.dtype} but the robot is {self.dtype}: "
-                f"convert one of them (robot.to({q.dtype}) or q.to({self.dtype}))"
-            )
-        if q.device != self.device:
-            raise ValueError(
-                f"q is on {q.device} but the robot is on {self.device}: use robot.to(q.device)"
-            )
-        return q.reshape(math.prod(q.shape[:-1]), self.dof)
+        return robot_config.check_q(self, q)
 
     def link_index(self, link: str) -> int:
         """Index of ``link`` in ``link_names``; a clear error for unknown names."""
@@ -437,7 +431,9 @@ class Robot(nn.Module):
         """
         idx, single = self._links(links)
         flat = self._check_q(q)
-        poses = kin.forward_kinematics(flat[:, self.dof - self._n_joints :], self.tree, idx)
+        joints = flat[:, self.dof - self._n_joints :]  # after a floating base's 7
+        kernel = fused if fused.enabled(flat, self.tree) else kin  # opt-in Triton on CUDA
+        poses = kernel.forward_kinematics(joints, self.tree, idx)
         if self.floating:
             poses = flt.base_pose(flat[:, :7], self._base_origin)[:, None] @ poses
         poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
@@ -463,7 +459,9 @@ class Robot(nn.Module):
         """
         idx = self.link_index(link)
         flat = self._check_q(q)
-        jac, pose = kin.jacobian(flat[:, self.dof - self._n_joints :], self.tree, idx)
+        use_fused = fused.enabled(flat, self.tree) and not flat.requires_grad
+        joints = flat[:, self.dof - self._n_joints :]
+        jac, pose = (fused if use_fused else kin).jacobian(joints, self.tree, idx)
         if self.floating:
             jac, pose = flt.base_jacobian(flat[:, :7], self._base_origin, jac, pose)
         jac = jac.reshape(*q.shape[:-1], 6, self.nv)

@@ -26,7 +26,7 @@ from torch import Tensor
 from torchik.floating import BASE_COORDINATES
 from torchik.urdf import Joint
 
-__all__ = ["limits_of", "neutral", "random_configuration", "with_limits"]
+__all__ = ["check_q", "limits_of", "neutral", "random_configuration", "with_limits"]
 
 _BASE_LOWER = (-math.inf,) * 3 + (-1.0,) * 4
 _BASE_UPPER = (math.inf,) * 3 + (1.0,) * 4
@@ -112,3 +112,24 @@ def with_limits(robot, limits: Mapping[str, tuple[float, float]]):
     out.upper.copy_(upper)
     out._adopt({"lower": out.lower, "upper": out.upper})
     return out
+
+
+def check_q(robot, q: Tensor) -> Tensor:
+    """Validate ``q (..., nq)`` for ``robot`` and flatten it to ``(B, nq)``."""
+    if not isinstance(q, Tensor):
+        raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
+    if q.dim() == 0 or q.shape[-1] != robot.dof:
+        raise ValueError(
+            f"q must have shape (..., {robot.dof}) for the {robot.dof} joints "
+            f"{list(robot.joint_names)}, got {tuple(q.shape)}"
+        )
+    if q.dtype != robot.dtype:
+        raise TypeError(
+            f"q has dtype {q.dtype} but the robot is {robot.dtype}: "
+            f"convert one of them (robot.to({q.dtype}) or q.to({robot.dtype}))"
+        )
+    if q.device != robot.device:
+        raise ValueError(
+            f"q is on {q.device} but the robot is on {robot.device}: use robot.to(q.device)"
+        )
+    return q.reshape(math.prod(q.shape[:-1]), robot.dof)
