@@ -55,7 +55,10 @@ def _path_model(model: URDFModel, base: str, tip: str) -> URDFModel:
     return URDFModel(model.name, base, (base, *(joint.child for joint in path)), tuple(path))
 
 
-def _plane_basis(axis: Sequence[float]) -> tuple[tuple[float, ...], tuple[float, ...]]:
+Vector = tuple[float, float, float]
+
+
+def _plane_basis(axis: Sequence[float]) -> tuple[Vector, Vector]:
     """Two unit vectors ``(e1, e2)`` spanning the plane normal to the unit ``axis``: ``e1`` the
     projection of x (of y when the axis is nearly x) and ``e2 = axis x e1``; for ``z``, x and y."""
     a = torch.tensor(axis, dtype=torch.float64)
@@ -63,7 +66,8 @@ def _plane_basis(axis: Sequence[float]) -> tuple[tuple[float, ...], tuple[float,
     e1 = helper.double() - (helper.double() @ a) * a
     e1 = e1 / e1.norm()
     e2 = torch.linalg.cross(a, e1)
-    return tuple(e1.tolist()), tuple(e2.tolist())
+    (x1, y1, z1), (x2, y2, z2) = e1.tolist(), e2.tolist()
+    return (x1, y1, z1), (x2, y2, z2)
 
 
 def _expand_planar(model: URDFModel) -> URDFModel:
