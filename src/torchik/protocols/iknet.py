@@ -20,6 +20,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import asdict, dataclass
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -152,7 +153,7 @@ def _runtimes(model: Any, targets: Tensor) -> dict[str, float]:
     out = {}
     with torch.no_grad():
         for n in (1, 100):
-            t = time_call(lambda n=n: model.sample(targets, n, generator=gen))
+            t = time_call(partial(model.sample, targets, n, generator=gen))
             out[f"runtime_{n}_s"] = t.median / len(targets)
     return out
 
