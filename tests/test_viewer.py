@@ -199,5 +199,9 @@ def test_torchik_view_serves_the_page_on_localhost_until_interrupted():
                 assert page.status == 200 and b"<html" in page.read().lower()
         finally:
             process.send_signal(signal.SIGINT)
-            process.wait(timeout=30)
+            try:
+                process.wait(timeout=30)
+            except subprocess.TimeoutExpired:
+                process.kill()  # never leave the test waiting on a server
+                raise
     assert process.returncode == 130

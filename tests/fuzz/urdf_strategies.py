@@ -189,6 +189,7 @@ def _check_fk(robot: Robot) -> str:
     for dtype in (torch.float64, torch.float32):
         robot = robot.to(dtype)
         limits = torch.stack((robot.lower, robot.upper, robot.neutral()))
+        limits = torch.where(limits.isfinite(), limits, robot.neutral())  # unlimited: no bound
         q = torch.cat((robot.random_configuration(20, generator=generator), limits))
         q.requires_grad_()
         poses = robot.forward_kinematics(q)

@@ -4,6 +4,7 @@ solutions as ghost robots) on 127.0.0.1, or write one picture of it with ``--scr
 from __future__ import annotations
 
 import argparse
+import signal
 import sys
 import time
 
@@ -103,6 +104,8 @@ def run(args: argparse.Namespace) -> int:
             return _screenshot(viewer, args.screenshot, *args.size)
         print(f"torchik: viewer of {viewer.robot.name} at {viewer.url} (Ctrl-C to stop)")
         sys.stdout.flush()
+        # Ctrl-C stops the server even where SIGINT came in ignored (a shell's background job)
+        signal.signal(signal.SIGINT, signal.default_int_handler)
         while True:
             time.sleep(3600)
     finally:
