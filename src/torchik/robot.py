@@ -89,6 +89,14 @@ class Robot(nn.Module):
         robot = cls(parse_urdf(source, root=root, max_bytes=max_bytes), dtype=dtype)
         return robot if tip is None else robot.chain(robot.root, tip)
 
+    @classmethod
+    def from_mjcf(cls, source, dtype: torch.dtype | None = None, **kwargs) -> Robot:
+        """Read a MuJoCo MJCF file, text or ``MjModel`` with the optional ``mujoco`` package;
+        ``kwargs`` (``free_joint``, ``limits``): :func:`torchik.mjcf.parse_mjcf`."""
+        from torchik.mjcf import parse_mjcf
+
+        return cls(parse_mjcf(source, **kwargs), dtype=dtype)
+
     def _init_joints(self) -> None:
         moving = [j for j in self._joints if j.type != "fixed"]
         actuated = [j for j in moving if j.mimic is None]
