@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import re
+import sys
 from pathlib import Path
 
 import pytest
@@ -33,7 +34,9 @@ ARM = """<mujoco model="arm">
         <joint name="tilt" axis="0 1 0" range="-45 120" pos="0 0.02 0.03" ref="15"/>
         <body pos="0.3 0 0">
           <joint name="spin" axis="1 0 0"/>
-          <body name="tool" pos="0.1 0 0" quat="0 1 0 0"/>
+          <body name="tool" pos="0.1 0 0" quat="0 1 0 0">
+            <site name="tip" pos="0 0.01 0.05" euler="0 90 0"/><site pos="0.02 0 0"/>
+          </body>
         </body>
       </body>
     </body>
@@ -139,6 +142,35 @@ def test_hand_written_model_matches_mj_kinematics():
     torch.testing.assert_close(
         robot.forward_kinematics(q, bodies), _mujoco_poses(model, robot, q), atol=1e-12, rtol=0
     )
+
+
+def test_sites_and_jacobians_match_mujoco():
+    model, data = mujoco.MjModel.from_xml_string(ARM), None
+    robot = Robot.from_mjcf(model, dtype=F64)
+    assert robot.link_names[-2:] == ("tip", "site1")
+    assert "tip" not in Robot.from_mjcf(model, sites=False).link_names
+    q = robot.random_configuration(3, torch.Generator().manual_seed(3))
+    data = mujoco.MjData(model)
+    jacp, jacr = torch.zeros(3, model.nv, dtype=F64), torch.zeros(3, model.nv, dtype=F64)
+    for values in q:
+        data.qpos[:] = values.numpy()
+        mujoco.mj_kinematics(model, data)
+        mujoco.mj_comPos(model, data)  # mj_jacBody needs the com-based quantities
+        pose = robot.forward_kinematics(values, ["tip", "site1"])
+        site_xmat = torch.as_tensor(data.site_xmat.copy(), dtype=F64).reshape(-1, 3, 3)
+        torch.testing.assert_close(pose[:, :3, :3], site_xmat, atol=1e-12, rtol=0)
+        torch.testing.assert_close(
+            pose[:, :3, 3], torch.as_tensor(data.site_xpos), atol=1e-12, rtol=0
+        )
+        mujoco.mj_jacBody(model, data, jacp.numpy(), jacr.numpy(), model.body("tool").id)
+        expected = torch.cat((jacp, jacr))
+        torch.testing.assert_close(robot.jacobian(values, "tool"), expected, atol=1e-12, rtol=0)
+
+
+def test_missing_mujoco_says_how_to_install(monkeypatch):
+    monkeypatch.setitem(sys.modules, "mujoco", None)
+    with pytest.raises(ImportError, match=r"pip install 'torchik\[mjcf\]'"):
+        parse_mjcf(ARM)
 
 
 FREE = """<mujoco><compiler boundmass="1e-3" boundinertia="1e-6"/><worldbody>

@@ -16,8 +16,9 @@ How a body becomes links:
   back to the body's frame where needed. MuJoCo applies a body's joints in order, each about its
   anchor, and so does the chain.
 
-Unnamed bodies and joints are called ``"body<id>"`` and ``"joint<id>"`` (MuJoCo ids); a made-up
-name that a real one already holds gets a ``_1``, ``_2``, ... suffix.
+Sites become links fixed to their bodies (``sites=False`` leaves them out). Unnamed bodies,
+joints and sites are called ``"body<id>"``, ``"joint<id>"`` and ``"site<id>"`` (MuJoCo ids); a
+made-up name, or a site's, that a link or joint already holds gets a ``_1``, ``_2``, ... suffix.
 """
 
 from __future__ import annotations
@@ -48,6 +49,7 @@ def parse_mjcf(
     source: str | os.PathLike | Any,
     free_joint: str = "error",
     limits: Mapping[str, tuple[float, float]] | None = None,
+    sites: bool = True,
 ) -> URDFModel:
     """Read an MJCF model (a path, or the XML text) into the kinematic tree torchik builds on.
 
@@ -59,9 +61,12 @@ def parse_mjcf(
             pose in the file (MuJoCo's ``qpos0``), for models of an arm on a free base.
         limits: ``{joint: (lower, upper)}`` overriding the file's ranges (in radians or metres,
             in ``qpos`` units); required for a slide joint that has no range.
+        sites: Whether each ``<site>`` becomes a link (fixed to its body, named after the site,
+            or ``"site<id>"``): end-effector frames such as Menagerie's ``attachment_site``.
 
     Returns:
-        The model: links are the bodies (and the helper links above), in MuJoCo's body order.
+        The model: links are the bodies (and the helper links above) in MuJoCo's body order,
+        then the sites.
 
     Raises:
         ImportError: If the ``mujoco`` package is missing (``pip install torchik[mjcf]``).
@@ -73,7 +78,7 @@ def parse_mjcf(
         raise ValueError(f"free_joint must be one of {FREE_JOINT_OPTIONS}, not {free_joint!r}")
     model, label = _compile(source)
     try:
-        return _build(model, free_joint, dict(limits or {}))
+        return _build(model, free_joint, dict(limits or {}), sites)
     except MJCFError as err:
         raise MJCFError(f"{label}: {err}") from None
 
@@ -154,7 +159,9 @@ def _fresh(name: str, taken: set[str]) -> str:
     return candidate
 
 
-def _build(model: Any, free_joint: str, limits: dict[str, tuple[float, float]]) -> URDFModel:
+def _build(
+    model: Any, free_joint: str, limits: dict[str, tuple[float, float]], sites: bool
+) -> URDFModel:
     bodies, joint_names = _names(model)
     unknown = sorted(set(limits) - set(joint_names))
     if unknown:
@@ -162,12 +169,21 @@ def _build(model: Any, free_joint: str, limits: dict[str, tuple[float, float]]) 
     builder = _Builder(model, bodies, joint_names, free_joint, limits)
     for body in range(1, model.nbody):  # ids are depth-first: parents come first
         builder.add_body(body)
+    for site in range(model.nsite if sites else 0):
+        builder.add_site(site)
     return URDFModel(model.names.split(b"\0")[0].decode() or "mjcf", bodies[0], *builder.done())
 
 
 def _translation(xyz: Any) -> Tensor:
     out = torch.eye(4, dtype=torch.float64)
     out[:3, 3] = torch.as_tensor(xyz, dtype=torch.float64)
+    return out
+
+
+def _pose(pos: Any, quat: Any) -> Tensor:
+    """The homogeneous transform of a MuJoCo ``pos`` and ``quat`` (w, x, y, z)."""
+    out = _translation(pos)
+    out[:3, :3] = quat_to_rotmat(torch.as_tensor(quat, dtype=torch.float64))
     return out
 
 
@@ -203,9 +219,7 @@ class _Builder:
 
     def add_body(self, body: int) -> None:
         m, name = self.model, self.bodies[body]
-        quat = torch.as_tensor(m.body_quat[body], dtype=torch.float64)
-        pending = _translation(m.body_pos[body])
-        pending[:3, :3] = quat_to_rotmat(quat)  # parent frame -> next joint frame
+        pending = _pose(m.body_pos[body], m.body_quat[body])  # parent frame -> next joint frame
         parent = self.bodies[int(m.body_parentid[body])]
         first = int(m.body_jntadr[body])
         moving = [j for j in range(first, first + int(m.body_jntnum[body])) if self._moves(j)]
@@ -222,9 +236,18 @@ class _Builder:
             self._add_joint(j, kind, parent, child, origin, axis)
             parent, pending = child, _translation(-anchor)
         if parent != name:
-            fixed = _fresh(f"{name}_fixed", self.taken_joints)
-            self.links.append(name)
-            self.joints.append(Joint(fixed, "fixed", parent, name, _origin(pending)))
+            self._add_fixed(parent, name, pending)
+
+    def add_site(self, site: int) -> None:
+        m = self.model
+        name = _fresh(m.site(site).name or f"site{site}", self.taken_links)
+        parent = self.bodies[int(m.site_bodyid[site])]
+        self._add_fixed(parent, name, _pose(m.site_pos[site], m.site_quat[site]))
+
+    def _add_fixed(self, parent: str, child: str, origin: Tensor) -> None:
+        fixed = _fresh(f"{child}_fixed", self.taken_joints)
+        self.links.append(child)
+        self.joints.append(Joint(fixed, "fixed", parent, child, _origin(origin)))
 
     def _moves(self, j: int) -> bool:
         """Whether joint ``j`` is a hinge or slide; free joints are dropped or refused."""
