@@ -61,7 +61,7 @@ def _urdf_text(name: str, shared: Path | None) -> str:
 
 
 def _all_joint_values(robot: Robot, q: torch.Tensor) -> dict[str, torch.Tensor]:
-    """Every moving joint's value, mimic joints included (as MuJoCo has them: independent)."""
+    """Every moving joint's value, mimic joints included."""
     values = {name: q[..., i] for i, name in enumerate(robot.joint_names)}
     for joint in robot.model.joints:
         if joint.mimic is not None:
@@ -73,11 +73,13 @@ def _all_joint_values(robot: Robot, q: torch.Tensor) -> dict[str, torch.Tensor]:
 def _mujoco_poses(model, robot: Robot, q: torch.Tensor) -> torch.Tensor:
     """``(B, nbody, 4, 4)`` world poses of every body from mj_kinematics."""
     data = mujoco.MjData(model)
-    index = qpos_index(model, robot.joint_names)
+    values = _all_joint_values(robot, q)
+    index = qpos_index(model, list(values))
+    q_all = torch.stack(list(values.values()), dim=-1)
     out = torch.zeros(q.shape[0], model.nbody, 4, 4, dtype=F64)
-    for b, values in enumerate(q.tolist()):
+    for b, row in enumerate(q_all.tolist()):
         data.qpos[:] = model.qpos0
-        data.qpos[index] = values
+        data.qpos[index] = row
         mujoco.mj_kinematics(model, data)
         out[b, :, :3, :3] = torch.as_tensor(data.xmat.copy(), dtype=F64).reshape(-1, 3, 3)
         out[b, :, :3, 3] = torch.as_tensor(data.xpos.copy(), dtype=F64)
@@ -92,20 +94,17 @@ def test_urdf_converted_by_mujoco_matches_the_urdf_path(name, shared_fixtures_di
     reference = Robot.from_urdf(urdf, dtype=F64)
     robot = Robot.from_mjcf(model, dtype=F64)
     q = reference.random_configuration(16, torch.Generator().manual_seed(0))
-    values = _all_joint_values(reference, q)
-    q_mj = torch.stack([values[name] for name in robot.joint_names], dim=-1)
+    assert robot.joint_names == reference.joint_names  # a URDF mimic: a joint equality and back
     common = [link for link in reference.link_names if link in robot.link_names]
     assert len(common) >= len(reference.link_names) - 1  # at most the URDF root becomes "world"
     expected = reference.forward_kinematics(q, common)
-    world_root = robot.forward_kinematics(q_mj, reference.root)
-    got = torch.linalg.inv(world_root)[:, None] @ robot.forward_kinematics(q_mj, common)
+    world_root = robot.forward_kinematics(q, reference.root)
+    got = torch.linalg.inv(world_root)[:, None] @ robot.forward_kinematics(q, common)
     torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
     # and MuJoCo's own forward kinematics of every body, in the world frame
     bodies = [model.body(b).name for b in range(1, model.nbody)]
-    poses = robot.forward_kinematics(q_mj[:3], bodies)
-    torch.testing.assert_close(
-        poses, _mujoco_poses(model, robot, q_mj[:3])[:, 1:], atol=1e-12, rtol=0
-    )
+    poses = robot.forward_kinematics(q[:3], bodies)
+    torch.testing.assert_close(poses, _mujoco_poses(model, robot, q[:3])[:, 1:], atol=1e-12, rtol=0)
 
 
 def test_saved_xml_file_loads_to_six_digits(tmp_path):
@@ -165,6 +164,36 @@ def test_sites_and_jacobians_match_mujoco():
         mujoco.mj_jacBody(model, data, jacp.numpy(), jacr.numpy(), model.body("tool").id)
         expected = torch.cat((jacp, jacr))
         torch.testing.assert_close(robot.jacobian(values, "tool"), expected, atol=1e-12, rtol=0)
+
+
+GRIPPER = """<mujoco><compiler boundmass="1e-3" boundinertia="1e-6"/><worldbody><body name="palm">
+  <body name="a" pos="0 0.1 0">
+    <joint name="a" type="slide" axis="0 1 0" range="0 0.04" ref="0.01"/></body>
+  <body name="b" pos="0 -0.1 0"><joint name="b" type="slide" axis="0 1 0" ref="-0.02"/></body>
+  <body name="c" pos="0.1 0 0"><joint name="c" axis="0 0 1" range="-1 1"/></body>
+</body></worldbody><equality>
+  <joint joint1="b" joint2="a" polycoef="0.005 -1 0 0 0"/>
+  <joint joint1="c" joint2="a" polycoef="0 1 0.5 0 0"/>
+</equality></mujoco>"""
+
+
+def test_linear_joint_equalities_become_mimic_joints():
+    model = mujoco.MjModel.from_xml_string(GRIPPER)
+    robot = Robot.from_mjcf(model, dtype=F64)
+    assert robot.joint_names == ("a", "c")  # b follows a; the quadratic equality is left out
+    (mimic,) = [joint.mimic for joint in robot.model.joints if joint.name == "b"]
+    # b - (-0.02) = 0.005 - (a - 0.01), so b = -a - 0.005
+    assert mimic.joint == "a" and mimic.multiplier == -1.0
+    assert mimic.offset == pytest.approx(-0.005, abs=1e-15)
+    q = robot.random_configuration(4, torch.Generator().manual_seed(4))
+    poses = _mujoco_poses(model, robot, q)
+    links = ["world", "palm", "a", "b", "c"]
+    torch.testing.assert_close(robot.forward_kinematics(q, links), poses, atol=1e-12, rtol=0)
+    chained = GRIPPER.replace(
+        'joint1="c" joint2="a" polycoef="0 1 0.5 0 0"', 'joint1="c" joint2="b"'
+    )
+    with pytest.raises(MJCFError, match="joint 'c' follows 'b', which follows another joint"):
+        parse_mjcf(chained)
 
 
 def test_missing_mujoco_says_how_to_install(monkeypatch):

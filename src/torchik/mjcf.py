@@ -16,6 +16,10 @@ How a body becomes links:
   back to the body's frame where needed. MuJoCo applies a body's joints in order, each about its
   anchor, and so does the chain.
 
+A joint equality (active at the start, linear, between two joints: what MuJoCo makes of a URDF
+``<mimic>``) makes its first joint a mimic joint of the second, outside ``q``; other equality
+constraints are left out (their joints stay coordinates of ``q``).
+
 Sites become links fixed to their bodies (``sites=False`` leaves them out). Unnamed bodies,
 joints and sites are called ``"body<id>"``, ``"joint<id>"`` and ``"site<id>"`` (MuJoCo ids); a
 made-up name, or a site's, that a link or joint already holds gets a ``_1``, ``_2``, ... suffix.
@@ -32,13 +36,14 @@ import torch
 from torch import Tensor
 
 from torchik.rotations import quat_to_rotmat, rotmat_to_rpy
-from torchik.urdf import Joint, Origin, URDFError, URDFModel
+from torchik.urdf import Joint, Mimic, Origin, URDFError, URDFModel
 
 __all__ = ["MJCFError", "parse_mjcf", "qpos_index", "FREE_JOINT_OPTIONS"]
 
 FREE_JOINT_OPTIONS = ("error", "fixed")
 _ACCEPTED = "hinge, slide and free (with free_joint='fixed') joints"
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3  # mujoco.mjtJoint values
+_EQ_JOINT = 2  # mujoco.mjtEq.mjEQ_JOINT
 
 
 class MJCFError(URDFError):
@@ -167,11 +172,35 @@ def _build(
     if unknown:
         raise MJCFError(f"limits= names {unknown}, which are not joints of the model")
     builder = _Builder(model, bodies, joint_names, free_joint, limits)
+    builder.mimics = _joint_mimics(model, joint_names)
     for body in range(1, model.nbody):  # ids are depth-first: parents come first
         builder.add_body(body)
     for site in range(model.nsite if sites else 0):
         builder.add_site(site)
     return URDFModel(model.names.split(b"\0")[0].decode() or "mjcf", bodies[0], *builder.done())
+
+
+def _joint_mimics(model: Any, joint_names: list[str]) -> dict[int, Mimic]:
+    """Linear joint equalities as mimics, by follower joint id: MuJoCo's
+    ``y - y0 = a0 + a1 (x - x0)`` (``y0``, ``x0`` the joints' ``qpos0``) is
+    ``y = a1 x + (y0 + a0 - a1 x0)``."""
+    mimics: dict[int, Mimic] = {}
+    for e in range(model.neq):
+        follower, leader = int(model.eq_obj1id[e]), int(model.eq_obj2id[e])
+        a0, a1, *higher = (float(c) for c in model.eq_data[e, :5])
+        if model.eq_type[e] != _EQ_JOINT or not model.eq_active0[e] or leader < 0 or any(higher):
+            continue
+        if follower in mimics:
+            raise MJCFError(f"joint {joint_names[follower]!r} is in two joint equalities")
+        y0, x0 = (float(model.qpos0[model.jnt_qposadr[j]]) for j in (follower, leader))
+        mimics[follower] = Mimic(joint_names[leader], a1, y0 + a0 - a1 * x0)
+    for follower, mimic in mimics.items():
+        if joint_names.index(mimic.joint) in mimics:
+            raise MJCFError(
+                f"joint {joint_names[follower]!r} follows {mimic.joint!r}, which follows another "
+                "joint; torchik accepts joint equalities whose second joint is free of any"
+            )
+    return mimics
 
 
 def _translation(xyz: Any) -> Tensor:
@@ -213,6 +242,7 @@ class _Builder:
         self.links: list[str] = [bodies[0]]
         self.joints: list[Joint] = []
         self.taken_links, self.taken_joints = set(bodies), set(joint_names)
+        self.mimics: dict[int, Mimic] = {}
 
     def done(self) -> tuple[tuple[str, ...], tuple[Joint, ...]]:
         return tuple(self.links), tuple(self.joints)
@@ -272,7 +302,17 @@ class _Builder:
         xyz = tuple(axis.tolist())
         self.links.append(child)
         self.joints.append(
-            Joint(name, urdf_type, parent, child, _origin(origin), xyz, lower, upper)  # type: ignore[arg-type]
+            Joint(
+                name,
+                urdf_type,
+                parent,
+                child,
+                _origin(origin),
+                xyz,
+                lower,
+                upper,
+                self.mimics.get(j),
+            )  # type: ignore[arg-type]
         )
 
     def _limits(self, j: int, kind: int) -> tuple[float | None, float | None]:
@@ -285,7 +325,7 @@ class _Builder:
         if self.model.jnt_limited[j]:
             lower, upper = (float(v) for v in self.model.jnt_range[j])
             return lower, upper
-        if kind == _SLIDE:
+        if kind == _SLIDE and j not in self.mimics:  # a mimic's own limits are never used
             raise MJCFError(
                 f"slide joint {name!r} in body {self.bodies[self.model.jnt_bodyid[j]]!r} has "
                 f"no range; give it range='lower upper' in the file or pass "
