@@ -53,8 +53,10 @@ def _model_from_urdf(urdf: str):
 
 
 def _urdf_text(name: str, shared: Path | None) -> str:
-    if name in BUNDLED:
+    """A bundled URDF (``"panda"``) or one of ../shared/fixtures/urdf (``"shared:panda"``)."""
+    if not name.startswith("shared:"):
         return bundled_urdf(name)
+    name = name.removeprefix("shared:")
     if shared is None:
         pytest.skip("../shared is absent beside the repository: no fixture URDFs")
     return (shared / "urdf" / f"{name}.urdf").read_text()
@@ -89,7 +91,7 @@ def _mujoco_poses(model, robot: Robot, q: torch.Tensor) -> torch.Tensor:
 
 @pytest.mark.parametrize("name", BUNDLED + [f"shared:{n}" for n in SHARED])
 def test_urdf_converted_by_mujoco_matches_the_urdf_path(name, shared_fixtures_dir):
-    urdf = _urdf_text(name.removeprefix("shared:"), shared_fixtures_dir)
+    urdf = _urdf_text(name, shared_fixtures_dir)
     model = _model_from_urdf(urdf)
     reference = Robot.from_urdf(urdf, dtype=F64)
     robot = Robot.from_mjcf(model, dtype=F64)
