@@ -42,6 +42,7 @@ fuzz: $(STAMP)-dev
 lint: $(STAMP)-dev
 	$(BIN)/ruff check $(CODE)
 	$(BIN)/ruff format --check $(CODE)
+	$(BIN)/mypy
 
 format: $(STAMP)-dev
 	$(BIN)/ruff check --fix $(CODE)

@@ -1,4 +1,7 @@
-"""Shared benchmark helpers: machine stamp, timing, fixtures, anchors and result tables.
+"""Shared benchmark helpers: machine stamp, fixtures, anchors and writing results.
+
+Timings come from ``torchik.protocols.time_call`` and tables are ``torchik.protocols.table``'s
+(re-exported here).
 
 The protocols live in ``shared/BENCHMARKS.md``. Importing this module sets
 ``torch.set_num_threads(os.cpu_count())`` as those protocols ask; benchmarks are scripts, so
@@ -22,7 +25,7 @@ import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -30,12 +33,15 @@ from typing import Any
 import numpy as np
 import torch
 
+from torchik.protocols import Timing, time_call
+from torchik.protocols.table import Column, Table, fmt_pct, fmt_sci, fmt_time
+
+__all__ = ["Column", "Table", "Timing", "fmt_pct", "fmt_sci", "fmt_time", "time_call"]
+
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "benchmarks" / "results"
 #: Distributions whose versions go into every stamp (the `bench` extra of pyproject.toml).
 ANCHOR_DISTS = ("pytorch-kinematics", "pin", "pytracik", "ikpy", "scipy")
-#: The anchor every speed ratio is taken against unless a table says otherwise.
-REFERENCE = "pytorch_kinematics"
 #: Environment variable run.py sets so that a stamp also names the command that launched it.
 PARENT_ENV = "TORCHIK_BENCH_PARENT"
 
@@ -109,77 +115,12 @@ def machine_stamp() -> dict[str, Any]:
 
 
 # ---------------------------------------------------------------------------------- timing
-@dataclass(frozen=True)
-class Timing:
-    """Seconds per call: median and quartiles over `reps` measurements of `calls` calls each."""
-
-    median: float
-    q1: float
-    q3: float
-    reps: int
-    calls: int
-
-
-def _seconds(fn: Callable[[], object], calls: int, sync: Callable[[], None]) -> float:
-    start = time.perf_counter()
-    for _ in range(calls):
-        fn()
-    sync()
-    return time.perf_counter() - start
-
-
-def _calibrate(fn: Callable[[], object], warmup: int, min_measure_s: float, sync) -> int:
-    """Warm up, then the number of calls that makes one measurement last >= `min_measure_s`."""
-    for _ in range(warmup):
-        fn()
-    sync()
-    calls, elapsed = 1, _seconds(fn, 1, sync)
-    while elapsed < min_measure_s / 4:  # calibrate on >= a quarter of the target duration
-        calls *= 2
-        elapsed = _seconds(fn, calls, sync)
-    return max(1, math.ceil(calls * min_measure_s / elapsed))
-
-
 def time_calls(
-    fns: dict[str, Callable[[], object]],
-    *,
-    reps: int = 7,
-    min_measure_s: float = 0.02,
-    warmup: int = 2,
-    sync: Callable[[], None] = lambda: None,
-) -> dict[str, Timing | Exception]:
-    """Time several calls; per call, the median and quartiles of `reps` (>= 7) measurements.
-
-    Each call is warmed up, then repeated inside a measurement until one measurement lasts at
-    least `min_measure_s` (timer resolution and loop overhead stay negligible; the figure is the
-    measurement divided by the number of calls). Measurements are interleaved round-robin across
-    the calls, so that a burst of load from elsewhere on a shared machine hits every call alike
-    and their ratios stay fair. A call that raises gets its exception instead of a Timing. Pass
-    ``sync=torch.cuda.synchronize`` for GPU work.
-    """
-    out: dict[str, Timing | Exception] = {}
-    calls: dict[str, int] = {}
-    for name, fn in fns.items():
-        try:
-            calls[name] = _calibrate(fn, warmup, min_measure_s, sync)
-        except Exception as exc:
-            out[name] = exc
-    samples: dict[str, list[float]] = {name: [] for name in calls}
-    for _ in range(max(reps, 7)):
-        for name, n in calls.items():
-            samples[name].append(_seconds(fns[name], n, sync) / n)
-    for name, values in samples.items():
-        q1, median, q3 = np.percentile(values, [25, 50, 75])
-        out[name] = Timing(float(median), float(q1), float(q3), len(values), calls[name])
-    return {name: out[name] for name in fns}
-
-
-def time_call(fn: Callable[[], object], **options: Any) -> Timing:
-    """`time_calls` for a single call (same options); raises what the call raises."""
-    result = time_calls({"call": fn}, **options)["call"]
-    if isinstance(result, Exception):
-        raise result
-    return result
+    fns: dict[str, Callable[[], object]], reps: int | None = None, **options: Any
+) -> dict[str, Timing]:
+    """``torchik.protocols.time_call`` of each call in turn (same options; ``reps`` is ignored:
+    the repeats are adaptive)."""
+    return {name: time_call(fn, **options) for name, fn in fns.items()}
 
 
 # --------------------------------------------------------------------- anchors and fixtures
@@ -294,14 +235,6 @@ def write_urdf_variant(
     return dst
 
 
-def uniform_configs(lower: np.ndarray, upper: np.ndarray, shape: Sequence[int], seed: int):
-    """Joint configurations uniform within limits, float64 tensor ``(*shape, dof)``."""
-    gen = torch.Generator().manual_seed(seed)
-    lo, hi = torch.as_tensor(lower), torch.as_tensor(upper)
-    u = torch.rand(*shape, len(lo), generator=gen, dtype=torch.float64)
-    return lo + u * (hi - lo)
-
-
 def load_average() -> list[float]:
     """1-, 5- and 15-minute load averages (NaN where the platform has none)."""
     load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
@@ -327,39 +260,15 @@ def cpu_busy_fraction(interval: float = 0.5) -> float:
     return round(1.0 - (idle1 - idle0) / max(1, total1 - total0), 3)
 
 
-@dataclass
-class QuietGate:
-    """Waits, within a total budget for the whole run, until other jobs leave the cores idle.
-
-    Machines here are shared: another job on 2 cores multiplies timings, and torch with one
-    thread per core suffers far more than proportionally. Call `wait` before each measured case.
-    """
-
-    budget_s: float
-    threshold: float = 0.25  # share of all cores busy with other jobs
-    waited_s: float = 0.0
-
-    def wait(self) -> float:
-        """Block until < `threshold` of the cores are busy or the budget is spent.
-
-        Returns the busy share last seen (recorded next to the timings).
-        """
-        busy, announced = cpu_busy_fraction(0.25), False
-        while busy >= self.threshold and self.waited_s < self.budget_s:
-            if not announced:
-                log(f"other jobs keep {busy:.0%} of the CPU busy: waiting for a quieter machine")
-                announced = True
-            start = time.perf_counter()
-            busy = cpu_busy_fraction(0.5)
-            self.waited_s += time.perf_counter() - start
-        return busy
-
-
-def wait_for_quiet(max_wait_s: float, threshold: float | None = None) -> float:
-    """Wait up to `max_wait_s` for a quiet machine (see `QuietGate`); returns seconds waited."""
-    gate = QuietGate(max_wait_s) if threshold is None else QuietGate(max_wait_s, threshold)
-    gate.wait()
-    return round(gate.waited_s, 1)
+def wait_for_quiet(max_wait_s: float, threshold: float = 0.25) -> float:
+    """Wait up to `max_wait_s` until other jobs keep < `threshold` of the cores busy (machines
+    here are shared: another job on 2 cores multiplies timings); returns seconds waited."""
+    start = time.perf_counter()
+    if max_wait_s > 0 and cpu_busy_fraction(0.25) >= threshold:
+        log("other jobs keep the CPU busy: waiting for a quieter machine")
+        while time.perf_counter() - start < max_wait_s and cpu_busy_fraction() >= threshold:
+            pass
+    return round(time.perf_counter() - start, 1)
 
 
 def add_common_args(parser: argparse.ArgumentParser) -> None:
@@ -370,7 +279,7 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=0.0,
         metavar="SECONDS",
-        help="wait up to SECONDS in all for other jobs to leave the CPU idle before cases",
+        help="wait up to SECONDS for other jobs to leave the CPU idle before starting",
     )
 
 
@@ -392,97 +301,6 @@ def train_small_iknet(
     )  # fmt: skip
     model = train(model, data, config=config).model
     return model, time.perf_counter() - start
-
-
-# ---------------------------------------------------------------------------------- tables
-def fmt_time(seconds: float) -> str:
-    """Human units: 412 ns, 3.10 µs, 12.4 ms, 1.52 s."""
-    for unit, scale in (("s", 1.0), ("ms", 1e-3), ("µs", 1e-6)):
-        if abs(seconds) >= scale:
-            return f"{seconds / scale:.3g} {unit}"
-    return f"{seconds / 1e-9:.3g} ns"
-
-
-def fmt_pct(x: float) -> str:
-    return f"{100 * x:.1f} %"
-
-
-def fmt_sci(x: float) -> str:
-    return f"{x:.1e}"
-
-
-def fmt_ratio(x: float) -> str:
-    return f"{x:.2f}×"
-
-
-@dataclass(frozen=True)
-class Column:
-    """One table column: the row field it shows, its header and how to format a value."""
-
-    key: str
-    header: str
-    fmt: Callable[[Any], str] = str
-
-
-@dataclass
-class Table:
-    """Rows of results; a speed ratio column per reference method.
-
-    A row's ratio against reference R is R's `time_key` divided by the row's, taken from the R
-    row with the same values of `case_keys` (so > 1 means "faster than R").
-    """
-
-    title: str
-    columns: list[Column]
-    case_keys: tuple[str, ...] = ()
-    time_key: str | None = None
-    references: tuple[str, ...] = (REFERENCE,)
-    notes: list[str] = field(default_factory=list)
-    rows: list[dict[str, Any]] = field(default_factory=list)
-
-    def add(self, method: str, status: str = "ok", **values: Any) -> dict[str, Any]:
-        """Append a row; `status` is "ok", "missing: …", "not available yet: …" or "failed: …"."""
-        row = {"method": method, "status": status, **values}
-        self.rows.append(row)
-        return row
-
-    def _reference_row(self, ref: str, row: dict[str, Any]) -> dict[str, Any] | None:
-        for other in self.rows:
-            same_case = all(other.get(k) == row.get(k) for k in self.case_keys)
-            if other["method"] == ref and other["status"] == "ok" and same_case:
-                return other
-        return None
-
-    def fill_ratios(self) -> None:
-        if self.time_key is None:
-            return
-        for ref in self.references:
-            for row in self.rows:
-                base = self._reference_row(ref, row)
-                mine = row.get(self.time_key)
-                ok = base is not None and row["status"] == "ok" and mine
-                row[f"speedup_vs_{ref}"] = base[self.time_key] / mine if ok else None
-
-    def markdown(self) -> str:
-        self.fill_ratios()
-        cols = [Column("method", "method"), *self.columns]
-        if self.time_key is not None:
-            cols += [
-                Column(f"speedup_vs_{r}", f"× faster than {r}", fmt_ratio) for r in self.references
-            ]
-        cols.append(Column("status", "status"))
-        lines = [f"## {self.title}", ""]
-        lines.append("| " + " | ".join(c.header for c in cols) + " |")
-        lines.append("|" + "---|" * len(cols))
-        for row in self.rows:
-            cells = [c.fmt(row[c.key]) if row.get(c.key) is not None else "—" for c in cols]
-            lines.append("| " + " | ".join(cells) + " |")
-        lines += [""] + [f"- {note}" for note in self.notes]
-        return "\n".join(lines).rstrip() + "\n"
-
-    def as_json(self) -> dict[str, Any]:
-        self.fill_ratios()
-        return {"title": self.title, "notes": self.notes, "rows": self.rows}
 
 
 def _jsonable(value: Any) -> Any:
@@ -539,15 +357,3 @@ _T0 = time.perf_counter()
 def log(message: str) -> None:
     """Progress line on stderr, prefixed with the wall time since this module was imported."""
     print(f"[{time.perf_counter() - _T0:7.1f} s] {message}", file=sys.stderr, flush=True)
-
-
-def torchik_robot(torchik: Any, name: str, dtype: torch.dtype) -> torch.nn.Module:
-    """``torchik.load_robot(name)`` built directly in `dtype`.
-
-    Building in float32 and then calling ``.to(torch.float64)`` would keep float32-rounded link
-    origins (about 1e-8 m of error), so the dtype is passed to the loader when it accepts one.
-    """
-    try:
-        return torchik.load_robot(name, dtype=dtype)
-    except TypeError:
-        return torchik.load_robot(name).to(dtype)

@@ -22,7 +22,6 @@ import torch
 from common import (
     ChainSpec,
     Column,
-    QuietGate,
     Report,
     Table,
     add_common_args,
@@ -33,11 +32,12 @@ from common import (
     log,
     quiet,
     read_chain,
-    time_calls,
-    torchik_robot,
+    time_call,
     try_import,
-    uniform_configs,
+    wait_for_quiet,
 )
+
+import torchik
 
 ROBOT, LINK, URDF = "panda", "panda_hand", "panda.urdf"
 BATCHES = (1, 1024, 65536)
@@ -172,18 +172,13 @@ def pin_method(urdf: Path, spec: ChainSpec) -> Method:
 
 
 def torchik_methods(spec: ChainSpec, with_compile: bool) -> list[Method]:
-    """torchik rows, against the API the library promises (not available until it exists)."""
-    try:
-        import torchik
-
-        robots = {d: torchik_robot(torchik, ROBOT, d) for d in DTYPES.values()}
-        robot = robots[torch.float64]
-        columns = [spec.joint_names.index(n) for n in robot.joint_names]
-        same = np.allclose(robot.lower.numpy(), spec.lower[columns]) and np.allclose(
-            robot.upper.numpy(), spec.upper[columns]
-        )
-    except Exception as exc:  # the library is being written: report, never crash
-        return [unavailable(TORCHIK, f"not available yet: {describe(exc)}")]
+    """torchik's rows: FK, FK + backward and the Jacobian in float32 and float64."""
+    robots = {d: torchik.load_robot(ROBOT, dtype=d) for d in DTYPES.values()}
+    robot = robots[torch.float64]
+    columns = [spec.joint_names.index(n) for n in robot.joint_names]
+    same = np.allclose(robot.lower.numpy(), spec.lower[columns]) and np.allclose(
+        robot.upper.numpy(), spec.upper[columns]
+    )
 
     def fk(q: torch.Tensor) -> torch.Tensor:
         return robots[q.dtype].forward_kinematics(q, links=LINK)
@@ -218,22 +213,12 @@ def prepare(method: Method, q64: torch.Tensor, dtype: torch.dtype) -> torch.Tens
     return q[:, method.columns].contiguous() if method.columns else q
 
 
-def time_methods(
-    methods: list[Method], q64: torch.Tensor, args: argparse.Namespace, gate: QuietGate
-) -> Table:
-    table = Table(
-        "FK timings (Panda, panda_hand)",
-        [
-            Column("op", "op"),
-            Column("dtype", "dtype"),
-            Column("batch", "batch"),
-            Column("time_s", "time per call", fmt_time),
-            Column("iqr_s", "IQR", fmt_time),
-            Column("per_config_s", "per config", fmt_time),
-        ],
-        case_keys=("op", "dtype", "batch"),
-        time_key="time_s",
-    )
+def time_methods(methods: list[Method], q64: torch.Tensor, args: argparse.Namespace) -> Table:
+    columns = [Column("op", "op"), Column("dtype", "dtype"), Column("batch", "batch"),
+               Column("time_s", "time per call", fmt_time), Column("iqr_s", "IQR", fmt_time),
+               Column("per_config_s", "per config", fmt_time)]  # fmt: skip
+    table = Table("FK timings (Panda, panda_hand)", columns, case_keys=("op", "dtype", "batch"),
+                  time_key="time_s", references=(PK,))  # fmt: skip
     for m in methods:
         if m.status != "ok":
             table.add(m.name, status=m.status)
@@ -243,41 +228,28 @@ def time_methods(
         for dtype in args.dtypes:
             for batch in args.batches:
                 case = {"op": op, "dtype": dtype, "batch": batch}
-                time_case(table, methods, case, q64, args.reps, gate)
+                time_case(table, methods, case, q64, args.min_run_time)
     return table
 
 
 def time_case(
-    table: Table, methods: list[Method], case: dict, q64: torch.Tensor, reps: int, gate: QuietGate
+    table: Table, methods: list[Method], case: dict, q64: torch.Tensor, min_run_time: float
 ) -> None:
-    """Time every method offering this op, dtype and batch, measurements interleaved."""
+    """Time every method offering this op, dtype and batch (``torchik.protocols.time_call``)."""
     op, dtype, batch = case["op"], case["dtype"], case["batch"]
     here = [m for m in methods if m.status == "ok" and op in m.ops and dtype in m.dtypes]
     here = [m for m in here if batch in m.batches]
     log(f"{op:12s} {dtype} batch {batch}: {', '.join(m.name for m in here)}")
-    thunks = {}
     for m in here:
         try:
-            thunks[m.name] = m.ops[op](prepare(m, q64[:batch], DTYPES[dtype]))
+            t = time_call(
+                m.ops[op](prepare(m, q64[:batch], DTYPES[dtype])), min_run_time=min_run_time
+            )
         except Exception as exc:
             table.add(m.name, status=status_of(exc), **case)
-    busy = gate.wait()
-    timings = time_calls(thunks, reps=reps)
-    for m in (m for m in here if m.name in timings):
-        t = timings[m.name]
-        if isinstance(t, Exception):
-            table.add(m.name, status=status_of(t), **case)
             continue
-        table.add(
-            m.name,
-            **case,
-            time_s=t.median,
-            iqr_s=t.q3 - t.q1,
-            per_config_s=t.median / batch,
-            reps=t.reps,
-            calls_per_measurement=t.calls,
-            others_busy_before=busy,
-        )
+        table.add(m.name, **case, time_s=t.median, iqr_s=t.iqr, per_config_s=t.median / batch,
+                  reps=t.runs, calls_per_measurement=t.calls_per_run)  # fmt: skip
 
 
 def agreement(methods: list[Method], q64: torch.Tensor) -> Table:
@@ -335,7 +307,7 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--batches", type=int, nargs="+", default=list(BATCHES))
     parser.add_argument("--dtypes", nargs="+", choices=list(DTYPES), default=list(DTYPES))
-    parser.add_argument("--reps", type=int, default=7, help="timed measurements (>= 7)")
+    parser.add_argument("--min-run-time", type=float, default=0.2, help="s measured per case")
     parser.add_argument("--compile", action="store_true", help="also time torch.compile'd FK")
     add_common_args(parser)
     return parser.parse_args(argv)
@@ -343,9 +315,8 @@ def parse_args(argv: list[str] | None) -> argparse.Namespace:
 
 def main(argv: list[str] | None = None) -> int:
     args = parse_args(argv)
-    gate = QuietGate(args.wait_idle)
-    gate.wait()
     report = Report("fk", 'FK benchmark (protocol "FK")', intro=INTRO)
+    report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     urdf = fixture_urdf(URDF)
     if urdf is None:
         table = Table("FK timings (Panda, panda_hand)", [])
@@ -354,15 +325,17 @@ def main(argv: list[str] | None = None) -> int:
         report.tables.append(table)
     else:
         spec = read_chain(urdf, LINK)
-        q64 = uniform_configs(
-            spec.lower, spec.upper, (max(max(args.batches), AGREEMENT_CONFIGS),), seed=0
+        n, robot = (
+            max(max(args.batches), AGREEMENT_CONFIGS),
+            torchik.load_robot(ROBOT, dtype=torch.float64),
         )
+        q64 = robot.random_configuration(n, torch.Generator().manual_seed(0))  # its joint order
+        q64 = q64[:, [robot.joint_names.index(j) for j in spec.joint_names]]  # the URDF's
         methods = [*pk_methods(urdf, spec, args.compile), pin_method(urdf, spec)]
         methods += torchik_methods(spec, args.compile)
-        timings = time_methods(methods, q64, args, gate)
+        timings = time_methods(methods, q64, args)
         timings.notes += TIMING_NOTES
         report.tables += [timings, agreement(methods, q64[:AGREEMENT_CONFIGS])]
-    report.stamp["waited_for_quiet_s"] = round(gate.waited_s, 1)
     md, _ = report.write(args.out)
     log(f"wrote {md}")
     return 0
@@ -374,10 +347,9 @@ INTRO = [
     "samples cast to each dtype). Protocol: `shared/BENCHMARKS.md`, section FK.",
 ]
 TIMING_NOTES = [
-    "time per call = one call on the whole batch: median of >= 7 measurements after warm-up; a "
-    "fast call is repeated inside a measurement until it lasts >= 20 ms. IQR = q3 - q1. The "
-    "methods of one case are measured round-robin; each case starts once other jobs use < 25 % "
-    "of the CPU (within the --wait-idle budget; `others_busy_before` in the JSON).",
+    "time per call = one call on the whole batch, by `torch.utils.benchmark` "
+    "(`torchik.protocols.time_call`: warm-up, then blocks of calls until --min-run-time seconds "
+    "are measured); median over the blocks, IQR = q3 - q1 of the blocks.",
     "× faster than pytorch_kinematics = pytorch_kinematics' time / this row's time, same op, dtype "
     "and batch (> 1: faster). Only ratios travel between machines.",
     "pytorch_kinematics FK = `chain.forward_kinematics(q).get_matrix()` on "

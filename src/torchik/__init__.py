@@ -3,10 +3,11 @@
 Importing torchik has no side effects: no prints, no global device or seed, no heavy imports.
 The sub-packages for learned IK (``torchik.models``, ``torchik.train``, ``torchik.evaluate``,
 ``torchik.protocols``) are imported on first use of the attribute (PEP 562), so ``import torchik``
-costs nothing for them.
+costs nothing for them. ``torchik.view`` (:func:`torchik.viewer.view`, the 3-D viewer in the
+browser) is imported the same way, with viser.
 """
 
-from types import ModuleType
+from typing import Any
 
 from torchik._version import __version__ as __version__
 from torchik.data import IKDataset, load_dataset, make_dataset
@@ -34,8 +35,13 @@ _SUBMODULES = ("evaluate", "models", "protocols", "train")
 """Submodules imported by :func:`__getattr__` on first use, not by ``import torchik``."""
 
 
-def __getattr__(name: str) -> ModuleType:
-    """``torchik.models``, ``torchik.train`` or ``torchik.evaluate``, imported on first use."""
+def __getattr__(name: str) -> Any:
+    """``torchik.models``, ``torchik.train``, ``torchik.evaluate``, ``torchik.protocols`` or the
+    function ``torchik.view``, imported on first use."""
+    if name == "view":
+        from torchik.viewer import view
+
+        return view
     if name not in _SUBMODULES:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
     import importlib
@@ -49,4 +55,4 @@ def __getattr__(name: str) -> ModuleType:
 
 
 def __dir__() -> list[str]:
-    return sorted({*globals(), *_SUBMODULES})
+    return sorted({*globals(), *_SUBMODULES, "view"})

@@ -60,7 +60,8 @@ def check_int(name: str, value: Any, minimum: int = 0, maximum: int | None = Non
         raise TypeError(f"{name} must be an int, got {type(value).__name__} {short_repr(value)}")
     if value < minimum:
         raise ValueError(f"{name} must be >= {minimum}, got {value}")
-    if maximum is not None and value > maximum:
+    # typeshed declares numbers.Integral.__lt__ but no __gt__ (an int has both)
+    if maximum is not None and value > maximum:  # type: ignore[operator]
         raise ValueError(f"{name} must be <= {maximum}, got {value}")
     return int(value)
 

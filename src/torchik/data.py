@@ -82,6 +82,7 @@ def decode_target(target: Tensor, kind: str) -> tuple[Tensor, Tensor | None]:
 def decode_pose(target: Tensor) -> Tensor:
     """``"pose"`` targets ``(..., 9)`` -> homogeneous transforms ``(..., 4, 4)``."""
     position, rotmat = decode_target(target, "pose")
+    assert rotmat is not None  # "pose" targets carry one
     return pose_to_matrix(position, rotmat)
 
 
@@ -123,7 +124,7 @@ class IKDataset:
             f"{tuple(self.target.shape)}, {self.q.dtype}" + (f"; {meta})" if meta else ")")
         )
 
-    def subset(self, index: Tensor, **meta: Any) -> IKDataset:
+    def subset(self, index: Tensor | slice, **meta: Any) -> IKDataset:
         """The rows ``index`` (a long or bool tensor) as a new dataset; ``meta`` is added."""
         return IKDataset(self.q[index], self.target[index], self.spec, {**self.meta, **meta})
 
@@ -186,7 +187,7 @@ def _sample_joints(
     """``(n, D)`` joints in the robot's dtype, on the generator's device, and the number of
     entries clamped to the limits (``0`` without ``count``: counting waits for the device)."""
     lower, upper = robot.lower, robot.upper
-    like = {"generator": gen, "dtype": lower.dtype, "device": lower.device}
+    like: dict[str, Any] = {"generator": gen, "dtype": lower.dtype, "device": lower.device}
     if sampler == "uniform":
         return lower + torch.rand(n, robot.dof, **like) * (upper - lower), 0
     if sampler != "normal":

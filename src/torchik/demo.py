@@ -65,6 +65,7 @@ def solve_pose(model, robot, pose: Tensor, n: int, seed: int) -> PoseRow:
     _, keep = result.distinct()
     with torch.no_grad():
         pos, rot = sample_errors(robot, samples[None], target[None], model.spec)
+    assert rot is not None  # pose targets
     return PoseRow(pose, samples, (pos[0], rot[0]), result, int(keep.sum()), sample_ms, refine_ms)
 
 

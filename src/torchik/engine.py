@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
+from torchik import distributed
 from torchik.checks import check_bool, check_choice, check_float, check_int
 from torchik.data import FKStream, IKDataset
 
@@ -242,6 +243,8 @@ class Rows:
         n = len(data)
         if n < batch_size:
             raise ValueError(f"the training set has {n} rows, fewer than batch_size={batch_size}")
+        self.rank, self.world = distributed.world()
+        _check_divisible(batch_size, self.world)
         self.q, self.target = data.q.to(like), data.target.to(like)
         self.n, self.batch_size = n, batch_size
         self.generator = torch.Generator().manual_seed(seed)
@@ -256,6 +259,8 @@ class Rows:
             self._set_order(torch.randperm(self.n, generator=self.generator), 0)
         self.cursor += self.batch_size
         index = self._device_order[self.cursor - self.batch_size : self.cursor]
+        if self.world > 1:  # this rank's rows of the global batch
+            index = index[self.rank :: self.world]
         return self.q[index], self.target[index]
 
     def state_dict(self) -> dict[str, Any]:
@@ -270,7 +275,10 @@ class StreamRows:
     """Minibatches of a :class:`~torchik.data.FKStream` on the training device."""
 
     def __init__(self, stream: FKStream, batch_size: int, like: Tensor):
-        self.stream, self.batch_size, self.dtype = stream.to(like.device), batch_size, like.dtype
+        world = distributed.world()[1]
+        _check_divisible(batch_size, world)
+        self.stream = distributed.shard_stream(stream.to(like.device))
+        self.batch_size, self.dtype = batch_size // world, like.dtype
 
     def next(self) -> tuple[Tensor, Tensor]:
         q, target = self.stream.next(self.batch_size)
@@ -283,6 +291,11 @@ class StreamRows:
         if "stream" not in state:
             raise ValueError("the checkpoint was trained on a fixed data set, not on a stream")
         self.stream.load_state_dict(state["stream"])
+
+
+def _check_divisible(batch_size: int, world: int) -> None:
+    if batch_size % world:
+        raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes")
 
 
 # ---------------------------------------------------------------------------- the step
@@ -309,9 +322,10 @@ class Stepper:
         self.optimizer = _optimizer(model, config, device)
         self.precision = resolve_precision(config.precision, device, model)
         self.ema = EMA(model, config.ema_decay) if config.ema_decay is not None else None
-        self._loss: Callable[[Tensor, Tensor], Tensor] = model.loss
+        self._ddp = distributed.wrap_loss(model, device)  # None in one process
+        self._loss: Callable[[Tensor, Tensor], Tensor] = self._ddp or model.loss
         if config.compile:
-            self._loss = torch.compile(model.loss, dynamic=False)
+            self._loss = torch.compile(self._loss, dynamic=False)
 
     def _micro(self, q: Tensor, target: Tensor) -> Iterator[tuple[Tensor, Tensor]]:
         k = self.config.micro_batches
@@ -322,8 +336,8 @@ class Stepper:
         step; returns the batch loss as a detached 0-d tensor on the device (no host sync)."""
         self.optimizer.zero_grad(set_to_none=True)
         k, total = self.config.micro_batches, None
-        for q_part, target_part in self._micro(q, target):
-            with autocast(self.device, self.precision):
+        for i, (q_part, target_part) in enumerate(self._micro(q, target)):
+            with distributed.no_sync(self._ddp, i == k - 1), autocast(self.device, self.precision):
                 loss = self._loss(q_part, target_part).float()
             (loss / k if k > 1 else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()

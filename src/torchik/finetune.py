@@ -56,11 +56,11 @@ pretrained model's normalisation kept (its weights were learned with it)."""
 def with_origins(robot: Robot, xyz: Tensor, rpy: Tensor | None = None) -> Robot:
     """A new robot whose joint origins are ``xyz (N, 3)`` (and ``rpy (N, 3)``) over every URDF
     joint in ``robot.origin_xyz`` order, built from a modified description (same dtype)."""
-    xyz = xyz.detach().double().cpu().tolist()
-    rpy = (robot.origin_rpy if rpy is None else rpy).detach().double().cpu().tolist()
+    xyz_rows = xyz.detach().double().cpu().tolist()
+    rpy_rows = (robot.origin_rpy if rpy is None else rpy).detach().double().cpu().tolist()
     joints = tuple(
         dataclasses.replace(j, origin=Origin(tuple(p), tuple(r)))
-        for j, p, r in zip(robot.model.joints, xyz, rpy, strict=True)
+        for j, p, r in zip(robot.model.joints, xyz_rows, rpy_rows, strict=True)
     )
     model = dataclasses.replace(robot.model, joints=joints)
     return Robot(model, dtype=robot.dtype).to(robot.device)

@@ -78,8 +78,11 @@ class KinematicTree:
     _plans: dict = field(default_factory=dict, compare=False, repr=False)
 
     def plan(self, links: tuple[int, ...]) -> _Plan:
-        """What computing ``links`` needs (cached per request)."""
+        """What computing ``links`` needs (cached per request; not cached while torch.compile
+        traces, which cannot replay the cache's mutation)."""
         if links not in self._plans:
+            if torch.compiler.is_compiling():
+                return _Plan.make(self, links)
             self._plans[links] = _Plan.make(self, links)
         return self._plans[links]
 
@@ -305,6 +308,8 @@ def _is_dual(x: Tensor) -> bool:
 
 
 def _is_functorch_wrapped(x: Tensor) -> bool:
+    if torch.compiler.is_compiling():  # torch.compile traces the plain out-of-place ops
+        return True
     try:  # private but long-standing; without it we would only lose the in-place fast path
         return bool(torch._C._functorch.is_functorch_wrapped_tensor(x))
     except AttributeError:  # pragma: no cover

@@ -5,7 +5,7 @@ from __future__ import annotations
 import statistics
 import time
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 import torch
 from torch import Tensor
@@ -199,7 +199,7 @@ def _imq_mean(x: Tensor, y: Tensor, bandwidths: tuple[float, ...], drop_diagonal
     ``|x_i - x_i|`` is exactly 0 and ``mmd(x, x)`` is exactly 0.
     """
     d2 = torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist").square()
-    k = sum(h * h / (h * h + d2) for h in bandwidths)
+    k = cast(Tensor, sum(h * h / (h * h + d2) for h in bandwidths))
     n = d2.shape[-1]
     if drop_diagonal:
         return (k.sum(dim=(1, 2)) - k.diagonal(dim1=1, dim2=2).sum(dim=1)) / (n * (n - 1))

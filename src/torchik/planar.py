@@ -34,6 +34,9 @@ class PlanarArm(nn.Module):
                 [4., 0.]])
     """
 
+    link_lengths: Tensor
+    triu: Tensor
+
     def __init__(self, n: int, link_lengths: Sequence[float] | None = None, rail: bool = False):
         super().__init__()
         if n < 1:

@@ -82,7 +82,8 @@ def _draw_chains(ax: Axes, points: np.ndarray, alphas: np.ndarray, start, target
 
     i, j = dims
     colors = [to_rgba(_SAMPLE_COLOR, a) for a in alphas]
-    ax.add_collection(LineCollection(points[..., [i, j]], colors=colors, linewidths=1.5))
+    # matplotlib's stubs want a Sequence of segments; an (N, M, 2) array is one at run time
+    ax.add_collection(LineCollection(points[..., [i, j]], colors=colors, linewidths=1.5))  # type: ignore[arg-type]
     ax.scatter(points[:, 1:-1, i].ravel(), points[:, 1:-1, j].ravel(), s=6, color=_SAMPLE_COLOR,
                alpha=float(alphas.mean()), linewidths=0)  # fmt: skip
     if start is not None:

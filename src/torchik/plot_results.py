@@ -10,7 +10,7 @@ import json
 import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
@@ -62,7 +62,11 @@ def plot_training_curves(source: str | os.PathLike | Mapping[str, Sequence[float
             raise ValueError(f"the training log has no {key!r} column")
     error = log.get("val_position_error")
     use_error = error is not None and bool(np.isfinite(error).any())
-    val = error * 1000 if use_error else log.get("val_loss", np.full_like(log["loss"], np.nan))
+    val = (
+        cast(np.ndarray, error) * 1000
+        if use_error
+        else log.get("val_loss", np.full_like(log["loss"], np.nan))
+    )
     ok = np.isfinite(val)
     fig = _figure(13.0, 3.8)
     ax_loss, ax_step, ax_time = fig.subplots(1, 3)
@@ -176,8 +180,8 @@ def plot_benchmark(json_path: str | os.PathLike) -> Figure:
         isinstance(t, dict) for t in result.get("tables", [])
     ):
         raise ValueError(f"{os.fspath(json_path)!r} is not a benchmark results file")
-    tables = [(t, _bar_table(t)) for t in result.get("tables", [])]
-    tables = [(t, found) for t, found in tables if found is not None]
+    candidates = [(t, _bar_table(t)) for t in result.get("tables", [])]
+    tables = [(t, found) for t, found in candidates if found is not None]
     if not tables:
         raise ValueError(f"{os.fspath(json_path)!r} has no table with timings to plot")
     methods = list(dict.fromkeys(r["method"] for _, (_, _, rows) in tables for r in rows))

@@ -10,6 +10,7 @@ from typing import overload
 import torch
 from torch import Tensor, nn
 
+from torchik import fused
 from torchik import kinematics as kin
 from torchik.robot_tree import _axis_alignments, _origin_matrices, _path_model
 from torchik.rotations import rotmat_to_quat
@@ -54,6 +55,20 @@ class Robot(nn.Module):
         >>> robot.forward_kinematics(q, "panda_hand").shape
         torch.Size([8, 4, 4])
     """
+
+    lower: Tensor
+    upper: Tensor
+    continuous: Tensor
+    prismatic: Tensor
+    origin_xyz: Tensor
+    origin_rpy: Tensor
+    _source: Tensor
+    _multiplier: Tensor
+    _offset: Tensor
+    _align: Tensor
+    _w_joint: Tensor
+    _w_link: Tensor
+    _tree_cache: kin.KinematicTree | None
 
     def __init__(self, model: URDFModel, dtype: torch.dtype | None = None):
         super().__init__()
@@ -346,6 +361,7 @@ class Robot(nn.Module):
             return self._make_tree(*self._constants())
         if getattr(self, "_tree_cache", None) is None:
             self._tree_cache = self._make_tree(self._w_joint, self._w_link)
+        assert self._tree_cache is not None  # set just above when getattr found none
         return self._tree_cache
 
     def _make_tree(self, w_joint: Tensor, w_link: Tensor) -> kin.KinematicTree:
@@ -427,7 +443,10 @@ class Robot(nn.Module):
         """
         idx, single = self._links(links)
         flat = self._check_q(q)
-        poses = kin.forward_kinematics(flat, self.tree, idx)
+        if fused.enabled(flat, self.tree):  # opt-in fused Triton kernels on CUDA
+            poses = fused.forward_kinematics(flat, self.tree, idx)
+        else:
+            poses = kin.forward_kinematics(flat, self.tree, idx)
         poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
         return poses[..., 0, :, :] if single else poses
 
@@ -450,7 +469,8 @@ class Robot(nn.Module):
         """
         idx = self.link_index(link)
         flat = self._check_q(q)
-        jac, pose = kin.jacobian(flat, self.tree, idx)
+        use_fused = fused.enabled(flat, self.tree) and not flat.requires_grad
+        jac, pose = (fused if use_fused else kin).jacobian(flat, self.tree, idx)
         jac = jac.reshape(*q.shape[:-1], 6, self.dof)
         return (jac, pose.reshape(*q.shape[:-1], 4, 4)) if return_pose else jac
 

@@ -30,6 +30,7 @@ import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -111,6 +112,8 @@ class ModelEmbedding(nn.Module):
             :class:`~torchik.models.IKNet` (its hypernetwork embedding).
     """
 
+    model: Any  # a module with embed()
+
     def __init__(self, model: nn.Module):
         super().__init__()
         self.model = model
@@ -147,6 +150,10 @@ class SequenceIK(nn.Module):
         torch.Size([2, 5, 6])
     """
 
+    position_mean: Tensor
+    position_std: Tensor
+    positional: Tensor
+
     def __init__(
         self,
         dof: int,
@@ -175,7 +182,7 @@ class SequenceIK(nn.Module):
         self.head = nn.Linear(cfg.d_model, 2 * dof)
         self._init_positional(cfg)
         # created last: with one seed, raw and embedded variants share every other initial weight
-        self.input = nn.Linear(input_dim if embed is None else embed_dim, cfg.d_model)
+        self.input = nn.Linear(input_dim if embed is None else cast(int, embed_dim), cfg.d_model)
 
     def _init_positional(self, cfg: SequenceIKConfig) -> None:
         table = sinusoidal_encoding(cfg.max_length, cfg.d_model)

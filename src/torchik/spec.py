@@ -145,7 +145,7 @@ class ProblemSpec:
         """
 
         link = self.link if link is None else link
-        pairs = (("name", robot.name, self.robot), ("link", link, self.link))
+        pairs: tuple[tuple, ...] = (("name", robot.name, self.robot), ("link", link, self.link))
         pairs += (("dof", robot.dof, self.dof),)
         found = [f"{key} {mine!r}, not {theirs!r}" for key, mine, theirs in pairs if mine != theirs]
         if robot.dof == self.dof:  # limits compared at float32 precision (either dtype)

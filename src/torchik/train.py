@@ -23,11 +23,12 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 import torch
 from torch import Tensor
 
+from torchik import distributed
 from torchik.checkpoint import read_checkpoint
 from torchik.data import FKStream, IKDataset, decode_target, robot_hash
 from torchik.engine import (
@@ -155,9 +156,9 @@ class _Run:
             "config": dataclasses.asdict(self.config),
             "optimizer": self.optimizer.state_dict(),
             "scheduler": self.scheduler.state_dict(),
-            "torch_rng": torch.get_rng_state(),
-            "cuda_rng": torch.cuda.get_rng_state(device) if self.cuda else None,
-            "batches": self.rows.state_dict(),
+            "torch_rng": distributed.gather(torch.get_rng_state()),
+            "cuda_rng": distributed.gather(torch.cuda.get_rng_state(device)) if self.cuda else None,
+            "batches": distributed.gather(self.rows.state_dict()),
             **{k: getattr(self, k) for k in _SCALARS},
             "window": [float(self.loss_sum), self.step - self.logged],
             "best_state": self.best_state,
@@ -167,10 +168,11 @@ class _Run:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
-        torch.set_rng_state(state["torch_rng"])
+        torch.set_rng_state(distributed.pick(state["torch_rng"]))
         if state["cuda_rng"] is not None:
-            torch.cuda.set_rng_state(state["cuda_rng"], self.model.target_mean.device)
-        self.rows.load_state_dict(state["batches"])
+            cuda_rng = distributed.pick(state["cuda_rng"])
+            torch.cuda.set_rng_state(cuda_rng, self.model.target_mean.device)
+        self.rows.load_state_dict(distributed.pick(state["batches"]))
         for k in _SCALARS:
             setattr(self, k, state[k])
         total, count = state["window"]
@@ -193,7 +195,8 @@ def _save_checkpoint(run: _Run, out_dir: Path) -> Path:
     if run.ema is not None:
         training["model_state"] = ckpt["state_dict"]
         ckpt["state_dict"] = run.ema.averaged_state(run.model)
-    atomic_save({**ckpt, "training": training}, out_dir / CHECKPOINT)
+    if distributed.is_main():  # every rank's state is in ``training``
+        atomic_save({**ckpt, "training": training}, out_dir / CHECKPOINT)
     return out_dir / CHECKPOINT
 
 
@@ -202,7 +205,14 @@ def _resume(run: _Run, out_dir: Path) -> bool:
     path = out_dir / CHECKPOINT
     if not path.exists():
         return False
-    keys = ("format_version", "optimizer", "scheduler", "torch_rng", "cuda_rng", "batches")
+    keys: tuple[str, ...] = (
+        "format_version",
+        "optimizer",
+        "scheduler",
+        "torch_rng",
+        "cuda_rng",
+        "batches",
+    )
     keys += (*_SCALARS, "window", "best_state")
     try:  # RNG states live on the CPU
         ckpt = read_checkpoint(path, map_location="cpu", require={"training": keys})
@@ -241,7 +251,7 @@ def _report(progress: Progress, row: dict[str, float]) -> None:
 
 def _check_finite(run: _Run) -> None:
     """Raise where a loss since the last log row was not finite (reads the device once)."""
-    total = float(run.loss_sum)
+    total = float(distributed.mean(run.loss_sum))
     if not math.isfinite(total):
         raise FloatingPointError(
             f"the loss became {total} between steps {run.logged + 1} and {run.step}: lower lr, "
@@ -338,7 +348,7 @@ def train(
         if run.ema is not None:  # the average starts from the normalised initial weights
             run.ema.reset(model)
     history = read_log(out / LOG, run.step) if out is not None and run.step else []
-    if out is not None:
+    if out is not None and distributed.is_main():
         write_log(out / LOG, history)  # drops rows a killed run logged after its checkpoint
     val = val_set.subset(slice(0, config.val_targets)) if val_set is not None else None
     device = model.target_mean.device
@@ -352,18 +362,20 @@ def _title(run: _Run) -> str:
     return (
         f"training {model.family} for {model.spec.robot}: {config.steps} steps x "
         f"{config.batch_size} rows on {model.target_mean.device} ({run.stepper.precision}"
-        f"{', compiled' if config.compile else ''})"
+        f"{', compiled' if config.compile else ''}"
+        f"{f', {distributed.world()[1]} processes' if distributed.world()[1] > 1 else ''})"
     )
 
 
 def _loop(run, val, robot, out, history, callback, ctrl_c) -> bool:
     """Steps until ``config.steps`` or early stopping; True where patience ran out."""
     config = run.config
-    progress = Progress(config.steps, run.step, config.batch_size, config.progress, _title(run))
+    shown = config.progress and distributed.is_main()
+    progress = Progress(config.steps, run.step, config.batch_size, shown, _title(run))
     t0, elapsed0 = time.perf_counter(), run.elapsed
     try:
         while run.step < config.steps:
-            if ctrl_c.requested:
+            if distributed.any_rank(ctrl_c.requested):  # every rank stops at the same step
                 _stop_for_ctrl_c(run, out)
             q, target = run.rows.next()
             run.loss_sum += run.stepper.step(q, target)
@@ -399,12 +411,12 @@ def _after_step(run, val, robot, out, history, callback, progress) -> bool:
     if log_now:
         history.append(_row(run, metrics))
         _report(progress, history[-1])
-        if out is not None:
+        if out is not None and distributed.is_main():
             write_log(out / LOG, history[-1:], append=True)
     stop = config.patience is not None and run.bad_checks >= config.patience
     if out is not None and (save_now or stop):
         _save_checkpoint(run, out)
-    if callback is not None:
+    if callback is not None and distributed.is_main():
         loss = {"loss": history[-1]["loss"]} if log_now else {}
         callback(step, {**loss, **metrics})
     return stop
@@ -412,13 +424,13 @@ def _after_step(run, val, robot, out, history, callback, progress) -> bool:
 
 def _row(run: _Run, metrics: dict[str, float]) -> dict[str, float]:
     count = run.step - run.logged
-    total = float(run.loss_sum)
+    total = float(distributed.mean(run.loss_sum))
     run.loss_sum.zero_()
     run.logged = run.step
     return {
         "step": float(run.step),
         "loss": total / max(count, 1),
-        "lr": run.scheduler.get_last_lr()[0],
+        "lr": cast(float, run.scheduler.get_last_lr()[0]),
         "val_loss": metrics.get("val_loss", math.nan),
         "val_position_error": metrics.get("val_position_error", math.nan),
         "seconds": run.elapsed,
@@ -431,7 +443,7 @@ def _finish(run: _Run, out: Path | None, history: list, stopped: bool) -> TrainR
         model.load_state_dict(run.ema.averaged_state(model))
     if run.best_state is not None and run.config.restore_best:
         model.load_state_dict(run.best_state)
-    if out is not None and run.best_state is not None:
+    if out is not None and run.best_state is not None and distributed.is_main():
         atomic_save({**model.checkpoint(), "state_dict": run.best_state}, out / BEST)
     return TrainResult(
         model.eval(), run.step, run.best_val, run.best_step, stopped, run.elapsed, history, out

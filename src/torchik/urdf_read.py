@@ -13,6 +13,7 @@ import re
 import stat
 import xml.etree.ElementTree as ET
 from pathlib import Path
+from typing import NoReturn
 from xml.parsers import expat
 
 __all__ = ["URDFError", "MAX_URDF_BYTES", "MAX_MAGNITUDE"]
@@ -113,7 +114,7 @@ def _refuse_doctype(*_: object) -> None:
     raise URDFError("a <!DOCTYPE> is not allowed in URDF (entities are never expanded)")
 
 
-def _refuse_entity(*_: object) -> None:
+def _refuse_entity(*_: object) -> NoReturn:
     raise URDFError("an <!ENTITY> is not allowed in URDF (entities are never expanded)")
 
 

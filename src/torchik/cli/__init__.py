@@ -22,12 +22,12 @@ import os
 import sys
 from collections.abc import Sequence
 
-from torchik.cli import bench, dataset, eval, info, plot, solve, train
+from torchik.cli import bench, dataset, eval, info, plot, solve, train, view
 from torchik.cli.common import _Parser
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (info, dataset, train, eval, solve, plot, bench)
+_COMMANDS = (info, dataset, train, eval, solve, plot, bench, view)
 _ERRORS = (ValueError, TypeError, OSError, RuntimeError, ArithmeticError, ImportError, MemoryError)
 
 

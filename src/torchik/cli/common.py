@@ -136,6 +136,7 @@ def _robot_for(spec, name: str | None):
     name = name if explicit else spec.robot
     if not explicit and name not in BUNDLED:
         return None
+    assert name is not None  # given, or the spec's
     robot = _robot(name)
     if robot_hash(robot) == spec.robot_hash:
         return robot

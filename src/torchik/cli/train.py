@@ -62,6 +62,10 @@ def add_parser(sub) -> None:
     p.add_argument("--threads", type=_positive_int, default=1,
                    help="CPU threads (default 1: these small models train fastest on one, and "
                         "more threads on a busy machine stall each other)")  # fmt: skip
+    p.add_argument("--nproc", type=_positive_int, default=1,
+                   help="train on N processes with torch.distributed (gloo on the CPU; with "
+                        "--device cuda, NCCL and one GPU each); the global batch stays "
+                        "batch_size (default 1; torchrun works too)")  # fmt: skip
     p.add_argument("--val-fraction", type=float, default=0.1, help="rows held out (default 0.1)")
     p.add_argument("--robot", help="robot for the validation error (default: the data's)")
     _common(p)  # fmt: skip
@@ -112,15 +116,41 @@ _RUN_FILES = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.jso
 def run(args: argparse.Namespace) -> int:
     """``torchik train``: train a model family on a data set file into a run folder, with
     ``args.threads`` CPU threads (the previous number is restored afterwards)."""
+    from torchik import distributed
+
+    if args.nproc > 1 and not distributed.launched():
+        return _launch(args)
     previous = torch.get_num_threads()
     torch.set_num_threads(args.threads)
     try:
-        return _train(args)
+        with distributed.group_from_env(args.device) as device:
+            args.device = device
+            return _train(args)
     finally:
         torch.set_num_threads(previous)
 
 
+def _launch(args: argparse.Namespace) -> int:
+    """Run this command again on ``args.nproc`` processes under ``torchrun`` (one machine)."""
+    import subprocess
+
+    argv, skip = [], False
+    for arg in args.argv:  # the same command without --nproc
+        if skip or arg == "--nproc" or arg.startswith("--nproc="):
+            skip = arg == "--nproc"
+            continue
+        argv.append(arg)
+    print(f"training on {args.nproc} processes (torch.distributed)", file=sys.stderr, flush=True)
+    runner = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
+    runner += [f"--nproc-per-node={args.nproc}", "-m", "torchik", *argv]
+    try:
+        return subprocess.call(runner)
+    except KeyboardInterrupt:
+        return _INTERRUPTED
+
+
 def _train(args: argparse.Namespace) -> int:
+    from torchik import distributed
     from torchik.train import TrainConfig, train
 
     cls = _family(args.model)
@@ -133,24 +163,43 @@ def _train(args: argparse.Namespace) -> int:
     source, val, robot, rows, provenance = _training_data(args, config)
     spec = source.spec
     out = Path(args.out or f"runs/{args.model}_{spec.robot}")
-    _claim_out(out, args.resume, args.overwrite)
+    _claim_on_rank_0(out, args.resume, args.overwrite)
     preset, model_config = _model_config(cls, args.preset, model_kw, spec.dof)
     torch.manual_seed(args.seed)  # the initial weights: one --seed, one run, bit for bit
     model = cls(spec, model_config)
     size = sum(p.numel() for p in model.parameters())
-    print(f"training {args.model} ({preset}, {size:,} parameters) on {rows} for "
-          f"{config.steps} steps; run folder {out}", file=sys.stderr, flush=True)  # fmt: skip
+    main = distributed.is_main()
+    if main:
+        print(f"training {args.model} ({preset}, {size:,} parameters) on {rows} for "
+              f"{config.steps} steps; run folder {out}", file=sys.stderr, flush=True)  # fmt: skip
     step = [0]
     try:
         result = train(model, source, val, config, out, resume=args.resume, robot=robot,
                        callback=lambda n, _: step.__setitem__(0, n))  # fmt: skip
     except KeyboardInterrupt:
-        print(_interrupted(out, step[0], args.argv), file=sys.stderr)
+        if main:
+            print(_interrupted(out, step[0], args.argv), file=sys.stderr)
         return _INTERRUPTED
-    result.model.save(out / "model.pt")
-    (out / "train_data.json").write_text(json.dumps(provenance) + "\n")
-    print(_train_summary(result, robot is not None, out))
+    if main:
+        result.model.save(out / "model.pt")
+        (out / "train_data.json").write_text(json.dumps(provenance) + "\n")
+        print(_train_summary(result, robot is not None, out))
     return 0
+
+
+def _claim_on_rank_0(out: Path, resume: bool, overwrite: bool) -> None:
+    """:func:`_claim_out` on rank 0 alone; its verdict reaches every rank."""
+    from torchik import distributed
+
+    error = None
+    if distributed.is_main():
+        try:
+            _claim_out(out, resume, overwrite)
+        except ValueError as err:
+            error = str(err)
+    error = distributed.broadcast(error)
+    if error is not None:
+        raise ValueError(error)
 
 
 def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str, dict]:
@@ -173,7 +222,7 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
     return stream, val, robot, rows, {"stream": repr(stream)}
 
 
-def _family(name: str) -> type:
+def _family(name: str) -> type[Any]:
     from torchik.models import families
 
     if name not in families():

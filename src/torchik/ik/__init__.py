@@ -3,7 +3,8 @@
 Solvers (each implements only its step, see :class:`IKSolver`): :class:`LevenbergMarquardt`
 (default), :class:`DampedLeastSquares`, :class:`JacobianTranspose`, :class:`GradientDescent`,
 :class:`LBFGSB` (SciPy, optional extra ``ik``). :func:`refine_samples` polishes given
-configurations (a learned model's samples) one for one.
+configurations (a learned model's samples) one for one. :func:`solve_wholebody` (what
+``solve_ik`` does with a dict of targets) places several links at once.
 """
 
 from torchik.ik.base import (
@@ -21,6 +22,7 @@ from torchik.ik.lm import LevenbergMarquardt, LMSettings
 from torchik.ik.refine import refine_samples
 from torchik.ik.result import IKResult, joint_distance
 from torchik.ik.solve import METHODS, default_link, solve_ik
+from torchik.ik.wholebody import WholeBodyResult, solve_wholebody
 
 __all__ = [
     "DLSSettings",
@@ -40,9 +42,11 @@ __all__ = [
     "Linearization",
     "METHODS",
     "SolverSettings",
+    "WholeBodyResult",
     "default_link",
     "joint_distance",
     "pose_residual",
     "refine_samples",
     "solve_ik",
+    "solve_wholebody",
 ]

@@ -14,7 +14,7 @@ import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, fields, replace
-from typing import ClassVar
+from typing import ClassVar, overload
 
 import torch
 from torch import Tensor
@@ -58,6 +58,9 @@ class SolverSettings:
             many slots of each target; later rounds take the next ``retry_seeds`` slots of the
             targets still unsolved (slots never run keep their seed).
         retry_seeds: slots per target in the retry rounds.
+        sync_every: the loop consults the host (drops finished rows, re-seeds stalled ones)
+            every this many iterations; in between, finished rows are frozen by masks on the
+            device (``0``: automatic, 1 on the CPU, :data:`CUDA_SYNC_EVERY` on other devices).
     """
 
     max_iters: int = 100
@@ -69,6 +72,7 @@ class SolverSettings:
     round_iters: int = 0
     initial_seeds: int = 2
     retry_seeds: int = 8
+    sync_every: int = 0
 
     def __post_init__(self) -> None:
         """Every field by its annotation: ints >= 0 (>= 1 for the counts in ``_AT_LEAST_ONE``),
@@ -82,6 +86,9 @@ class SolverSettings:
             elif kind == "float":
                 check_float(field.name, value, 0.0)
 
+
+CUDA_SYNC_EVERY = 8
+"""Iterations between host checks of the IK loop on an accelerator (``sync_every=0``)."""
 
 _AT_LEAST_ONE = ("patience", "initial_seeds", "retry_seeds", "scipy_max_iters")
 
@@ -273,6 +280,11 @@ class IKProblem:
         """``q (N, dof)`` into the limits (see :class:`JointLimits`)."""
         return self.limits.project(q)
 
+    def converged(self, lin: Linearization) -> Tensor:
+        """``(B,)`` bool: the rows of ``lin`` within both tolerances."""
+        tol_rot = math.inf if self.position_only else self.tol_rotation
+        return (lin.error[:, :3].norm(dim=-1) < self.tol_position) & (lin.angle < tol_rot)
+
 
 @dataclass
 class Linearization:
@@ -360,36 +372,41 @@ class IKSolver(ABC):
         """
         s = self.settings
         max_iters = s.max_iters if max_iters is None else check_int("max_iters", max_iters)
+        sync_every = s.sync_every or (1 if q.device.type == "cpu" else CUDA_SYNC_EVERY)
         q = problem.project(q)
         best = _Best(q, max_iters)
         ids = torch.arange(len(problem), device=q.device)
         state = self.initial_state(q)
         zeros = torch.zeros_like(ids)
         track = {"seed_cost": best.cost.clone(), "stall": zeros, "age": zeros, "attempt": zeros}
-        tol_rot = math.inf if problem.position_only else problem.tol_rotation
         for it in range(max_iters + 1):
             lin = self.linearize(problem, q)
-            pos_err = lin.error[:, :3].norm(dim=-1)
-            done = (pos_err < problem.tol_position) & (lin.angle < tol_rot)
+            done = problem.converged(lin)
             finished = best.update(ids, q, lin.cost, done, problem.group, s.early_stop)
             if it == max_iters:
                 break
-            if bool(finished.any()):
-                best.iterations[ids[finished]] = it
+            best.record(ids, finished, it)
+            host = it % sync_every == 0  # consult the host: drop finished rows, re-seed
+            if host and bool(finished.any()):
                 keep = torch.nonzero(~finished).flatten()
                 if keep.numel() == 0:
                     break
                 ids, q, problem = ids[keep], q[keep], problem.rows(keep)
                 lin = Linearization(**{k: _maybe_index(v, keep) for k, v in vars(lin).items()})
                 state, track = _index_state(state, keep), _index_state(track, keep)
-            q = problem.project(self.step(problem, q, lin, state))
+                finished = finished[keep]
+            stepped = problem.project(self.step(problem, q, lin, state))
+            q = stepped if host else torch.where(finished[:, None], q, stepped)
             if reseed is not None:
-                q = self._restart_stalled(q, ids, lin.cost, state, track, reseed)
+                stalled = self._track_progress(lin.cost, track)
+                if host:
+                    q = self._restart_stalled(q, ids, stalled, state, track, reseed)
         return best.q, best.iterations
 
-    def _restart_stalled(
-        self, q: Tensor, ids: Tensor, cost: Tensor, state: State, track: State, reseed: Callable
-    ) -> Tensor:
+    def _track_progress(self, cost: Tensor, track: State) -> Tensor:
+        """Count the iterations without progress of each row (on the device); returns the
+        ``(n,)`` rows that are stalled (no progress for ``patience`` iterations, or older than
+        ``attempt_iters``)."""
         s = self.settings
         progress = cost < (1.0 - s.min_improvement) * track["seed_cost"]
         track["seed_cost"] = torch.where(progress, cost, track["seed_cost"])
@@ -398,6 +415,12 @@ class IKSolver(ABC):
         if s.attempt_iters:
             track["age"] = track["age"] + 1
             stalled = stalled | (track["age"] >= s.attempt_iters)
+        return stalled
+
+    def _restart_stalled(
+        self, q: Tensor, ids: Tensor, stalled: Tensor, state: State, track: State, reseed: Callable
+    ) -> Tensor:
+        """Fresh seeds for the ``stalled`` rows (one host check); their counters start over."""
         if not bool(stalled.any()):
             return q
         q = q.clone()
@@ -419,6 +442,7 @@ class _Best:
     def __init__(self, q: Tensor, max_iters: int):
         n_rows = q.shape[0]
         self.q, self.cost = q.clone(), q.new_full((n_rows,), math.inf)
+        self.max_iters = max_iters
         self.iterations = torch.full((n_rows,), max_iters, dtype=torch.long, device=q.device)
         self.finished_groups = torch.zeros(n_rows, dtype=torch.bool, device=q.device)  # >= T
 
@@ -431,9 +455,20 @@ class _Best:
         self.cost[ids] = torch.where(better, cost, self.cost[ids])
         if not early_stop:
             return done
-        self.finished_groups[group[done]] = True
+        hits = torch.zeros(self.finished_groups.shape, dtype=torch.long, device=done.device)
+        hits.index_add_(0, group, done.long())  # no host sync (a boolean index would sync)
+        self.finished_groups |= hits > 0
         return self.finished_groups[group]
 
+    def record(self, ids: Tensor, finished: Tensor, it: int) -> None:
+        """Note ``it`` as the iteration count of the rows that finished now (first time)."""
+        first = finished & (self.iterations[ids] == self.max_iters)
+        self.iterations[ids] = torch.where(first, it, self.iterations[ids])
 
+
+@overload
+def _maybe_index(value: Tensor, index: Tensor) -> Tensor: ...
+@overload
+def _maybe_index(value: None, index: Tensor) -> None: ...
 def _maybe_index(value: Tensor | None, index: Tensor) -> Tensor | None:
     return None if value is None else value[index]

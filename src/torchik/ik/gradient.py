@@ -48,6 +48,7 @@ class GradientDescent(IKSolver):
 
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         s = self.settings
+        assert lin.gradient is not None  # this solver's linearize sets it
         step = s.learning_rate * lin.gradient
         norm = step.norm(dim=-1, keepdim=True)
         return q - step * (s.max_step / norm.clamp_min(s.max_step))

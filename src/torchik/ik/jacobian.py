@@ -44,6 +44,7 @@ class DampedLeastSquares(IKSolver):
         s = self.settings
         damping = lin.cost.new_full(lin.cost.shape, s.damping**2)
         w = problem.weights(s.rotation_weight)
+        assert lin.jacobian is not None  # IKSolver.linearize sets it
         return q + _limit_norm(damped_step(lin.jacobian, lin.error, damping, w), s.max_step)
 
 
@@ -71,6 +72,7 @@ class JacobianTranspose(IKSolver):
 
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         w = problem.weights(self.settings.rotation_weight)
+        assert lin.jacobian is not None  # IKSolver.linearize sets it
         jw, ew = lin.jacobian * w[:, None], lin.error * w
         direction = (jw.transpose(-1, -2) @ ew[..., None])[..., 0]
         image = (jw @ direction[..., None])[..., 0]

@@ -97,6 +97,7 @@ class _RowCost:
         e_pos = error[0, :3]
         cost, grad = (e_pos * e_pos).sum(), -2.0 * jac[0, :3].T @ e_pos
         if not p.position_only:
+            assert p.target_rotmat is not None  # not position_only
             rot, target = pose[0, :3, :3], p.target_rotmat[0]
             sin_axis = 0.5 * torch.linalg.cross(rot, target, dim=0).sum(dim=1)
             cost = cost + 2.0 * self.w2 * (1.0 - torch.cos(angle[0]))

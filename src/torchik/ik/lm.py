@@ -114,6 +114,7 @@ class LevenbergMarquardt(IKSolver):
         s = self.settings
         accept = lin.cost <= state["cost"]
         error, jac, cost = lin.error, lin.jacobian, lin.cost
+        assert jac is not None  # IKSolver.linearize sets it
         if "q" in state:
             q = torch.where(accept[:, None], q, state["q"])
             error = torch.where(accept[:, None], error, state["error"])

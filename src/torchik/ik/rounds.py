@@ -184,6 +184,7 @@ def evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) ->
         if problem.position_only:
             rot_err, tol_rot = torch.zeros_like(pos_err), math.inf
         else:
+            assert problem.target_rotmat is not None  # not position_only
             rot_err = geodesic_distance(pose[:, :3, :3], problem.target_rotmat)
             tol_rot = problem.tol_rotation
         within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
@@ -200,6 +201,7 @@ def evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) ->
     )
 
 
+# the Tensor fields (mypy checks replace(**{f: tensor}) against the float ones too: ignored)
 _FIELDS = ("q", "success", "position_error", "rotation_error", "iterations")
 
 
@@ -219,7 +221,7 @@ def _take_rows(result: IKResult, index: Tensor) -> IKResult:
 
 def _concat(a: IKResult, b: IKResult) -> IKResult:
     """Slots of ``a`` then of ``b``, per target."""
-    return replace(a, **{f: torch.cat((getattr(a, f), getattr(b, f)), dim=1) for f in _FIELDS})
+    return replace(a, **{f: torch.cat((getattr(a, f), getattr(b, f)), dim=1) for f in _FIELDS})  # type: ignore[arg-type]
 
 
 def _replace_rows(result: IKResult, index: Tensor, rows: IKResult) -> IKResult:
@@ -228,7 +230,7 @@ def _replace_rows(result: IKResult, index: Tensor, rows: IKResult) -> IKResult:
         value[index] = getattr(rows, name)
         return value
 
-    return replace(result, **{f: put(f) for f in _FIELDS})
+    return replace(result, **{f: put(f) for f in _FIELDS})  # type: ignore[arg-type]
 
 
 def _replace_slots(result: IKResult, rows: Tensor, slots: Tensor, part: IKResult) -> IKResult:
@@ -237,4 +239,4 @@ def _replace_slots(result: IKResult, rows: Tensor, slots: Tensor, part: IKResult
         value[rows[:, None], slots] = getattr(part, name)
         return value
 
-    return replace(result, **{f: put(f) for f in _FIELDS})
+    return replace(result, **{f: put(f) for f in _FIELDS})  # type: ignore[arg-type]

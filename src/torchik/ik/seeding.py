@@ -62,11 +62,21 @@ def nearest_in_pools(
         target_features.append(-(rotation_weight**2) * rotmat.flatten(-2))
     a = torch.cat(target_features, dim=-1).float()
     b = torch.cat(pool_features, dim=-1).float().view(n_pools, size, -1)
+    return pool[which, _nearest(a, b, which, batched=pool.device.type != "cpu")]
+
+
+def _nearest(a: Tensor, b: Tensor, which: Tensor, batched: bool) -> Tensor:
+    """``(n,)`` index in its pool of the entry of ``b (P, S, F)`` that minimises ``a_r . b``.
+
+    ``batched``: each row's pool gathered and one batched product, without a host sync (for
+    accelerators); else one product per pool over its rows (less work; the CPU)."""
+    if batched:
+        return (b[which] @ a[:, :, None]).squeeze(-1).argmin(dim=-1)
     best = torch.empty_like(which)
-    for k in range(n_pools):  # a few pools: one product per pool, over its rows only
+    for k in range(b.shape[0]):  # a few pools: one product per pool, over its rows only
         rows = torch.nonzero(which == k).flatten()
         best[rows] = (a[rows] @ b[k].T).argmin(dim=-1)
-    return pool[which, best]
+    return best
 
 
 def uniform_seeder(robot: Robot, generator: torch.Generator | None) -> Seeder:

@@ -2,15 +2,17 @@
 
 from __future__ import annotations
 
-import contextlib
 import math
+from collections.abc import Mapping
 from functools import partial
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from torchik.checks import check_bool, check_float, check_int
 from torchik.ik.base import IKProblem, IKSolver
+from torchik.ik.inputs import check_bounds, check_seeds, check_target, intra_op_threads
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, make_problem, reshape_result
 from torchik.robot import Robot
@@ -52,56 +54,6 @@ def default_link(robot: Robot) -> str:
     return default_end_link(robot)
 
 
-def _check_target(robot: Robot, target: Tensor, position_only: bool):
-    """``(batch shape, positions (T, 3), rotations (T, 3, 3) or None)``."""
-    if not isinstance(target, Tensor):
-        raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
-    if not target.is_floating_point():
-        raise TypeError(f"target must be a floating-point tensor, got {target.dtype}")
-    is_pose = target.dim() >= 2 and target.shape[-2:] == (4, 4)
-    if position_only and target.dim() >= 1 and target.shape[-1] == 3:
-        batch, position, rotmat = target.shape[:-1], target, None
-    elif is_pose:
-        batch, position, rotmat = target.shape[:-2], target[..., :3, 3], target[..., :3, :3]
-        if position_only:
-            rotmat = None
-    else:
-        want = "(..., 3) positions or (..., 4, 4) poses" if position_only else "(..., 4, 4) poses"
-        hint = "" if position_only else " (pass position_only=True for (..., 3) positions)"
-        raise ValueError(f"target must be {want}, got shape {tuple(target.shape)}{hint}")
-    if not bool(torch.isfinite(target).all()):
-        raise ValueError("target contains NaN or infinite values")
-    position = position.to(robot.device, robot.dtype).reshape(-1, 3)
-    if rotmat is not None:
-        rotmat = rotmat.to(robot.device, robot.dtype).reshape(-1, 3, 3)
-        eye = torch.eye(3, dtype=rotmat.dtype, device=rotmat.device)
-        off = (rotmat.transpose(-1, -2) @ rotmat - eye).abs().amax().item() if len(rotmat) else 0
-        if off > 1e-3 or bool((torch.linalg.det(rotmat) <= 0).any()):
-            raise ValueError("target rotations must be orthonormal with determinant +1")
-    return batch, position, rotmat
-
-
-def _check_seeds(robot: Robot, seeds: Tensor, batch: torch.Size) -> Tensor:
-    """Seeds ``(..., K, dof)`` (or ``(K, dof)`` for every target) -> ``(T * K, dof)``."""
-    if not isinstance(seeds, Tensor) or not seeds.is_floating_point():
-        kind = seeds.dtype if isinstance(seeds, Tensor) else type(seeds).__name__
-        raise TypeError(f"seeds must be a floating-point torch.Tensor, got {kind}")
-    if seeds.dim() < 2 or seeds.shape[-1] != robot.dof:
-        want = f"(..., K, {robot.dof}) or (K, {robot.dof})"
-        raise ValueError(f"seeds must have shape {want}, got {tuple(seeds.shape)}")
-    if seeds.shape[-2] < 1:
-        raise ValueError("seeds must hold at least one configuration per target (K >= 1)")
-    if seeds.shape[:-2] != batch and seeds.dim() != 2:
-        raise ValueError(
-            f"seeds batch shape {tuple(seeds.shape[:-2])} does not match the targets' "
-            f"{tuple(batch)}; use (..., K, dof) or (K, dof) for all targets"
-        )
-    if not bool(torch.isfinite(seeds).all()):
-        raise ValueError("seeds contain NaN or infinite values")
-    seeds = seeds.to(robot.device, robot.dtype).expand(*batch, *seeds.shape[-2:])
-    return seeds.reshape(-1, robot.dof)
-
-
 def _make_solver(method: str | IKSolver, **overrides) -> IKSolver:
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if isinstance(method, IKSolver):
@@ -131,6 +83,7 @@ def solve_ik(
     num_threads: int | None = 1,
     lower: Tensor | None = None,
     upper: Tensor | None = None,
+    **wholebody: Any,
 ) -> IKResult:
     """Numerical inverse kinematics for a batch of targets, several slots per target.
 
@@ -168,6 +121,10 @@ def solve_ik(
             A continuous joint's box may lie anywhere on the real line (see
             :meth:`JointLimits.within`); its result is still wrapped to (-π, π].
         upper: ``(..., dof)`` upper corner, likewise.
+        **wholebody: with a dict ``target`` ``{link: pose or position}`` (several links at
+            once), the options of :func:`torchik.ik.wholebody.solve_wholebody` (``weights``,
+            ``active``, ``rest``, ``posture``, ``posture_iters``); ``link`` must be ``None``,
+            ``method`` ``"lm"``, and ``restarts``, ``early_stop`` are not used.
 
     Returns:
         An :class:`IKResult` with ``q (..., K, dof)``. Unreachable targets give
@@ -190,11 +147,17 @@ def solve_ik(
         >>> result.q.shape, bool(result.success.any(-1).all())
         (torch.Size([5, 2, 7]), True)
     """
-    with torch.no_grad(), _intra_op_threads(num_threads):
+    if isinstance(target, Mapping) or wholebody:
+        return _solve_targets(robot, target, link, method, wholebody, position_only=position_only,
+                              seeds=seeds, num_seeds=num_seeds, tol_position=tol_position,
+                              tol_rotation=tol_rotation, max_iters=max_iters, generator=generator,
+                              num_threads=num_threads, lower=lower, upper=upper,
+                              seed_pool=seed_pool)  # fmt: skip
+    with torch.no_grad(), intra_op_threads(num_threads):
         _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
         link = default_link(robot) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
-        batch, position, rotmat = _check_target(robot, target, position_only)
+        batch, position, rotmat = check_target(robot, target, position_only)
         solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
         make = partial(
             make_problem, robot, link, tol_position=tol_position, tol_rotation=tol_rotation
@@ -202,30 +165,25 @@ def solve_ik(
         if seeds is None:
             k, q0 = num_seeds, None
         else:
-            q0 = _check_seeds(robot, seeds, batch)
+            q0 = check_seeds(robot, seeds, batch)
             k = seeds.shape[-2]
         if position.shape[0] == 0:
             return reshape_result(_empty_result(make(position, rotmat, k), k), batch)
         restarts = seeds is None if restarts is None else restarts
-        bounds = _check_bounds(robot, lower, upper, batch)
+        bounds = check_bounds(robot, lower, upper, batch)
         run = Run(solver, make, position, rotmat, k, restarts, seed_pool, generator, bounds)
         return reshape_result(run.given(q0) if q0 is not None else run.random(), batch)
 
 
-def _check_bounds(robot: Robot, lower, upper, batch: torch.Size):
-    """``(lower, upper)``, each ``(T, dof)``, or ``None`` without a box."""
-    if lower is None and upper is None:
-        return None
-    corners = []
-    for name, value, default in (("lower", lower, robot.lower), ("upper", upper, robot.upper)):
-        value = default if value is None else torch.as_tensor(value)
-        try:
-            value = value.to(robot.device, robot.dtype).expand(*batch, robot.dof)
-        except RuntimeError as err:
-            want = f"({', '.join(map(str, (*batch, robot.dof)))})"
-            raise ValueError(f"{name} must broadcast to {want}, got {tuple(value.shape)}") from err
-        corners.append(value.reshape(-1, robot.dof))
-    return corners[0], corners[1]
+def _solve_targets(robot, targets, link, method, wholebody, **options) -> IKResult:
+    """Several links at once: :func:`torchik.ik.wholebody.solve_wholebody`."""
+    from torchik.ik.wholebody import solve_wholebody
+
+    if not isinstance(targets, Mapping):
+        raise TypeError(f"solve_ik got {sorted(wholebody)}, options of a dict of targets only")
+    if link is not None or method != "lm":
+        raise ValueError("with a dict of targets, name the links in it (link=None), method='lm'")
+    return solve_wholebody(robot, targets, **options, **wholebody)
 
 
 def _empty_result(problem: IKProblem, k: int) -> IKResult:
@@ -236,22 +194,6 @@ def _empty_result(problem: IKProblem, k: int) -> IKResult:
         q, zeros.bool(), zeros, zeros, zeros.long(),
         problem.tol_position, tol_rot, problem.robot.continuous,
     )  # fmt: skip
-
-
-@contextlib.contextmanager
-def _intra_op_threads(n: int | None):
-    """Run the block with ``n`` torch intra-op threads, then restore the previous number."""
-    if n is not None:
-        check_int("num_threads", n, 1)
-    previous = torch.get_num_threads()
-    if n is None or n == previous:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only):

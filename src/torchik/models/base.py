@@ -156,6 +156,15 @@ class IKModel(nn.Module):
     log_prob_is_bound: ClassVar[bool] = False
     """True where :meth:`log_prob` is a lower bound (an ELBO), not the exact log density."""
 
+    config: Any
+    target_mean: Tensor
+    target_std: Tensor
+    q_mean: Tensor
+    q_std: Tensor
+    lower: Tensor
+    upper: Tensor
+    continuous: Tensor
+
     def __init__(self, spec: ProblemSpec, config: Any = None):
         super().__init__()
         if not isinstance(spec, ProblemSpec):
@@ -292,7 +301,8 @@ def register(cls: M) -> M:
         raise TypeError(f"register expects an IKModel subclass, got {cls!r}")
     if not cls.family:
         raise ValueError(f"{cls.__name__} must set the class attribute 'family'")
-    if not (dataclasses.is_dataclass(cls.Config) and cls.Config.__dataclass_params__.frozen):
+    # every dataclass has __dataclass_params__; typeshed's DataclassInstance does not declare it
+    if not (dataclasses.is_dataclass(cls.Config) and cls.Config.__dataclass_params__.frozen):  # type: ignore[attr-defined]
         raise TypeError(f"{cls.__name__}.Config must be a frozen dataclass")
     known = _REGISTRY.get(cls.family)
     if known is not None and known.__qualname__ != cls.__qualname__:
@@ -402,7 +412,7 @@ def load_pretrained(name: str, map_location: Any = None) -> IKModel:
         raise ValueError(
             f"no pretrained model named {name!r} is bundled; available: {', '.join(PRETRAINED)}"
         )
-    resource = resources.files("torchik").joinpath("pretrained", f"{name}.pt")
+    resource = resources.files("torchik").joinpath("pretrained").joinpath(f"{name}.pt")
     with resources.as_file(resource) as path:
         if not path.is_file():
             raise ValueError(f"the pretrained model {name!r} is missing from this installation")

@@ -67,6 +67,9 @@ class JointModel(IKModel):
         feature_dim: ``F``, the width of :meth:`joint_features`.
     """
 
+    circular: Tensor
+    feature_index: Tensor
+
     def __init__(self, spec: ProblemSpec, config=None):
         super().__init__(spec, config)
         circular = circular_mask(spec)

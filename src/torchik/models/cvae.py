@@ -82,6 +82,7 @@ class CVAE(JointModel):
 
     family = "cvae"
     Config = CVAEConfig
+    config: CVAEConfig
     log_prob_is_bound = True
 
     def __init__(self, spec: ProblemSpec, config: CVAEConfig | None = None):

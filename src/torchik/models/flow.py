@@ -100,6 +100,7 @@ class Flow(JointModel):
 
     family = "flow"
     Config = FlowConfig
+    config: FlowConfig
 
     def __init__(self, spec: ProblemSpec, config: FlowConfig | None = None):
         super().__init__(spec, config)

@@ -117,6 +117,8 @@ class VelocityNet(nn.Module):
         torch.Size([5, 2])
     """
 
+    frequencies: Tensor
+
     def __init__(
         self, size: int, context: int, width: int, blocks: int, embedding: int, activation="silu"
     ):
@@ -155,6 +157,7 @@ class FlowMatching(JointModel):
 
     family = "fm"
     Config = FMConfig
+    config: FMConfig
 
     def __init__(self, spec: ProblemSpec, config: FMConfig | None = None):
         super().__init__(spec, config)

@@ -40,6 +40,7 @@ Design choices (the paper leaves them open or the robots need them):
 from __future__ import annotations
 
 import math
+from collections.abc import Callable
 from dataclasses import dataclass
 
 import torch
@@ -58,7 +59,11 @@ from torchik.models.mixture import (
 
 __all__ = ["IKNet", "IKNetConfig"]
 
-_NORMS = {"batch": nn.BatchNorm1d, "layer": nn.LayerNorm, "none": lambda width: nn.Identity()}
+_NORMS: dict[str, Callable[[int], nn.Module]] = {
+    "batch": nn.BatchNorm1d,
+    "layer": nn.LayerNorm,
+    "none": lambda width: nn.Identity(),
+}
 _LOGIT_INIT_GAIN = 0.1  # small initial logits: sparsemax starts with most components in support
 
 
@@ -171,6 +176,7 @@ class IKNet(IKModel):
 
     family = "iknet"
     Config = IKNetConfig
+    config: IKNetConfig
 
     def __init__(self, spec: ProblemSpec, config: IKNetConfig | None = None):
         super().__init__(spec, config)

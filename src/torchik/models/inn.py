@@ -30,6 +30,7 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+from typing import cast
 
 import torch
 from torch import Tensor, nn
@@ -143,6 +144,8 @@ class INN(JointModel):
 
     family = "inn"
     Config = INNConfig
+    config: INNConfig
+    permutations: Tensor
 
     def __init__(self, spec: ProblemSpec, config: INNConfig | None = None):
         super().__init__(spec, config)
@@ -172,7 +175,7 @@ class INN(JointModel):
         for perm, coupling in zip(
             reversed(self.permutations), reversed(self.couplings), strict=True
         ):
-            v = coupling.inverse(v)[..., torch.argsort(perm)]
+            v = cast(AffineCoupling, coupling).inverse(v)[..., torch.argsort(perm)]
         return v
 
     def _pad(self, x: Tensor) -> Tensor:

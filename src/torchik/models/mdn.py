@@ -79,6 +79,9 @@ class MDN(JointModel):
 
     family = "mdn"
     Config = MDNConfig
+    config: MDNConfig
+    tril_rows: Tensor
+    tril_cols: Tensor
 
     def __init__(self, spec: ProblemSpec, config: MDNConfig | None = None):
         super().__init__(spec, config)

@@ -52,6 +52,7 @@ class MLP(IKModel):
 
     family = "mlp"
     Config = MLPConfig
+    config: MLPConfig
 
     def __init__(self, spec: ProblemSpec, config: MLPConfig | None = None):
         super().__init__(spec, config)

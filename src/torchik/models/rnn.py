@@ -82,6 +82,7 @@ class RNN(JointModel):
 
     family = "rnn"
     Config = RNNConfig
+    config: RNNConfig
 
     def __init__(self, spec: ProblemSpec, config: RNNConfig | None = None):
         super().__init__(spec, config)

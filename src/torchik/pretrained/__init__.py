@@ -55,6 +55,7 @@ def evaluate(
         "best_of_n_mm": 1000 * r.best_of[n_samples],
     }
     if r.rotation_mean is not None:
+        assert r.rotation_median is not None  # both or neither
         out |= {"rotation_mean_deg": math.degrees(r.rotation_mean),
                 "rotation_median_deg": math.degrees(r.rotation_median)}  # fmt: skip
     return out

@@ -1,0 +1,96 @@
+"""Input checks shared by the IK entry points (:func:`~torchik.ik.solve_ik` and its whole-body
+form in :mod:`torchik.ik.wholebody`): targets, seeds, boxes, and the intra-op thread setting."""
+
+from __future__ import annotations
+
+import contextlib
+
+import torch
+from torch import Tensor
+
+from torchik.checks import check_int
+from torchik.robot import Robot
+
+__all__ = ["check_bounds", "check_seeds", "check_target", "intra_op_threads"]
+
+
+def check_target(robot: Robot, target: Tensor, position_only: bool):
+    """``(batch shape, positions (T, 3), rotations (T, 3, 3) or None)``."""
+    if not isinstance(target, Tensor):
+        raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
+    if not target.is_floating_point():
+        raise TypeError(f"target must be a floating-point tensor, got {target.dtype}")
+    is_pose = target.dim() >= 2 and target.shape[-2:] == (4, 4)
+    if position_only and target.dim() >= 1 and target.shape[-1] == 3:
+        batch, position, rotmat = target.shape[:-1], target, None
+    elif is_pose:
+        batch, position, rotmat = target.shape[:-2], target[..., :3, 3], target[..., :3, :3]
+        if position_only:
+            rotmat = None
+    else:
+        want = "(..., 3) positions or (..., 4, 4) poses" if position_only else "(..., 4, 4) poses"
+        hint = "" if position_only else " (pass position_only=True for (..., 3) positions)"
+        raise ValueError(f"target must be {want}, got shape {tuple(target.shape)}{hint}")
+    if not bool(torch.isfinite(target).all()):
+        raise ValueError("target contains NaN or infinite values")
+    position = position.to(robot.device, robot.dtype).reshape(-1, 3)
+    if rotmat is not None:
+        rotmat = rotmat.to(robot.device, robot.dtype).reshape(-1, 3, 3)
+        eye = torch.eye(3, dtype=rotmat.dtype, device=rotmat.device)
+        off = (rotmat.transpose(-1, -2) @ rotmat - eye).abs().amax().item() if len(rotmat) else 0
+        if off > 1e-3 or bool((torch.linalg.det(rotmat) <= 0).any()):
+            raise ValueError("target rotations must be orthonormal with determinant +1")
+    return batch, position, rotmat
+
+
+def check_seeds(robot: Robot, seeds: Tensor, batch: torch.Size) -> Tensor:
+    """Seeds ``(..., K, dof)`` (or ``(K, dof)`` for every target) -> ``(T * K, dof)``."""
+    if not isinstance(seeds, Tensor) or not seeds.is_floating_point():
+        kind = seeds.dtype if isinstance(seeds, Tensor) else type(seeds).__name__
+        raise TypeError(f"seeds must be a floating-point torch.Tensor, got {kind}")
+    if seeds.dim() < 2 or seeds.shape[-1] != robot.dof:
+        want = f"(..., K, {robot.dof}) or (K, {robot.dof})"
+        raise ValueError(f"seeds must have shape {want}, got {tuple(seeds.shape)}")
+    if seeds.shape[-2] < 1:
+        raise ValueError("seeds must hold at least one configuration per target (K >= 1)")
+    if seeds.shape[:-2] != batch and seeds.dim() != 2:
+        raise ValueError(
+            f"seeds batch shape {tuple(seeds.shape[:-2])} does not match the targets' "
+            f"{tuple(batch)}; use (..., K, dof) or (K, dof) for all targets"
+        )
+    if not bool(torch.isfinite(seeds).all()):
+        raise ValueError("seeds contain NaN or infinite values")
+    seeds = seeds.to(robot.device, robot.dtype).expand(*batch, *seeds.shape[-2:])
+    return seeds.reshape(-1, robot.dof)
+
+
+def check_bounds(robot: Robot, lower, upper, batch: torch.Size):
+    """``(lower, upper)``, each ``(T, dof)``, or ``None`` without a box."""
+    if lower is None and upper is None:
+        return None
+    corners = []
+    for name, value, default in (("lower", lower, robot.lower), ("upper", upper, robot.upper)):
+        value = default if value is None else torch.as_tensor(value)
+        try:
+            value = value.to(robot.device, robot.dtype).expand(*batch, robot.dof)
+        except RuntimeError as err:
+            want = f"({', '.join(map(str, (*batch, robot.dof)))})"
+            raise ValueError(f"{name} must broadcast to {want}, got {tuple(value.shape)}") from err
+        corners.append(value.reshape(-1, robot.dof))
+    return corners[0], corners[1]
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int | None):
+    """Run the block with ``n`` torch intra-op threads, then restore the previous number."""
+    if n is not None:
+        check_int("num_threads", n, 1)
+    previous = torch.get_num_threads()
+    if n is None or n == previous:
+        yield
+        return
+    torch.set_num_threads(n)
+    try:
+        yield
+    finally:
+        torch.set_num_threads(previous)
