@@ -30,13 +30,16 @@ from __future__ import annotations
 import os
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
 from torchik.rotations import quat_to_rotmat, rotmat_to_rpy
 from torchik.urdf import Joint, Mimic, Origin, URDFError, URDFModel
+
+if TYPE_CHECKING:
+    from torchik.robot import Robot
 
 __all__ = ["MJCFError", "parse_mjcf", "qpos_index", "FREE_JOINT_OPTIONS"]
 
@@ -86,6 +89,28 @@ def parse_mjcf(
         return _build(model, free_joint, dict(limits or {}), sites)
     except MJCFError as err:
         raise MJCFError(f"{label}: {err}") from None
+
+
+def _from_mjcf(
+    cls: type[Robot],
+    source: str | os.PathLike | Any,
+    dtype: torch.dtype | None = None,
+    free_joint: str = "error",
+    limits: Mapping[str, tuple[float, float]] | None = None,
+    sites: bool = True,
+) -> Robot:
+    """A robot from a MuJoCo model (``Robot.from_mjcf``), through the optional ``mujoco`` package.
+
+    Args:
+        source: A path to an MJCF file, the XML text, or a compiled ``mujoco.MjModel``.
+        dtype: The robot's floating dtype (default: torch's default dtype).
+        free_joint, limits, sites: See :func:`parse_mjcf`.
+
+    Returns:
+        The :class:`~torchik.robot.Robot`; its ``q`` is MuJoCo's ``qpos`` of its hinge and slide
+        joints (:func:`qpos_index`).
+    """
+    return cls(parse_mjcf(source, free_joint, limits, sites), dtype=dtype)
 
 
 def qpos_index(model: Any, joint_names: tuple[str, ...] | list[str]) -> list[int]:

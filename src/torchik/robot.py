@@ -12,6 +12,7 @@ from torch import Tensor, nn
 
 from torchik import fused
 from torchik import kinematics as kin
+from torchik.mjcf import _from_mjcf
 from torchik.robot_tree import _axis_alignments, _origin_matrices, _path_model
 from torchik.rotations import rotmat_to_quat
 from torchik.urdf import MAX_URDF_BYTES, URDFModel, parse_urdf
@@ -104,13 +105,7 @@ class Robot(nn.Module):
         robot = cls(parse_urdf(source, root=root, max_bytes=max_bytes), dtype=dtype)
         return robot if tip is None else robot.chain(robot.root, tip)
 
-    @classmethod
-    def from_mjcf(cls, source, dtype: torch.dtype | None = None, **kwargs) -> Robot:
-        """Read a MuJoCo MJCF file, text or ``MjModel`` with the optional ``mujoco`` package;
-        ``kwargs`` (``free_joint``, ``limits``): :func:`torchik.mjcf.parse_mjcf`."""
-        from torchik.mjcf import parse_mjcf
-
-        return cls(parse_mjcf(source, **kwargs), dtype=dtype)
+    from_mjcf = classmethod(_from_mjcf)  # MuJoCo models; mujoco is imported only when called
 
     def _init_joints(self) -> None:
         moving = [j for j in self._joints if j.type != "fixed"]
