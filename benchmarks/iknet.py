@@ -41,7 +41,6 @@ from common import (
     fmt_time,
     log,
     read_chain,
-    time_calls,
     try_import,
     wait_for_quiet,
     write_urdf_variant,
@@ -49,8 +48,14 @@ from common import (
 
 from torchik import load_robot, solve_ik
 from torchik.data import make_dataset
-from torchik.evaluate import SampleReport, evaluate_model, evaluate_samples
 from torchik.models import IKModel, IKNet, IKNetConfig, families
+from torchik.protocols.iknet import (
+    iknet_metrics,
+    iknet_sizes,
+    iknet_table,
+    sampler_rows,
+    training_step_seconds,
+)
 from torchik.train import TrainConfig, train
 
 ROBOTS = {"digit_arm": 20_000, "ur5": 1_000_000, "panda": 1_000_000}
@@ -82,7 +87,7 @@ SOLVERS = {
     "lm, default seeding": dict(method="lm"),
 }
 """Numerical rows: torchik.solve_ik options (position only, 1 mm)."""
-CM = 100.0
+CM = 100.0  # the curve's validation error, m -> cm
 
 
 def _cm(x: float) -> str:
@@ -94,22 +99,17 @@ def _pct(x: float) -> str:
 
 
 # ---------------------------------------------------------------------------- training
-def _seconds_per_step(model: IKNet, data, batch: int, steps: int = 8) -> float:
-    """Median wall time of a training step, on a throwaway copy of the model."""
+def seconds_per_step(model: IKModel, data, batch: int) -> float:
+    """Seconds of a training step, on a throwaway copy of the model."""
     probe = copy.deepcopy(model).train()
     probe.set_normalization(data.q, data.target)
-    opt = torch.optim.AdamW(probe.parameters(), lr=1e-4)
-    times = []
-    for i in range(steps):
-        rows = slice(i * batch % (len(data) - batch), None)
-        q, target = data.q[rows][:batch], data.target[rows][:batch]
-        start = time.perf_counter()
-        loss = probe.loss(q, target)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
+    return training_step_seconds(probe, data.q[:batch], data.target[:batch], min_run_time=0.5)
+
+
+def _fields(row) -> dict[str, Any]:
+    """A protocol row's values as the table's keys (unset runtimes and the counts left out)."""
+    skip = ("samples", "targets")
+    return {k: v for k, v in row.as_dict().items() if v is not None and k not in skip}
 
 
 def _make_model(family: str, spec, args) -> IKModel:
@@ -128,7 +128,7 @@ def _train(name: str, family: str, args, robot, train_set, val_set) -> tuple[IKM
         log(f"{name} {family}: {steps} steps")
     else:
         minutes = minutes or args.minutes
-        step_s = _seconds_per_step(model, train_set, args.batch)
+        step_s = seconds_per_step(model, train_set, args.batch)
         steps = max(50, int(minutes * 60 / step_s))
         log(f"{name} {family}: {step_s * 1000:.0f} ms/step -> {steps} steps in {minutes} min")
     config = TrainConfig(
@@ -155,59 +155,11 @@ def _train(name: str, family: str, args, robot, train_set, val_set) -> tuple[IKM
 
 
 # ---------------------------------------------------------------------------- evaluation
-def _circular(spec) -> torch.Tensor:
-    """Joints whose differences wrap: continuous, or ranges of a full turn (UR5's)."""
-    span = torch.tensor(spec.upper, dtype=torch.float64) - torch.tensor(spec.lower)
-    return torch.tensor(spec.continuous) | (span >= 2 * math.pi - 1e-6)
-
-
-def _metrics(report: SampleReport) -> dict[str, float]:
-    """The table's columns of a report (NaN where a column needs more samples)."""
-    n, nan = report.samples_per_target, float("nan")
-    return {
-        "mean_cm": report.position_mean * CM,
-        "std_cm": report.position_std * CM,
-        "median_cm": report.position_median * CM,
-        **{f"acc_{round(t * CM)}cm": a for t, a in report.accuracy.items()},
-        "best10_cm": report.best_of.get(10, nan) * CM,
-        "best100_cm": report.best_of[min(100, n)] * CM if n > 1 else nan,
-        "diversity": report.diversity if n > 1 else nan,
-        "inside_limits": report.fraction_within_limits,
-    }
-
-
-def _sample_metrics(samples, robot64, targets, spec) -> dict[str, float]:
-    """Metrics of ``(targets, n, dof)`` solutions of ``(targets, 3)`` positions."""
-    options = _options(samples.shape[-2], spec)
-    return _metrics(evaluate_samples(robot64, samples, targets, spec, **options))
-
-
-def _options(n: int, spec) -> dict[str, Any]:
-    """The protocol's thresholds, best-of-N, limit slack and wrapped joints for ``n`` samples."""
-    best = (10, min(100, n))
-    return dict(thresholds=(0.10, 0.02, 0.01), best_of=best, limit_tol=1e-6, wrap=_circular(spec))
-
-
-def _evaluate(model: IKModel, robot64, test_set, n: int, temperature: float) -> dict[str, float]:
-    """Metrics of ``n`` raw samples per test target (float32 samples, as drawn)."""
-    sample_options = {} if temperature == 1.0 else {"temperature": temperature}
-    options = _options(n, model.spec)
-    report = evaluate_model(model, test_set.target, robot64, n, SEEDS["sample"], sample_options,
-                            dtype=None, **options)  # fmt: skip
-    return _metrics(report)
-
-
-def _runtime(model: IKModel, targets: torch.Tensor) -> dict[str, float]:
-    gen = torch.Generator().manual_seed(0)
-    with torch.no_grad():
-        timings = time_calls(
-            {
-                "1": lambda: model.sample(targets, 1, generator=gen),
-                "100": lambda: model.sample(targets, 100, generator=gen),
-            },
-            reps=7,
-        )
-    return {f"runtime_{k}_s": t.median / len(targets) for k, t in timings.items()}
+def _evaluate(model: IKModel, robot64, test_set, n: int, temperature: float, timing: bool):
+    """The protocol's row of ``n`` raw samples per test target (float32 samples, as drawn)."""
+    row = iknet_table(robot64, model, test_set.target, n_samples=n, seed=SEEDS["sample"],
+                      temperature=temperature, timing=timing)  # fmt: skip
+    return _fields(row)
 
 
 def _curve(name: str, result, method: str = "IKNet") -> list[dict[str, float]]:
@@ -245,34 +197,31 @@ def _train_and_evaluate(name, family, args, data) -> tuple[list[dict], list[dict
         row["generated_per_target"] = model.generated_size
     rows = []
     temperatures = (1.0, *args.temperatures) if family == "iknet" else (1.0,)
-    for temperature in temperatures:
+    for i, temperature in enumerate(temperatures):
         rows.append({**row, "temperature": temperature})
-        rows[-1] |= _evaluate(model, robot64, test_set, args.samples, temperature)
+        rows[-1] |= _evaluate(model, robot64, test_set, args.samples, temperature, i == 0)
         keys = ("temperature", "mean_cm", "acc_2cm", "best10_cm")
         log(f"{name} {family}: {json.dumps({k: rows[-1][k] for k in keys})}")
-    rows[0] |= _runtime(model, test_set.target)
     return rows, _curve(name, result, row["method"])
 
 
 def _solver_rows(name: str, robot64, test_set) -> list[dict[str, Any]]:
     """torchik's numerical solvers on the same test targets (position only, 1 mm)."""
-    rows = []
     target = test_set.target.double()
-    for label, options in SOLVERS.items():
-        gen = torch.Generator().manual_seed(SEEDS["solver"])
 
-        def solve(options=options, gen=gen):
+    def solver(options):
+        def solve():  # the best slot per target, from the same seeds at every call
+            gen = torch.Generator().manual_seed(SEEDS["solver"])
             return solve_ik(robot64, target, test_set.spec.link, position_only=True,
-                            generator=gen.manual_seed(SEEDS["solver"]), **options)  # fmt: skip
+                            generator=gen, **options).best().q  # fmt: skip
 
-        result = solve()
-        timing = time_calls({"solve": solve}, reps=3)["solve"]
-        samples = result.best().q.reshape(len(target), 1, -1)  # the best slot per target
-        row = {"method": f"torchik {label}", "robot": name, "paper_cm": PAPER_CM[name]}
-        row |= _sample_metrics(samples, robot64, test_set.target, test_set.spec)
-        row["runtime_1_s"] = timing.median / len(target)
-        rows.append(row)
-        log(f"{name} {label}: {row['mean_cm']:.3f} cm, {row['acc_1cm']:.3f} < 1 cm")
+        return solve
+
+    solvers = {f"torchik {label}": solver(options) for label, options in SOLVERS.items()}
+    rows = []
+    for label, row in sampler_rows(robot64, solvers, test_set.target, test_set.spec).items():
+        rows.append({"method": label, "robot": name, "paper_cm": PAPER_CM[name], **_fields(row)})
+        log(f"{name} {label}: {row.mean_cm:.3f} cm, {row.acc_1cm:.3f} < 1 cm")
     rows.append(_ikpy_row(name, robot64, test_set))
     return rows
 
@@ -315,7 +264,7 @@ def _ikpy_row(name: str, robot64, test_set, n: int = 200) -> dict[str, Any]:
             sol = chain.inverse_kinematics(goal, initial_position=init)
             out[i] = torch.tensor([sol[active[c]] for c in cols])
     seconds = time.perf_counter() - start_time
-    row |= _sample_metrics(out[:, None], robot64, test_set.target[:n], test_set.spec)
+    row |= _fields(iknet_metrics(robot64, out[:, None], test_set.target[:n], test_set.spec))
     log(f"{name} IKPy: {row['mean_cm']:.3f} cm on {n} targets")
     return row | {"runtime_1_s": seconds / n, "targets": n}
 
@@ -342,57 +291,6 @@ def run_robot(name: str, args) -> tuple[list[dict[str, Any]], list[dict[str, flo
     if args.solvers:
         rows += _solver_rows(name, robot64, test_set)
     return rows, curve
-
-
-# ---------------------------------------------------------------------------- sizes
-def _saved_for_backward_mib(model: IKNet, q: torch.Tensor, target: torch.Tensor) -> float:
-    """MiB of the distinct tensors autograd saves for the backward of one loss."""
-    seen: dict[tuple[int, int], int] = {}
-
-    def pack(t: torch.Tensor) -> torch.Tensor:
-        key = (t.untyped_storage().data_ptr(), t.untyped_storage().nbytes())
-        seen[key] = t.untyped_storage().nbytes()
-        return t
-
-    with torch.autograd.graph.saved_tensors_hooks(pack, lambda t: t):
-        model.loss(q, target)
-    parameters = {p.untyped_storage().data_ptr() for p in model.parameters()}
-    return sum(v for (ptr, _), v in seen.items() if ptr not in parameters) / 2**20
-
-
-def size_row(preset: str, batch: int) -> dict[str, Any]:
-    robot = load_robot("panda")
-    data = make_dataset(robot, 1000, seed=0)
-    torch.manual_seed(0)
-    model = IKNet(data.spec, PRESETS[preset])
-    model.set_normalization(data.q, data.target)
-    opt = torch.optim.AdamW(model.parameters(), lr=1e-6)
-    q, target = data.q[:batch], data.target[:batch]
-
-    def step() -> None:
-        loss = model.loss(q, target)
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-
-    timings = time_calls({"step": step}, reps=7)
-    model.eval()
-    with torch.no_grad():
-        timings |= time_calls({"sample": lambda: model.sample(data.target, 1)}, reps=7)
-    model.train()
-    saved = _saved_for_backward_mib(model, q, target)
-    return {
-        "preset": preset,
-        "config": asdict(PRESETS[preset]),
-        "parameters": sum(p.numel() for p in model.parameters()),
-        "head_parameters": model.heads.weight.numel() + model.heads.bias.numel(),
-        "generated_per_target": model.generated_size,
-        "generated_mib_per_1000": model.generated_size * 4 * 1000 / 2**20,
-        "step_s": timings["step"].median,
-        "sample_per_target_s": timings["sample"].median / len(data.target),
-        "saved_mib": saved,
-        "state_mib": 4 * 4 * sum(p.numel() for p in model.parameters()) / 2**20,
-    }
 
 
 # ---------------------------------------------------------------------------- report
@@ -608,7 +506,8 @@ def main(argv: list[str] | None = None) -> int:
         rows += robot_rows
         curve += points
         write([])  # partial results survive a later failure
-    md = write([size_row(p, args.batch) for p in args.size_presets] if args.sizes else [])
+    presets = args.size_presets if args.sizes else []
+    md = write([{"preset": p, **iknet_sizes(PRESETS[p], args.batch)} for p in presets])
     log(f"wrote {md}")
     return 0
 

@@ -20,24 +20,23 @@ joint distance). The "prior" row ignores the target (an upper reference).
 from __future__ import annotations
 
 import argparse
-import copy
-import time
 import traceback
 from typing import Any
 
 import torch
 from common import Column, Report, Table, add_common_args, fmt_sci, fmt_time, log
+from iknet import seconds_per_step
 
 from torchik import load_robot
 from torchik.data import make_dataset
-from torchik.metrics import convex_hull_area, mean_pairwise_distance, mmd, resimulation_error
 from torchik.models import families
 from torchik.planar import RAIL_ARM_PRIOR_STD, PlanarArm
-from torchik.posterior import rejection_sample_widening
+from torchik.protocols.posterior import posterior_table, posterior_truth
 from torchik.train import TrainConfig, train
 
 FAMILIES = ("cvae", "inn", "flow", "mdn", "iknet", "mlp")
-SEEDS = {"targets": 3, "truth": 4, "train": 1, "val": 2, "model": 0, "sample": 5}
+SEEDS = {"train": 1, "val": 2, "model": 0}
+"""Seeds of the training data and the models (the protocol's own: torchik.protocols.posterior)."""
 
 
 def arm_setup(name: str) -> tuple[PlanarArm, Any, list[float]]:
@@ -46,47 +45,6 @@ def arm_setup(name: str) -> tuple[PlanarArm, Any, list[float]]:
         return PlanarArm.rail_arm(), load_robot("rail_arm"), list(RAIL_ARM_PRIOR_STD)
     n = int(name)
     return PlanarArm(n), load_robot("planar", link_lengths=[1.0] * n), [0.2] * n
-
-
-# ---------------------------------------------------------------------------- ground truth
-def ground_truth(arm: PlanarArm, std: list[float], args) -> tuple[Any, dict[str, Any]]:
-    gen = torch.Generator().manual_seed(SEEDS["targets"])
-    q = torch.randn(args.targets, len(std), generator=gen) * torch.tensor(std)
-    targets = arm(q)
-    start = time.perf_counter()
-    truth = rejection_sample_widening(
-        arm, std, targets, 2 * args.samples, args.radius, max_draws=args.max_draws,
-        generator=gen.manual_seed(SEEDS["truth"]), num_threads=args.threads,
-    )  # fmt: skip
-    seconds = time.perf_counter() - start
-    rate, radius = truth.acceptance_rate, truth.radius
-    info = {
-        "targets": args.targets,
-        "accepted": 2 * args.samples,
-        "radius_base": args.radius,
-        "radius_median": radius.median().item(),
-        "radius_max": radius.max().item(),
-        "at_base_radius": (radius <= args.radius * 1.0001).double().mean().item(),
-        "complete": truth.complete.double().mean().item(),
-        "rate_median": rate.median().item(),
-        "rate_min": rate.min().item(),
-        "draws_max": int(truth.draws.max()),
-        "seconds": seconds,
-        "targets_x_accepted_per_s": args.targets * 2 * args.samples / seconds,
-    }
-    return truth, info
-
-
-def metrics(arm: PlanarArm, samples, reference, targets) -> dict[str, float]:
-    with torch.no_grad():
-        samples = samples.float()
-        end = arm(samples)
-        return {
-            "mmd": mmd(samples, reference.float()).mean().item(),
-            "resim": resimulation_error(arm, samples, targets).mean().item(),
-            "hull": convex_hull_area(end).mean().item(),
-            "diversity": mean_pairwise_distance(samples).mean().item(),
-        }
 
 
 # ---------------------------------------------------------------------------- models
@@ -99,23 +57,6 @@ def make_model(cls, spec, preset: str):
         config = cls.Config()
     torch.manual_seed(SEEDS["model"])
     return cls(spec, config)
-
-
-def seconds_per_step(model, data, batch: int, steps: int = 6) -> float:
-    """Median wall time of a training step on a throwaway copy of the model."""
-    probe = copy.deepcopy(model).train()
-    probe.set_normalization(data.q, data.target)
-    opt = torch.optim.AdamW(probe.parameters(), lr=1e-4)
-    times = []
-    for i in range(steps):
-        rows = slice(i * batch, (i + 1) * batch)
-        start = time.perf_counter()
-        loss = probe.loss(data.q[rows], data.target[rows])
-        opt.zero_grad()
-        loss.backward()
-        opt.step()
-        times.append(time.perf_counter() - start)
-    return sorted(times)[len(times) // 2]
 
 
 def train_family(cls, robot, train_set, val_set, args) -> tuple[Any, dict[str, Any]]:
@@ -140,37 +81,31 @@ def train_family(cls, robot, train_set, val_set, args) -> tuple[Any, dict[str, A
 def run_arm(name: str, args) -> tuple[list[dict[str, Any]], dict[str, Any]]:
     arm, robot, std = arm_setup(name)
     log(f"arm {name}: ground truth for {args.targets} targets")
-    truth, info = ground_truth(arm, std, args)
-    info["arm"] = name
+    truth = posterior_truth(arm, std, args.targets, args.samples, args.radius,
+                            max_draws=args.max_draws, threads=args.threads)  # fmt: skip
+    info = {**truth.info, "arm": name}
     log(f"arm {name}: {info}")
-    targets, n = truth.targets, args.samples
-    reference, second = truth.samples[:, :n], truth.samples[:, n:]
-    base = {"arm": name}
-    floor = metrics(arm, second, reference, targets)
-    rows = [{"method": "ground truth (2nd draw)", **base, **floor}]
-    prior = torch.randn(args.targets, n, len(std), generator=torch.Generator().manual_seed(9))
-    prior = prior * torch.tensor(std)
-    rows.append({"method": "prior", **base, **metrics(arm, prior, reference, targets)})
     robot_kind = {"sampler": "normal", "std": std if name == "rail" else 0.2, "targets": "planar"}
     train_set = make_dataset(robot, args.train_size, seed=SEEDS["train"], **robot_kind)
     val_set = make_dataset(robot, 500, seed=SEEDS["val"], **robot_kind)
-    registry = families()
+    registry, models, fits = families(), {"prior": None}, {}
     for family in args.families:
-        row = {"method": family, **base}
         if family not in registry:
-            rows.append({**row, "status": "not available yet: family not registered"})
+            fits[family] = {"status": "not available yet: family not registered"}
             continue
         try:
-            model, fit = train_family(registry[family], robot, train_set, val_set, args)
-            with torch.no_grad():
-                gen = torch.Generator().manual_seed(SEEDS["sample"])
-                samples = model.sample(targets.float(), n, generator=gen)
-            row |= fit | metrics(arm, samples, reference, targets)
+            models[family], fits[family] = train_family(registry[family], robot, train_set,
+                                                        val_set, args)  # fmt: skip
         except Exception as err:  # a model still being written: keep the other rows
             traceback.print_exc()
-            row["status"] = f"failed: {type(err).__name__}: {err}"[:200]
+            fits[family] = {"status": f"failed: {type(err).__name__}: {err}"[:200]}
+    table = posterior_table(arm, models, truth=truth)
+    rows = [{"method": m, "arm": name, **fits.get(m, {}), **r} for m, r in table.rows.items()]
+    rows += [{"method": m, "arm": name, **fit} for m, fit in fits.items() if m not in models]
+    order = ["ground truth (2nd draw)", "prior", *args.families]
+    rows.sort(key=lambda r: order.index(r["method"]))
+    for row in rows[2:]:
         log(f"arm {name}: {row}")
-        rows.append(row)
     return rows, info
 
 

@@ -35,7 +35,7 @@ def test_each_command_is_a_module_with_add_parser_and_run():
     from torchik.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    assert list(sub.choices) == "info dataset train eval solve plot bench view".split()
+    assert list(sub.choices) == "info dataset train eval solve plot bench tune view".split()
     for name, parser in sub.choices.items():
         module = importlib.import_module(f"torchik.cli.{name}")
         assert callable(module.add_parser)

@@ -175,10 +175,10 @@ def test_bad_inputs_give_clear_errors():
             robot.forward_kinematics(torch.zeros(4, 3, dtype=torch.float64, device="cuda"))
 
 
-def test_floating_joint_is_not_supported():
+def test_spherical_joint_is_not_supported():
     text = """<robot name="f"><link name="a"/><link name="b"/>
-      <joint name="free" type="floating"><parent link="a"/><child link="b"/></joint></robot>"""
-    with pytest.raises(URDFError, match="floating"):
+      <joint name="ball" type="spherical"><parent link="a"/><child link="b"/></joint></robot>"""
+    with pytest.raises(URDFError, match="'ball' has type 'spherical'.*accepted: revolute"):
         Robot.from_urdf(text)
 
 

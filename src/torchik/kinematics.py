@@ -133,21 +133,20 @@ class _Plan:
 
     @cached_property
     def subtree(self) -> Tensor:
-        """``(n, L')`` 0/1: needed joint ``i`` moves requested link ``l``."""
-        pos = {j: i for i, j in enumerate(self.needed)}
-        rows: list[int] = []
-        cols: list[int] = []
-        for col, link in enumerate(self.links):
-            j = self.tree.link_joint[link]
-            while j >= 0:
-                rows.append(pos[j])
-                cols.append(col)
-                j = self.tree.parent[j]
+        """``(n, L')`` 0/1: needed joint ``i`` moves requested link ``l``.
+
+        Row ``i`` of the ancestor matrix is its parent's row plus ``i`` (parents come first):
+        one row copy per joint, not one element per (link, ancestor) pair, so a 2000-joint
+        chain takes milliseconds instead of a Python loop over two million entries.
+        """
+        n = len(self.needed)
+        ancestors = torch.zeros(n + 1, n, dtype=torch.bool)  # row -1 (the root): no joint
+        for i, p in enumerate(self.parent_pos):
+            ancestors[i] = ancestors[p]
+            ancestors[i, i] = True
         like = self.tree.w_joint
-        out = like.new_zeros(len(self.needed), len(self.links))
-        index = torch.tensor((rows, cols), dtype=torch.long, device=like.device).reshape(2, -1)
-        out[index[0], index[1]] = 1.0
-        return out
+        rows = ancestors[list(self.link_pos)].T.to(like.device, like.dtype)
+        return rows.contiguous()
 
 
 def _ancestors(tree: KinematicTree, links: tuple[int, ...]) -> tuple[int, ...]:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import math
 import os
 from collections.abc import Sequence
 from typing import overload
@@ -10,12 +9,21 @@ from typing import overload
 import torch
 from torch import Tensor, nn
 
-from torchik import fused
+from torchik import floating as flt
+from torchik import fused, robot_config
 from torchik import kinematics as kin
 from torchik.mjcf import _from_mjcf
-from torchik.robot_tree import _axis_alignments, _origin_matrices, _path_model
+from torchik.robot_tree import (
+    _axis_alignments,
+    _expand_planar,
+    _flatten,
+    _origin_matrices,
+    _path_model,
+    _split_floating,
+)
 from torchik.rotations import rotmat_to_quat
 from torchik.urdf import MAX_URDF_BYTES, URDFModel, parse_urdf
+from torchik.urdf_read import _looks_like_xml
 
 __all__ = ["Robot", "load_robot"]
 
@@ -40,15 +48,22 @@ class Robot(nn.Module):
     (parameters when link origins are made learnable), so ``robot.to(device, dtype)`` moves it.
     ``q`` must have the robot's dtype and device; its last dimension follows ``joint_names``.
 
+    A floating base (a ``floating`` joint from the root link, or ``floating_base=True``) puts
+    its pose first in ``q`` (:mod:`torchik.floating`); poses are then in the world frame (the
+    floating joint's parent), and Jacobians have ``nv = nq - 1`` columns. A planar joint ``p``
+    is the coordinates ``p/x``, ``p/y``, ``p/theta`` (links ``p/x``, ``p/y`` between).
+
     Attributes:
         model: the parsed description (:class:`torchik.urdf.URDFModel`, immutable).
         name: the URDF robot name.
-        root: the root link.
-        joint_names: actuated joints (mimic and fixed joints excluded), the order of ``q``.
-        joint_types: their URDF types (``"revolute"``, ``"continuous"``, ``"prismatic"``).
+        root: the root link (the base link of a floating robot).
+        joint_names: the names of ``q``'s coordinates: actuated joints (mimic and fixed joints
+            excluded), after a floating base's ``<joint>/x`` ... ``<joint>/qz``.
+        joint_types: their types (revolute, continuous, prismatic, floating).
         link_names: every link, in topological order (root first).
-        lower, upper: ``(dof,)`` joint limits; continuous joints get ``(-π, π]`` and are marked in
-            the ``continuous`` mask; ``prismatic`` marks prismatic joints (values in metres).
+        lower, upper: ``(nq,)`` limits, see :mod:`torchik.robot_config`; continuous joints get
+            ``(-π, π]`` and are marked in the ``continuous`` mask; ``prismatic`` marks
+            coordinates in metres.
 
     Example:
         >>> robot = load_robot("panda")
@@ -69,13 +84,18 @@ class Robot(nn.Module):
     _align: Tensor
     _w_joint: Tensor
     _w_link: Tensor
+    _base_origin: Tensor
     _tree_cache: kin.KinematicTree | None
+    from_mjcf = classmethod(_from_mjcf)  # MuJoCo models; mujoco is imported only when called
 
-    def __init__(self, model: URDFModel, dtype: torch.dtype | None = None):
+    def __init__(
+        self, model: URDFModel, dtype: torch.dtype | None = None, floating_base: bool = False
+    ):
         super().__init__()
         self.model = model
-        self.name, self.root, self.link_names = model.name, model.root, tuple(model.links)
-        self._joints = tuple(model.joints)
+        fixed, self._base = _split_floating(_expand_planar(model), floating_base)
+        self.name, self.root, self.link_names = fixed.name, fixed.root, tuple(fixed.links)
+        self._joints = tuple(fixed.joints)
         self._link_index = {name: i for i, name in enumerate(self.link_names)}
         self._init_joints()
         self._init_tree()
@@ -98,21 +118,27 @@ class Robot(nn.Module):
         dtype: torch.dtype | None = None,
         tip: str | None = None,
         max_bytes: int | None = MAX_URDF_BYTES,
+        floating_base: bool = False,
     ) -> Robot:
         """Read a URDF file or text (see :func:`torchik.urdf.parse_urdf`); with ``tip``, only
         the chain from the root to ``tip`` (see :meth:`chain`), e.g. one arm of a humanoid;
-        ``max_bytes=None`` lifts the size limit for a genuinely huge file."""
-        robot = cls(parse_urdf(source, root=root, max_bytes=max_bytes), dtype=dtype)
+        ``max_bytes=None`` lifts the size limit for a genuinely huge file;
+        ``floating_base=True`` adds a floating joint ``root_joint`` above the root link (a
+        ``tip`` chain always has a fixed base: its first link)."""
+        model = parse_urdf(source, root=root, max_bytes=max_bytes)
+        if floating_base and tip is None:
+            text = isinstance(source, str) and _looks_like_xml(source)
+            where = "the URDF text" if text else ascii(str(source))[1:-1]
+            _split_floating(model, True, where)  # a clear error naming the file
+        robot = cls(model, dtype=dtype, floating_base=floating_base and tip is None)
         return robot if tip is None else robot.chain(robot.root, tip)
-
-    from_mjcf = classmethod(_from_mjcf)  # MuJoCo models; mujoco is imported only when called
 
     def _init_joints(self) -> None:
         moving = [j for j in self._joints if j.type != "fixed"]
         actuated = [j for j in moving if j.mimic is None]
-        self.joint_names = tuple(j.name for j in actuated)
-        self.joint_types = tuple(j.type for j in actuated)
-        index = {name: i for i, name in enumerate(self.joint_names)}
+        limits = robot_config.limits_of(actuated, self._base)
+        self.joint_names, self.joint_types = tuple(limits["names"]), tuple(limits["types"])
+        index = {j.name: i for i, j in enumerate(actuated)}
         # the parser resolves mimic chains: every mimic names an actuated joint
         resolved = [
             (j.name, 1.0, 0.0)
@@ -120,16 +146,12 @@ class Robot(nn.Module):
             else (j.mimic.joint, j.mimic.multiplier, j.mimic.offset)
             for j in moving
         ]
-        self._moving = tuple(j.name for j in moving)
-        continuous = [j.type == "continuous" for j in actuated]
-        lower = [-math.pi if c else j.lower for j, c in zip(actuated, continuous, strict=True)]
-        upper = [math.pi if c else j.upper for j, c in zip(actuated, continuous, strict=True)]
+        self._moving, self._n_joints = tuple(j.name for j in moving), len(actuated)
         f64 = torch.float64
-        self.register_buffer("lower", torch.tensor(lower, dtype=f64))
-        self.register_buffer("upper", torch.tensor(upper, dtype=f64))
-        self.register_buffer("continuous", torch.tensor(continuous, dtype=torch.bool))
-        prismatic = [j.type == "prismatic" for j in actuated]
-        self.register_buffer("prismatic", torch.tensor(prismatic, dtype=torch.bool))
+        for name in ("lower", "upper"):
+            self.register_buffer(name, torch.tensor(limits[name], dtype=f64))
+        for name in ("continuous", "prismatic"):
+            self.register_buffer(name, torch.tensor(limits[name], dtype=torch.bool))
         self.register_buffer(
             "_source", torch.tensor([index[r[0]] for r in resolved], dtype=torch.long), False
         )
@@ -141,58 +163,20 @@ class Robot(nn.Module):
             r[0] == j.name for r, j in zip(resolved, moving, strict=True)
         )
         self._kind = tuple(kin.PRISMATIC if j.type == "prismatic" else kin.REVOLUTE for j in moving)
+        base = self._base.origin if self._base is not None else None
+        xyz = torch.tensor([base.xyz if base else (0.0,) * 3], dtype=f64)
+        rpy = torch.tensor([base.rpy if base else (0.0,) * 3], dtype=f64)
+        self.register_buffer("_base_origin", _origin_matrices(xyz, rpy)[0], False)
 
     def _init_tree(self) -> None:
-        """Which moving joint each joint and link hangs from, and the plan of the constants.
-
-        Linear in the tree: no joints x links matrix is ever built (a 10 000-link chain loads
-        in well under a second).
-        """
-        moving_index = {name: i for i, name in enumerate(self._moving)}
-        link_joint = {self.root: -1}
-        parent = [0] * len(self._moving)
-        for joint in self._joints:
-            above = link_joint[joint.parent]
-            if joint.type == "fixed":
-                link_joint[joint.child] = above
-            else:
-                parent[moving_index[joint.name]] = above
-                link_joint[joint.child] = moving_index[joint.name]
-        self._parent = tuple(parent)
-        self._link_joint = tuple(link_joint[name] for name in self.link_names)
+        """Which moving joint each joint and link hangs from, and the plan of the constants
+        (see :func:`torchik.robot_tree._flatten`); linear in the tree."""
+        plan = _flatten(self.root, self._joints, self.link_names)
+        self._parent, self._link_joint = plan["parent"], plan["link_joint"]
+        self._levels, self._link_slot = plan["levels"], plan["link_slot"]
+        self._moving_at, self._moving_parent_slot = plan["moving_at"], plan["moving_parent_slot"]
         align = _axis_alignments([j.axis for j in self._joints if j.type != "fixed"])
         self.register_buffer("_align", align, False)
-        self._init_levels()
-
-    def _init_levels(self) -> None:
-        """Group the links for :meth:`_constants` by their number of fixed joints below the
-        moving joint (or the root) they hang from: level 0 is the root and the children of
-        moving joints (slot ``1 + m`` for moving joint ``m``); each later level is one batched
-        product with the previous one, ``S_child = S_parent @ origin``."""
-        slot = {self.root: (0, 0)}  # link -> (level, position in level)
-        levels: list[tuple[list[int], list[int]]] = []  # per level >= 1: joints, parent positions
-        moving = 0
-        for k, joint in enumerate(self._joints):
-            if joint.type != "fixed":
-                moving += 1
-                slot[joint.child] = (0, moving)
-                continue
-            level, position = slot[joint.parent]
-            if len(levels) <= level:
-                levels.append(([], []))
-            joints, parents = levels[level]
-            slot[joint.child] = (level + 1, len(joints))
-            joints.append(k)
-            parents.append(position)
-        sizes = [1 + len(self._moving)] + [len(j) for j, _ in levels]
-        start = [sum(sizes[:i]) for i in range(len(sizes))]
-        self._levels = tuple((tuple(j), tuple(p)) for j, p in levels)
-        self._link_slot = tuple(start[slot[n][0]] + slot[n][1] for n in self.link_names)
-        moving_joints = [(k, j) for k, j in enumerate(self._joints) if j.type != "fixed"]
-        self._moving_at = tuple(k for k, _ in moving_joints)
-        self._moving_parent_slot = tuple(
-            start[slot[j.parent][0]] + slot[j.parent][1] for _, j in moving_joints
-        )
 
     def _constants(
         self, xyz: Tensor | None = None, rpy: Tensor | None = None
@@ -270,8 +254,25 @@ class Robot(nn.Module):
 
     @property
     def dof(self) -> int:
-        """Number of actuated joints (the size of ``q``'s last dimension)."""
+        """The size of ``q``'s last dimension: the number of actuated joints of a fixed-base
+        robot, ``7 +`` that of a floating one (``nq``)."""
         return len(self.joint_names)
+
+    @property
+    def nq(self) -> int:
+        """The size of a configuration ``q`` (``dof``)."""
+        return self.dof
+
+    @property
+    def nv(self) -> int:
+        """The size of a velocity or step ``v``, and the width of Jacobians: ``nq - 1`` for a
+        floating base (a 6-D twist for its 7 coordinates), else ``nq``."""
+        return self.dof - 1 if self.floating else self.dof
+
+    @property
+    def floating(self) -> bool:
+        """Whether the base pose is part of ``q`` (see :mod:`torchik.floating`)."""
+        return self._base is not None
 
     @property
     def dtype(self) -> torch.dtype:
@@ -327,7 +328,8 @@ class Robot(nn.Module):
             value = state_dict.get(prefix + name)
             if not isinstance(value, Tensor) or value.shape != getattr(self, name).shape:
                 continue  # nn.Module reports missing keys and wrong shapes
-            if value.device.type != "meta" and not bool(torch.isfinite(value).all()):
+            bad = value.isnan() if name in ("lower", "upper") else ~torch.isfinite(value)
+            if value.device.type != "meta" and bool(bad.any()):  # infinite limits are fine
                 raise ValueError(f"state_dict entry {prefix + name!r} has non-finite values")
             loaded[name] = value
         super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
@@ -369,42 +371,35 @@ class Robot(nn.Module):
             source=self._source,
             multiplier=self._multiplier,
             offset=self._offset,
-            dof=self.dof,
+            dof=self._n_joints,
             identity_map=self._identity_map,
         )
 
     # ---------------------------------------------------------------- configurations
     def neutral(self) -> Tensor:
-        """``(dof,)`` zeros, or the middle of the range for joints whose range excludes zero."""
-        inside = (self.lower <= 0) & (self.upper >= 0)
-        return torch.where(inside, torch.zeros_like(self.lower), (self.lower + self.upper) / 2)
+        """``(nq,)`` see :func:`torchik.robot_config.neutral`."""
+        return robot_config.neutral(self)
 
     def random_configuration(self, n: int, generator: torch.Generator | None = None) -> Tensor:
-        """``(n, dof)`` joint values uniform within the limits."""
-        device = generator.device if generator is not None else self.device
-        u = torch.rand(n, self.dof, generator=generator, dtype=self.dtype, device=device)
-        return self.lower + u.to(self.device) * (self.upper - self.lower)
+        """``(n, nq)`` see :func:`torchik.robot_config.random_configuration`."""
+        return robot_config.random_configuration(self, n, generator)
+
+    def with_limits(self, limits: dict[str, tuple[float, float]]) -> Robot:
+        """A copy with ``{name: (lower, upper)}``: :func:`torchik.robot_config.with_limits`."""
+        return robot_config.with_limits(self, limits)
+
+    def integrate(self, q: Tensor, v: Tensor) -> Tensor:
+        """``q ⊕ v (..., nq)`` for a step ``v (..., nv)``: :func:`torchik.floating.integrate`."""
+        return flt.integrate(q, v, self.floating)
+
+    def difference(self, q0: Tensor, q1: Tensor) -> Tensor:
+        """``(..., nv)`` step from ``q0`` to ``q1``: :func:`torchik.floating.difference`."""
+        return flt.difference(q0, q1, self.floating)
 
     # ---------------------------------------------------------------- checks
     def _check_q(self, q: Tensor) -> Tensor:
         """Validate ``q (..., dof)`` and flatten it to ``(B, dof)``."""
-        if not isinstance(q, Tensor):
-            raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
-        if q.dim() == 0 or q.shape[-1] != self.dof:
-            raise ValueError(
-                f"q must have shape (..., {self.dof}) for the {self.dof} joints "
-                f"{list(self.joint_names)}, got {tuple(q.shape)}"
-            )
-        if q.dtype != self.dtype:
-            raise TypeError(
-                f"q has dtype {q.dtype} but the robot is {self.dtype}: "
-                f"convert one of them (robot.to({q.dtype}) or q.to({self.dtype}))"
-            )
-        if q.device != self.device:
-            raise ValueError(
-                f"q is on {q.device} but the robot is on {self.device}: use robot.to(q.device)"
-            )
-        return q.reshape(math.prod(q.shape[:-1]), self.dof)
+        return robot_config.check_q(self, q)
 
     def link_index(self, link: str) -> int:
         """Index of ``link`` in ``link_names``; a clear error for unknown names."""
@@ -438,10 +433,11 @@ class Robot(nn.Module):
         """
         idx, single = self._links(links)
         flat = self._check_q(q)
-        if fused.enabled(flat, self.tree):  # opt-in fused Triton kernels on CUDA
-            poses = fused.forward_kinematics(flat, self.tree, idx)
-        else:
-            poses = kin.forward_kinematics(flat, self.tree, idx)
+        joints = flat[:, self.dof - self._n_joints :]  # after a floating base's 7
+        kernel = fused if fused.enabled(flat, self.tree) else kin  # opt-in Triton on CUDA
+        poses = kernel.forward_kinematics(joints, self.tree, idx)
+        if self.floating:
+            poses = flt.base_pose(flat[:, :7], self._base_origin)[:, None] @ poses
         poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
         return poses[..., 0, :, :] if single else poses
 
@@ -456,8 +452,9 @@ class Robot(nn.Module):
         return pose[..., :3, 3], rotmat_to_quat(pose[..., :3, :3])
 
     def jacobian(self, q: Tensor, link: str, return_pose: bool = False):
-        """Geometric Jacobian ``(..., 6, dof)`` of ``link``'s origin, linear rows first, in the
-        root frame (see :func:`torchik.kinematics.jacobian`).
+        """Geometric Jacobian ``(..., 6, nv)`` of ``link``'s origin, linear rows first, in the
+        root frame (see :func:`torchik.kinematics.jacobian`); a floating base's 6 columns are
+        those of its twist in its own frame (see :func:`torchik.floating.base_jacobian`).
 
         With ``return_pose=True`` also returns the link pose ``(..., 4, 4)``, computed on the way
         (what numerical IK needs at every iteration).
@@ -465,13 +462,17 @@ class Robot(nn.Module):
         idx = self.link_index(link)
         flat = self._check_q(q)
         use_fused = fused.enabled(flat, self.tree) and not flat.requires_grad
-        jac, pose = (fused if use_fused else kin).jacobian(flat, self.tree, idx)
-        jac = jac.reshape(*q.shape[:-1], 6, self.dof)
+        joints = flat[:, self.dof - self._n_joints :]
+        jac, pose = (fused if use_fused else kin).jacobian(joints, self.tree, idx)
+        if self.floating:
+            jac, pose = flt.base_jacobian(flat[:, :7], self._base_origin, jac, pose)
+        jac = jac.reshape(*q.shape[:-1], 6, self.nv)
         return (jac, pose.reshape(*q.shape[:-1], 4, 4)) if return_pose else jac
 
     def extra_repr(self) -> str:
         return (
-            f"name={self.name!r}, dof={self.dof}, links={len(self.link_names)}, "
+            f"name={self.name!r}, dof={self.dof}, floating={self.floating}, "
+            f"links={len(self.link_names)}, "
             f"dtype={self.dtype}, learnable={self.learnable}"
         )
 

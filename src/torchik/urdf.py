@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
 
@@ -23,10 +24,25 @@ from torchik.urdf_read import (
     _vector,
 )
 
-__all__ = ["URDFError", "Origin", "Mimic", "Joint", "URDFModel", "parse_urdf", "MAX_URDF_BYTES"]
+__all__ = [
+    "URDFError",
+    "URDFWarning",
+    "Origin",
+    "Mimic",
+    "Joint",
+    "URDFModel",
+    "parse_urdf",
+    "MAX_URDF_BYTES",
+]
 
-JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed")
-UNSUPPORTED_TYPES = ("floating", "planar")
+JOINT_TYPES = ("revolute", "continuous", "prismatic", "fixed", "floating", "planar")
+UNSUPPORTED_TYPES = ("spherical",)
+BOUNDED_TYPES = ("revolute", "prismatic")  # those whose <limit lower upper> are read
+
+
+class URDFWarning(UserWarning):
+    """A description loaded leniently (limits missing or reversed); silence it with
+    ``warnings.filterwarnings("ignore", category=torchik.urdf.URDFWarning)``."""
 
 
 @dataclass(frozen=True)
@@ -48,7 +64,9 @@ class Mimic:
 
 @dataclass(frozen=True)
 class Joint:
-    """One URDF joint. ``axis`` is unit length; limits are ``None`` when absent."""
+    """One URDF joint. ``axis`` is unit length (a planar joint's plane normal); limits are
+    ``None`` when the joint is unlimited (continuous, floating, planar, or a revolute or
+    prismatic joint whose ``<limit>`` gives no bound or ``lower > upper``)."""
 
     name: str
     type: str
@@ -99,9 +117,13 @@ def parse_urdf(
     Raises:
         URDFError: If the file is missing, not a regular file, too large, is not safe
             well-formed XML (any DOCTYPE or entity declaration is refused), or describes
-            something that is not a valid tree of revolute, continuous, prismatic and fixed
-            joints, or has a number beyond ``MAX_MAGNITUDE`` (``1e9``). File errors start with
-            the path.
+            something that is not a valid tree of revolute, continuous, prismatic, fixed,
+            floating and planar joints (``spherical`` is refused; a floating joint must be the
+            root link's only joint), or has a number beyond ``MAX_MAGNITUDE`` (``1e9``). File
+            errors start with the path.
+
+    Warns:
+        URDFWarning: limits loaded leniently (see ``_parse_limits``), one warning per file.
 
     Example:
         >>> model = parse_urdf('<robot name="r"><link name="a"/><link name="b"/>'
@@ -111,29 +133,36 @@ def parse_urdf(
         ('a', (0.0, 0.0, 1.0))
     """
     data, label = _read_source(source, max_bytes)
+    notes: list[str] = []
     try:
-        return _build_model(_parse_xml(data), root)
+        model = _build_model(_parse_xml(data), root, notes)
     except URDFError as err:
         if label is None:
             raise
         raise URDFError(f"{label}: {err}") from None
+    if notes:
+        shown = "; ".join(notes[:_SHOWN]) + ("; ..." if len(notes) > _SHOWN else "")
+        where = "the URDF text" if label is None else label
+        warnings.warn(f"{where}: {shown}", URDFWarning, stacklevel=2)
+    return model
 
 
 # --------------------------------------------------------------------------- elements -> values
 
 
-def _build_model(robot: ET.Element, root: str | None) -> URDFModel:
+def _build_model(robot: ET.Element, root: str | None, notes: list[str]) -> URDFModel:
     """Validate the ``<robot>`` element and order its tree from ``root``."""
     if robot.tag != "robot":
         raise URDFError(f"the root element is <{robot.tag}>, expected <robot>")
     name = _required(robot, "name", "<robot>")
     links = _parse_links(robot, name)
-    joints = _parse_joints(robot)
+    joints = _parse_joints(robot, notes)
     _check_joint_links(joints, links)
     _check_acyclic(links, joints)
     parent_joint = _parent_joints(joints)
     root = _choose_root(links, parent_joint, root, name)
     order = _depth_first(root, joints)
+    _check_floating(order, root)
     _check_mimics(joints, order, root)
     resolved = _resolve_mimics(joints, order)
     kept = tuple(
@@ -161,31 +190,36 @@ def _parse_links(robot: ET.Element, robot_name: str) -> list[str]:
     return list(links)
 
 
-def _parse_joints(robot: ET.Element) -> dict[str, Joint]:
+def _parse_joints(robot: ET.Element, notes: list[str]) -> dict[str, Joint]:
     """Return the joints by name, in file order."""
     joints: dict[str, Joint] = {}
     for index, element in enumerate(robot.iterfind("joint")):
         name = _required(element, "name", f"<joint> number {index + 1}")
         if name in joints:
             raise URDFError(f"duplicate joint name {_short(name)}")
-        joints[name] = _parse_joint(element, name)
+        joints[name] = _parse_joint(element, name, notes)
     return joints
 
 
-def _parse_joint(element: ET.Element, name: str) -> Joint:
+def _parse_joint(element: ET.Element, name: str, notes: list[str]) -> Joint:
     where = f"joint {_short(name)}"
     kind = _required(element, "type", where)
     if kind in UNSUPPORTED_TYPES:
-        raise URDFError(f"{where} has type {_short(kind)}, which torchik does not support")
+        raise URDFError(
+            f"{where} has type {_short(kind)}, which torchik does not support; "
+            f"accepted: {', '.join(JOINT_TYPES)}"
+        )
     if kind not in JOINT_TYPES:
         raise URDFError(f"{where} has unknown type {_short(kind)}; expected one of {JOINT_TYPES}")
     parent = _link_reference(element, "parent", where)
     child = _link_reference(element, "child", where)
     if parent == child:
         raise URDFError(f"{where} has the same parent and child link {_short(parent)}")
-    if kind == "fixed":  # axis, limits and mimic mean nothing for a fixed joint
+    if kind in ("fixed", "floating"):  # axis, limits and mimic mean nothing for these
         return Joint(name, kind, parent, child, _parse_origin(element, where))
-    lower, upper = _parse_limits(element, kind, where)
+    if kind == "planar" and element.find("mimic") is not None:
+        raise URDFError(f"{where} (planar) has a <mimic>; accepted: a <mimic> on a 1-DoF joint")
+    lower, upper = _parse_limits(element, kind, where, notes)
     return Joint(
         name,
         kind,
@@ -230,17 +264,39 @@ def _parse_axis(element: ET.Element, where: str) -> tuple[float, float, float]:
     return (x / norm, y / norm, z / norm)
 
 
-def _parse_limits(element: ET.Element, kind: str, where: str) -> tuple[float | None, float | None]:
-    """``(lower, upper)``: required for revolute and prismatic joints, ``None`` otherwise."""
-    if kind == "continuous":
+def _parse_limits(
+    element: ET.Element, kind: str, where: str, notes: list[str]
+) -> tuple[float | None, float | None]:
+    """``(lower, upper)`` of a revolute or prismatic joint, ``(None, None)`` when unlimited.
+
+    Lenient where real files are (urdfdom and Pinocchio load them), each case noted for a
+    :class:`URDFWarning`: a ``<limit>`` with neither bound is unlimited (wheels; the spec's 0..0
+    would lock the joint); with one bound, the other is the spec's default 0; ``lower > upper``
+    (pybullet) or a bound beyond ``MAX_MAGNITUDE`` (gazebo's ``1e16``) means unlimited. A
+    missing ``<limit>`` element stays an error, and so does a number that is not finite.
+    """
+    if kind not in BOUNDED_TYPES:
         return None, None
     limit = element.find("limit")
-    if limit is None or limit.get("lower") is None or limit.get("upper") is None:
-        raise URDFError(f"{where} ({kind}) needs <limit lower=... upper=...>")
-    lower = _number(limit.get("lower", ""), f"{where}: <limit lower>")
-    upper = _number(limit.get("upper", ""), f"{where}: <limit upper>")
-    if lower > upper:
-        raise URDFError(f"{where} has lower limit {lower:g} above upper limit {upper:g}")
+    if limit is None:
+        raise URDFError(
+            f"{where} ({kind}) has no <limit>; accepted: <limit lower=... upper=...> "
+            "(either bound may be left out), or type 'continuous' for no limits"
+        )
+    given = {side: limit.get(side) for side in ("lower", "upper")}
+    if given["lower"] is None and given["upper"] is None:
+        notes.append(f"{where} ({kind}): <limit> has no lower/upper, loaded as unlimited")
+        return None, None
+    lower, upper = (
+        0.0 if text is None else _number(text, f"{where}: <limit {side}>", math.inf)
+        for side, text in given.items()
+    )
+    missing = [side for side, text in given.items() if text is None]
+    if missing:
+        notes.append(f"{where}: <limit> has no {missing[0]}, which defaults to 0 (the spec)")
+    if lower > upper or max(-lower, upper) > MAX_MAGNITUDE:  # 1e16 is gazebo's "unlimited"
+        notes.append(f"{where}: <limit lower={lower:g} upper={upper:g}>, loaded as unlimited")
+        return None, None
     return lower, upper
 
 
@@ -341,6 +397,21 @@ def _depth_first(root: str, joints: dict[str, Joint]) -> list[Joint]:
     return order
 
 
+def _check_floating(order: list[Joint], root: str) -> None:
+    """A floating joint must join the root link to the rest (the usual ``world -> base``)."""
+    for joint in order:
+        if joint.type == "floating" and (joint is not order[0] or _has_sibling(order, root)):
+            raise URDFError(
+                f"<joint name={_short(joint.name)} type='floating'> is not the only joint of "
+                f"the root link {_short(root)}; accepted: one floating joint, from the root "
+                "link to the base"
+            )
+
+
+def _has_sibling(order: list[Joint], root: str) -> bool:
+    return sum(joint.parent == root for joint in order) > 1
+
+
 # --------------------------------------------------------------------------- mimic joints
 
 
@@ -353,8 +424,11 @@ def _check_mimics(joints: dict[str, Joint], kept: list[Joint], root: str) -> Non
         where = f"joint {_short(joint.name)} mimics {_short(joint.mimic.joint)}"
         if target is None:
             raise URDFError(f"{where}, which is not a joint")
-        if target.type == "fixed":
-            raise URDFError(f"{where}, which is a fixed joint")
+        if target.type not in ("revolute", "continuous", "prismatic"):
+            raise URDFError(
+                f"{where}, which is a {target.type} joint; accepted: a revolute, continuous "
+                "or prismatic joint"
+            )
         if target.name not in in_tree:
             raise URDFError(f"{where}, which is outside the tree rooted at link {_short(root)}")
 

@@ -79,8 +79,9 @@ def _read_regular_file(path: Path, max_bytes: int | None) -> bytes:
             size += len(chunk)
             if size > limit:  # the file grew while we read it
                 raise URDFError(f"over the limit of {max_bytes} bytes (max_bytes=)")
-    data = b"".join(chunks)
-    return data
+    # Whitespace before an <?xml ...?> declaration is an expat error, yet common in real files
+    # (urdfdom loads them): drop it, as text sources do.
+    return b"".join(chunks).lstrip(b" \t\r\n")
 
 
 def _looks_like_xml(text: str) -> bool:

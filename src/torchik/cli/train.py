@@ -44,13 +44,15 @@ def add_parser(sub) -> None:
     p.add_argument("--std", type=float, nargs="+", default=[0.2],
                    help="--stream's normal sampler std: one, or one per joint")  # fmt: skip
     p.add_argument("--link", help="--stream's end link (default: the robot's end link)")
-    p.add_argument("--model", required=True, help="model family (iknet, mlp, ...)")
+    p.add_argument("--model", help="model family (iknet, mlp, ...); may come from --config FILE")
     p.add_argument(
         "--config",
         nargs="+",
         default=[],
-        metavar="KEY=VALUE",
-        help="model or training settings, e.g. width=64 batch_size=256 lr=1e-3",
+        metavar="KEY=VALUE|FILE",
+        help="model or training settings, e.g. width=64 batch_size=256 lr=1e-3, or a JSON/YAML "
+        "file of them (such as the best.json of 'torchik tune'; its 'model' and 'preset' "
+        "keys stand for --model and --preset); key=value pairs go on top of files",
     )
     p.add_argument("--preset", choices=("tiny", "small", "paper"),
                    help="model size: tiny (tests, seconds), small (CPU minutes), paper (the "
@@ -110,6 +112,40 @@ def _split_config(pairs: Sequence[str], model_config: type, train_config: type):
     return out
 
 
+def _config_files(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
+    """``(settings of the --config files, the key=value pairs)``; a file's ``model`` and
+    ``preset`` fill ``args.model`` and ``args.preset`` (and must agree with them if given)."""
+    from torchik.tune_space import read_mapping
+
+    settings: dict[str, Any] = {}
+    for item in args.config:
+        if "=" not in item:
+            settings.update(read_mapping(item))
+    seed = settings.pop("seed", None)
+    if seed is not None and not any(a.split("=")[0] == "--seed" for a in getattr(args, "argv", [])):
+        args.seed = seed  # the file's seed made the tuned model's initial weights
+    for key in ("model", "preset"):
+        value = settings.pop(key, None)
+        given = getattr(args, key)
+        if value is not None and given is not None and value != given:
+            raise ValueError(f"--{key} {given} differs from the --config file's {key} {value!r}")
+        setattr(args, key, given or value)
+    if args.model is None:
+        raise ValueError("--model is required (or a --config file with a 'model' key)")
+    return settings, [item for item in args.config if "=" in item]
+
+
+def _split_settings(settings: dict[str, Any], model_config: type, train_config: type):
+    """A mapping of typed settings -> (model config kwargs, train config kwargs)."""
+    fields = [{f.name for f in dataclasses.fields(c)} for c in (model_config, train_config)]
+    unknown = sorted(set(settings) - fields[0] - fields[1])
+    if unknown:
+        names = ", ".join(sorted((fields[0] | fields[1]) - {"device", "progress"}))
+        raise ValueError(f"unknown --config key {unknown[0]!r}; known keys: {names}")
+    model = {k: v for k, v in settings.items() if k in fields[0]}
+    return model, {k: v for k, v in settings.items() if k not in fields[0]}
+
+
 _RUN_FILES = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.json")
 
 
@@ -153,8 +189,11 @@ def _train(args: argparse.Namespace) -> int:
     from torchik import distributed
     from torchik.train import TrainConfig, train
 
+    files, pairs = _config_files(args)
     cls = _family(args.model)
-    model_kw, train_kw = _split_config(args.config, cls.Config, TrainConfig)
+    model_kw, train_kw = _split_settings(files, cls.Config, TrainConfig)
+    pair_kw = _split_config(pairs, cls.Config, TrainConfig)
+    model_kw, train_kw = {**model_kw, **pair_kw[0]}, {**train_kw, **pair_kw[1]}
     if args.steps is not None:
         train_kw["steps"] = args.steps
     config = TrainConfig(**{**train_kw, "device": args.device, "seed": args.seed})

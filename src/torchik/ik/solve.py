@@ -136,7 +136,9 @@ def solve_ik(
             an unknown link or method, a setting out of range: tolerances must be > 0 and
             finite (``tol_rotation`` may be ``math.inf``: any orientation), ``max_iters >= 0``
             (0: evaluate the seeds as given), ``1 <= num_seeds <= MAX_SEEDS``,
-            ``0 <= seed_pool <= MAX_SEED_POOL``, ``num_threads >= 1``.
+            ``0 <= seed_pool <= MAX_SEED_POOL``, ``num_threads >= 1``; a floating-base robot
+            (its solvers step additively; fix the base with ``robot.chain`` or
+            ``Robot.from_urdf`` without ``floating_base``).
 
     Example:
         >>> import torchik
@@ -157,6 +159,12 @@ def solve_ik(
         _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
         link = default_link(robot) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
+        if getattr(robot, "floating", False):
+            raise ValueError(
+                f"solve_ik does not take floating-base robots ({robot.name!r} has nq="
+                f"{robot.nq}, nv={robot.nv}); accepted: a fixed base, e.g. "
+                f"robot.chain({robot.root!r}, {link!r})"
+            )
         batch, position, rotmat = check_target(robot, target, position_only)
         solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
         make = partial(

@@ -1,0 +1,187 @@
+"""The objective of a :func:`torchik.tune.tune` trial: the problem's data (built once per
+worker), one trial's model and training settings, training with intermediate values for the
+pruner, and the posterior protocol's metrics.
+
+A trial's value is the validation FK position error (``"position_error"``: the best
+validation of :func:`torchik.train.train`), or on a planar or the rail arm the posterior
+mismatch (MMD² between the model's samples and a rejection-sampled ground truth, IMQ kernels
+0.05, 0.2, 0.9) or the re-simulation error, at ``posterior_targets`` targets drawn from the
+prior with ``posterior_samples`` samples each (ground truth: acceptance radius 0.01, widened
+for targets in the prior's tails).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchik.tune_results import trial_budget
+from torchik.tune_space import Param, split_params, suggest
+
+__all__ = [
+    "InvalidSettings",
+    "build_trial",
+    "make_objective",
+    "make_problem",
+    "posterior_metrics",
+    "problem_robot",
+]
+
+
+def problem_robot(robot: str):
+    """``(Robot, PlanarArm or None, prior std or None)`` of ``robot`` (a bundled name,
+    ``planar:L1,L2,...``, ``rail_arm`` or a URDF file): a planar or the rail arm get their
+    closed form and the posterior protocol's prior (0.2 per joint; the rail arm's own)."""
+    from torchik.planar import RAIL_ARM_PRIOR_STD, PlanarArm
+    from torchik.robot import Robot, load_robot
+
+    if robot == "rail_arm":
+        return load_robot("rail_arm"), PlanarArm.rail_arm(), list(RAIL_ARM_PRIOR_STD)
+    if robot.startswith("planar:"):
+        try:
+            lengths = [float(v) for v in robot[len("planar:") :].split(",")]
+        except ValueError:
+            raise ValueError(f"planar arm lengths must be numbers, got {robot!r}") from None
+        arm = PlanarArm(len(lengths), lengths)
+        return load_robot("planar", link_lengths=lengths), arm, [0.2] * len(lengths)
+    if Path(robot).is_file():
+        return Robot.from_urdf(Path(robot).read_text()), None, None
+    return load_robot(robot), None, None
+
+
+@dataclass
+class _Problem:
+    """One worker's data: built once, shared by its trials."""
+
+    robot: Any
+    train_set: Any
+    val_set: Any
+    arm: Any = None
+    targets: Any = None
+    reference: Any = None
+
+
+def make_problem(config) -> _Problem:
+    """The data of ``config``'s study, built once per worker (and, for the posterior
+    objectives, the ground-truth posteriors of its test targets)."""
+    from torchik.data import make_dataset
+    from torchik.posterior import rejection_sample_widening
+
+    robot, arm, std = problem_robot(config.robot)
+    if config.objective != "position_error" and arm is None:
+        raise ValueError(f"objective {config.objective!r} needs a planar arm or the rail arm")
+    kind = {"sampler": "normal", "std": std, "targets": "planar"} if arm is not None else {}
+    train_set = make_dataset(robot, config.train_size, seed=config.seed + 1, **kind)
+    val_set = make_dataset(robot, config.val_size, seed=config.seed + 2, **kind)
+    problem = _Problem(robot, train_set, val_set, arm)
+    if config.objective != "position_error":
+        gen = torch.Generator().manual_seed(config.seed + 3)
+        q = torch.randn(config.posterior_targets, len(std), generator=gen) * torch.tensor(std)
+        with torch.no_grad():
+            targets = arm(q)
+        truth = rejection_sample_widening(
+            arm, std, targets, config.posterior_samples, 0.01, generator=gen.manual_seed(
+                config.seed + 4), num_threads=config.threads,
+        )  # fmt: skip
+        problem.targets, problem.reference = targets, truth.samples
+    return problem
+
+
+@torch.no_grad()
+def posterior_metrics(model, problem: _Problem, config) -> dict[str, float]:
+    """Posterior mismatch and re-simulation error of ``model`` on ``problem``'s targets (the
+    caller's RNG untouched, the model's mode kept)."""
+    from torchik.metrics import mmd, resimulation_error
+
+    was_training = model.training
+    model.eval()
+    ref = model.target_mean
+    with torch.random.fork_rng(devices=[]):
+        gen = torch.Generator().manual_seed(config.seed + 5)
+        samples = model.sample(problem.targets.to(ref), config.posterior_samples, generator=gen)
+    model.train(was_training)
+    samples = samples.float()
+    return {
+        "posterior_mismatch": mmd(samples, problem.reference.float()).mean().item(),
+        "resimulation": resimulation_error(problem.arm, samples, problem.targets).mean().item(),
+    }
+
+
+def build_trial(config, params: dict[str, Any], spec) -> tuple[Any, Any]:
+    """``(model, TrainConfig)`` of one trial's settings ``params`` (model and training fields
+    mixed); the model's initial weights come from ``config.seed``.
+
+    Raises:
+        ValueError: a setting out of its config's range.
+    """
+    from torchik.models import families
+    from torchik.train import TrainConfig
+
+    cls = families()[config.family]
+    model_kw, train_kw = split_params(config.family, params)
+    if config.preset == "tiny":
+        model_config = dataclasses.replace(cls.tiny_config(), **model_kw)
+    elif config.preset == "small" and hasattr(cls.Config, "small"):
+        model_config = cls.Config.small(**model_kw)
+    elif hasattr(cls.Config, "for_dof"):  # as `torchik train` sizes it without --preset
+        model_config = cls.Config.for_dof(spec.dof, **model_kw)
+    else:
+        model_config = cls.Config(**model_kw)
+    budget = trial_budget(config)
+    train_config = TrainConfig(**{
+        **budget, "log_every": budget["val_every"], "val_targets": config.val_size,
+        "checkpoint_every": 0, "progress": False, **train_kw,
+    })  # fmt: skip
+    torch.manual_seed(config.seed)
+    return cls(spec, model_config), train_config
+
+
+class InvalidSettings(ValueError):
+    """A trial's settings that its config refuses (the trial fails; the study goes on)."""
+
+
+def make_objective(config, space: dict[str, Param], problem: _Problem):
+    """The Optuna objective of ``config``'s study: draw settings from ``space``, train, report
+    every validation to the pruner, return the objective (settings and metrics recorded in the
+    trial's ``user_attrs``)."""
+    import optuna
+
+    from torchik.train import train
+
+    def objective(trial: optuna.Trial) -> float:
+        params = suggest(trial, space)
+        trial.set_user_attr("config", params)
+        trial.set_user_attr("seed", config.seed)
+        try:
+            model, train_config = build_trial(config, params, problem.train_set.spec)
+        except (ValueError, TypeError) as err:
+            raise InvalidSettings(f"trial {trial.number}: {err}") from err
+
+        def report(step: int, metrics: dict[str, float]) -> None:
+            if "val_loss" not in metrics:
+                return
+            value = metrics.get("val_position_error", metrics["val_loss"])
+            if config.objective != "position_error":
+                value = posterior_metrics(model, problem, config)[config.objective]
+            trial.report(value, step)
+            if trial.should_prune():
+                raise optuna.TrialPruned(f"pruned at step {step} with {value:.4g}")
+
+        result = train(model, problem.train_set, problem.val_set, train_config,
+                       robot=problem.robot, callback=report)  # fmt: skip
+        trial.set_user_attr("val_position_error", result.best_val)
+        trial.set_user_attr("parameters", sum(p.numel() for p in model.parameters()))
+        trial.set_user_attr("train_seconds", result.seconds)
+        if config.objective == "position_error":
+            return math.nan if result.best_val is None else float(result.best_val)  # nan: failed
+        metrics = posterior_metrics(result.model, problem, config)
+        for name, value in metrics.items():
+            trial.set_user_attr(name, value)
+        return metrics[config.objective]
+
+    return objective
