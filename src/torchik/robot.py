@@ -12,6 +12,7 @@ from torch import Tensor, nn
 from torchik import floating as flt
 from torchik import fused, robot_config
 from torchik import kinematics as kin
+from torchik.mjcf import _from_mjcf
 from torchik.robot_tree import (
     _axis_alignments,
     _expand_planar,
@@ -85,6 +86,7 @@ class Robot(nn.Module):
     _w_link: Tensor
     _base_origin: Tensor
     _tree_cache: kin.KinematicTree | None
+    from_mjcf = classmethod(_from_mjcf)  # MuJoCo models; mujoco is imported only when called
 
     def __init__(
         self, model: URDFModel, dtype: torch.dtype | None = None, floating_base: bool = False
