@@ -45,6 +45,7 @@ from torchik.train import CHECKPOINT, TrainConfig, train
 ROBOT = "snake2"
 REFUSED = (ValueError, TypeError)
 SLOW_S = 1.0
+"""CPU seconds a refusal may take (this process only: other jobs on the machine do not count)."""
 
 
 # ---------------------------------------------------------------------------- the good files
@@ -328,7 +329,7 @@ def run_one(seed: int, entry: str, folder: Path) -> Outcome:
     name, blob, _ = crafted(seed, training=entry == "train(resume=True)")
     path = folder / f"crafted{seed}.pt"
     path.write_bytes(blob)
-    start = time.perf_counter()
+    start = time.process_time()
     try:
         result, message = ENTRY_POINTS[entry](path, folder), ""
     except REFUSED as err:
@@ -339,7 +340,7 @@ def run_one(seed: int, entry: str, folder: Path) -> Outcome:
         if isinstance(err, KeyboardInterrupt):
             raise
         result, message = f"LEAK {type(err).__name__}", str(err)[:200]
-    return Outcome(seed, name, entry, result, time.perf_counter() - start, message)
+    return Outcome(seed, name, entry, result, time.process_time() - start, message)
 
 
 def run(seeds: range, entries: list[str]) -> list[Outcome]:
