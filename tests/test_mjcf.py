@@ -211,21 +211,32 @@ FREE = """<mujoco><compiler boundmass="1e-3" boundinertia="1e-6"/><worldbody>
 </body></worldbody></mujoco>"""
 
 
-def test_free_joint_is_refused_unless_fixed():
-    with pytest.raises(MJCFError, match=r"the MJCF text: joint 'root' in body 'base' is a free"):
-        Robot.from_mjcf(FREE)
-    robot = Robot.from_mjcf(FREE, free_joint="fixed", dtype=F64)
+def test_free_joint_is_a_floating_base_or_fixed_or_refused():
     model = mujoco.MjModel.from_xml_string(FREE)
-    assert robot.joint_names == ("hinge",) and qpos_index(model, robot.joint_names) == [7]
-    q = torch.tensor([[0.3], [-0.7]], dtype=F64)
-    torch.testing.assert_close(
-        robot.forward_kinematics(q, ["world", "base", "link"]),
-        _mujoco_poses(model, robot, q),
+    robot = Robot.from_mjcf(FREE, dtype=F64)  # default: a floating base
+    assert robot.floating and robot.nq == 8 and robot.nv == 7
+    assert qpos_index(model, robot.joint_names) == list(range(8))  # x y z qw qx qy qz, hinge
+    q = robot.random_configuration(4, generator=torch.Generator().manual_seed(0))
+    q[:, :3] = torch.randn(4, 3, dtype=F64)  # the base anywhere (it is sampled at 0)
+    torch.testing.assert_close(  # the base is the root link: "world" is not a link of it
+        robot.forward_kinematics(q, ["base", "link"]),
+        _mujoco_poses(model, robot, q)[:, 1:],
         atol=1e-12,
         rtol=0,
     )
+    fixed = Robot.from_mjcf(FREE, free_joint="fixed", dtype=F64)
+    assert fixed.joint_names == ("hinge",) and qpos_index(model, fixed.joint_names) == [7]
+    q = torch.tensor([[0.3], [-0.7]], dtype=F64)
+    torch.testing.assert_close(
+        fixed.forward_kinematics(q, ["world", "base", "link"]),
+        _mujoco_poses(model, fixed, q),
+        atol=1e-12,
+        rtol=0,
+    )
+    with pytest.raises(MJCFError, match=r"the MJCF text: joint 'root' in body 'base' is a free"):
+        Robot.from_mjcf(FREE, free_joint="error")
     with pytest.raises(ValueError, match="free_joint must be one of"):
-        parse_mjcf(FREE, free_joint="floating")
+        parse_mjcf(FREE, free_joint="ball")
 
 
 def test_ball_joint_error_names_file_element_and_what_is_accepted(tmp_path):

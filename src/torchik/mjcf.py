@@ -35,6 +35,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from torchik.floating import BASE_COORDINATES
 from torchik.rotations import quat_to_rotmat, rotmat_to_rpy
 from torchik.urdf import Joint, Mimic, Origin, URDFError, URDFModel
 
@@ -43,8 +44,8 @@ if TYPE_CHECKING:
 
 __all__ = ["MJCFError", "parse_mjcf", "qpos_index", "FREE_JOINT_OPTIONS"]
 
-FREE_JOINT_OPTIONS = ("error", "fixed")
-_ACCEPTED = "hinge, slide and free (with free_joint='fixed') joints"
+FREE_JOINT_OPTIONS = ("floating", "fixed", "error")
+_ACCEPTED = "hinge, slide and free joints"
 _FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3  # mujoco.mjtJoint values
 _EQ_JOINT = 2  # mujoco.mjtEq.mjEQ_JOINT
 
@@ -55,7 +56,7 @@ class MJCFError(URDFError):
 
 def parse_mjcf(
     source: str | os.PathLike | Any,
-    free_joint: str = "error",
+    free_joint: str = "floating",
     limits: Mapping[str, tuple[float, float]] | None = None,
     sites: bool = True,
 ) -> URDFModel:
@@ -65,8 +66,11 @@ def parse_mjcf(
         source: A path to an MJCF file (its ``<include>`` and asset paths resolved by MuJoCo),
             the XML text itself (a ``str`` starting with ``<``), or a compiled
             ``mujoco.MjModel`` (full precision: a saved XML rounds to 6 digits).
-        free_joint: ``"error"`` refuses free joints; ``"fixed"`` keeps such a body fixed at its
-            pose in the file (MuJoCo's ``qpos0``), for models of an arm on a free base.
+        free_joint: ``"floating"`` makes a free joint a floating base (its 7 ``qpos``, position
+            and quaternion ``w, x, y, z`` in the world, are the base's ``q``, named
+            ``<joint>/x`` ... ``<joint>/qz``); ``"fixed"`` keeps such a body fixed at its pose in
+            the file (MuJoCo's ``qpos0``), for models of an arm on a free base; ``"error"``
+            refuses free joints.
         limits: ``{joint: (lower, upper)}`` overriding the file's ranges (in radians or metres,
             in ``qpos`` units); required for a slide joint that has no range.
         sites: Whether each ``<site>`` becomes a link (fixed to its body, named after the site,
@@ -79,7 +83,7 @@ def parse_mjcf(
     Raises:
         ImportError: If the ``mujoco`` package is missing (``pip install torchik[mjcf]``).
         MJCFError: If MuJoCo refuses the file, or it has a ball joint, a free joint (without
-            ``free_joint="fixed"``), a slide joint with no range, or ``limits`` names an unknown
+            ``free_joint="error"``), a slide joint with no range, or ``limits`` names an unknown
             joint; the message names the file and the element.
     """
     if free_joint not in FREE_JOINT_OPTIONS:
@@ -95,7 +99,7 @@ def _from_mjcf(
     cls: type[Robot],
     source: str | os.PathLike | Any,
     dtype: torch.dtype | None = None,
-    free_joint: str = "error",
+    free_joint: str = "floating",
     limits: Mapping[str, tuple[float, float]] | None = None,
     sites: bool = True,
 ) -> Robot:
@@ -125,6 +129,10 @@ def qpos_index(model: Any, joint_names: tuple[str, ...] | list[str]) -> list[int
     """
     _, joints = _names(model)
     where = {name: int(model.jnt_qposadr[j]) for j, name in enumerate(joints)}
+    for j, name in enumerate(joints):  # a free joint's 7 coordinates, as torchik names them
+        if int(model.jnt_type[j]) == _FREE:
+            for k, coordinate in enumerate(BASE_COORDINATES):
+                where[f"{name}/{coordinate}"] = int(model.jnt_qposadr[j]) + k
     missing = [name for name in joint_names if name not in where]
     if missing:
         raise ValueError(f"joints {missing} are not joints of this MuJoCo model")
@@ -284,8 +292,12 @@ class _Builder:
         first = int(m.body_jntadr[body])
         moving = [j for j in range(first, first + int(m.body_jntnum[body])) if self._moves(j)]
         for k, j in enumerate(moving):
-            axis = torch.as_tensor(m.jnt_axis[j], dtype=torch.float64)
             kind = int(m.jnt_type[j])
+            if kind == _FREE:  # qpos is the body's pose in the world: a floating base
+                self._add_floating(j, parent, name)
+                parent, pending = name, torch.eye(4, dtype=torch.float64)
+                continue
+            axis = torch.as_tensor(m.jnt_axis[j], dtype=torch.float64)
             anchor = torch.as_tensor(m.jnt_pos[j], dtype=torch.float64)
             if kind == _SLIDE:
                 anchor = torch.zeros(3, dtype=torch.float64)  # a translation has no centre
@@ -317,10 +329,19 @@ class _Builder:
             raise MJCFError(f"{where} is a ball joint; torchik accepts {_ACCEPTED}")
         if kind == _FREE and self.free_joint == "error":
             raise MJCFError(
-                f"{where} is a free joint (a floating base), which torchik does not model yet; "
-                "pass free_joint='fixed' to keep that body at its pose in the file"
+                f"{where} is a free joint (a floating base), refused by free_joint='error'; "
+                "accepted: free_joint='floating' (a floating base) or 'fixed'"
             )
-        return kind in (_HINGE, _SLIDE)
+        return kind in (_HINGE, _SLIDE) or (kind == _FREE and self.free_joint == "floating")
+
+    def _add_floating(self, j: int, parent: str, child: str) -> None:
+        if parent != self.bodies[0]:
+            raise MJCFError(
+                f"free joint {self.joint_names[j]!r} in body {child!r} is not in a child of the "
+                "world body; accepted: a free joint in a top-level body"
+            )
+        self.links.append(child)
+        self.joints.append(Joint(self.joint_names[j], "floating", parent, child))
 
     def _add_joint(self, j, kind, parent, child, origin, axis) -> None:
         name = self.joint_names[j]
