@@ -12,6 +12,14 @@ The posture term pulls the active joints towards a rest configuration without di
 targets: each LM step gets ``N z`` added, ``z = posture (q_rest - q)`` and ``N = I - Jᵀ(J Jᵀ +
 εI)⁻¹J`` (weighted) the projection onto the null space of the stacked Jacobian, with the tiny
 ``ε = damping · damping_floor`` that keeps it bounded at singularities.
+
+A floating base (``Robot.from_urdf(..., floating_base=True)``, :mod:`torchik.floating`) moves
+with the joints: steps and Jacobian columns are in the tangent space (``nv``, the base's twist
+first), every update goes through :meth:`Robot.integrate`, the limit test of
+:func:`~torchik.ik.lm.free_limit_columns` maps columns to coordinates of ``q`` (the base has
+none), the projection normalises the quaternion, and the posture acts on the joints only
+(``robot.difference(q, rest)``). Seeds fit the base to the targets
+(:mod:`torchik.ik.wholebody_seeds`).
 """
 
 from __future__ import annotations
@@ -97,9 +105,10 @@ class WholeBodyProblem(IKProblem):
         return replace(whole, positions=positions, rotmats=rotmats, rest=self.rest[index])
 
     def project(self, q: Tensor) -> Tensor:
-        """``q (N, nq)`` into the limits, a floating base's quaternion normalised."""
+        """``q (N, nq)`` into the limits, a moving floating base's quaternion normalised (a
+        held one stays exactly where its box holds it)."""
         q = super().project(q)
-        if not self.robot.floating:
+        if not self.robot.floating or not bool(self.active[0]):
             return q
         return torch.cat((q[:, :3], quat_normalize(q[:, 3:7]), q[:, 7:]), dim=-1)
 
@@ -283,7 +292,11 @@ def _limits(robot, active, rest, bounds, n_targets) -> JointLimits:
         raise ValueError(f"inactive joint {joint!r} is held at a value outside its limits")
     lower = torch.where(held, rest, lower.expand(n_targets, -1))
     upper = torch.where(held, rest, upper.expand(n_targets, -1))
-    return limits.within(lower, upper)
+    # boxes are finite; unbounded coordinates (a floating base's position) stay unbounded
+    free = torch.isinf(lower) | torch.isinf(upper)
+    limits = limits.within(lower.masked_fill(free, 0.0), upper.masked_fill(free, 0.0))
+    lower, upper = torch.where(free, lower, limits.lower), torch.where(free, upper, limits.upper)
+    return replace(limits, lower=lower, upper=upper)
 
 
 def evaluate_targets(
@@ -341,16 +354,18 @@ def solve_wholebody(
             shape ``(...)`` for every link.
         weights: link name -> weight ``>= 0`` of its residual in the cost (default 1).
         active: the joints the solver moves (names, or a ``(dof,)`` bool mask); the others
-            stay at their value in ``rest``. ``None``: every joint.
+            stay at their value in ``rest``. ``None``: every joint. A floating base moves as a
+            whole: its name (``root_joint``) or all 7 of its coordinates, or none of them.
         rest: ``(..., dof)`` or ``(dof,)`` rest configuration of the posture term and held
             values of the inactive joints; ``None``: :meth:`Robot.neutral`.
         posture: gain in ``[0, 1]`` of the step towards ``rest`` in the null space of the
-            targets (0: no posture term).
+            targets (0: no posture term); it never pulls a floating base.
         posture_iters: with ``posture > 0``, iterations run after convergence so the posture
             settles; only iterates that still meet every target are kept.
         position_only: place only the link origins, whatever the targets' shapes.
         seeds: ``(..., K, dof)`` or ``(K, dof)`` start configurations; ``None``: ``num_seeds``
-            uniform random ones per target (never the answer), re-drawn for stalled slots.
+            uniform random ones per target (never the answer), re-drawn for stalled slots, a
+            floating base fitted to the targets (:func:`~torchik.ik.wholebody_seeds.fit_base`).
         num_seeds: ``K`` when ``seeds`` is ``None``.
         seed_pool: each random seed (and restart) is the configuration nearest to the targets,
             in pose space, of ``seed_pool`` uniform random ones (``0``: plain uniform seeds;
