@@ -8,6 +8,11 @@ own seeds (uniform random pools, never the answer). Anchors, where they import: 
 configuration per target and iterated to convergence (their documented loop). Success is decided
 here by torchik's FK in float64: both hands within 1 mm and 1 degree, every joint within limits.
 
+Floating base (issue 17 section 4): the G1 with ``floating_base=True`` (position + quaternion)
+placing both feet's and hands' full poses, targets from uniform random joints with the base
+anywhere in a 2 m cube and any orientation (:func:`run_quaternion`), next to the older emulated
+base of 3 slides and 3 Euler hinges (:func:`floating_g1`).
+
 Time is CPU time (``time.process_time``) with ``torch.set_num_threads(1)``: the machine is
 shared, so wall time would measure the neighbours.
 """
