@@ -8,6 +8,11 @@ own seeds (uniform random pools, never the answer). Anchors, where they import: 
 configuration per target and iterated to convergence (their documented loop). Success is decided
 here by torchik's FK in float64: both hands within 1 mm and 1 degree, every joint within limits.
 
+Floating base (issue 17 section 4): the G1 with ``floating_base=True`` (position + quaternion)
+placing both feet's and hands' full poses, targets from uniform random joints with the base
+anywhere in a 2 m cube and any orientation (:func:`run_quaternion`), next to the older emulated
+base of 3 slides and 3 Euler hinges (:func:`floating_g1`).
+
 Time is CPU time (``time.process_time``) with ``torch.set_num_threads(1)``: the machine is
 shared, so wall time would measure the neighbours.
 """
@@ -31,7 +36,7 @@ from torchik.ik import solve_ik
 
 HANDS = ("left_rubber_hand", "right_rubber_hand")
 TOL_P, TOL_R = 1e-3, math.radians(1.0)
-TITLE = "Whole-body IK: G1, both hands' full poses (pelvis fixed, or feet too on a moving base)"
+TITLE = "Whole-body IK: G1, both hands' full poses (pelvis fixed, or feet too on a floating base)"
 
 
 def targets(robot, n: int) -> torch.Tensor:
@@ -40,9 +45,10 @@ def targets(robot, n: int) -> torch.Tensor:
     return robot.forward_kinematics(q, list(HANDS))
 
 
-def success(robot, q: torch.Tensor, poses: torch.Tensor) -> torch.Tensor:
-    """``(n,)`` bool: both hands within 1 mm / 1 degree and every joint within limits."""
-    got = robot.forward_kinematics(q, list(HANDS))
+def success(robot, q: torch.Tensor, poses: torch.Tensor, links=HANDS) -> torch.Tensor:
+    """``(n,)`` bool: every link (both hands) within 1 mm / 1 degree and every joint within
+    limits."""
+    got = robot.forward_kinematics(q, list(links))
     pos = (got[..., :3, 3] - poses[..., :3, 3]).norm(dim=-1)
     rel = got[..., :3, :3].transpose(-1, -2) @ poses[..., :3, :3]
     cos = ((rel.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)
@@ -108,6 +114,30 @@ def run_floating(n: int, num_seeds: int) -> dict:
     note = "emulated floating base (6 joints), both feet's and hands' poses"
     rate = result.success.any(-1).float().mean().item()
     return {"targets": n, "success": rate, "cpu_s": seconds, "settings": note}
+
+
+def run_quaternion(n: int, num_seeds: int) -> dict:
+    """The G1 on a real floating base (``floating_base=True``: position + quaternion, steps in
+    the tangent space); targets: both feet's and hands' poses of uniform random joints, the
+    base anywhere in a 2 m cube with any orientation (seed 0). Success by FK here."""
+    robot = torchik.Robot.from_urdf(
+        torchik.robots.bundled_urdf("g1"), dtype=torch.float64, floating_base=True
+    )
+    links = [*FEET, *HANDS]
+    g = torch.Generator().manual_seed(0)
+    q = robot.random_configuration(n, g)
+    q[:, :3] = 2 * torch.rand(n, 3, generator=g, dtype=q.dtype) - 1
+    poses = robot.forward_kinematics(q, links)
+    g = torch.Generator().manual_seed(1)
+    start = time.process_time()
+    result = solve_ik(robot, dict(zip(links, poses.unbind(1), strict=True)), generator=g,
+                      num_seeds=num_seeds)  # fmt: skip
+    seconds = time.process_time() - start
+    ok = torch.stack([success(robot, result.q[:, k], poses, links) for k in range(num_seeds)])
+    note = "quaternion floating base (`floating_base=True`), both feet's and hands' poses"
+    iters = result.iterations.float().mean().item()
+    return {"targets": n, "success": ok.any(0).float().mean().item(), "cpu_s": seconds,
+            "mean_iterations": iters, "settings": note}  # fmt: skip
 
 
 def run_anchor(robot, poses: torch.Tensor, solve_one, starts: int) -> dict:
@@ -215,6 +245,8 @@ def main() -> None:
     rows = {f"torchik ({k} seeds)": run_torchik(robot, poses, k) for k in (2, 4)}
     for k in (2, 4):
         rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)
+    for k in (2, 4):
+        rows[f"torchik, quaternion base, 4 targets ({k} seeds)"] = run_quaternion(args.targets, k)
     for name, make in (("placo", placo_solver), ("mink", mink_solver)):
         try:
             solve_one = make(robot, args.anchor_iters)
@@ -243,8 +275,13 @@ def _markdown(stamp: dict, rows: dict) -> str:
              "(seed 0). torchik: one batched `solve_ik` call, its own seeds (the nearest of a "
              "uniform random pool, never the answer). Anchors: the same targets, uniform random "
              "starts (seed 1), each iterated through the library's documented loop; the next "
-             "start only when FK says the last one failed. The floating-base rows emulate the "
-             "base with 3 slides and 3 Euler hinges (no quaternion base in torchik yet).", "",
+             "start only when FK says the last one failed. The emulated floating-base rows put "
+             "3 slides (±1 m) and 3 Euler hinges above the pelvis; the quaternion-base rows load "
+             "the G1 with `floating_base=True` (position + quaternion, steps in the tangent "
+             "space), targets: both feet's and hands' poses, the base anywhere in a 2 m cube "
+             "with any orientation; each seed's base is fitted to the targets (weighted "
+             "Procrustes), never taken from the configuration behind them; success by FK here "
+             "(all four links within 1 mm and 1°).", "",
              "| method | targets | success | CPU time, all targets | per target | notes |",
              "|---|---|---|---|---|---|"]  # fmt: skip
     for name, row in rows.items():

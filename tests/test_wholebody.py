@@ -179,3 +179,123 @@ def test_integrate_uses_the_robots_own_when_it_has_one():
     assert torch.equal(integrate(SimpleNamespace(), q, step), step)
     floating = SimpleNamespace(integrate=lambda q, v: q + 2 * v)
     assert torch.equal(integrate(floating, q, step), 2 * step)
+
+
+# ---------------------------------------------------------------- a floating base
+BASE = [f"root_joint/{c}" for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+
+
+@pytest.fixture
+def floater() -> Robot:
+    return Robot.from_urdf(TWO_ARMS, dtype=torch.float64, floating_base=True)
+
+
+def _floating_targets(robot: Robot, n: int, seed: int) -> tuple[dict, torch.Tensor]:
+    """Both hands' poses of ``n`` random configurations, the base anywhere in a 2 m cube."""
+    g = torch.Generator().manual_seed(seed)
+    q = robot.random_configuration(n, g)
+    q[:, :3] = 2 * torch.rand(n, 3, generator=g, dtype=q.dtype) - 1
+    return dict(zip(HANDS, robot.forward_kinematics(q, HANDS).unbind(1), strict=True)), q
+
+
+def _fk_errors(robot: Robot, q: torch.Tensor, targets: dict) -> tuple[float, float]:
+    """Worst position (m) and rotation (rad) error of ``q (n, nq)`` by FK."""
+    poses = robot.forward_kinematics(q, HANDS)
+    want = torch.stack([targets[h] for h in HANDS], dim=1)
+    pos = (poses[..., :3, 3] - want[..., :3, 3]).norm(dim=-1).max()
+    rot = poses[..., :3, :3].transpose(-1, -2) @ want[..., :3, :3]
+    cos = ((rot.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)
+    return float(pos), float(torch.arccos(cos).max())
+
+
+def test_floating_base_targets_are_met_with_the_base_free(floater):
+    targets, q_true = _floating_targets(floater, 30, seed=10)
+    result = solve_ik(floater, targets, generator=torch.Generator().manual_seed(11))
+    assert result.q.shape == (30, 2, floater.nq)
+    assert bool(result.success.any(-1).all())
+    best = result.best().q[:, 0]
+    pos, rot = _fk_errors(floater, best, targets)
+    assert pos < 1e-3 and rot < math.radians(1.0)
+    torch.testing.assert_close(result.q[..., 3:7].norm(dim=-1), torch.ones(30, 2).double())
+    assert float((best[:, :3] - floater.neutral()[:3]).norm(dim=-1).min()) > 0.05  # it moved
+
+
+def test_floating_base_given_seeds_keep_a_unit_quaternion(floater):
+    targets, q_true = _floating_targets(floater, 8, seed=12)
+    seeds = floater.random_configuration(8 * 2, torch.Generator().manual_seed(13)).view(8, 2, -1)
+    seeds[..., 3:7] *= 3.0  # any nonzero norm is a rotation; the solver normalises it
+    result = solve_wholebody(floater, targets, seeds=seeds, max_iters=300)
+    torch.testing.assert_close(result.q[..., 3:7].norm(dim=-1), torch.ones(8, 2).double())
+    assert bool(result.success.any(-1).all())
+
+
+def test_floating_base_inactive_joints_and_base_keep_their_values(floater):
+    targets, q_true = _floating_targets(floater, 10, seed=14)
+    names = list(floater.joint_names)
+    left = [name for name in names if name.startswith("left")]
+    g = torch.Generator().manual_seed(15)
+    for active in (["root_joint", *left], left, BASE + left):
+        rest = q_true.clone()
+        rest[:, [names.index(a) for a in left]] = 0.0
+        result = solve_ik(floater, targets, active=active, rest=rest, num_seeds=4, generator=g)
+        held = [i for i, name in enumerate(names) if name not in active and name not in BASE]
+        held += list(range(7)) if active == left else []
+        assert torch.equal(result.q[..., held], rest[:, None, held].expand(-1, 4, -1))
+        assert bool(result.success.any(-1).all())
+
+
+def test_floating_base_half_active_is_refused(floater):
+    targets, _ = _floating_targets(floater, 1, seed=16)
+    with pytest.raises(ValueError, match="floating base moves as a whole"):
+        solve_ik(floater, targets, active=["root_joint/x", "left_j0"])
+
+
+def test_floating_base_posture_pulls_the_joints_towards_rest(floater):
+    targets, q_true = _floating_targets(floater, 12, seed=17)
+    targets = {hand: pose[:, :3, 3] for hand, pose in targets.items()}  # positions: redundant
+    noise = torch.randn(q_true.shape, generator=torch.Generator().manual_seed(18)).double()
+    seeds = q_true + 0.2 * noise  # near, not the answer; the quaternion is normalised
+    seeds = torch.clamp(seeds, floater.lower, floater.upper)[:, None]
+    plain = solve_wholebody(floater, targets, seeds=seeds)
+    pulled = solve_wholebody(floater, targets, seeds=seeds, posture=0.5, posture_iters=40)
+    assert bool(plain.success.all()) and bool(pulled.success.all())
+    rest = floater.neutral()
+    d_plain, d_pulled = (
+        (plain.q[..., 7:] - rest[7:]).norm(dim=-1),
+        (pulled.q[..., 7:] - rest[7:]).norm(dim=-1),
+    )
+    assert float(d_pulled.mean()) < 0.9 * float(d_plain.mean())
+
+
+def test_fit_base_recovers_the_base_of_the_configuration_behind_the_targets(floater):
+    from torchik.ik.wholebody import _problem
+    from torchik.ik.wholebody_seeds import fit_base
+
+    targets, q_true = _floating_targets(floater, 20, seed=19)
+    targets["right_hand"] = targets["right_hand"][:, :3, 3]  # a position target counts too
+    problem = _problem(floater, targets, None, None, None, 0.0, False, None, 1, 1e-3, 0.01,
+                       None, None)[0]  # fmt: skip
+    wrong = floater.random_configuration(20, torch.Generator().manual_seed(20))
+    fitted = fit_base(problem, torch.cat((wrong[:, :7], q_true[:, 7:]), dim=-1), torch.arange(20))
+    torch.testing.assert_close(fitted[:, 7:], q_true[:, 7:])
+    pose = floater.forward_kinematics(fitted, floater.root)
+    torch.testing.assert_close(pose, floater.forward_kinematics(q_true, floater.root))
+
+
+def test_free_limit_columns_maps_step_columns_to_coordinates(floater):
+    from torchik.ik.lm import free_limit_columns
+    from torchik.ik.wholebody import _problem
+
+    targets, _ = _floating_targets(floater, 1, seed=21)
+    problem = _problem(floater, targets, None, None, None, 0.0, False, None, 1, 1e-3, 0.01,
+                       None, None)[0]  # fmt: skip
+    q = floater.neutral()[None].clone()
+    q[0, 7] = floater.upper[7]  # the first joint (step column 6) on its upper limit
+    q[0, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # quaternion entries at ±1: not limits
+    q[0, 0] = 1e9  # nor is a far base position
+    jac = torch.ones(1, 1, floater.nv, dtype=torch.float64)  # every column pushes upwards
+    error, weights = torch.ones(1, 1, dtype=torch.float64), torch.ones(1, dtype=torch.float64)
+    freed = free_limit_columns(problem, q, jac, error, weights, problem.coordinates)
+    blocked = torch.zeros(floater.nv, dtype=torch.bool)
+    blocked[6] = True
+    assert torch.equal(freed[0, 0] == 0, blocked)

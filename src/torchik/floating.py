@@ -24,7 +24,14 @@ from torchik.rotations import (
     skew,
 )
 
-__all__ = ["BASE_COORDINATES", "base_pose", "base_jacobian", "integrate", "difference"]
+__all__ = [
+    "BASE_COORDINATES",
+    "base_jacobian",
+    "base_pose",
+    "difference",
+    "integrate",
+    "velocity_coordinates",
+]
 
 BASE_COORDINATES = ("x", "y", "z", "qw", "qx", "qy", "qz")
 """The names of a floating base's 7 coordinates in ``q`` (prefixed ``<joint>/`` in a robot)."""
@@ -95,3 +102,16 @@ def difference(q0: Tensor, q1: Tensor, floating: bool) -> Tensor:
     linear = (rot.transpose(-1, -2) @ (q1[..., :3] - q0[..., :3])[..., None])[..., 0]
     relative = quat_multiply(quat_conjugate(quat_normalize(q0[..., 3:7])), q1[..., 3:7])
     return torch.cat((linear, quat_to_rotvec(relative), q1[..., 7:] - q0[..., 7:]), dim=-1)
+
+
+def velocity_coordinates(nv: int, floating: bool, device: torch.device | None = None) -> Tensor:
+    """``(nv,)`` long: the coordinate of ``q`` that each entry of a step ``v`` moves, ``-1``
+    for a floating base's six (its twist moves position and quaternion together); joint ``i``
+    of ``v`` is coordinate ``i + 1`` of ``q`` there, coordinate ``i`` on a fixed base.
+
+    Example:
+        >>> velocity_coordinates(8, True)
+        tensor([-1, -1, -1, -1, -1, -1,  7,  8])
+    """
+    index = torch.arange(nv, device=device)
+    return torch.where(index < 6, -1, index + 1) if floating else index

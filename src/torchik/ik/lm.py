@@ -36,17 +36,31 @@ def damped_step(jacobian: Tensor, error: Tensor, damping: Tensor, weights: Tenso
 
 
 def free_limit_columns(
-    problem: IKProblem, q: Tensor, jacobian: Tensor, error: Tensor, weights: Tensor
+    problem: IKProblem,
+    q: Tensor,
+    jacobian: Tensor,
+    error: Tensor,
+    weights: Tensor,
+    coordinates: Tensor | None = None,
 ) -> Tensor:
     """Zero the Jacobian columns of joints that sit on a limit and that the steepest descent
     direction ``JᵀW e`` pushes outwards (the active set of a projected Newton method).
 
     Without this, the step is computed as if those joints moved, the projection then undoes
     their part, and the rest of the step no longer fits: convergence slows or stalls.
+
+    ``coordinates (nv,)`` long maps the Jacobian's columns to entries of ``q`` where they
+    differ (a floating base, :func:`torchik.floating.velocity_coordinates`; ``-1``: a column
+    without limits); ``None``: column ``i`` is ``q[..., i]``.
     """
     g = (jacobian.transpose(-1, -2) @ (error * weights * weights)[..., None])[..., 0]
     lim = problem.limits
-    blocked = lim.clamped & (((q <= lim.lower) & (g < 0)) | ((q >= lim.upper) & (g > 0)))
+    clamped, lower, upper = lim.clamped, lim.lower, lim.upper
+    if coordinates is not None:
+        index = coordinates.clamp_min(0)
+        clamped = clamped[index] & (coordinates >= 0)
+        q, lower, upper = q[:, index], lower[..., index], upper[..., index]
+    blocked = clamped & (((q <= lower) & (g < 0)) | ((q >= upper) & (g > 0)))
     return jacobian * (~blocked)[:, None, :]
 
 

@@ -137,8 +137,9 @@ def solve_ik(
             finite (``tol_rotation`` may be ``math.inf``: any orientation), ``max_iters >= 0``
             (0: evaluate the seeds as given), ``1 <= num_seeds <= MAX_SEEDS``,
             ``0 <= seed_pool <= MAX_SEED_POOL``, ``num_threads >= 1``; a floating-base robot
-            (its solvers step additively; fix the base with ``robot.chain`` or
-            ``Robot.from_urdf`` without ``floating_base``).
+            with a single target (its solvers step additively; give a dict of targets, which
+            :func:`~torchik.ik.wholebody.solve_wholebody` solves on a floating base, or fix the
+            base with ``robot.chain`` or ``Robot.from_urdf`` without ``floating_base``).
 
     Example:
         >>> import torchik
@@ -162,7 +163,8 @@ def solve_ik(
         if getattr(robot, "floating", False):
             raise ValueError(
                 f"solve_ik does not take floating-base robots ({robot.name!r} has nq="
-                f"{robot.nq}, nv={robot.nv}); accepted: a fixed base, e.g. "
+                f"{robot.nq}, nv={robot.nv}) with a single target; accepted: a dict of "
+                f"targets {{{link!r}: target}}, or a fixed base, e.g. "
                 f"robot.chain({robot.root!r}, {link!r})"
             )
         batch, position, rotmat = check_target(robot, target, position_only)

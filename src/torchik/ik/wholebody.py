@@ -12,6 +12,14 @@ The posture term pulls the active joints towards a rest configuration without di
 targets: each LM step gets ``N z`` added, ``z = posture (q_rest - q)`` and ``N = I - Jᵀ(J Jᵀ +
 εI)⁻¹J`` (weighted) the projection onto the null space of the stacked Jacobian, with the tiny
 ``ε = damping · damping_floor`` that keeps it bounded at singularities.
+
+A floating base (``Robot.from_urdf(..., floating_base=True)``, :mod:`torchik.floating`) moves
+with the joints: steps and Jacobian columns are in the tangent space (``nv``, the base's twist
+first), every update goes through :meth:`Robot.integrate`, the limit test of
+:func:`~torchik.ik.lm.free_limit_columns` maps columns to coordinates of ``q`` (the base has
+none), the projection normalises the quaternion, and the posture acts on the joints only
+(``robot.difference(q, rest)``). Seeds fit the base to the targets
+(:mod:`torchik.ik.wholebody_seeds`).
 """
 
 from __future__ import annotations
@@ -25,14 +33,15 @@ import torch
 from torch import Tensor
 
 from torchik.checks import check_float, check_int
+from torchik.floating import velocity_coordinates
 from torchik.ik.base import IKProblem, JointLimits, Linearization, State, pose_residual
 from torchik.ik.inputs import check_bounds, check_seeds, check_target, intra_op_threads
-from torchik.ik.lm import LevenbergMarquardt, LMSettings, damped_step, free_limit_columns
+from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import reshape_result
-from torchik.ik.seeding import Seeder
+from torchik.ik.wholebody_seeds import wholebody_seeder
 from torchik.robot import Robot
-from torchik.rotations import geodesic_distance
+from torchik.rotations import geodesic_distance, quat_normalize
 
 __all__ = [
     "MAX_ITERS",
@@ -67,9 +76,14 @@ class WholeBodyProblem(IKProblem):
         positions: ``(N, 3)`` per target.
         rotmats: ``(N, 3, 3)`` per target, ``None`` for a position-only one.
         weights_: the weight of each target in the cost.
-        active: ``(dof,)`` bool, the joints the solver moves.
-        rest: ``(N, dof)`` the posture's rest configuration.
+        active: ``(nq,)`` bool, the coordinates the solver moves (a floating base's 7
+            together).
+        rest: ``(N, nq)`` the posture's rest configuration.
         posture: gain of the posture step (0: none).
+        columns: ``(nv,)`` bool, the Jacobian columns (entries of a step) that ``active``
+            moves.
+        coordinates: ``(nv,)`` long, the entry of ``q`` each column moves, ``-1`` for a
+            floating base's twist (:func:`torchik.floating.velocity_coordinates`).
     """
 
     links: tuple[str, ...] = ()
@@ -79,6 +93,8 @@ class WholeBodyProblem(IKProblem):
     active: Tensor = None  # type: ignore[assignment]
     rest: Tensor = None  # type: ignore[assignment]
     posture: float = 0.0
+    columns: Tensor = None  # type: ignore[assignment]
+    coordinates: Tensor = None  # type: ignore[assignment]
 
     def rows(self, index: Tensor) -> WholeBodyProblem:
         """The sub-problem of the rows ``index`` (long)."""
@@ -87,6 +103,14 @@ class WholeBodyProblem(IKProblem):
         positions = tuple(p[index] for p in self.positions)
         whole = cast(WholeBodyProblem, part)  # super().rows replaces fields of self's class
         return replace(whole, positions=positions, rotmats=rotmats, rest=self.rest[index])
+
+    def project(self, q: Tensor) -> Tensor:
+        """``q (N, nq)`` into the limits, a moving floating base's quaternion normalised (a
+        held one stays exactly where its box holds it)."""
+        q = super().project(q)
+        if not self.robot.floating or not bool(self.active[0]):
+            return q
+        return torch.cat((q[:, :3], quat_normalize(q[:, 3:7]), q[:, 7:]), dim=-1)
 
     def weights(self, rotation_weight: float) -> Tensor:
         """``(m,)`` square roots of the residual weights, target after target."""
@@ -123,7 +147,7 @@ class WholeBodyLM(LevenbergMarquardt):
             angles.append(angle)
             jacobians.append(jac if rotmat is not None else jac[:, :3])
         error, jac = torch.cat(errors, dim=-1), torch.cat(jacobians, dim=-2)
-        jac = jac * problem.active
+        jac = jac * problem.columns
         w = problem.weights(self.settings.rotation_weight)
         cost = ((w * error) ** 2).sum(dim=-1)
         return Linearization(error, torch.stack(angles, dim=-1), cost, jacobian=jac)
@@ -132,10 +156,12 @@ class WholeBodyLM(LevenbergMarquardt):
         assert isinstance(problem, WholeBodyProblem) and lin.jacobian is not None
         s = self.settings
         w = problem.weights(s.rotation_weight)
-        jac = free_limit_columns(problem, q, lin.jacobian, lin.error, w)
+        jac = free_limit_columns(problem, q, lin.jacobian, lin.error, w, problem.coordinates)
         delta = damped_step(jac, lin.error, s.damping * (lin.cost + s.damping_floor), w)
         if problem.posture:
-            z = problem.posture * (problem.rest - q) * problem.active
+            # towards rest in the joints only: a floating base is never pulled
+            z = problem.robot.difference(q, problem.rest) * (problem.coordinates >= 0)
+            z = problem.posture * z * problem.columns
             # a long null-space step leaves the targets at second order: at most MAX_POSTURE_STEP
             z = z * (MAX_POSTURE_STEP / z.norm(dim=-1, keepdim=True).clamp_min(MAX_POSTURE_STEP))
             floor = lin.cost.new_full(lin.cost.shape, s.damping * s.damping_floor)
@@ -215,19 +241,27 @@ def _check_targets(robot, targets, weights, position_only):
 
 
 def _check_active(robot: Robot, active) -> Tensor:
-    """``(dof,)`` bool mask from joint names or a mask; ``None``: every joint."""
+    """``(nq,)`` bool mask from joint names or a mask; ``None``: every joint. A floating
+    base's name (``root_joint``) stands for its 7 coordinates, which move together."""
     if active is None:
         return torch.ones(robot.dof, dtype=torch.bool, device=robot.device)
     if isinstance(active, Tensor):
         if active.dtype != torch.bool or active.shape != (robot.dof,):
             raise ValueError(f"active must be joint names or a ({robot.dof},) bool mask")
-        return active.to(robot.device)
-    names = list(robot.joint_names)
-    unknown = [name for name in active if name not in names]
-    if unknown or isinstance(active, str):
-        raise ValueError(f"unknown active joints {unknown or active!r}; the joints are {names}")
-    mask = torch.zeros(robot.dof, dtype=torch.bool, device=robot.device)
-    mask[[names.index(name) for name in active]] = True
+        mask = active.to(robot.device)
+    else:
+        names = list(robot.joint_names)
+        base = names[0].partition("/")[0] if robot.floating else None
+        unknown = [name for name in active if name not in names and name != base]
+        if unknown or isinstance(active, str):
+            raise ValueError(f"unknown active joints {unknown or active!r}; the joints are {names}")
+        mask = torch.zeros(robot.dof, dtype=torch.bool, device=robot.device)
+        mask[[names.index(name) for name in active if name != base]] = True
+        if base is not None and base in active:
+            mask[:7] = True
+    if robot.floating and bool(mask[:7].any()) and not bool(mask[:7].all()):
+        raise ValueError("a floating base moves as a whole: make all 7 of its coordinates "
+                         "active (or name it, e.g. 'root_joint') or none")  # fmt: skip
     return mask
 
 
@@ -258,7 +292,11 @@ def _limits(robot, active, rest, bounds, n_targets) -> JointLimits:
         raise ValueError(f"inactive joint {joint!r} is held at a value outside its limits")
     lower = torch.where(held, rest, lower.expand(n_targets, -1))
     upper = torch.where(held, rest, upper.expand(n_targets, -1))
-    return limits.within(lower, upper)
+    # boxes are finite; unbounded coordinates (a floating base's position) stay unbounded
+    free = torch.isinf(lower) | torch.isinf(upper)
+    limits = limits.within(lower.masked_fill(free, 0.0), upper.masked_fill(free, 0.0))
+    lower, upper = torch.where(free, lower, limits.lower), torch.where(free, upper, limits.upper)
+    return replace(limits, lower=lower, upper=upper)
 
 
 def evaluate_targets(
@@ -316,16 +354,18 @@ def solve_wholebody(
             shape ``(...)`` for every link.
         weights: link name -> weight ``>= 0`` of its residual in the cost (default 1).
         active: the joints the solver moves (names, or a ``(dof,)`` bool mask); the others
-            stay at their value in ``rest``. ``None``: every joint.
+            stay at their value in ``rest``. ``None``: every joint. A floating base moves as a
+            whole: its name (``root_joint``) or all 7 of its coordinates, or none of them.
         rest: ``(..., dof)`` or ``(dof,)`` rest configuration of the posture term and held
             values of the inactive joints; ``None``: :meth:`Robot.neutral`.
         posture: gain in ``[0, 1]`` of the step towards ``rest`` in the null space of the
-            targets (0: no posture term).
+            targets (0: no posture term); it never pulls a floating base.
         posture_iters: with ``posture > 0``, iterations run after convergence so the posture
             settles; only iterates that still meet every target are kept.
         position_only: place only the link origins, whatever the targets' shapes.
         seeds: ``(..., K, dof)`` or ``(K, dof)`` start configurations; ``None``: ``num_seeds``
-            uniform random ones per target (never the answer), re-drawn for stalled slots.
+            uniform random ones per target (never the answer), re-drawn for stalled slots, a
+            floating base fitted to the targets (:func:`~torchik.ik.wholebody_seeds.fit_base`).
         num_seeds: ``K`` when ``seeds`` is ``None``.
         seed_pool: each random seed (and restart) is the configuration nearest to the targets,
             in pose space, of ``seed_pool`` uniform random ones (``0``: plain uniform seeds;
@@ -367,7 +407,7 @@ def solve_wholebody(
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
         solver = WholeBodyLM(max_iters=MAX_ITERS if max_iters is None else max_iters)
-        reseed = None if seeds is not None else _seeder(problem, k, seed_pool, generator)
+        reseed = None if seeds is not None else wholebody_seeder(problem, k, seed_pool, generator)
         if q0 is None:
             assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
@@ -392,6 +432,7 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
     q0 = None if seeds is None else check_seeds(robot, seeds, batch)
     k = num_seeds if seeds is None else seeds.shape[-2]
     group = torch.arange(n_targets, device=robot.device).repeat_interleave(k)
+    coordinates = velocity_coordinates(robot.nv, robot.floating, robot.device)
     limits = _limits(robot, mask, rest, check_bounds(robot, lower, upper, batch), n_targets)
     if limits.per_row:
         limits = replace(limits, lower=limits.lower[group], upper=limits.upper[group])
@@ -402,52 +443,10 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
     problem = WholeBodyProblem(
         robot, links[0], positions[0], rotmats[0], group, tol_position, tol_rotation, limits,
         links=links, positions=tuple(positions), rotmats=tuple(rotmats), weights_=tuple(ws),
-        active=mask, rest=rest[group], posture=float(posture),
+        active=mask, rest=rest[group], posture=float(posture), coordinates=coordinates,
+        columns=mask[coordinates.clamp_min(0)],  # a base's columns: mask[0], the whole base
     )  # fmt: skip
     return problem, k, batch, q0
-
-
-def _seeder(problem: WholeBodyProblem, k: int, pool_size: int, generator) -> Seeder:
-    """Seeds for the rows of ``problem`` (``k`` slots per target): the member nearest to the
-    targets of a pool of ``pool_size`` uniform random configurations (one pool per slot, as
-    :func:`~torchik.ik.seeding.nearest_seeder` does for one link), or uniform random ones
-    within each row's box where rows have boxes (inactive joints) or ``pool_size`` is 0."""
-    limits, robot = problem.limits, problem.robot
-    if not pool_size or limits.per_row:
-        return lambda rows, attempt: limits.rows(rows).sample(
-            torch.arange(rows.shape[0], device=rows.device), generator
-        )
-
-    def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
-        pool = robot.random_configuration(k * pool_size, generator)
-        features = _pose_features(problem, pool, rows)
-        which = (rows % k + attempt) % k
-        best = torch.empty_like(rows)
-        for slot in range(k):  # one product per pool, over its rows only
-            mine = torch.nonzero(which == slot).flatten()
-            pool_slot = features[1][slot * pool_size : (slot + 1) * pool_size]
-            best[mine] = (features[0][mine] @ pool_slot.T).argmin(dim=-1) + slot * pool_size
-        return pool[best]
-
-    return seeder
-
-
-def _pose_features(problem: WholeBodyProblem, pool: Tensor, rows: Tensor):
-    """Float32 features ``a (n, f)`` of the targets of ``rows`` and ``b (P, f)`` of the pool's
-    link poses with ``a·b`` their weighted pose distance up to a constant per row:
-    ``Σ_i w_i (|p_i - p_ti|² + ρ² (3 - tr(R_tiᵀ R_i)))`` (as :func:`nearest_in_pools`)."""
-    rho = LMSettings().rotation_weight
-    poses = problem.robot.forward_kinematics(pool, list(problem.links))
-    a, b = [], []
-    for i, weight in enumerate(problem.weights_):
-        p, target = poses[:, i, :3, 3], problem.positions[i][rows]
-        a += [-2.0 * weight * target, weight * torch.ones_like(target[:, :1])]
-        b += [p, (p * p).sum(-1, keepdim=True)]
-        rotmat = problem.rotmats[i]
-        if rotmat is not None:
-            a.append(-weight * rho**2 * rotmat[rows].flatten(-2))
-            b.append(poses[:, i, :3, :3].flatten(-2))
-    return torch.cat(a, dim=-1).float(), torch.cat(b, dim=-1).float()
 
 
 def _settle(solver: WholeBodyLM, problem: WholeBodyProblem, q: Tensor, iters: int) -> Tensor:
