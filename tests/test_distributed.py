@@ -48,6 +48,7 @@ def _worker(rank: int, rendezvous: str, jobs: list, results: str) -> None:
             result = _run(out, steps, resume, stream)
             state = {k: v.clone() for k, v in result.model.state_dict().items()}
             torch.save({"history": result.history, "state": state}, f"{results}.{i}.{rank}")
+        dist.barrier()  # both ranks done before either leaves
     finally:
         dist.destroy_process_group()
 

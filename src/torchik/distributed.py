@@ -201,5 +201,6 @@ def group_from_env(device: str) -> Iterator[str]:
     device = init_from_env(device)
     try:
         yield device
+        dist.barrier()  # every rank done before any leaves: gloo aborts on a peer that left
     finally:
         shutdown()
