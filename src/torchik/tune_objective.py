@@ -26,10 +26,12 @@ from torchik.tune_space import Param, split_params, suggest
 __all__ = [
     "InvalidSettings",
     "build_trial",
+    "final_objective",
     "make_objective",
     "make_problem",
     "posterior_metrics",
     "problem_robot",
+    "validation_value",
 ]
 
 
@@ -145,6 +147,29 @@ class InvalidSettings(ValueError):
     """A trial's settings that its config refuses (the trial fails; the study goes on)."""
 
 
+def validation_value(model, metrics: dict[str, float], problem: _Problem, config) -> float | None:
+    """The objective at a step of ``train()``'s callback, or ``None`` on a step without
+    validation: the validation position error (the loss without a robot), or the posterior
+    metric of the model as it is."""
+    if "val_loss" not in metrics:
+        return None
+    if config.objective != "position_error":
+        return posterior_metrics(model, problem, config)[config.objective]
+    return metrics.get("val_position_error", metrics["val_loss"])
+
+
+def final_objective(result, problem: _Problem, config) -> tuple[float, dict[str, float]]:
+    """``(objective, metrics)`` of a finished trial: ``metrics`` has ``val_position_error``
+    (the best validation; nan without one, which fails the trial) and, for a posterior
+    objective, the posterior metrics of the returned model."""
+    best = math.nan if result.best_val is None else float(result.best_val)
+    metrics = {"val_position_error": best}
+    if config.objective == "position_error":
+        return best, metrics
+    metrics |= posterior_metrics(result.model, problem, config)
+    return metrics[config.objective], metrics
+
+
 def make_objective(config, space: dict[str, Param], problem: _Problem):
     """The Optuna objective of ``config``'s study: draw settings from ``space``, train, report
     every validation to the pruner, return the objective (settings and metrics recorded in the
@@ -163,11 +188,9 @@ def make_objective(config, space: dict[str, Param], problem: _Problem):
             raise InvalidSettings(f"trial {trial.number}: {err}") from err
 
         def report(step: int, metrics: dict[str, float]) -> None:
-            if "val_loss" not in metrics:
+            value = validation_value(model, metrics, problem, config)
+            if value is None:
                 return
-            value = metrics.get("val_position_error", metrics["val_loss"])
-            if config.objective != "position_error":
-                value = posterior_metrics(model, problem, config)[config.objective]
             trial.report(value, step)
             if trial.should_prune():
                 raise optuna.TrialPruned(f"pruned at step {step} with {value:.4g}")
@@ -177,11 +200,9 @@ def make_objective(config, space: dict[str, Param], problem: _Problem):
         trial.set_user_attr("val_position_error", result.best_val)
         trial.set_user_attr("parameters", sum(p.numel() for p in model.parameters()))
         trial.set_user_attr("train_seconds", result.seconds)
-        if config.objective == "position_error":
-            return math.nan if result.best_val is None else float(result.best_val)  # nan: failed
-        metrics = posterior_metrics(result.model, problem, config)
-        for name, value in metrics.items():
-            trial.set_user_attr(name, value)
-        return metrics[config.objective]
+        value, metrics = final_objective(result, problem, config)
+        for name in metrics.keys() - {"val_position_error"}:  # the posterior metrics
+            trial.set_user_attr(name, metrics[name])
+        return value
 
     return objective

@@ -20,7 +20,7 @@ from pathlib import Path
 from typing import Any
 
 from torchik.tune import TuneConfig, TuneResult
-from torchik.tune_objective import build_trial, make_problem, posterior_metrics
+from torchik.tune_objective import build_trial, final_objective, make_problem, validation_value
 from torchik.tune_results import trial_budget
 from torchik.tune_space import Choice, Float, Int, Param, default_space, suggest
 
@@ -48,21 +48,13 @@ def _trainable(params: dict[str, Any], config: TuneConfig, problem) -> None:
     model, train_config = build_trial(config, params, problem.train_set.spec)
 
     def report(step: int, metrics: dict[str, float]) -> None:
-        if "val_loss" in metrics:
-            value = metrics.get("val_position_error", metrics["val_loss"])
-            if config.objective != "position_error":
-                value = posterior_metrics(model, problem, config)[config.objective]
+        value = validation_value(model, metrics, problem, config)
+        if value is not None:
             ray_tune.report({METRIC: value, "step": step})
 
     result = train(model, problem.train_set, problem.val_set, train_config,
                    robot=problem.robot, callback=report)  # fmt: skip
-    best = math.nan if result.best_val is None else float(result.best_val)
-    final = {"val_position_error": best}
-    if config.objective == "position_error":
-        value = best
-    else:
-        final |= posterior_metrics(result.model, problem, config)
-        value = final[config.objective]
+    value, final = final_objective(result, problem, config)
     # one step past the last validation: ASHA stops a trial at max_t = steps + 1, after this
     ray_tune.report({METRIC: value, "step": config.steps + 1, **final, "done": True})
 
