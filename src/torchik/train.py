@@ -249,14 +249,16 @@ def _report(progress: Progress, row: dict[str, float]) -> None:
     progress.report(fields)
 
 
-def _check_finite(run: _Run) -> None:
-    """Raise where a loss since the last log row was not finite (reads the device once)."""
+def _check_finite(run: _Run) -> float:
+    """The summed loss since the last log row (the mean over the ranks), read from the device
+    once; raise where it is not finite."""
     total = float(distributed.mean(run.loss_sum))
     if not math.isfinite(total):
         raise FloatingPointError(
             f"the loss became {total} between steps {run.logged + 1} and {run.step}: lower lr, "
             "set grad_clip, or check the data"
         )
+    return total
 
 
 def _validate(run: _Run, val: IKDataset, robot: Robot | None) -> dict[str, float]:
@@ -405,11 +407,10 @@ def _after_step(run, val, robot, out, history, callback, progress) -> bool:
     validate_now = val is not None and _due(step, config.val_every, config.steps)
     log_now = validate_now or _due(step, config.log_every, config.steps)
     save_now = out is not None and (_due(step, config.checkpoint_every, config.steps))
-    if log_now or save_now:
-        _check_finite(run)
+    total = _check_finite(run) if log_now or save_now else math.nan
     metrics = _validate(run, val, robot) if validate_now else {}
     if log_now:
-        history.append(_row(run, metrics))
+        history.append(_row(run, metrics, total))
         _report(progress, history[-1])
         if out is not None and distributed.is_main():
             write_log(out / LOG, history[-1:], append=True)
@@ -422,9 +423,10 @@ def _after_step(run, val, robot, out, history, callback, progress) -> bool:
     return stop
 
 
-def _row(run: _Run, metrics: dict[str, float]) -> dict[str, float]:
+def _row(run: _Run, metrics: dict[str, float], total: float) -> dict[str, float]:
+    """The log row of the steps since the last one (``total``: their summed loss, read by
+    :func:`_check_finite`)."""
     count = run.step - run.logged
-    total = float(distributed.mean(run.loss_sum))
     run.loss_sum.zero_()
     run.logged = run.step
     return {
