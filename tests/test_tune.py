@@ -63,6 +63,16 @@ CLI = ["tune", "--model", "cvae", "--robot", "planar:1,1,1", "--preset", "tiny",
        "--quiet"]  # fmt: skip
 
 
+def _finished_trials(out: Path, name: str) -> int:
+    """Trials counted so far; 0 while the journal holds no study yet (it is created first)."""
+    if not (out / JOURNAL).exists():
+        return 0
+    try:
+        return counted_trials(_study(out, name))
+    except KeyError:  # optuna: "Record does not exist." until the study is written
+        return 0
+
+
 def _study(out: Path, name: str):
     from optuna.storages.journal import JournalFileBackend, JournalStorage
 
@@ -205,7 +215,7 @@ def test_killed_study_resumes(tmp_path):
         deadline = time.monotonic() + 120
         while time.monotonic() < deadline and proc.poll() is None:
             time.sleep(0.5)
-            if (out / JOURNAL).exists() and counted_trials(_study(out, name)) >= 2:
+            if _finished_trials(out, name) >= 2:
                 break
     finally:
         os.killpg(proc.pid, signal.SIGKILL)
