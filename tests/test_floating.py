@@ -12,6 +12,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import torchik
 from torchik import Robot, URDFError, load_robot
 from torchik.floating import base_pose, difference, integrate
 
@@ -178,3 +179,21 @@ def test_solve_ik_refuses_a_floating_base_clearly() -> None:
     target = robot.forward_kinematics(robot.neutral(), "tool")
     with pytest.raises(ValueError, match="floating-base.*accepted: a dict.*a fixed base.*chain"):
         torchik.solve_ik(robot, target, "tool")
+
+
+def test_load_robot_takes_floating_base():
+    robot = torchik.load_robot("panda", dtype=torch.float64, floating_base=True)
+    fixed = torchik.load_robot("panda", dtype=torch.float64)
+    assert (robot.nq, robot.nv) == (fixed.nq + 7, fixed.nv + 6)
+    q = torch.cat(
+        [torch.tensor([[0.0, 0, 0, 1, 0, 0, 0]], dtype=torch.float64), fixed.neutral()[None]], -1
+    )
+    torch.testing.assert_close(
+        robot.forward_kinematics(q), fixed.forward_kinematics(fixed.neutral()[None])
+    )
+    with pytest.raises(TypeError, match="takes no options"):
+        torchik.load_robot("panda", link_lengths=[1.0])
+
+
+def test_urdf_warning_is_public():
+    assert torchik.URDFWarning is torchik.urdf.URDFWarning

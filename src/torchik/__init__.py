@@ -15,7 +15,7 @@ from torchik.ik import IKResult, solve_ik
 from torchik.planar import PlanarArm
 from torchik.robot import Robot, load_robot
 from torchik.robots import list_robots
-from torchik.urdf import URDFError, parse_urdf
+from torchik.urdf import URDFError, URDFWarning, parse_urdf
 
 __all__ = [
     "IKDataset",
@@ -23,6 +23,7 @@ __all__ = [
     "PlanarArm",
     "Robot",
     "URDFError",
+    "URDFWarning",
     "list_robots",
     "load_dataset",
     "load_robot",

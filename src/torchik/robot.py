@@ -484,17 +484,16 @@ def load_robot(name: str, dtype: torch.dtype | None = None, **kwargs) -> Robot:
         name: ``"panda"``, ``"ur5"``, ``"digit_arm"``, ``"snake2"``, ``"snake4"``, ``"rail_arm"``,
             or ``"planar"`` with ``link_lengths=[...]`` (and optional ``lower``/``upper``).
         dtype: floating dtype of the robot (default: torch's default dtype).
-        **kwargs: options of the planar-arm factory.
-
-    Returns:
-        The :class:`Robot`.
+        **kwargs: options of the planar-arm factory; ``floating_base=True`` for any robot
+            (a quaternion floating base above the root link, as in :meth:`Robot.from_urdf`).
     """
     from torchik import robots
 
+    floating = bool(kwargs.pop("floating_base", False))
     if name == "planar":
-        return Robot.from_urdf(robots.planar_arm_urdf(**kwargs), dtype=dtype)
-    if kwargs:
+        urdf = robots.planar_arm_urdf(**kwargs)
+    elif kwargs:
         raise TypeError(f"robot '{name}' takes no options, got {sorted(kwargs)}")
-    if name == "rail_arm":
-        return Robot.from_urdf(robots.rail_arm_urdf(), dtype=dtype)
-    return Robot.from_urdf(robots.bundled_urdf(name), dtype=dtype)
+    else:
+        urdf = robots.rail_arm_urdf() if name == "rail_arm" else robots.bundled_urdf(name)
+    return Robot.from_urdf(urdf, dtype=dtype, floating_base=floating)
