@@ -263,7 +263,7 @@ class Report:
         parts += [table.markdown() for table in self.tables]
         md, js = out / f"{self.name}.md", out / f"{self.name}.json"
         md.write_text("\n".join(parts))
-        payload = {"stamp": self.stamp, "intro": self.intro}
-        payload["tables"] = [t.as_json() for t in self.tables]
+        tables = [t.as_json() for t in self.tables]
+        payload = {"stamp": self.stamp, "intro": self.intro, "tables": tables}
         js.write_text(json.dumps(jsonable(payload), indent=1, ensure_ascii=False) + "\n")
         return md, js
