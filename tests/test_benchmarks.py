@@ -1,4 +1,5 @@
-"""Every benchmark script still starts: ``python benchmarks/<name>.py --help`` prints its usage.
+"""Every benchmark script still starts: ``python benchmarks/<name>.py --help`` prints its usage
+(and the loop behind ``make fuzz`` runs on a few examples).
 
 Why this exists: the scripts in ``benchmarks/`` run for minutes to hours and are not run in CI,
 so an import or argument-parser error in one (a helper renamed in ``benchmarks/common.py`` or in
@@ -42,3 +43,16 @@ def test_benchmark_script_prints_its_usage(script: Path) -> None:
     )  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert done.stdout.startswith("usage: "), done.stdout[:500]
+
+
+@pytest.mark.filterwarnings("ignore::torchik.urdf.URDFWarning")  # mutated limits warn
+def test_fuzz_urdf_tallies_a_few_examples() -> None:
+    """The loop behind ``make fuzz`` (``benchmarks/fuzz_urdf.py``) on a handful of examples."""
+    from fuzz.urdf_campaign import fuzz
+    from fuzz.urdf_strategies import ACCEPTABLE
+
+    tally = fuzz(12, seed=15)
+    assert 0 < tally.counts.total() <= 12
+    assert set(tally.counts) <= set(ACCEPTABLE), tally.details
+    assert sum(tally.kinds.values()) == tally.counts["URDFError"]
+    assert 0 <= tally.slowest < 5
