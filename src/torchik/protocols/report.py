@@ -61,8 +61,10 @@ PARENT_ENV = "TORCHIK_BENCH_PARENT"
 """Environment variable a driver (``benchmarks/run.py``) sets to the command that launched it;
 the stamp records it as ``launched_by``."""
 
-_CHECKOUT = Path(__file__).resolve().parents[3]
-"""The folder above ``src/`` when torchik runs from a source checkout."""
+_HERE = Path(__file__).resolve()
+_CHECKOUT = _HERE.parents[3] if _HERE.parents[2].name == "src" else None
+"""The folder above ``src/`` when torchik runs from a source checkout (else None: an installed
+torchik must not report the commit of a repository its environment happens to sit in)."""
 
 
 def cpu_model() -> str:
@@ -97,6 +99,8 @@ def git_commit(root: str | os.PathLike | None = None) -> str:
         The commit, or ``"unknown"`` outside a checkout or without git.
     """
     root = Path(root) if root is not None else _CHECKOUT
+    if root is None:
+        return "unknown"
     try:
         run: dict[str, Any] = dict(capture_output=True, text=True, check=True, timeout=10, cwd=root)
         head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], **run).stdout.strip()
