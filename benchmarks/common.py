@@ -1,10 +1,8 @@
-"""Shared benchmark helpers: machine stamp, fixtures, anchors and writing results.
+"""What the benchmark scripts share beyond the library: threads, paths, anchors, arguments, log.
 
-Timings come from ``torchik.protocols.time_call`` and tables are ``torchik.protocols.table``'s
-(re-exported here).
-
-The protocols live in ``shared/BENCHMARKS.md``. Importing this module sets
-``torch.set_num_threads(os.cpu_count())`` as those protocols ask; benchmarks are scripts, so
+Stamps, reports and timings are the library's (``torchik.protocols.report``, ``.table``,
+``.timing``), re-exported here with the anchors' versions in every stamp. Importing this module
+sets ``torch.set_num_threads`` as ``shared/BENCHMARKS.md`` asks: benchmarks are scripts, so
 that side effect is intended here (it would not be in the library).
 """
 
@@ -12,16 +10,10 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import datetime as dt
 import importlib
-import importlib.metadata as metadata
 import io
-import json
 import math
 import os
-import platform
-import shlex
-import subprocess
 import sys
 import time
 import xml.etree.ElementTree as ET
@@ -34,92 +26,54 @@ import numpy as np
 import torch
 
 from torchik.protocols import Timing, time_call
+from torchik.protocols import report as _report
+from torchik.protocols.report import (
+    PARENT_ENV,
+    command_line,
+    cpu_busy_fraction,
+    cpu_model,
+    dist_version,
+    git_commit,
+    gpu_name,
+    load_average,
+)
 from torchik.protocols.table import Column, Table, fmt_pct, fmt_sci, fmt_time
 
-__all__ = ["Column", "Table", "Timing", "fmt_pct", "fmt_sci", "fmt_time", "time_call"]
+__all__ = ["PARENT_ENV", "Column", "Table", "Timing", "command_line", "cpu_busy_fraction"]
+__all__ += ["cpu_model", "dist_version", "fmt_pct", "fmt_sci", "fmt_time", "git_commit"]
+__all__ += ["gpu_name", "load_average", "time_call"]
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "benchmarks" / "results"
 #: Distributions whose versions go into every stamp (the `bench` extra of pyproject.toml).
 ANCHOR_DISTS = ("pytorch-kinematics", "pin", "pytracik", "ikpy", "scipy")
-#: Environment variable run.py sets so that a stamp also names the command that launched it.
-PARENT_ENV = "TORCHIK_BENCH_PARENT"
 
 # the protocol: all cores. BENCH_THREADS overrides it where other jobs hold cores (a thread
 # pool larger than the free cores spins and slows every library by an order of magnitude).
 torch.set_num_threads(int(os.environ.get("BENCH_THREADS", 0)) or os.cpu_count() or 1)
 
 
-# ----------------------------------------------------------------------------- machine stamp
-def cpu_model() -> str:
-    """The CPU model name from /proc/cpuinfo (falls back to `platform.processor()`)."""
-    with contextlib.suppress(OSError):
-        for line in Path("/proc/cpuinfo").read_text().splitlines():
-            if line.startswith("model name"):
-                return line.split(":", 1)[1].strip()
-    return platform.processor() or "unknown"
-
-
-def dist_version(dist: str) -> str:
-    """Installed version of a distribution, or ``"not installed"``."""
-    try:
-        return metadata.version(dist)
-    except metadata.PackageNotFoundError:
-        return "not installed"
-
-
-def gpu_name() -> str:
-    """Name of the first CUDA device torch sees, or ``"none"``."""
-    return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
-
-
-def git_commit() -> str:
-    """Short commit of the repository the benchmark ran from (``+dirty`` if modified)."""
-    try:
-        run = dict(capture_output=True, text=True, check=True, timeout=10, cwd=REPO)
-        head = subprocess.run(["git", "rev-parse", "--short", "HEAD"], **run).stdout.strip()
-        dirty = subprocess.run(["git", "status", "--porcelain", "--", "src"], **run).stdout
-        return head + ("+dirty(src)" if dirty.strip() else "")
-    except (OSError, subprocess.SubprocessError):
-        return "unknown"
-
-
-def _relative(path: str) -> str:
-    with contextlib.suppress(ValueError):
-        return str(Path(os.path.abspath(path)).relative_to(REPO))  # keep .venv symlinks
-    return path
-
-
-def command_line() -> str:
-    """The exact command that is running, interpreter included, relative to the repo root."""
-    return shlex.join([_relative(sys.executable), *sys.argv])
-
-
 def machine_stamp() -> dict[str, Any]:
-    """Everything a reader needs to judge where a number came from."""
-    return {
-        "date": dt.datetime.now(dt.timezone.utc).isoformat(timespec="seconds"),
-        "command": command_line(),
-        "launched_by": os.environ.get(PARENT_ENV, ""),
-        "cpu": cpu_model(),
-        "cores": os.cpu_count(),
-        "torch_threads": torch.get_num_threads(),
-        "load_average_at_start": load_average(),
-        "gpu": gpu_name(),
-        "python": platform.python_version(),
-        "torch": torch.__version__,
-        "numpy": np.__version__,
-        "torchik": f"{dist_version('torchik')} (git {git_commit()})",
-        "anchors": {dist: dist_version(dist) for dist in ANCHOR_DISTS},
-    }
+    """The library's stamp, with the anchors' versions and paths relative to this checkout."""
+    return _report.machine_stamp(ANCHOR_DISTS, root=REPO)
 
 
-# ---------------------------------------------------------------------------------- timing
+@dataclass
+class Report(_report.Report):
+    """``torchik.protocols.report.Report`` stamped by :func:`machine_stamp`."""
+
+    stamp: dict[str, Any] = field(default_factory=machine_stamp)
+
+
+def wait_for_quiet(max_wait_s: float, threshold: float = 0.25) -> float:
+    """``torchik.protocols.report.wait_for_quiet``, logging when it waits."""
+    return _report.wait_for_quiet(max_wait_s, threshold, notify=log)
+
+
 def time_calls(
     fns: dict[str, Callable[[], object]], reps: int | None = None, **options: Any
 ) -> dict[str, Timing]:
-    """``torchik.protocols.time_call`` of each call in turn (same options; ``reps`` is ignored:
-    the repeats are adaptive)."""
+    """``time_call`` of each call in turn (``reps`` is ignored: the repeats are adaptive)."""
     return {name: time_call(fn, **options) for name, fn in fns.items()}
 
 
@@ -129,8 +83,7 @@ def quiet() -> Iterator[None]:
     """Silence stdout and stderr, C-level writes included (anchor parsers print warnings)."""
     sys.stdout.flush()
     sys.stderr.flush()
-    saved = (os.dup(1), os.dup(2))
-    devnull = os.open(os.devnull, os.O_WRONLY)
+    saved, devnull = (os.dup(1), os.dup(2)), os.open(os.devnull, os.O_WRONLY)
     try:
         os.dup2(devnull, 1)
         os.dup2(devnull, 2)
@@ -170,8 +123,7 @@ def shared_dir() -> Path | None:
 
 def fixture_urdf(name: str) -> Path | None:
     """Path of a third-party fixture URDF (never copied into the repo), or None if absent."""
-    shared = shared_dir()
-    path = shared / "fixtures" / "urdf" / name if shared else None
+    path = shared / "fixtures" / "urdf" / name if (shared := shared_dir()) else None
     return path if path and path.is_file() else None
 
 
@@ -224,9 +176,8 @@ def write_urdf_variant(
     """
     tree = ET.parse(src)
     for joint in tree.getroot().findall("joint"):
-        if strip_safety_controller:
-            for tag in joint.findall("safety_controller"):
-                joint.remove(tag)
+        for tag in joint.findall("safety_controller") if strip_safety_controller else ():
+            joint.remove(tag)
         if limits and joint.get("name") in limits:
             lo, hi = limits[joint.get("name")]
             joint.find("limit").set("lower", repr(float(lo)))
@@ -235,52 +186,12 @@ def write_urdf_variant(
     return dst
 
 
-def load_average() -> list[float]:
-    """1-, 5- and 15-minute load averages (NaN where the platform has none)."""
-    load = os.getloadavg() if hasattr(os, "getloadavg") else (math.nan,) * 3
-    return [round(x, 2) for x in load]
-
-
-def cpu_busy_fraction(interval: float = 0.5) -> float:
-    """Share of all cores' time spent busy during the next `interval` s (/proc/stat; else NaN).
-
-    Called while this process sleeps, it measures the other jobs on the machine.
-    """
-
-    def snapshot() -> tuple[int, int]:
-        values = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:9]]
-        return sum(values), values[3] + values[4]  # all jiffies; idle + iowait
-
-    try:
-        total0, idle0 = snapshot()
-        time.sleep(interval)
-        total1, idle1 = snapshot()
-    except (OSError, ValueError, IndexError):
-        return math.nan
-    return round(1.0 - (idle1 - idle0) / max(1, total1 - total0), 3)
-
-
-def wait_for_quiet(max_wait_s: float, threshold: float = 0.25) -> float:
-    """Wait up to `max_wait_s` until other jobs keep < `threshold` of the cores busy (machines
-    here are shared: another job on 2 cores multiplies timings); returns seconds waited."""
-    start = time.perf_counter()
-    if max_wait_s > 0 and cpu_busy_fraction(0.25) >= threshold:
-        log("other jobs keep the CPU busy: waiting for a quieter machine")
-        while time.perf_counter() - start < max_wait_s and cpu_busy_fraction() >= threshold:
-            pass
-    return round(time.perf_counter() - start, 1)
-
-
+# --------------------------------------------------------------------------- scripts
 def add_common_args(parser: argparse.ArgumentParser) -> None:
     """Options every benchmark script takes (run.py forwards them)."""
     parser.add_argument("--out", type=Path, default=RESULTS_DIR, help="results folder")
-    parser.add_argument(
-        "--wait-idle",
-        type=float,
-        default=0.0,
-        metavar="SECONDS",
-        help="wait up to SECONDS for other jobs to leave the CPU idle before starting",
-    )
+    help_wait = "wait up to SECONDS for other jobs to leave the CPU idle before starting"
+    parser.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS", help=help_wait)
 
 
 def train_small_iknet(
@@ -301,54 +212,6 @@ def train_small_iknet(
     )  # fmt: skip
     model = train(model, data, config=config).model
     return model, time.perf_counter() - start
-
-
-def _jsonable(value: Any) -> Any:
-    """Plain JSON values: numpy scalars to Python, NaN and inf to None."""
-    if isinstance(value, dict):
-        return {str(k): _jsonable(v) for k, v in value.items()}
-    if isinstance(value, list | tuple):
-        return [_jsonable(v) for v in value]
-    if isinstance(value, np.generic):
-        value = value.item()
-    if isinstance(value, float) and not math.isfinite(value):
-        return None
-    return value
-
-
-@dataclass
-class Report:
-    """A benchmark's output: the machine stamp on top, then its tables."""
-
-    name: str
-    title: str
-    intro: list[str] = field(default_factory=list)
-    tables: list[Table] = field(default_factory=list)
-    stamp: dict[str, Any] = field(default_factory=machine_stamp)
-    started: float = field(default_factory=time.perf_counter)
-
-    def _stamp_markdown(self) -> str:
-        lines = ["| machine | |", "|---|---|"]
-        for key, value in self.stamp.items():
-            if isinstance(value, dict):
-                value = ", ".join(f"{k} {v}" for k, v in value.items())
-            lines.append(f"| {key} | `{value}` |" if key == "command" else f"| {key} | {value} |")
-        return "\n".join(lines) + "\n"
-
-    def write(self, out_dir: Path = RESULTS_DIR) -> tuple[Path, Path]:
-        """Write ``<name>.md`` and ``<name>.json`` and return their paths."""
-        self.stamp["load_average_at_end"] = load_average()
-        self.stamp["duration_s"] = round(time.perf_counter() - self.started, 1)
-        out_dir.mkdir(parents=True, exist_ok=True)
-        parts = [f"# {self.title}\n", self._stamp_markdown()]
-        parts += ["\n".join(self.intro) + "\n"] if self.intro else []
-        parts += [table.markdown() for table in self.tables]
-        md, js = out_dir / f"{self.name}.md", out_dir / f"{self.name}.json"
-        md.write_text("\n".join(parts))
-        payload = {"stamp": self.stamp, "intro": self.intro}
-        payload["tables"] = [t.as_json() for t in self.tables]
-        js.write_text(json.dumps(_jsonable(payload), indent=1, ensure_ascii=False) + "\n")
-        return md, js
 
 
 _T0 = time.perf_counter()

@@ -18,29 +18,17 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = {
-    "fk": HERE / "fk.py",
-    "ik": HERE / "ik.py",
-    "pose": HERE / "pose.py",
-    "seq2seq": HERE / "seq2seq.py",
-    "train_speed": HERE / "train_speed.py",
-}
-LONG = {
-    "iknet": HERE / "iknet.py",
-    "posterior": HERE / "posterior.py",
-    "paths": HERE / "paths.py",
-    "finetune": HERE / "finetune.py",
-    "learned_recipes": HERE / "learned_recipes.py",
-}
+BENCHMARKS = ("fk", "ik", "pose", "seq2seq", "train_speed")
+LONG = ("iknet", "posterior", "paths", "finetune", "learned_recipes")
 """Run only when named: each trains models for a long time on a CPU."""
-PARENT_ENV = "TORCHIK_BENCH_PARENT"  # same name as common.PARENT_ENV (kept import-free here)
+PARENT_ENV = "TORCHIK_BENCH_PARENT"  # torchik.protocols.report.PARENT_ENV (kept import-free here)
 
 
 def main(argv: list[str] | None = None) -> int:
     prog = os.environ.get("TORCHIK_PROG", "python benchmarks/run.py")  # set by `torchik bench`
     description = __doc__.splitlines()[0].replace("``", "")
     parser = argparse.ArgumentParser(prog=prog, description=description)
-    known = {**BENCHMARKS, **LONG}
+    known = {name: HERE / f"{name}.py" for name in (*BENCHMARKS, *LONG)}
     parser.add_argument("which", nargs="*", help=f"any of {', '.join(known)}, all (default)")
     args, extra = parser.parse_known_args(argv)  # e.g. --wait-idle 600, forwarded to each
     which = args.which or ["all"]

@@ -10,6 +10,10 @@ papers' anchors and writes the files.
 - :func:`pose_table` (:mod:`torchik.protocols.pose`): full-pose learned IK (IKFlow's protocol).
 - :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
   :mod:`torch.utils.benchmark`.
+- :class:`Report` and :func:`machine_stamp` (:mod:`torchik.protocols.report`): tables written as
+  markdown and JSON under the machine, load and versions they came from.
+- :func:`first_call_seconds` and :func:`crafted_urdf` (:mod:`torchik.protocols.urdf_load`): the
+  cost of loading large URDFs.
 
 The submodules are imported on first use of a name (PEP 562): ``import torchik.protocols`` is
 cheap.
@@ -27,10 +31,14 @@ _EXPORTS = {
     "pose_table": "pose",
     "Timing": "timing",
     "time_call": "timing",
+    "Report": "report",
+    "machine_stamp": "report",
+    "crafted_urdf": "urdf_load",
+    "first_call_seconds": "urdf_load",
 }
 """Public name -> the submodule of this package that defines it."""
 
-_SUBMODULES = ("iknet", "numerical", "pose", "posterior", "timing")
+_SUBMODULES = ("iknet", "numerical", "pose", "posterior", "report", "timing", "urdf_load")
 """The submodules (the values of ``_EXPORTS``)."""
 
 __all__ = sorted(_EXPORTS)

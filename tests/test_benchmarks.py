@@ -1,0 +1,58 @@
+"""Every benchmark script still starts: ``python benchmarks/<name>.py --help`` prints its usage
+(and the loop behind ``make fuzz`` runs on a few examples).
+
+Why this exists: the scripts in ``benchmarks/`` run for minutes to hours and are not run in CI,
+so an import or argument-parser error in one (a helper renamed in ``benchmarks/common.py`` or in
+the library, say) would go unseen until someone reruns it. ``--help`` imports the script with
+its helpers and builds its parser, and trains nothing: about two seconds per script (the torch
+import), one subprocess each, so ``pytest -n`` spreads them. Modules without a ``main`` and an
+argument parser (``common.py``, shared anchors) are helpers, not scripts, and are left out.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+SCRIPTS = sorted(
+    path
+    for path in (ROOT / "benchmarks").glob("*.py")
+    if "def main(" in (text := path.read_text()) and "argparse" in text
+)
+
+
+def test_the_scripts_are_found():
+    names = {path.stem for path in SCRIPTS}
+    assert {"run", "fuzz_urdf", "urdf_chain_load", "urdf_load"} <= names
+    assert "common" not in names
+
+
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.stem)
+def test_benchmark_script_prints_its_usage(script: Path) -> None:
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "src"), os.environ.get("PYTHONPATH")]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "BENCH_THREADS": "1"}
+    env.pop("TORCHIK_PROG", None)  # run.py would print `torchik bench` as its name
+    done = subprocess.run(
+        [sys.executable, str(script.relative_to(ROOT)), "--help"],
+        cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
+    )  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert done.stdout.startswith("usage: "), done.stdout[:500]
+
+
+@pytest.mark.filterwarnings("ignore::torchik.urdf.URDFWarning")  # mutated limits warn
+def test_fuzz_urdf_tallies_a_few_examples() -> None:
+    """The loop behind ``make fuzz`` (``benchmarks/fuzz_urdf.py``) on a handful of examples."""
+    from fuzz.urdf_campaign import fuzz
+    from fuzz.urdf_strategies import ACCEPTABLE
+
+    tally = fuzz(12, seed=15)
+    assert 0 < tally.counts.total() <= 12
+    assert set(tally.counts) <= set(ACCEPTABLE), tally.details
+    assert sum(tally.kinds.values()) == tally.counts["URDFError"]
+    assert 0 <= tally.slowest < 5

@@ -1,0 +1,100 @@
+"""torchik.protocols.report: the machine stamp and a Report's markdown and JSON files."""
+
+from __future__ import annotations
+
+import json
+import math
+
+import numpy as np
+import pytest
+
+from torchik.protocols.report import (
+    PARENT_ENV,
+    Report,
+    command_line,
+    cpu_busy_fraction,
+    cpu_model,
+    dist_version,
+    git_commit,
+    gpu_name,
+    jsonable,
+    load_average,
+    machine_stamp,
+    wait_for_quiet,
+)
+from torchik.protocols.table import Column, Table, fmt_time
+
+STAMP_KEYS = [
+    "date", "command", "launched_by", "cpu", "cores", "torch_threads", "load_average_at_start",
+    "gpu", "python", "torch", "numpy", "torchik", "anchors",
+]  # fmt: skip
+
+
+def test_machine_stamp_has_every_key_in_order(monkeypatch, tmp_path):
+    monkeypatch.setenv(PARENT_ENV, "benchmarks/run.py fk")
+    stamp = machine_stamp(["torch", "no-such-distribution"], root=tmp_path)
+    assert list(stamp) == STAMP_KEYS
+    assert stamp["launched_by"] == "benchmarks/run.py fk"
+    expected = {"torch": dist_version("torch"), "no-such-distribution": "not installed"}
+    assert stamp["anchors"] == expected
+    assert stamp["torchik"].endswith("(git unknown)")  # tmp_path is no checkout
+    assert len(stamp["load_average_at_start"]) == 3
+    json.dumps(stamp)  # plain values
+
+
+def test_stamp_parts():
+    assert cpu_model() and gpu_name()
+    assert dist_version("no-such-distribution") == "not installed"
+    assert dist_version("numpy") == np.__version__
+    assert command_line().split()[0]  # the interpreter
+    assert git_commit("/") == "unknown"
+    assert all(isinstance(x, float) for x in load_average())
+    busy = cpu_busy_fraction(0.01)
+    assert math.isnan(busy) or 0.0 <= busy <= 1.0
+    assert wait_for_quiet(0) == 0.0
+
+
+def test_jsonable_cleans_values():
+    value = {1: (np.float32(0.5), float("nan"), [np.int64(3), math.inf])}
+    assert jsonable(value) == {"1": [0.5, None, [3, None]]}
+
+
+def _report() -> Report:
+    table = Table("speed", [Column("seconds", "time", fmt_time)], time_key="seconds",
+                  references=("slow",), notes=["a note"])  # fmt: skip
+    table.add("slow", seconds=2.0)
+    table.add("fast", seconds=0.5, extra=np.float64(np.nan))
+    stamp = machine_stamp(["numpy"])
+    return Report("mine", "My benchmark", intro=["Some words."], tables=[table], stamp=stamp)
+
+
+def test_report_writes_markdown_and_json(tmp_path):
+    md, js = _report().write(tmp_path / "new")
+    assert (md, js) == (tmp_path / "new" / "mine.md", tmp_path / "new" / "mine.json")
+    text = md.read_text()
+    assert text.startswith("# My benchmark\n\n| machine | |\n|---|---|\n| date | ")
+    assert "| command | `" in text and "| anchors | numpy " in text and "| duration_s | " in text
+    assert "\nSome words.\n\n## speed\n\n| method | time | × faster than slow | status |" in text
+    assert "| fast | 500 ms | 4.00× | ok |" in text and text.endswith("- a note\n")
+    payload = json.loads(js.read_text())
+    assert list(payload) == ["stamp", "intro", "tables"]
+    assert list(payload["stamp"]) == [*STAMP_KEYS, "load_average_at_end", "duration_s"]
+    assert payload["intro"] == ["Some words."]
+    (table,) = payload["tables"]
+    assert table["title"] == "speed" and table["notes"] == ["a note"]
+    assert table["rows"][1] == {"method": "fast", "status": "ok", "seconds": 0.5,
+                                "extra": None, "speedup_vs_slow": 4.0}  # fmt: skip
+
+
+def test_report_without_intro_or_tables(tmp_path):
+    md, js = Report("empty", "Nothing").write(tmp_path)
+    assert md.read_text().startswith("# Nothing\n\n| machine | |")
+    assert json.loads(js.read_text())["tables"] == []
+
+
+@pytest.mark.parametrize("key", ["load_average_at_end", "duration_s"])
+def test_write_adds_the_end_of_the_run(tmp_path, key):
+    report = _report()
+    assert key not in report.stamp
+    report.write(tmp_path)
+    assert key in report.stamp
