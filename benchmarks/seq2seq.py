@@ -16,9 +16,8 @@ import torch
 from common import Report, add_common_args, log
 
 import torchik
-from torchik.protocols.seq2seq import VARIANTS, Seq2SeqSettings, seq2seq_figure, seq2seq_notes
-from torchik.protocols.seq2seq import seq2seq_runs, seq2seq_tables
-from torchik.protocols.small_iknet import small_iknet
+from torchik.protocols import seq2seq as protocol
+from torchik.protocols.small_iknet import load_or_train_iknet
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -39,7 +38,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--layers", type=int, default=2)
     parser.add_argument("--feedforward", type=int, default=128)
     parser.add_argument("--seeds", type=int, nargs="+", default=[0, 1])
-    parser.add_argument("--variants", nargs="+", choices=list(VARIANTS), default=list(VARIANTS),
+    variants = list(protocol.VARIANTS)
+    parser.add_argument("--variants", nargs="+", choices=variants, default=variants,
                         help="inputs to train on (default: all)")  # fmt: skip
     parser.add_argument("--iknet", type=Path, help="IKNet checkpoint (torchik.models.load)")
     parser.add_argument("--iknet-steps", type=int, default=3000)
@@ -47,19 +47,19 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--save-iknet", type=Path, help="save the IKNet trained here")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # common sets all cores; this machine is shared
-    names = [f.name for f in dataclasses.fields(Seq2SeqSettings)]
-    settings = Seq2SeqSettings(**{k: tuple(v) if isinstance(v, list) else v
+    names = [f.name for f in dataclasses.fields(protocol.Seq2SeqSettings)]
+    settings = protocol.Seq2SeqSettings(**{k: tuple(v) if isinstance(v, list) else v
                                   for k, v in vars(args).items() if k in names})  # fmt: skip
-    iknet, what = small_iknet(torchik.load_robot("ur5"), args.iknet, args.iknet_steps,
+    iknet, what = load_or_train_iknet(torchik.load_robot("ur5"), args.iknet, args.iknet_steps,
                               args.iknet_train_size, save=args.save_iknet)  # fmt: skip
     robot = torchik.load_robot("ur5", dtype=torch.float64)
-    runs = seq2seq_runs(robot, iknet, settings, log=log)
+    runs = protocol.seq2seq_runs(robot, iknet, settings, log=log)
     report = Report("seq2seq", "Seq2seq representation: raw positions vs IKNet embedding (UR5)")
-    report.intro = seq2seq_notes(robot, settings, what)
-    report.tables = list(seq2seq_tables(runs, settings.epochs))
+    report.intro = protocol.seq2seq_notes(robot, settings, what)
+    report.tables = list(protocol.seq2seq_tables(runs, settings.epochs))
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        seq2seq_figure(runs).savefig(args.out / "seq2seq.png", dpi=110)
+        protocol.seq2seq_figure(runs).savefig(args.out / "seq2seq.png", dpi=110)
         report.intro.append("Curves: `seq2seq.png` next to this file.")
     except ImportError as err:
         report.intro.append(f"no plot: {err}")

@@ -33,15 +33,15 @@ import torch
 
 from torchik.data import IKDataset, make_dataset
 from torchik.evaluate import evaluate_model
-from torchik.ik.solve import default_link
 from torchik.finetune import FINETUNE_CONFIG, family_dataset, finetune, perturbed_robot
+from torchik.ik.solve import default_link
 from torchik.models.base import IKModel
 from torchik.protocols.small_iknet import RECIPE, train_small_iknet
 from torchik.protocols.table import Column, Table
 from torchik.robot import Robot
 
 __all__ = ["SCALE", "FinetuneSettings", "family_table", "finetune_table", "largest_change",
-           "percentile", "test_errors"]  # fmt: skip
+           "percentile", "sample_errors"]  # fmt: skip
 
 SCALE = 0.2
 """Largest relative change of a joint origin of a perturbed robot."""
@@ -80,7 +80,7 @@ def _scratch(data: IKDataset, steps: int) -> tuple[IKModel, float]:
 
 
 @torch.no_grad()
-def test_errors(model: IKModel, robot: Robot, test: IKDataset) -> dict[str, float]:
+def sample_errors(model: IKModel, robot: Robot, test: IKDataset) -> dict[str, float]:
     """Mean and median position error (m) of 10 samples per test target (sample seed 3), and
     the test NLL (``model.loss`` on the test pairs)."""
     report = evaluate_model(model, test.target, robot, n=10, seed=3)
@@ -97,7 +97,7 @@ def _finetune_rows(robot: Robot, s: FinetuneSettings, log: Log | None) -> list[d
 
     def add(method: str, data: str, steps: int, seconds: float, model: IKModel) -> None:
         rows.append({"method": method, "data": data, "steps": steps, "seconds": seconds,
-                     **test_errors(model, arm_b, test_b)})  # fmt: skip
+                     **sample_errors(model, arm_b, test_b)})  # fmt: skip
         if log is not None:
             log(f"{method}, {data}: {rows[-1]}")
 
@@ -179,8 +179,8 @@ def _family_rows(nominal: Robot, s: FinetuneSettings, log: Log | None) -> list[d
     rows: list[dict[str, Any]] = []
     for i, arm in enumerate(arms):
         test = make_dataset(arm, s.test, seed=200 + i)
-        errors = [test_errors(model, arm, test)["mean"] for model, _ in own]
-        fam = test_errors(family, arm, test)["mean"]
+        errors = [sample_errors(model, arm, test)["mean"] for model, _ in own]
+        fam = sample_errors(family, arm, test)["mean"]
         others = [e for j, e in enumerate(errors) if j != i]
         rows.append({
             "method": f"arm {i}", "change": largest_change(arm, nominal), "family": fam,

@@ -196,7 +196,9 @@ def _epoch_table(runs: dict[str, VariantRuns], key: str, title: str, scale: floa
     table = Table(title, columns)
     curves = [run.curve(key) for run in runs.values()]
     for epoch in range(len(curves[0][0])):
-        values = {f"v{i}": (mean[epoch], std[epoch]) for i, (mean, std) in enumerate(curves)}
+        values: dict[str, Any] = {
+            f"v{i}": (mean[epoch], std[epoch]) for i, (mean, std) in enumerate(curves)
+        }
         table.add(f"epoch {epoch}", **values)
     return table
 
@@ -262,10 +264,11 @@ def seq2seq_notes(robot: Robot, settings: Seq2SeqSettings, what: str) -> list[st
     s, cfg = settings, settings.model_config()
     return [
         f"Embedding: {what}.",
-        f"Data: {robot.name} (`{default_link(robot)}`), {s.train_sequences} training and {s.test_sequences} test "
-        f"sequences (other seed) of {s.length} positions; each sequence moves every joint from "
-        f"a random start to a random end at most {s.max_move} rad away with a (1 - cos) "
-        f"profile (torchik.seq2seq.make_sequence_dataset, margin {s.margin} of each range).",
+        f"Data: {robot.name} (`{default_link(robot)}`), {s.train_sequences} training and "
+        f"{s.test_sequences} test sequences (other seed) of {s.length} positions; each "
+        "sequence moves every joint from a random start to a random end at most "
+        f"{s.max_move} rad away with a (1 - cos) profile (torchik.seq2seq.make_sequence_dataset, "
+        f"margin {s.margin} of each range).",
         f"Model: torchik.seq2seq.SequenceIK, Transformer encoder d_model {cfg.d_model}, "
         f"{cfg.heads} heads, {cfg.layers} pre-norm layers, feed-forward {cfg.feedforward}, no "
         "dropout, sinusoidal positions, no mask; one (cos, sin) per joint, loss = squared "

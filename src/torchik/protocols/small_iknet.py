@@ -3,8 +3,8 @@
 The path-following, fine-tuning and seq2seq tables all run on an IKNet of the ``small`` preset
 trained for CPU minutes with one recipe, :func:`train_small_iknet`: AdamW lr 3e-3, linear
 warm-up then cosine decay to 2 %, gradient-norm clip 0.3, no validation and no checkpoints,
-model seed 0. :func:`small_iknet` gets the IKNet a table runs on: a checkpoint if given, else
-the bundled model if it is an IKNet, else one trained here with that recipe.
+model seed 0. :func:`load_or_train_iknet` gets the IKNet a table runs on: a checkpoint if given,
+else the bundled model if it is an IKNet, else one trained here with that recipe.
 
 Example:
     >>> import torchik
@@ -17,6 +17,7 @@ Example:
 from __future__ import annotations
 
 from pathlib import Path
+from typing import cast
 
 import torch
 
@@ -25,7 +26,7 @@ from torchik.models import IKNet, IKNetConfig, load, load_pretrained
 from torchik.robot import Robot
 from torchik.train import TrainConfig, TrainResult, train
 
-__all__ = ["RECIPE", "small_iknet", "train_small_iknet"]
+__all__ = ["RECIPE", "load_or_train_iknet", "sizes", "train_small_iknet"]
 
 RECIPE = "AdamW lr 3e-3, batch 256, warm-up + cosine, grad clip 0.3"
 """The recipe of :func:`train_small_iknet` in words (for a table's notes)."""
@@ -67,7 +68,7 @@ def sizes(config: IKNetConfig) -> str:
     )
 
 
-def small_iknet(
+def load_or_train_iknet(
     robot: Robot,
     checkpoint: Path | str | None = None,
     steps: int = 3000,
@@ -103,11 +104,12 @@ def small_iknet(
         return model.float().eval(), f"{what}; {sizes(model.config)})"
     data = make_dataset(robot, train_size, seed=0)
     result = train_small_iknet(data, steps)
+    trained = cast(IKNet, result.model)
     if save is not None:
-        result.model.save(save)
+        trained.save(save)
     threads = torch.get_num_threads()
-    return result.model.float().eval(), (
-        f"IKNet (small: {sizes(result.model.config)}) trained here on {train_size} uniform "
+    return trained.float().eval(), (
+        f"IKNet (small: {sizes(trained.config)}) trained here on {train_size} uniform "
         f"{robot.name} pairs, {steps} steps ({RECIPE}), {result.seconds:.0f} s on {threads} "
         "CPU thread(s)"
     )
