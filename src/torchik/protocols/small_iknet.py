@@ -111,5 +111,5 @@ def load_or_train_iknet(
     return trained.float().eval(), (
         f"IKNet (small: {sizes(trained.config)}) trained here on {train_size} uniform "
         f"{robot.name} pairs, {steps} steps ({RECIPE}), {result.seconds:.0f} s on {threads} "
-        "CPU thread(s)"
+        f"CPU thread{'s' * (threads > 1)}"
     )
