@@ -37,8 +37,8 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # common sets all cores; this machine is shared
     names = [f.name for f in dataclasses.fields(PathsSettings)]
     settings = PathsSettings(**{k: v for k, v in vars(args).items() if k in names})
-    model, what = load_or_train_iknet(torchik.load_robot("digit_arm"), args.model, args.steps,
-                              args.train_size)  # fmt: skip
+    digit = torchik.load_robot("digit_arm")
+    model, what = load_or_train_iknet(digit, args.model, args.steps, args.train_size)
     robot = torchik.load_robot("digit_arm", dtype=torch.float64)
     report = Report("paths", "Path following (torchik.paths), Digit arm")
     report.tables = [paths_table(robot, model, settings, "Digit arm", log)]

@@ -48,10 +48,10 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)  # common sets all cores; this machine is shared
     names = [f.name for f in dataclasses.fields(protocol.Seq2SeqSettings)]
-    settings = protocol.Seq2SeqSettings(**{k: tuple(v) if isinstance(v, list) else v
-                                  for k, v in vars(args).items() if k in names})  # fmt: skip
+    values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items()}
+    settings = protocol.Seq2SeqSettings(**{k: v for k, v in values.items() if k in names})
     iknet, what = load_or_train_iknet(torchik.load_robot("ur5"), args.iknet, args.iknet_steps,
-                              args.iknet_train_size, save=args.save_iknet)  # fmt: skip
+                                      args.iknet_train_size, save=args.save_iknet)  # fmt: skip
     robot = torchik.load_robot("ur5", dtype=torch.float64)
     runs = protocol.seq2seq_runs(robot, iknet, settings, log=log)
     report = Report("seq2seq", "Seq2seq representation: raw positions vs IKNet embedding (UR5)")
