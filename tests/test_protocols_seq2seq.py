@@ -56,3 +56,8 @@ def test_notes_and_figure(setup, runs):
     notes = seq2seq_notes(setup[0], SETTINGS, "an IKNet")
     assert notes[0] == "Embedding: an IKNet." and "seeds 0, 1" in notes[3]
     assert len(seq2seq_figure(runs).axes) == 2
+
+
+def test_unknown_variant_is_refused():
+    with pytest.raises(ValueError, match="unknown variants"):
+        Seq2SeqSettings(variants=("raw", "embedding"))

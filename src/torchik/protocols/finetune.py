@@ -40,8 +40,15 @@ from torchik.protocols.small_iknet import RECIPE, train_small_iknet
 from torchik.protocols.table import Column, Table
 from torchik.robot import Robot
 
-__all__ = ["SCALE", "FinetuneSettings", "family_table", "finetune_table", "largest_change",
-           "percentile", "sample_errors"]  # fmt: skip
+__all__ = [
+    "SCALE",
+    "FinetuneSettings",
+    "family_table",
+    "finetune_table",
+    "largest_change",
+    "percentile",
+    "sample_errors",
+]
 
 SCALE = 0.2
 """Largest relative change of a joint origin of a perturbed robot."""

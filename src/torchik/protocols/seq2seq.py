@@ -43,8 +43,16 @@ from torchik.seq2seq import (
 if TYPE_CHECKING:
     from matplotlib.figure import Figure
 
-__all__ = ["VARIANTS", "Seq2SeqSettings", "VariantRuns", "seq2seq_figure", "seq2seq_notes",
-           "seq2seq_runs", "seq2seq_tables", "untrained_like"]  # fmt: skip
+__all__ = [
+    "VARIANTS",
+    "Seq2SeqSettings",
+    "VariantRuns",
+    "seq2seq_figure",
+    "seq2seq_notes",
+    "seq2seq_runs",
+    "seq2seq_tables",
+    "untrained_like",
+]
 
 VARIANTS = {
     "raw": "raw positions",
@@ -85,6 +93,10 @@ class Seq2SeqSettings:
     feedforward: int = 128
     seeds: tuple[int, ...] = (0, 1)
     variants: tuple[str, ...] = tuple(VARIANTS)
+
+    def __post_init__(self) -> None:
+        if unknown := set(self.variants) - set(VARIANTS):
+            raise ValueError(f"unknown variants {sorted(unknown)}: choose from {list(VARIANTS)}")
 
     def model_config(self) -> SequenceIKConfig:
         """The encoder's :class:`~torchik.seq2seq.SequenceIKConfig`."""
