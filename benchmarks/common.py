@@ -194,26 +194,6 @@ def add_common_args(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("--wait-idle", type=float, default=0.0, metavar="SECONDS", help=help_wait)
 
 
-def train_small_iknet(
-    data: Any, steps: int, *, batch: int = 256, warmup: int = 200, log_parts: int = 10
-) -> tuple[Any, float]:
-    """An IKNet (small preset, model seed 0) trained on ``data`` with the benchmarks' recipe:
-    AdamW lr 3e-3, ``warmup`` steps then cosine decay to 2 %, grad-norm clip 0.3, no validation
-    and no checkpoints. Returns the model and the training wall time (s)."""
-    from torchik.models import IKNet, IKNetConfig
-    from torchik.train import TrainConfig, train
-
-    torch.manual_seed(0)
-    start = time.perf_counter()
-    model = IKNet(data.spec, IKNetConfig.small())
-    config = TrainConfig(
-        steps=steps, batch_size=batch, lr=3e-3, warmup_steps=warmup, min_lr_ratio=0.02,
-        grad_clip=0.3, log_every=max(1, steps // log_parts), val_every=0, checkpoint_every=0,
-    )  # fmt: skip
-    model = train(model, data, config=config).model
-    return model, time.perf_counter() - start
-
-
 _T0 = time.perf_counter()
 
 

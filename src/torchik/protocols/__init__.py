@@ -8,6 +8,14 @@ papers' anchors and writes the files.
 - :func:`posterior_table` (:mod:`torchik.protocols.posterior`): the cVAE-vs-INN report's table.
 - :func:`numerical_ik_table` (:mod:`torchik.protocols.numerical`): numerical IK solvers.
 - :func:`pose_table` (:mod:`torchik.protocols.pose`): full-pose learned IK (IKFlow's protocol).
+- :func:`paths_table` (:mod:`torchik.protocols.paths`): path following by windowed sampling,
+  refinement and sequential IK (the Neural IK paper's Eq. 15).
+- :func:`finetune_table` and :func:`family_table` (:mod:`torchik.protocols.finetune`): few-shot
+  fine-tuning to a perturbed robot, one model for a family of robots (its Section 5.4).
+- :func:`seq2seq_runs` and :func:`seq2seq_tables` (:mod:`torchik.protocols.seq2seq`): raw
+  positions vs an IKNet embedding as a Transformer's input (its Section 5.5).
+- :func:`train_small_iknet` and :func:`load_or_train_iknet`
+  (:mod:`torchik.protocols.small_iknet`): the small IKNet those three run on, and its recipe.
 - :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
   :mod:`torch.utils.benchmark`.
 - :class:`Report` and :func:`machine_stamp` (:mod:`torchik.protocols.report`): tables written as
@@ -29,6 +37,16 @@ _EXPORTS = {
     "posterior_table": "posterior",
     "numerical_ik_table": "numerical",
     "pose_table": "pose",
+    "PathsSettings": "paths",
+    "paths_table": "paths",
+    "FinetuneSettings": "finetune",
+    "family_table": "finetune",
+    "finetune_table": "finetune",
+    "Seq2SeqSettings": "seq2seq",
+    "seq2seq_runs": "seq2seq",
+    "seq2seq_tables": "seq2seq",
+    "load_or_train_iknet": "small_iknet",
+    "train_small_iknet": "small_iknet",
     "Timing": "timing",
     "time_call": "timing",
     "Report": "report",
@@ -38,7 +56,19 @@ _EXPORTS = {
 }
 """Public name -> the submodule of this package that defines it."""
 
-_SUBMODULES = ("iknet", "numerical", "pose", "posterior", "report", "timing", "urdf_load")
+_SUBMODULES = (
+    "finetune",
+    "iknet",
+    "numerical",
+    "paths",
+    "pose",
+    "posterior",
+    "report",
+    "seq2seq",
+    "small_iknet",
+    "timing",
+    "urdf_load",
+)
 """The submodules (the values of ``_EXPORTS``)."""
 
 __all__ = sorted(_EXPORTS)
