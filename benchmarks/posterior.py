@@ -25,12 +25,12 @@ from typing import Any
 
 import torch
 from common import Column, Report, Table, add_common_args, fmt_sci, fmt_time, log
-from iknet import seconds_per_step
 
 from torchik import load_robot
 from torchik.data import make_dataset
 from torchik.models import families
 from torchik.planar import RAIL_ARM_PRIOR_STD, PlanarArm
+from torchik.protocols.iknet_run import seconds_per_step
 from torchik.protocols.posterior import posterior_table, posterior_truth
 from torchik.train import TrainConfig, train
 

@@ -1,0 +1,66 @@
+"""torchik.protocols.iknet_run / iknet_notes: the IKNet experiment around iknet_table."""
+
+from __future__ import annotations
+
+import json
+
+import pytest
+import torch
+
+from torchik.protocols import iknet_run
+from torchik.protocols.iknet_notes import iknet_tables
+from torchik.protocols.iknet_run import IKNetRun, kept_rows, preset, robot_data, run_robot
+
+
+@pytest.fixture(scope="module")
+def experiment(tmp_path_factory):
+    torch.set_num_threads(1)
+    settings = IKNetRun(
+        steps={"digit_arm": 3}, train_size={"digit_arm": 128}, batch=64, samples=3,
+        temperatures=(0.5,), families=("iknet", "mlp"), solvers=True,
+        work=str(tmp_path_factory.mktemp("runs")),
+    )  # fmt: skip
+    lines: list[str] = []
+    rows, curve = run_robot("digit_arm", settings, log=lines.append, timing=False)
+    return settings, rows, curve, lines
+
+
+def test_rows_of_every_family_temperature_and_solver(experiment):
+    settings, rows, curve, lines = experiment
+    methods = [(r["method"], r.get("temperature")) for r in rows]
+    assert methods[:3] == [("IKNet", 1.0), ("IKNet", 0.5), ("MLP", 1.0)]
+    assert [m for m, _ in methods[3:]] == [f"torchik {s}" for s in iknet_run.SOLVERS]
+    assert all(r["steps"] == 3 and r["train_size"] == 128 for r in rows[:3])
+    assert rows[2]["diversity"] == 0.0  # the MLP is deterministic
+    assert min(r["mean_cm"] for r in rows[3:]) < 1.0  # numerical IK solves
+    assert {p["method"] for p in curve} == {"IKNet", "MLP"} and lines
+
+
+def test_tables_carry_the_settings_into_the_notes(experiment):
+    settings, rows, curve, _ = experiment
+    main, learning = iknet_tables(rows, curve, [], settings)
+    assert "IKNet (small preset)" in main.title and "x 3" in main.title
+    assert any("AdamW lr 0.003" in note for note in main.notes)
+    assert any(note.startswith("Numerical rows") for note in main.notes)
+    assert "IKNet (small, temperature 0.5)" in main.markdown()
+    assert len(learning.rows) == len(curve)
+
+
+def test_kept_rows_keep_other_robots(tmp_path, experiment):
+    settings, rows, curve, _ = experiment
+    stamp = {"date": "d", "torchik": "t", "load_average_at_start": [0], "command": "c"}
+    tables = [{"rows": rows}, {"rows": curve}]
+    path = tmp_path / "old.json"
+    path.write_text(json.dumps({"stamp": stamp, "tables": tables}))
+    kept, kept_curve, note = kept_rows(path, ["ur5"])
+    assert len(kept) == len(rows) and len(kept_curve) == len(curve) and "digit_arm" in note
+    assert kept_rows(path, ["digit_arm"]) == ([], [], "")
+
+
+def test_presets_and_data_seeds():
+    assert preset("small").hyper_width < preset("default").hyper_width
+    with pytest.raises(KeyError):
+        preset("huge")
+    data = robot_data("digit_arm", IKNetRun(train_size={"digit_arm": 16}))
+    assert (len(data.train_set), len(data.val_set), len(data.test_set)) == (16, 500, 1000)
+    assert data.robot64.lower.dtype == torch.float64
