@@ -5,7 +5,8 @@ Each table of ``benchmarks/results/`` is one function here, built on :mod:`torch
 papers' anchors and writes the files.
 
 - :func:`iknet_table` (:mod:`torchik.protocols.iknet`): the IKNet paper's table.
-- :func:`posterior_table` (:mod:`torchik.protocols.posterior`): the cVAE-vs-INN report's table.
+- :func:`posterior_table` (:mod:`torchik.protocols.posterior`): the cVAE-vs-INN report's table;
+  the experiment around it (arms, training, tables) in :mod:`torchik.protocols.posterior_run`.
 - :func:`numerical_ik_table` (:mod:`torchik.protocols.numerical`): numerical IK solvers.
 - :func:`pose_table` (:mod:`torchik.protocols.pose`): full-pose learned IK (IKFlow's protocol).
 - :func:`paths_table` (:mod:`torchik.protocols.paths`): path following by windowed sampling,
@@ -63,6 +64,7 @@ _SUBMODULES = (
     "paths",
     "pose",
     "posterior",
+    "posterior_run",
     "report",
     "seq2seq",
     "small_iknet",
