@@ -8,7 +8,8 @@ papers' anchors and writes the files.
 - :func:`posterior_table` (:mod:`torchik.protocols.posterior`): the cVAE-vs-INN report's table;
   the experiment around it (arms, training, tables) in :mod:`torchik.protocols.posterior_run`.
 - :func:`numerical_ik_table` (:mod:`torchik.protocols.numerical`): numerical IK solvers.
-- :func:`pose_table` (:mod:`torchik.protocols.pose`): full-pose learned IK (IKFlow's protocol).
+- :func:`pose_table` (:mod:`torchik.protocols.pose`): full-pose learned IK (IKFlow's protocol);
+  its goals and published figures in :mod:`torchik.protocols.pose_notes`.
 - :func:`paths_table` (:mod:`torchik.protocols.paths`): path following by windowed sampling,
   refinement and sequential IK (the Neural IK paper's Eq. 15).
 - :func:`finetune_table` and :func:`family_table` (:mod:`torchik.protocols.finetune`): few-shot
@@ -63,6 +64,7 @@ _SUBMODULES = (
     "numerical",
     "paths",
     "pose",
+    "pose_notes",
     "posterior",
     "posterior_run",
     "report",
