@@ -18,6 +18,8 @@ papers' anchors and writes the files.
   positions vs an IKNet embedding as a Transformer's input (its Section 5.5).
 - :func:`train_small_iknet` and :func:`load_or_train_iknet`
   (:mod:`torchik.protocols.small_iknet`): the small IKNet those three run on, and its recipe.
+- :func:`~torchik.protocols.recipes.run_recipes` (:mod:`torchik.protocols.recipes`): learned-IK
+  recipes (the NSF flow, flow matching) trained and measured alike on Panda positions.
 - :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
   :mod:`torch.utils.benchmark`.
 - :class:`Report` and :func:`machine_stamp` (:mod:`torchik.protocols.report`): tables written as
@@ -67,6 +69,7 @@ _SUBMODULES = (
     "pose_notes",
     "posterior",
     "posterior_run",
+    "recipes",
     "report",
     "seq2seq",
     "small_iknet",
