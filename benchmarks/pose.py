@@ -21,6 +21,7 @@ from ik import Urdf, checker
 
 import torchik
 from torchik.models import load_pretrained
+from torchik.pretrained import TEST_SEED, measured_accuracy
 from torchik.protocols import pose_table
 from torchik.protocols.pose_notes import MANY, annotate, intro
 
@@ -46,8 +47,8 @@ def main(argv: list[str] | None = None) -> int:
     if urdf is not None:
         spec = read_chain(urdf, LINK)
         check, name = checker(Urdf(spec, [spec.joint_names.index(j) for j in robot.joint_names]))
-    report = Report("pose", 'Full-pose learned IK (protocol "Full-pose learned IK (pose)")',
-                    intro=intro(args.poses, args.samples, name))  # fmt: skip
+    lines = intro(args.poses, args.samples, name, measured_accuracy()["panda"], TEST_SEED)
+    report = Report("pose", 'Full-pose learned IK (protocol "Full-pose learned IK (pose)")', lines)
     report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     model = load_pretrained("panda")
     tables = pose_table(

@@ -33,5 +33,8 @@ def test_goal_lines_and_intro():
     assert raw_goal({"pos_mean_mm": 3.0, "rot_mean_deg": 1.5}).endswith("met")
     row = {"wall_s": 0.1, "cpu_s": 0.1, "solutions_min": 999}
     assert "not every pose" in one_pose_goal(row)
-    lines = intro(10, 5, "the checker")
-    assert "10 configurations" in lines[0] and "the checker" in lines[-1]
+    recipe = {"recipe": {"family": "fm", "train_pairs": 0, "steps": 9}, "parameters": 3,
+              "train_seconds": 1.0}  # fmt: skip
+    lines = intro(10, 5, "the checker", recipe, 2026)
+    assert "10 configurations" in lines[0] and "seed 2026" in lines[0]
+    assert "family `fm`" in lines[2] and "the checker" in lines[-1]

@@ -60,16 +60,22 @@ def one_pose_goal(row: dict[str, Any]) -> str:
     )
 
 
-def intro(n_poses: int, n_samples: int, check_name: str) -> list[str]:
-    """The results' intro: test poses, the bundled model's recipe, how success is judged."""
-    from torchik.pretrained import TEST_SEED, measured_accuracy
+def intro(
+    n_poses: int, n_samples: int, check_name: str, recipe: dict[str, Any], test_seed: int
+) -> list[str]:
+    """The results' intro: test poses, the bundled model's recipe, how success is judged.
 
-    recipe = measured_accuracy()["panda"]
+    Args:
+        n_poses, n_samples: test poses and samples per pose.
+        check_name: what judges success (an independent FK, or torchik's own).
+        recipe: the model's entry of ``torchik.pretrained.measured_accuracy()``.
+        test_seed: ``torchik.pretrained.TEST_SEED``.
+    """
     r = recipe["recipe"]
     return [
         "`torchik.protocols.pose_table(robot, model, check=...)`. Test poses: FK (float64) of "
         f"{n_poses} configurations uniform within the Panda's limits, torch generator seed "
-        f"{TEST_SEED} (`torchik.pretrained.TEST_SEED`: the held-out targets of the pretrained "
+        f"{test_seed} (`torchik.pretrained.TEST_SEED`: the held-out targets of the pretrained "
         f"models, disjoint from their training data); {n_samples} samples per pose.",
         "",
         f'Model: `torchik.models.load_pretrained("panda")`, family `{r["family"]}` '
