@@ -20,6 +20,8 @@ papers' anchors and writes the files.
   (:mod:`torchik.protocols.small_iknet`): the small IKNet those three run on, and its recipe.
 - :func:`~torchik.protocols.recipes.run_recipes` (:mod:`torchik.protocols.recipes`): learned-IK
   recipes (the NSF flow, flow matching) trained and measured alike on Panda positions.
+- :func:`~torchik.protocols.tune_run.run_arm` (:mod:`torchik.protocols.tune_run`): the report's
+  hyperparameter search reproduced, defaults against the tuned best.
 - :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
   :mod:`torch.utils.benchmark`.
 - :class:`Report` and :func:`machine_stamp` (:mod:`torchik.protocols.report`): tables written as
@@ -74,6 +76,7 @@ _SUBMODULES = (
     "seq2seq",
     "small_iknet",
     "timing",
+    "tune_run",
     "urdf_load",
 )
 """The submodules (the values of ``_EXPORTS``)."""

@@ -33,6 +33,7 @@ __all__ = [
     "ARMS",
     "FAMILIES",
     "INTRO",
+    "arm_problem",
     "PosteriorRun",
     "arm_setup",
     "default_families",
@@ -102,12 +103,17 @@ def default_families() -> tuple[str, ...]:
     return (*[f for f in FAMILIES if f in known], *sorted(set(known) - set(FAMILIES)))
 
 
+def arm_problem(name: str) -> str:
+    """The :func:`torchik.tune_objective.problem_robot` name of an arm: ``"4"`` is
+    ``"planar:1,1,1,1"`` (unit links), ``"rail"`` is ``"rail_arm"``."""
+    return "rail_arm" if name == "rail" else "planar:" + ",".join(["1"] * int(name))
+
+
 def arm_setup(name: str) -> tuple[Any, Any, list[float]]:
     """``(closed-form arm, generic robot, prior std)`` of ``"4"``, ``"6"``, ... or ``"rail"``."""
     from torchik.tune_objective import problem_robot
 
-    problem = "rail_arm" if name == "rail" else "planar:" + ",".join(["1.0"] * int(name))
-    robot, arm, std = problem_robot(problem)
+    robot, arm, std = problem_robot(arm_problem(name))
     return arm, robot, list(std)
 
 
