@@ -66,7 +66,7 @@ def _make_solver(method: str | IKSolver, **overrides) -> IKSolver:
 
 def solve_ik(
     robot: Robot,
-    target: Tensor,
+    target: Tensor | Mapping[str, Tensor],
     link: str | None = None,
     *,
     position_only: bool = False,

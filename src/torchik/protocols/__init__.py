@@ -22,6 +22,8 @@ papers' anchors and writes the files.
   recipes (the NSF flow, flow matching) trained and measured alike on Panda positions.
 - :func:`~torchik.protocols.tune_run.run_arm` (:mod:`torchik.protocols.tune_run`): the report's
   hyperparameter search reproduced, defaults against the tuned best.
+- :mod:`torchik.protocols.wholebody`: whole-body IK on the G1 (both hands; feet and hands on
+  a floating base), torchik's rows and a driver for other libraries' solvers.
 - :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
   :mod:`torch.utils.benchmark`.
 - :class:`Report` and :func:`machine_stamp` (:mod:`torchik.protocols.report`): tables written as
@@ -78,6 +80,7 @@ _SUBMODULES = (
     "timing",
     "tune_run",
     "urdf_load",
+    "wholebody",
 )
 """The submodules (the values of ``_EXPORTS``)."""
 
