@@ -40,9 +40,9 @@ from common import (
 
 import torchik
 from torchik.protocols import numerical_ik_table
-from torchik.protocols.numerical import Solver, many_solutions_table, problem, torchik_solver
+from torchik.protocols.numerical import NOTES, Solver, many_solutions_table, problem, torchik_rows
 
-N_TARGETS, IKPY_TARGETS, RETRIES, LBFGSB_TARGETS = 1000, 200, 10, 50
+N_TARGETS, IKPY_TARGETS, RETRIES = 1000, 200, 10
 STRICT_TOL, TRACIK_TIMEOUT, TRACIK_EPS = 1e-5, 0.005, 1e-5
 PK, TRACIK, IKPY, TORCHIK = "pytorch_kinematics", "TRAC-IK", "IKPy", "torchik"
 UR5_JOINTS = ("shoulder_pan_joint", "shoulder_lift_joint", "elbow_joint")
@@ -206,27 +206,6 @@ def ikpy_chain_for(chain_cls: type, spec: ChainSpec) -> tuple[object, list[int]]
     return chain, active
 
 
-def torchik_rows(case: RobotCase, tip: str, position_only: bool) -> dict[str, Solver]:
-    """torchik's rows: the shared starts (float32, and float64 at 1e-5), its own seeding (the
-    default LM, also at 1e-5 in float64), and each other solver in float64."""
-    r32, r64 = (torchik.load_robot(case.name, dtype=d) for d in (torch.float32, torch.float64))
-    strict = dict(tol_position=STRICT_TOL, tol_rotation=STRICT_TOL, position_only=position_only)
-    plain = dict(position_only=position_only)
-    own = f"{TORCHIK} (own seeding)"
-    rows = {
-        TORCHIK: torchik_solver(r32, tip, own_seeds=False, **plain),
-        f"{TORCHIK} (float64, tol 1e-5)": torchik_solver(r64, tip, own_seeds=False, **strict),
-        own: torchik_solver(r32, tip, **plain),
-        f"{own[:-1]}, float64, tol 1e-5)": torchik_solver(r64, tip, **strict),
-    }
-    for method in ("dls", "jt", "gd", "lbfgsb"):
-        solver = torchik_solver(r64, tip, method=method, **plain)
-        n = LBFGSB_TARGETS if method == "lbfgsb" else None
-        name = f"{TORCHIK} {method} (own seeding, float64)"
-        rows[name] = Solver(solver.run, n, solver.starts, solver.settings)
-    return rows
-
-
 def solvers(args, case: RobotCase, urdf: Urdf, position_only: bool) -> dict[str, Solver | str]:
     """One table's rows in order (a string: the reason a row is missing)."""
     # pytorch_kinematics has no position-only switch: zero orientation weight, rotation check off
@@ -237,7 +216,7 @@ def solvers(args, case: RobotCase, urdf: Urdf, position_only: bool) -> dict[str,
         PK: pk_solver(urdf, torch.float32, **free),
         f"{PK} (float64, tol 1e-5)": pk_solver(urdf, torch.float64, **tight),
         IKPY: ikpy_solver(urdf, args.ikpy_targets),
-        **torchik_rows(case, urdf.spec.tip, position_only),
+        **torchik_rows(case.name, urdf.spec.tip, position_only),
     }
     if position_only:
         del rows[TRACIK]  # pytracik's binding has no position-only mode
@@ -285,7 +264,9 @@ def main(argv: list[str] | None = None) -> int:
                         help="also the position-only tables (several more minutes)")  # fmt: skip
     add_common_args(parser)
     args = parser.parse_args(argv)
-    report = Report("ik", 'Numerical IK benchmark (protocol "Numerical IK")', intro=INTRO)
+    report = Report(
+        "ik", 'Numerical IK benchmark (protocol "Numerical IK")', intro=[*INTRO, "", *NOTES]
+    )
     report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     with tempfile.TemporaryDirectory(prefix="torchik-bench-") as tmp:
         for name in args.robots:
@@ -303,19 +284,6 @@ INTRO = [
     "Neural IK paper's limits (±π, elbow ±2.5) written into a temporary copy; "
     "`<safety_controller>` tags are stripped in the temporary copies because pytracik reads "
     "them as zero-width limits. Every anchor reads the same temporary URDF.",
-    "",
-    "Success is decided here, not by the solvers: FK of each returned configuration is "
-    "recomputed in float64; a target is solved when some returned candidate has position error "
-    "< 1 mm, geodesic rotation error < 1° and every joint within limits (slack 1e-6 rad for "
-    "solvers that store limits in float32). The strict column asks 1e-5 m and 1e-5 rad. 'success "
-    "ignoring limits' drops the limit test (a gap to 'success' means answers outside limits). "
-    "Position-only tables ignore rotation.",
-    "",
-    "Wall time covers all targets of the row (the solver's set-up included): "
-    "`torch.utils.benchmark` (`torchik.protocols.time_call`: a warm-up block, then blocks until "
-    "--min-run-time seconds are measured; median over the blocks, 'timed runs' = blocks); the "
-    "answers judged are those of its last call. Ratios compare per-target time (> 1: faster "
-    "than the reference). IKPy and L-BFGS-B run a subset of the targets (their rows say how many).",
 ]
 
 

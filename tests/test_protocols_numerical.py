@@ -139,3 +139,14 @@ def test_float64_copies_instead_of_converting_in_place():
     assert float64(robot).dtype == torch.float64 and robot.dtype == torch.float32
     same = float64(float64(robot))
     assert float64(same) is same
+
+
+def test_torchik_rows_of_the_table():
+    from torchik.protocols.numerical import LBFGSB_TARGETS, NOTES, torchik_rows
+
+    rows = torchik_rows("snake2", "ee", position_only=True)
+    assert list(rows)[:4] == ["torchik", "torchik (float64, tol 1e-5)", "torchik (own seeding)",
+                              "torchik (own seeding, float64, tol 1e-5)"]  # fmt: skip
+    assert rows["torchik lbfgsb (own seeding, float64)"].n_targets == LBFGSB_TARGETS
+    assert rows["torchik dls (own seeding, float64)"].n_targets is None and len(rows) == 8
+    assert NOTES[0].startswith("Success is decided here")

@@ -46,6 +46,7 @@ __all__ = [
     "judge",
     "problem",
     "run_timed",
+    "torchik_rows",
     "torchik_solver",
 ]
 
@@ -375,3 +376,59 @@ def many_solutions_table(
         "selection of distinct solutions (torch.utils.benchmark, after a warm-up)"
     )
     return table
+
+
+LBFGSB_TARGETS = 50
+"""Targets of the L-BFGS-B row (a slow solver)."""
+
+
+def torchik_rows(name: str, tip: str, position_only: bool) -> dict[str, Solver]:
+    """torchik's rows of the numerical-IK table of a bundled robot.
+
+    The shared starts (float32, and float64 at 1e-5), its own seeding (the default LM, also at
+    1e-5 in float64), and each other method (DLS, Jacobian transpose, gradient descent, L-BFGS-B on
+    :data:`LBFGSB_TARGETS` targets) in float64.
+
+    Args:
+        name: a bundled robot (``torchik.load_robot``).
+        tip: the link.
+        position_only: position targets.
+
+    Returns:
+        Row name -> :class:`Solver`.
+    """
+    from torchik.robot import load_robot
+
+    r32, r64 = (load_robot(name, dtype=d) for d in (torch.float32, torch.float64))
+    strict: dict[str, Any] = dict(tol_position=STRICT_TOL, tol_rotation=STRICT_TOL)
+    strict["position_only"] = plain = position_only
+    own = "torchik (own seeding)"
+    rows = {
+        "torchik": torchik_solver(r32, tip, own_seeds=False, position_only=plain),
+        "torchik (float64, tol 1e-5)": torchik_solver(r64, tip, own_seeds=False, **strict),
+        own: torchik_solver(r32, tip, position_only=plain),
+        f"{own[:-1]}, float64, tol 1e-5)": torchik_solver(r64, tip, **strict),
+    }
+    for method in ("dls", "jt", "gd", "lbfgsb"):
+        solver = torchik_solver(r64, tip, method=method, position_only=plain)
+        n = LBFGSB_TARGETS if method == "lbfgsb" else None
+        row = f"torchik {method} (own seeding, float64)"
+        rows[row] = Solver(solver.run, n, solver.starts, solver.settings)
+    return rows
+
+
+NOTES = [
+    "Success is decided here, not by the solvers: FK of each returned configuration is "
+    "recomputed in float64; a target is solved when some returned candidate has position error "
+    "< 1 mm, geodesic rotation error < 1° and every joint within limits (slack 1e-6 rad for "
+    "solvers that store limits in float32). The strict column asks 1e-5 m and 1e-5 rad. 'success "
+    "ignoring limits' drops the limit test (a gap to 'success' means answers outside limits). "
+    "Position-only tables ignore rotation.",
+    "",
+    "Wall time covers all targets of the row (the solver's set-up included): "
+    "`torch.utils.benchmark` (`torchik.protocols.time_call`: a warm-up block, then blocks until "
+    "--min-run-time seconds are measured; median over the blocks, 'timed runs' = blocks); the "
+    "answers judged are those of its last call. Ratios compare per-target time (> 1: faster "
+    "than the reference). IKPy and L-BFGS-B run a subset of the targets (their rows say how many).",
+]
+"""How the table judges and times (the results' intro after the anchors' paragraph)."""
