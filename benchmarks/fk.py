@@ -14,90 +14,41 @@ from __future__ import annotations
 
 import argparse
 from collections.abc import Callable
-from dataclasses import dataclass
 from pathlib import Path
 
 import numpy as np
 import torch
 from common import (
     ChainSpec,
-    Column,
     Report,
     Table,
     add_common_args,
-    describe,
     fixture_urdf,
-    fmt_sci,
-    fmt_time,
     log,
     quiet,
     read_chain,
-    time_call,
     try_import,
     wait_for_quiet,
 )
 
 import torchik
+from torchik.protocols.fk_speed import (
+    BATCHES,
+    DTYPES,
+    Method,
+    agreement_table,
+    backward_op,
+    compile_forward,
+    fk_timing_table,
+    forward_op,
+    torchik_methods,
+    unavailable,
+)
 
 ROBOT, LINK, URDF = "panda", "panda_hand", "panda.urdf"
-BATCHES = (1, 1024, 65536)
 PIN_BATCHES = (1, 1024)
-DTYPES = {"float32": torch.float32, "float64": torch.float64}
-OPS = ("FK", "FK+backward", "Jacobian")
 AGREEMENT_CONFIGS = 1024
-PK, PIN, TORCHIK = "pytorch_kinematics", "pinocchio (Python loop)", "torchik"
-
-Thunk = Callable[[], object]
-#: Builds the call to time from q ``(B, dof)`` already in the method's dtype and joint order.
-Op = Callable[[torch.Tensor], Thunk]
-
-
-@dataclass
-class Method:
-    """One row source: the operations it implements and what it offers for agreement checks."""
-
-    name: str
-    ops: dict[str, Op]
-    status: str = "ok"
-    dtypes: tuple[str, ...] = tuple(DTYPES)
-    batches: tuple[int, ...] = BATCHES
-    columns: list[int] | None = None  # permutation from the URDF's joint order to the method's
-    poses: Callable[[torch.Tensor], np.ndarray] | None = None  # q (B, dof) -> (B, 4, 4)
-    jacobian: Callable[[torch.Tensor], np.ndarray] | None = None  # q (B, dof) -> (B, 6, dof)
-    note: str = ""
-
-
-def unavailable(name: str, status: str) -> Method:
-    return Method(name, {}, status=status)
-
-
-def forward_op(forward: Callable[[torch.Tensor], torch.Tensor]) -> Op:
-    """Time ``forward(q)`` alone."""
-    return lambda q: lambda: forward(q)
-
-
-def backward_op(forward: Callable[[torch.Tensor], torch.Tensor]) -> Op:
-    """Time ``forward(q).sum().backward()``: FK plus the gradient of all poses w.r.t. q."""
-
-    def make(q: torch.Tensor) -> Thunk:
-        leaf = q.clone().requires_grad_(True)
-
-        def run() -> None:
-            leaf.grad = None
-            forward(leaf).sum().backward()
-
-        return run
-
-    return make
-
-
-def compile_forward(forward: Callable[..., torch.Tensor]) -> Callable[..., torch.Tensor]:
-    """HOOK for the ``--compile`` rows: the compiled variant of an FK callable.
-
-    Today this is plain ``torch.compile`` on the callable. When torchik ships its own compiled
-    entry point, return that here for torchik (the rows and their names need no change).
-    """
-    return torch.compile(forward, dynamic=False)
+PK, PIN = "pytorch_kinematics", "pinocchio (Python loop)"
 
 
 # ----------------------------------------------------------------------------------- methods
@@ -151,7 +102,7 @@ def pin_method(urdf: Path, spec: ChainSpec) -> Method:
         full[:, cols] = q.double().numpy()
         return list(full)
 
-    def loop(q: torch.Tensor) -> Thunk:
+    def loop(q: torch.Tensor) -> Callable[[], None]:
         qs = configs(q)
 
         def run() -> None:
@@ -169,138 +120,6 @@ def pin_method(urdf: Path, spec: ChainSpec) -> Method:
         return np.stack(out)
 
     return Method(PIN, {"FK": loop}, dtypes=("float64",), batches=PIN_BATCHES, poses=poses)
-
-
-def torchik_methods(spec: ChainSpec, with_compile: bool) -> list[Method]:
-    """torchik's rows: FK, FK + backward and the Jacobian in float32 and float64."""
-    robots = {d: torchik.load_robot(ROBOT, dtype=d) for d in DTYPES.values()}
-    robot = robots[torch.float64]
-    columns = [spec.joint_names.index(n) for n in robot.joint_names]
-    same = np.allclose(robot.lower.numpy(), spec.lower[columns]) and np.allclose(
-        robot.upper.numpy(), spec.upper[columns]
-    )
-
-    def fk(q: torch.Tensor) -> torch.Tensor:
-        return robots[q.dtype].forward_kinematics(q, links=LINK)
-
-    def jac(q: torch.Tensor) -> torch.Tensor:
-        return robots[q.dtype].jacobian(q, LINK)
-
-    ops = {"FK": forward_op(fk), "FK+backward": backward_op(fk), "Jacobian": forward_op(jac)}
-    note = "" if same else "torchik's Panda joint limits differ from panda.urdf's"
-    poses, jacobian = (lambda q: fk(q).detach().numpy()), (lambda q: jac(q).detach().numpy())
-    methods = [Method(TORCHIK, ops, columns=columns, note=note, poses=poses, jacobian=jacobian)]
-    if with_compile:
-        compiled = {
-            "FK": forward_op(compile_forward(fk)),
-            "Jacobian": forward_op(compile_forward(jac)),
-        }
-        methods.append(Method(f"{TORCHIK} (torch.compile)", compiled, columns=columns))
-    return methods
-
-
-# ------------------------------------------------------------------------------------ driver
-def status_of(exc: BaseException) -> str:
-    """An op a library does not have yet is "not available yet"; anything else "failed"."""
-    kind = (
-        "not available yet" if isinstance(exc, AttributeError | NotImplementedError) else "failed"
-    )
-    return f"{kind}: {describe(exc)}"
-
-
-def prepare(method: Method, q64: torch.Tensor, dtype: torch.dtype) -> torch.Tensor:
-    q = q64.to(dtype)
-    return q[:, method.columns].contiguous() if method.columns else q
-
-
-def time_methods(methods: list[Method], q64: torch.Tensor, args: argparse.Namespace) -> Table:
-    columns = [Column("op", "op"), Column("dtype", "dtype"), Column("batch", "batch"),
-               Column("time_s", "time per call", fmt_time), Column("iqr_s", "IQR", fmt_time),
-               Column("per_config_s", "per config", fmt_time)]  # fmt: skip
-    table = Table("FK timings (Panda, panda_hand)", columns, case_keys=("op", "dtype", "batch"),
-                  time_key="time_s", references=(PK,))  # fmt: skip
-    for m in methods:
-        if m.status != "ok":
-            table.add(m.name, status=m.status)
-        if m.note:
-            table.notes.append(f"{m.name}: {m.note}")
-    for op in OPS:
-        for dtype in args.dtypes:
-            for batch in args.batches:
-                case = {"op": op, "dtype": dtype, "batch": batch}
-                time_case(table, methods, case, q64, args.min_run_time)
-    return table
-
-
-def time_case(
-    table: Table, methods: list[Method], case: dict, q64: torch.Tensor, min_run_time: float
-) -> None:
-    """Time every method offering this op, dtype and batch (``torchik.protocols.time_call``)."""
-    op, dtype, batch = case["op"], case["dtype"], case["batch"]
-    here = [m for m in methods if m.status == "ok" and op in m.ops and dtype in m.dtypes]
-    here = [m for m in here if batch in m.batches]
-    log(f"{op:12s} {dtype} batch {batch}: {', '.join(m.name for m in here)}")
-    for m in here:
-        try:
-            t = time_call(
-                m.ops[op](prepare(m, q64[:batch], DTYPES[dtype])), min_run_time=min_run_time
-            )
-        except Exception as exc:
-            table.add(m.name, status=status_of(exc), **case)
-            continue
-        table.add(m.name, **case, time_s=t.median, iqr_s=t.iqr, per_config_s=t.median / batch,
-                  reps=t.runs, calls_per_measurement=t.calls_per_run)  # fmt: skip
-
-
-def agreement(methods: list[Method], q64: torch.Tensor) -> Table:
-    """Max abs difference of the 4x4 poses (and Jacobians) against a float64 reference."""
-    table = Table(
-        f"Agreement ({len(q64)} configurations, against float64 references)",
-        [
-            Column("dtype", "dtype"),
-            Column("pose_reference", "pose reference"),
-            Column("max_abs_pose_diff", "max |ΔT|", fmt_sci),
-            Column("jacobian_reference", "Jacobian reference"),
-            Column("max_abs_jacobian_diff", "max |ΔJ|", fmt_sci),
-        ],
-    )
-    usable = [m for m in methods if m.status == "ok" and m.poses is not None]
-    pose_ref = next(
-        (m for m in usable if m.name == PIN), next((m for m in usable if m.name == PK), None)
-    )
-    jac_ref = next((m for m in usable if m.name == PK and m.jacobian is not None), None)
-    if pose_ref is None:
-        table.notes.append(
-            "no float64 reference available (Pinocchio and pytorch_kinematics missing)"
-        )
-        return table
-    table.notes.append(
-        "pytorch_kinematics converts URDF origins to float32 while parsing (its urdf.py), so even "
-        "its float64 chain differs from the float64 references by ~1e-7."
-    )
-    ref_T = pose_ref.poses(prepare(pose_ref, q64, torch.float64))
-    ref_J = jac_ref.jacobian(prepare(jac_ref, q64, torch.float64)) if jac_ref else None
-    for m in usable:
-        for dtype in (d for d in DTYPES if d in m.dtypes):
-            if m is pose_ref and dtype == "float64":
-                continue
-            compare_one(table, m, dtype, q64, (pose_ref.name, ref_T), (jac_ref, ref_J))
-    return table
-
-
-def compare_one(table: Table, m: Method, dtype: str, q64, pose_ref, jac_ref) -> None:
-    row = {"dtype": dtype, "pose_reference": f"{pose_ref[0]} float64"}
-    try:
-        q = prepare(m, q64, DTYPES[dtype])
-        row["max_abs_pose_diff"] = float(np.abs(m.poses(q) - pose_ref[1]).max())
-        ref_method, ref_J = jac_ref
-        if m.jacobian is not None and ref_method is not None and m is not ref_method:
-            row["jacobian_reference"] = f"{ref_method.name} float64"
-            row["max_abs_jacobian_diff"] = float(np.abs(m.jacobian(q) - ref_J).max())
-    except Exception as exc:
-        table.add(m.name, status=status_of(exc), **row)
-        return
-    table.add(m.name, **row)
 
 
 def parse_args(argv: list[str] | None) -> argparse.Namespace:
@@ -332,10 +151,15 @@ def main(argv: list[str] | None = None) -> int:
         q64 = robot.random_configuration(n, torch.Generator().manual_seed(0))  # its joint order
         q64 = q64[:, [robot.joint_names.index(j) for j in spec.joint_names]]  # the URDF's
         methods = [*pk_methods(urdf, spec, args.compile), pin_method(urdf, spec)]
-        methods += torchik_methods(spec, args.compile)
-        timings = time_methods(methods, q64, args)
+        limits = (spec.lower, spec.upper)
+        methods += torchik_methods(ROBOT, LINK, spec.joint_names, args.compile, limits)
+        timings = fk_timing_table(methods, q64, args.dtypes, args.batches, args.min_run_time,
+                                  "FK timings (Panda, panda_hand)", (PK,), log)  # fmt: skip
         timings.notes += TIMING_NOTES
-        report.tables += [timings, agreement(methods, q64[:AGREEMENT_CONFIGS])]
+        agreement = agreement_table(methods, q64[:AGREEMENT_CONFIGS], (PIN, PK), PK)
+        if len(agreement.notes) == 0:
+            agreement.notes.append(PK_FLOAT32_NOTE)
+        report.tables += [timings, agreement]
     md, _ = report.write(args.out)
     log(f"wrote {md}")
     return 0
@@ -346,6 +170,10 @@ INTRO = [
     "`panda_hand`, 7 joints uniform within the URDF limits (torch generator seed 0, float64 "
     "samples cast to each dtype). Protocol: `shared/BENCHMARKS.md`, section FK.",
 ]
+PK_FLOAT32_NOTE = (
+    "pytorch_kinematics converts URDF origins to float32 while parsing (its urdf.py), so even "
+    "its float64 chain differs from the float64 references by ~1e-7."
+)
 TIMING_NOTES = [
     "time per call = one call on the whole batch, by `torch.utils.benchmark` "
     "(`torchik.protocols.time_call`: warm-up, then blocks of calls until --min-run-time seconds "

@@ -24,6 +24,8 @@ papers' anchors and writes the files.
   hyperparameter search reproduced, defaults against the tuned best.
 - :mod:`torchik.protocols.wholebody`: whole-body IK on the G1 (both hands; feet and hands on
   a floating base), torchik's rows and a driver for other libraries' solvers.
+- :mod:`torchik.protocols.fk_speed`: FK, FK + backward and Jacobian timings and agreement of
+  any FK implementations.
 - :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
   :mod:`torch.utils.benchmark`.
 - :class:`Report` and :func:`machine_stamp` (:mod:`torchik.protocols.report`): tables written as
@@ -66,6 +68,7 @@ _EXPORTS = {
 
 _SUBMODULES = (
     "finetune",
+    "fk_speed",
     "iknet",
     "numerical",
     "paths",
