@@ -26,6 +26,7 @@ papers' anchors and writes the files.
   a floating base), torchik's rows and a driver for other libraries' solvers.
 - :mod:`torchik.protocols.fk_speed`: FK, FK + backward and Jacobian timings and agreement of
   any FK implementations.
+- :mod:`torchik.protocols.gpu`: the GPU runbook's FK paths and IK host-check rows.
 - :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
   :mod:`torch.utils.benchmark`.
 - :class:`Report` and :func:`machine_stamp` (:mod:`torchik.protocols.report`): tables written as
@@ -69,6 +70,7 @@ _EXPORTS = {
 _SUBMODULES = (
     "finetune",
     "fk_speed",
+    "gpu",
     "iknet",
     "numerical",
     "paths",
