@@ -25,14 +25,8 @@ from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
-OPTIONS = ("eager", "compile", "bf16", "stream")
-"""A mode is ``before`` (the ``--baseline`` revision) or today's engine with options joined by
-``+``, e.g. ``compile+bf16`` (``eager``: none)."""
-FAMILIES = ("iknet", "flow", "mlp", "mdn", "rnn", "cvae", "inn")
-GPU_SIZES = {  # the issue's GPU cases: the NSF of the IKFlow-style runs, IKNet at paper size
-    "flow": {"transforms": 8, "width": 512},
-    "iknet": "paper",
-}
+# the case's sizes stay here: the `before` process imports an older torchik
+GPU_SIZES = {"flow": {"transforms": 8, "width": 512}, "iknet": "paper"}
 
 
 # ---------------------------------------------------------------------------- one case
@@ -114,6 +108,8 @@ def _extract(ref: str, into: Path) -> Path:
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     import common  # noqa: F401 (sets up the results folder and the stamp helpers)
 
+    from torchik.protocols.train_speed import FAMILIES, OPTIONS
+
     parser = argparse.ArgumentParser(prog="train_speed.py", description=__doc__.splitlines()[0])
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
     parser.add_argument(
@@ -151,26 +147,17 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     import common
 
+    from torchik.protocols.train_speed import speed_intro, speed_table
+
     name = f"train_speed{'_' + args.suffix if args.suffix else ''}"
     report = common.Report(name, "Training throughput")  # stamps the start (load, time)
     report.stamp["torch_threads"] = f"{args.threads} in each case's process"
-    table = common.Table(
-        f"Training throughput, {args.device}, {args.threads} threads, batch {args.batch}",
-        [
-            common.Column("family", "family"),
-            common.Column("parameters", "parameters", lambda x: f"{x:,}"),
-            common.Column("samples_per_s", "samples/s (wall)", lambda x: f"{x:,.0f}"),
-            common.Column("samples_per_cpu_s", "samples per CPU-s", lambda x: f"{x:,.0f}"),
-            common.Column("step_ms", "ms/step", lambda x: f"{x:.2f}"),
-            common.Column("speedup", "× before", lambda x: f"{x:.2f}"),
-            common.Column("warmup_s", "warm-up s", lambda x: f"{x:.1f}"),
-        ],
-    )
+    table = speed_table(args.device, args.threads, args.batch)
     with tempfile.TemporaryDirectory() as tmp:
         baseline = _extract(args.baseline, Path(tmp)) if "before" in args.modes else None
         for family in args.families:
             _measure_family(args, family, baseline, table)
-    report.intro = _intro(args)
+    report.intro = speed_intro(args.repeats, args.steps, args.warmup, args.baseline)
     report.tables.append(table)
     for path in report.write(args.out):
         common.log(f"wrote {path}")
@@ -182,8 +169,10 @@ def _measure_family(args, family: str, baseline: Path | None, table) -> None:
     modes alike); the fastest run of each mode is kept."""
     import common
 
+    from torchik.protocols.train_speed import speed_key
+
     modes = [m for m in args.modes if "compile" not in m or family in args.compile_families]
-    key = _speed_key(args)
+    key = speed_key(args.device, args.threads)
     best: dict[str, dict] = {}
     for round_ in range(args.repeats):
         for mode in modes:
@@ -204,30 +193,6 @@ def _measure_family(args, family: str, baseline: Path | None, table) -> None:
         result = dict(best[mode])
         speedup = result.get(key, 0) / before if before else None
         table.add(mode, result.pop("status"), family=family, speedup=speedup, **result)
-
-
-def _speed_key(args) -> str:
-    """What the speed-up compares: CPU seconds on a CPU with one thread (other jobs on a shared
-    machine stretch the wall clock but hardly the CPU time a step needs), else wall seconds."""
-    return "samples_per_cpu_s" if args.device == "cpu" and args.threads == 1 else "samples_per_s"
-
-
-def _intro(args) -> list[str]:
-    return [
-        f"Samples per second of `torchik.train.train`: the best of {args.repeats} runs (the "
-        f"modes in turn) of {args.steps} timed steps after {args.warmup} untimed ones "
-        "(compilation happens there: its seconds are the warm-up column), one fresh process "
-        "per case. Panda; the flow on full poses, the other families on positions; 20 000 "
-        "fixed pairs, or an `FKStream` (pairs made by FK on the device each step) for `stream`.",
-        f"`before` is torchik at git `{args.baseline}` (the loop that read the loss every step, "
-        "and IKNet's per-layer slicing of its generated weights) run by the same script; "
-        "`eager` today's engine; `compile` with `compile=True`; `bf16` under autocast. The "
-        "warm-up of the compiled modes depends on inductor's on-disk cache: minutes when cold "
-        "(the first compilation of the IKNet took 3 to 5 minutes here), seconds when warm.",
-        "The machine is shared: the load averages in the stamp say how busy it was. With one "
-        "CPU thread the `× before` column compares samples per CPU-second (the process's CPU "
-        "time over the timed steps), which other jobs hardly change; otherwise wall time.",
-    ]
 
 
 if __name__ == "__main__":

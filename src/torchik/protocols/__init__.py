@@ -27,6 +27,7 @@ papers' anchors and writes the files.
 - :mod:`torchik.protocols.fk_speed`: FK, FK + backward and Jacobian timings and agreement of
   any FK implementations.
 - :mod:`torchik.protocols.gpu`: the GPU runbook's FK paths and IK host-check rows.
+- :mod:`torchik.protocols.train_speed`: the training-throughput table and its intro.
 - :func:`time_call` (:mod:`torchik.protocols.timing`): every runtime in the tables, through
   :mod:`torch.utils.benchmark`.
 - :class:`Report` and :func:`machine_stamp` (:mod:`torchik.protocols.report`): tables written as
@@ -83,6 +84,7 @@ _SUBMODULES = (
     "seq2seq",
     "small_iknet",
     "timing",
+    "train_speed",
     "tune_run",
     "urdf_load",
     "wholebody",
