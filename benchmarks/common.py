@@ -17,7 +17,7 @@ import os
 import sys
 import time
 import xml.etree.ElementTree as ET
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,23 +25,11 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchik.protocols import Timing, time_call
 from torchik.protocols import report as _report
-from torchik.protocols.report import (
-    PARENT_ENV,
-    command_line,
-    cpu_busy_fraction,
-    cpu_model,
-    dist_version,
-    git_commit,
-    gpu_name,
-    load_average,
-)
-from torchik.protocols.table import Column, Table, fmt_pct, fmt_sci, fmt_time
+from torchik.protocols.report import dist_version
+from torchik.protocols.table import Column, Table
 
-__all__ = ["PARENT_ENV", "Column", "Table", "Timing", "command_line", "cpu_busy_fraction"]
-__all__ += ["cpu_model", "dist_version", "fmt_pct", "fmt_sci", "fmt_time", "git_commit"]
-__all__ += ["gpu_name", "load_average", "time_call"]
+__all__ = ["Column", "Table", "dist_version"]  # the library's, re-exported for the scripts
 
 REPO = Path(__file__).resolve().parents[1]
 RESULTS_DIR = REPO / "benchmarks" / "results"
@@ -68,13 +56,6 @@ class Report(_report.Report):
 def wait_for_quiet(max_wait_s: float, threshold: float = 0.25) -> float:
     """``torchik.protocols.report.wait_for_quiet``, logging when it waits."""
     return _report.wait_for_quiet(max_wait_s, threshold, notify=log)
-
-
-def time_calls(
-    fns: dict[str, Callable[[], object]], reps: int | None = None, **options: Any
-) -> dict[str, Timing]:
-    """``time_call`` of each call in turn (``reps`` is ignored: the repeats are adaptive)."""
-    return {name: time_call(fn, **options) for name, fn in fns.items()}
 
 
 # --------------------------------------------------------------------- anchors and fixtures
@@ -105,12 +86,6 @@ def try_import(module: str) -> tuple[Any | None, str | None]:
             return importlib.import_module(module), None
     except Exception as exc:  # any import failure means the anchor is missing
         return None, f"{type(exc).__name__}: {exc}"
-
-
-def describe(exc: BaseException) -> str:
-    """One-line description of an exception for a table's status column."""
-    text = str(exc).strip().splitlines()
-    return f"{type(exc).__name__}: {text[0][:120]}" if text else type(exc).__name__
 
 
 def shared_dir() -> Path | None:

@@ -41,14 +41,10 @@ from torchik.protocols.iknet_run import (
     iknet_tables,
     preset,
     robot_data,
+    row_fields,
     run_robot,
 )
 from torchik.protocols.iknet_run import kept_rows as kept_rows_of
-
-
-def _fields(row) -> dict[str, Any]:
-    skip = ("samples", "targets")
-    return {k: v for k, v in row.as_dict().items() if v is not None and k not in skip}
 
 
 def ikpy_row(name: str, robot64, test_set, n: int = 200) -> dict[str, Any]:
@@ -89,7 +85,7 @@ def ikpy_row(name: str, robot64, test_set, n: int = 200) -> dict[str, Any]:
             sol = chain.inverse_kinematics(goal, initial_position=init)
             out[i] = torch.tensor([sol[active[c]] for c in cols])
     seconds = time.perf_counter() - start_time
-    row |= _fields(iknet_metrics(robot64, out[:, None], test_set.target[:n], test_set.spec))
+    row |= row_fields(iknet_metrics(robot64, out[:, None], test_set.target[:n], test_set.spec))
     log(f"{name} IKPy: {row['mean_cm']:.3f} cm on {n} targets")
     return row | {"runtime_1_s": seconds / n, "targets": n}
 

@@ -42,6 +42,7 @@ __all__ = [
     "iknet_tables",
     "kept_rows",
     "robot_data",
+    "row_fields",
     "run_robot",
     "seconds_per_step",
     "size_table",
@@ -154,7 +155,7 @@ def seconds_per_step(model: Any, data: Any, batch: int) -> float:
     return training_step_seconds(probe, data.q[:batch], data.target[:batch], min_run_time=0.5)
 
 
-def _fields(row: Any) -> dict[str, Any]:
+def row_fields(row: Any) -> dict[str, Any]:
     """A protocol row's values as the table's keys (unset runtimes and the counts left out)."""
     skip = ("samples", "targets")
     return {k: v for k, v in row.as_dict().items() if v is not None and k not in skip}
@@ -232,7 +233,7 @@ def _train_and_evaluate(
         table_row = iknet_table(data.robot64, model, data.test_set.target,
                                 n_samples=settings.samples, seed=SEEDS["sample"],
                                 temperature=temperature, timing=timing and i == 0)  # fmt: skip
-        rows.append({**row, "temperature": temperature, **_fields(table_row)})
+        rows.append({**row, "temperature": temperature, **row_fields(table_row)})
         keys = ("temperature", "mean_cm", "acc_2cm", "best10_cm")
         log(f"{name} {family}: {json.dumps({k: rows[-1][k] for k in keys})}")
     return rows, _curve(name, result, row["method"])
@@ -256,7 +257,7 @@ def solver_rows(name: str, data: RobotData, log: Callable[[str], None]) -> list[
     rows = []
     spec = data.test_set.spec
     for label, row in sampler_rows(data.robot64, solvers, data.test_set.target, spec).items():
-        rows.append({"method": label, "robot": name, "paper_cm": PAPER_CM[name], **_fields(row)})
+        rows.append({"method": label, "robot": name, "paper_cm": PAPER_CM[name], **row_fields(row)})
         log(f"{name} {label}: {row.mean_cm:.3f} cm, {row.acc_1cm:.3f} < 1 cm")
     return rows
 
