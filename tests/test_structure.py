@@ -246,3 +246,16 @@ def test_functions_are_at_most_60_lines_of_code():
                 if (n := code_lines(node)) > MAX_FUNCTION_LINES:
                     too_long.append(f"{path.relative_to(SRC)}:{node.lineno} {node.name}: {n}")
     assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines of code: {too_long}"
+
+
+MAX_BENCHMARK_LINES = 1900
+"""Half of the 3.8 k lines benchmarks/ had when its protocols lived there (issue 16)."""
+
+
+def test_benchmarks_stay_thin():
+    scripts = sorted((SRC.parent / "benchmarks").glob("*.py"))
+    lines = sum(len(path.read_text().splitlines()) for path in scripts)
+    assert scripts and lines <= MAX_BENCHMARK_LINES, (
+        f"benchmarks/*.py has {lines} lines (at most {MAX_BENCHMARK_LINES}): a protocol belongs "
+        "in torchik.protocols, a script only parses flags, adds anchors and writes results"
+    )
