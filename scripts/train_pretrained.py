@@ -5,6 +5,7 @@ Usage::
     .venv/bin/python scripts/train_pretrained.py NAME|all [--steps N] [--minutes M]
         [--out DIR]
     .venv/bin/python scripts/train_pretrained.py table   # the README's table, markdown
+    .venv/bin/python scripts/train_pretrained.py curves  # docs/img/pretrained_curves.png
 
 Each model has a fixed recipe below (robot, target kind, family, config, training pairs,
 steps, seeds). Training uses one torch thread and a fixed number of steps, so the weights do
@@ -27,7 +28,11 @@ benchmark (``benchmarks/iknet.py``, 15k steps, 32 min under load): 11 mm mean, h
 22 mm; ``--checkpoint`` bundles such a model, trained elsewhere by the very same recipe,
 without training it again. The Panda model is now conditional flow matching (``fm``) on
 fresh FK pairs (``FKStream``) with an EMA of the weights, 70k steps in 31 min on one thread:
-28 mm / 9 deg mean (median 17 mm / 4 deg), against the RNN's 85 mm / 31 deg.
+28 mm / 9 deg mean (median 17 mm / 4 deg), against the RNN's 85 mm / 31 deg. The Panda
+position model (``panda_position``, the same fm recipe on positions, 64k steps in 26 min):
+14.6 mm mean (median 11.0 mm, best of 10 4.2 mm). ``--run-dir`` makes a training resumable in
+chunks (``--minutes`` ends a chunk with a checkpoint); ``curves`` plots the stored validation
+curves (time to accuracy) into ``docs/img/pretrained_curves.png``.
 """
 
 from __future__ import annotations
@@ -36,6 +41,7 @@ import argparse
 import dataclasses
 import json
 import platform
+import signal
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -47,7 +53,7 @@ import torchik
 from torchik.data import FKStream, make_dataset
 from torchik.models import families
 from torchik.pretrained import evaluate
-from torchik.train import TrainConfig, train
+from torchik.train import TrainConfig, TrainingInterrupted, train
 
 DEFAULT_OUT = Path(__file__).resolve().parents[1] / "src" / "torchik" / "pretrained"
 
@@ -114,6 +120,18 @@ RECIPES: dict[str, Recipe] = {
     ),  # fmt: skip
     "ur5": Recipe("ur5", "position", "rnn", _RNN, 200_000, 4000),
     "digit_arm": _iknet_bench("digit_arm", 20_000, 15_000),
+    "panda_position": Recipe(
+        "panda",
+        "position",
+        "fm",
+        _FM,
+        0,
+        64_000,
+        lr=3e-3,
+        stream=True,
+        val_pairs=1000,
+        train={"ema_decay": 0.999, "log_every": 1000, "val_every": 1000, "restore_best": False},
+    ),  # fmt: skip
     "snake4": Recipe("snake4", "position", "rnn", _RNN, 100_000, 3000),
     "snake2": Recipe("snake2", "position", "mdn", {**_MDN, "components": 6}, 20_000, 2000),
 }
@@ -123,18 +141,41 @@ class _TimeUp(Exception):
     pass
 
 
-def _stop_after(minutes: float | None):
+def _stop_after(minutes: float | None, resumable: bool):
+    """A callback that ends the training after ``minutes``: in a run directory by SIGTERM
+    (the engine then saves a resumable checkpoint), otherwise by :class:`_TimeUp`."""
     deadline = None if minutes is None else time.perf_counter() + 60 * minutes
+    sent = []
 
     def callback(step: int, metrics: dict[str, float]) -> None:
-        if deadline is not None and time.perf_counter() > deadline:
+        if deadline is None or time.perf_counter() <= deadline or sent:
+            return
+        if not resumable:
             raise _TimeUp(step)
+        sent.append(step)
+        signal.raise_signal(signal.SIGTERM)
 
     return callback
 
 
-def train_one(name: str, recipe: Recipe, minutes: float | None) -> tuple[Any, dict[str, Any]]:
-    """Train the model ``name``; returns it and the facts of its training."""
+def _curve(history: list[dict[str, float]]) -> list[list[float]]:
+    """``[seconds, step, validation error (mm)]`` of each validation step of a run."""
+    return [
+        [round(row["seconds"], 1), int(row["step"]), round(1000 * row["val_position_error"], 2)]
+        for row in history
+        if row.get("val_position_error") == row.get("val_position_error")  # not NaN
+    ]
+
+
+def train_one(
+    name: str, recipe: Recipe, minutes: float | None, run_dir: Path | None = None
+) -> tuple[Any, dict[str, Any]]:
+    """Train the model ``name``; returns it and the facts of its training.
+
+    With ``run_dir`` the training is resumable: it continues the run saved there, and after
+    ``minutes`` (or Ctrl-C, SIGTERM) it saves a checkpoint and exits with status 3; run the
+    same command again to go on.
+    """
     robot = torchik.load_robot(recipe.robot)
     if recipe.stream:
         data = FKStream(robot, targets=recipe.targets, seed=recipe.data_seed)
@@ -158,13 +199,21 @@ def train_one(name: str, recipe: Recipe, minutes: float | None) -> tuple[Any, di
         seed=recipe.seed,
         **settings,
     )
-    start, capped = time.perf_counter(), None
+    start, capped, curve = time.perf_counter(), None, None
+    stop = _stop_after(minutes, resumable=run_dir is not None)
     try:
-        train(model, data, val, config=config, robot=fk_robot, callback=_stop_after(minutes))
-    except _TimeUp as stop:
-        capped = int(stop.args[0])
-    seconds = time.perf_counter() - start
+        result = train(
+            model, data, val, config, out_dir=run_dir, resume=True, robot=fk_robot, callback=stop
+        )
+        seconds, curve = result.seconds, _curve(result.history)
+    except _TimeUp as up:
+        capped, seconds = int(up.args[0]), time.perf_counter() - start
+    except TrainingInterrupted as paused:
+        print(f"{name}: paused at step {paused.step}; run the same command again to resume")
+        raise SystemExit(3) from None
     facts = {"train_seconds": round(seconds, 1), "stopped_at_step": capped}
+    if curve:
+        facts["curve"] = curve  # [seconds, step, validation error in mm]
     return model.eval(), facts
 
 
@@ -179,11 +228,12 @@ def run(
     out: Path,
     checkpoint: Path | None = None,
     train_seconds: float | None = None,
+    run_dir: Path | None = None,
 ) -> dict[str, Any]:
     recipe = dataclasses.replace(RECIPES[name], **overrides)
     print(f"== {name}: {recipe.family} on {recipe.robot} ({recipe.targets}), {recipe.steps} steps")
     if checkpoint is None:
-        model, facts = train_one(name, recipe, minutes)
+        model, facts = train_one(name, recipe, minutes, run_dir and run_dir / name)
     else:  # trained elsewhere by this very recipe (e.g. benchmarks/iknet.py)
         model = torchik.models.load(checkpoint).eval()
         if type(model).__name__.lower() != recipe.family or model.spec.robot != recipe.robot:
@@ -247,9 +297,31 @@ def markdown_table(out: Path) -> str:
     return "\n".join(lines)
 
 
+def plot_curves(out: Path, png: Path) -> Path:
+    """Validation error against training seconds of every model whose curve ``accuracy.json``
+    stores (time to accuracy, one CPU thread), as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
+    for name, e in json.loads((out / "accuracy.json").read_text()).items():
+        if e.get("curve"):
+            seconds, _, error = zip(*e["curve"], strict=True)
+            ax.plot([s / 60 for s in seconds], error, label=f"{name} ({e['recipe']['family']})")
+    ax.set(xlabel="training time, one CPU thread (min)", ylabel="validation error (mm)")
+    ax.set(yscale="log", title="Time to accuracy (CPU): mean error of 1 raw sample")
+    ax.grid(True, which="both", alpha=0.3)
+    ax.legend()
+    fig.tight_layout()
+    fig.savefig(png)
+    return png
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("name", choices=[*RECIPES, "all", "table"])
+    parser.add_argument("name", choices=[*RECIPES, "all", "table", "curves"])
     parser.add_argument("--steps", type=int, help="override the recipe's steps (trials)")
     parser.add_argument("--family", help="override the recipe's family (trials)")
     parser.add_argument("--config", type=json.loads, help="override the config, JSON (trials)")
@@ -260,9 +332,17 @@ def main(argv: list[str] | None = None) -> None:
         help="bundle this checkpoint, trained elsewhere with NAME's recipe, instead of training",
     )  # fmt: skip
     parser.add_argument("--train-seconds", type=float, help="with --checkpoint: its training time")
+    parser.add_argument(
+        "--run-dir", type=Path,
+        help="resumable training in RUN_DIR/NAME: --minutes then ends a chunk (exit status 3) "
+        "with a checkpoint, and the same command resumes it",
+    )  # fmt: skip
     args = parser.parse_args(argv)
     if args.name == "table":
         print(markdown_table(args.out))
+        return
+    if args.name == "curves":
+        print(plot_curves(args.out, DEFAULT_OUT.parents[2] / "docs/img/pretrained_curves.png"))
         return
     torch.set_num_threads(1)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -272,7 +352,10 @@ def main(argv: list[str] | None = None) -> None:
     if args.checkpoint is not None and len(names) != 1:
         raise SystemExit("--checkpoint needs one model NAME")
     for name in names:  # one at a time; the table is updated after each model
-        entry = run(name, overrides, args.minutes, args.out, args.checkpoint, args.train_seconds)
+        entry = run(
+            name, overrides, args.minutes, args.out, args.checkpoint, args.train_seconds,
+            args.run_dir,
+        )  # fmt: skip
         _merge(args.out, {name: entry})
 
 

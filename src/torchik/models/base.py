@@ -387,6 +387,7 @@ PRETRAINED: dict[str, str] = {
     "digit_arm": "Digit arm: position of its end link",
     "snake2": "2-joint snake: position of its end",
     "snake4": "4-joint snake: position of its end",
+    "panda_position": "Franka Panda: position of panda_hand",
 }
 """Name -> description of the models bundled with torchik (see :func:`load_pretrained`);
 their measured accuracy is in ``torchik/pretrained/accuracy.json`` and the README."""
