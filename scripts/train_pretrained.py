@@ -39,6 +39,7 @@ fm recipe too (46k steps, 19 min): 7.3 mm mean / 5.4 mm median, against the RNN'
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import json
 import platform
@@ -77,6 +78,7 @@ class Recipe:
     val_pairs: int = 0
     val_seed: int = 2
     stream: bool = False  # fresh pairs by FK every step (FKStream, seeded by data_seed)
+    device: str = "cpu"
 
 
 _MDN = {"components": 12, "width": 256, "depth": 3, "activation": "silu"}
@@ -149,6 +151,31 @@ RECIPES: dict[str, Recipe] = {
 }
 
 
+_FM_GPU = {**_FM, "width": 512}
+_TRAIN_GPU = {
+    "ema_decay": 0.9995, "log_every": 1000, "val_every": 1000, "restore_best": False,
+    "warmup_steps": 1000, "min_lr_ratio": 0.01,
+}  # fmt: skip
+
+
+def _gpu(robot: str, targets: str, blocks: int, batch_size: int) -> Recipe:
+    """The fm recipe for one GPU (issue 13): a wider velocity network, large batches of fresh
+    FK pairs made on the GPU; the steps are set by ``--fit-minutes`` and recorded."""
+    return Recipe(
+        robot, targets, "fm", {**_FM_GPU, "blocks": blocks}, 0, 200_000, batch_size=batch_size,
+        lr=2e-3, stream=True, val_pairs=1000, train=_TRAIN_GPU, device="cuda",
+    )  # fmt: skip
+
+
+GPU_RECIPES: dict[str, Recipe] = {
+    "panda": _gpu("panda", "pose", 4, 8192),
+    "panda_position": _gpu("panda", "position", 3, 4096),
+    "ur5": _gpu("ur5", "position", 3, 4096),
+    "digit_arm": _gpu("digit_arm", "position", 3, 4096),
+}
+"""The recipes of ``--gpu`` (``scripts/gpu_pretrained.sh`` trains them in one call)."""
+
+
 class _TimeUp(Exception):
     pass
 
@@ -179,15 +206,53 @@ def _curve(history: list[dict[str, float]]) -> list[list[float]]:
     ]
 
 
+def _probe_rate(model: Any, data: Any, config: TrainConfig, seconds: float) -> float:
+    """Training steps per second of ``model`` under ``config`` on this machine as loaded now:
+    a throwaway copy of the model and the data trains for about ``seconds``."""
+    marks: list[float] = []
+
+    def callback(step: int, metrics: dict[str, float]) -> None:
+        marks.append(time.perf_counter())
+        if len(marks) > 20 and marks[-1] - marks[20] > seconds:
+            raise _TimeUp(step)
+
+    probe = dataclasses.replace(
+        config, steps=10**8, val_every=0, log_every=10**8, checkpoint_every=0, progress=False,
+        restore_best=False,
+    )  # fmt: skip
+    try:
+        train(copy.deepcopy(model), copy.deepcopy(data), None, probe, callback=callback)
+    except _TimeUp:
+        pass
+    return (len(marks) - 21) / (marks[-1] - marks[20])
+
+
+def fit_steps(model: Any, data: Any, config: TrainConfig, minutes: float, started: float) -> int:
+    """The number of steps that ends a training of ``config`` about ``minutes`` after
+    ``started`` (a ``perf_counter`` time), measured by :func:`_probe_rate`: the learning-rate
+    schedule then runs its full course in the time there is."""
+    rate = _probe_rate(model, data, config, seconds=min(30.0, 6.0 * minutes))
+    left = 60 * minutes - (time.perf_counter() - started)
+    steps = max(100, int(0.92 * rate * left))
+    print(f"{rate:.1f} steps/s measured: {steps} steps fit in the {left / 60:.1f} min left")
+    return steps
+
+
 def train_one(
-    name: str, recipe: Recipe, minutes: float | None, run_dir: Path | None = None
-) -> tuple[Any, dict[str, Any]]:
-    """Train the model ``name``; returns it and the facts of its training.
+    name: str,
+    recipe: Recipe,
+    minutes: float | None,
+    run_dir: Path | None = None,
+    fit_minutes: float | None = None,
+) -> tuple[Any, dict[str, Any], Recipe]:
+    """Train the model ``name``; returns it, the facts of its training and the recipe run.
 
     With ``run_dir`` the training is resumable: it continues the run saved there, and after
     ``minutes`` (or Ctrl-C, SIGTERM) it saves a checkpoint and exits with status 3; run the
-    same command again to go on.
+    same command again to go on. With ``fit_minutes`` the number of steps is measured
+    (:func:`fit_steps`) so that the whole schedule runs in that time.
     """
+    started = time.perf_counter()
     robot = torchik.load_robot(recipe.robot)
     if recipe.stream:
         data = FKStream(robot, targets=recipe.targets, seed=recipe.data_seed)
@@ -209,8 +274,12 @@ def train_one(
         batch_size=recipe.batch_size,
         lr=recipe.lr,
         seed=recipe.seed,
+        device=recipe.device,
         **settings,
     )
+    if fit_minutes is not None:
+        steps = fit_steps(model, data, config, fit_minutes, started)
+        config, recipe = (dataclasses.replace(x, steps=steps) for x in (config, recipe))
     start, capped, curve = time.perf_counter(), None, None
     stop = _stop_after(minutes, resumable=run_dir is not None)
     try:
@@ -226,7 +295,7 @@ def train_one(
     facts = {"train_seconds": round(seconds, 1), "stopped_at_step": capped}
     if curve:
         facts["curve"] = curve  # [seconds, step, validation error in mm]
-    return model.eval(), facts
+    return model.cpu().eval(), facts, recipe
 
 
 def _size_mb(path: Path) -> float:
@@ -241,11 +310,15 @@ def run(
     checkpoint: Path | None = None,
     train_seconds: float | None = None,
     run_dir: Path | None = None,
+    fit_minutes: float | None = None,
+    gpu: bool = False,
 ) -> dict[str, Any]:
-    recipe = dataclasses.replace(RECIPES[name], **overrides)
+    recipe = dataclasses.replace((GPU_RECIPES if gpu else RECIPES)[name], **overrides)
     print(f"== {name}: {recipe.family} on {recipe.robot} ({recipe.targets}), {recipe.steps} steps")
     if checkpoint is None:
-        model, facts = train_one(name, recipe, minutes, run_dir and run_dir / name)
+        model, facts, recipe = train_one(
+            name, recipe, minutes, run_dir and run_dir / name, fit_minutes
+        )
     else:  # trained elsewhere by this very recipe (e.g. benchmarks/iknet.py)
         model = torchik.models.load(checkpoint).eval()
         if type(model).__name__.lower() != recipe.family or model.spec.robot != recipe.robot:
@@ -264,11 +337,21 @@ def run(
         "size_mb": _size_mb(path),
         "accuracy": accuracy,
         "evaluation": "raw samples, 1000 held-out targets x 10 samples (torchik.pretrained)",
-        "machine": f"{platform.processor() or platform.machine()}, 1 torch thread",
+        "machine": _machine(recipe.device),
         "torch": torch.__version__,
     }
     print(json.dumps(entry, indent=1))
     return entry
+
+
+def _machine(device: str) -> str:
+    """The machine a model trained on, as ``accuracy.json`` records it."""
+    if device.startswith("cuda"):
+        name = torch.cuda.get_device_name(torch.device(device))
+        return f"{name}, {torch.get_num_threads()} torch threads"
+    return (
+        f"{platform.processor() or platform.machine()}, {torch.get_num_threads()} torch thread(s)"
+    )
 
 
 def _merge(out: Path, entries: dict[str, Any]) -> None:
@@ -338,6 +421,17 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--family", help="override the recipe's family (trials)")
     parser.add_argument("--config", type=json.loads, help="override the config, JSON (trials)")
     parser.add_argument("--minutes", type=float, help="cap on the wall time of each model")
+    parser.add_argument("--batch-size", type=int, help="override the recipe's batch size")
+    parser.add_argument("--lr", type=float, help="override the recipe's learning rate")
+    parser.add_argument("--train", type=json.loads, help="TrainConfig settings to add, JSON")
+    parser.add_argument("--device", help="train there (default: the recipe's, cpu)")
+    parser.add_argument("--gpu", action="store_true", help="the GPU recipe of NAME (cuda)")
+    parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
+    parser.add_argument(
+        "--fit-minutes", type=float,
+        help="measure the training speed first and set the steps so that the whole schedule "
+        "runs in this many minutes (the recipe records the steps run)",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument(
         "--checkpoint", type=Path,
@@ -356,17 +450,24 @@ def main(argv: list[str] | None = None) -> None:
     if args.name == "curves":
         print(plot_curves(args.out, DEFAULT_OUT.parents[2] / "docs/img/pretrained_curves.png"))
         return
-    torch.set_num_threads(1)
+    torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
-    names = list(RECIPES) if args.name == "all" else [args.name]
-    overrides = {"steps": args.steps, "family": args.family, "config": args.config}
+    recipes = GPU_RECIPES if args.gpu else RECIPES
+    names = list(recipes) if args.name == "all" else [args.name]
+    if any(name not in recipes for name in names):
+        parser.error(f"--gpu has recipes for {', '.join(GPU_RECIPES)} only")
+    overrides = {
+        "steps": args.steps, "family": args.family, "config": args.config,
+        "batch_size": args.batch_size, "lr": args.lr, "device": args.device,
+    }  # fmt: skip
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if args.checkpoint is not None and len(names) != 1:
         raise SystemExit("--checkpoint needs one model NAME")
     for name in names:  # one at a time; the table is updated after each model
+        more = {"train": {**recipes[name].train, **args.train}} if args.train else {}
         entry = run(
-            name, overrides, args.minutes, args.out, args.checkpoint, args.train_seconds,
-            args.run_dir,
+            name, {**overrides, **more}, args.minutes, args.out, args.checkpoint,
+            args.train_seconds, args.run_dir, args.fit_minutes, args.gpu,
         )  # fmt: skip
         _merge(args.out, {name: entry})
 
