@@ -6,6 +6,9 @@ Usage::
         [--out DIR]
     .venv/bin/python scripts/train_pretrained.py table   # the README's table, markdown
     .venv/bin/python scripts/train_pretrained.py curves  # docs/img/pretrained_curves.png
+    OUT=DIR bash scripts/gpu_pretrained.sh               # the --gpu recipes, one GPU, ~8 min
+    .venv/bin/python scripts/train_pretrained.py NAME --gpu --bundle-run RUN/NAME \
+        --sample-steps 32 --half                         # bundle what that run trained
 
 Each model has a fixed recipe below (robot, target kind, family, config, training pairs,
 steps, seeds). Training uses one torch thread and a fixed number of steps, so the weights do
@@ -34,6 +37,15 @@ position model (``panda_position``, the same fm recipe on positions, 64k steps i
 chunks (``--minutes`` ends a chunk with a checkpoint); ``curves`` plots the stored validation
 curves (time to accuracy) into ``docs/img/pretrained_curves.png``. The UR5 model is the same
 fm recipe too (46k steps, 19 min): 7.3 mm mean / 5.4 mm median, against the RNN's 21 / 10 mm.
+
+The four arm models are now the ``--gpu`` recipes (:data:`GPU_RECIPES`: fm of width 512,
+batches of 4096 or 8192 fresh FK pairs made on the GPU, EMA 0.9995), trained side by side on
+one H100 by ``scripts/gpu_pretrained.sh`` (``--fit-minutes 7``: each measures its speed under
+the shared load and sets its steps so that the whole schedule fits; 32-59k steps in 6 min) and
+bundled with ``--bundle-run``: 32 integration steps when sampling (training validated with 8;
+Panda full pose 11.3 mm / 2.3 deg at 8 steps, 7.0 mm / 1.7 deg at 32) and float16 parameters
+(the same accuracy at half the size). The CPU models they replaced, with their curves, are in
+``benchmarks/results/pretrained_cpu.json``.
 """
 
 from __future__ import annotations
@@ -344,6 +356,35 @@ def run(
     return entry
 
 
+def bundle(
+    name: str, run_out: Path, out: Path, sample_steps: int | None, half: bool
+) -> dict[str, Any]:
+    """Bundle the model ``name`` that a run wrote to ``run_out`` (``<name>.pt`` and its
+    ``accuracy.json``, e.g. from ``scripts/gpu_pretrained.sh``): optionally with
+    ``sample_steps`` integration steps when sampling and float16 parameters, evaluated again
+    here; the run's facts (recipe, curve, time, machine) are kept."""
+    facts = json.loads((run_out / "accuracy.json").read_text())[name]
+    model = torchik.models.load(run_out / f"{name}.pt")
+    if sample_steps is not None:
+        config = dataclasses.replace(model.config, steps=sample_steps)
+        tuned = type(model)(model.spec, config)
+        tuned.load_state_dict(model.state_dict())
+        model = tuned
+    path = out / f"{name}.pt"
+    model.save(path, half=half)
+    accuracy = {k: round(v, 2) for k, v in evaluate(torchik.models.load(path)).items()}
+    entry = {
+        **facts,
+        "size_mb": _size_mb(path),
+        "accuracy": accuracy,
+        "accuracy_as_trained": facts["accuracy"],
+        "sample_steps": sample_steps,
+        "stored": "float16 parameters" if half else "float32",
+    }
+    print(json.dumps({k: v for k, v in entry.items() if k != "curve"}, indent=1))
+    return entry
+
+
 def _machine(device: str) -> str:
     """The machine a model trained on, as ``accuracy.json`` records it."""
     if device.startswith("cuda"):
@@ -361,59 +402,6 @@ def _merge(out: Path, entries: dict[str, Any]) -> None:
     path.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
 
 
-def _num(x: float) -> str:
-    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
-
-
-def _pairs(recipe: dict[str, Any]) -> str:
-    if recipe.get("stream"):
-        return "fresh FK pairs"
-    return f"{recipe['train_pairs'] // 1000}k pairs"
-
-
-def markdown_table(out: Path) -> str:
-    """The accuracy table of the README, from ``<out>/accuracy.json``."""
-    lines = [
-        "| name | target | family | training | size | position mean / median (mm) "
-        "| best of 10 (mm) | rotation mean / median (deg) |",
-        "|---|---|---|---|---|---|---|---|",
-    ]
-    for name, e in json.loads((out / "accuracy.json").read_text()).items():
-        r, a = e["recipe"], e["accuracy"]
-        rot = a.get("rotation_mean_deg"), a.get("rotation_median_deg")
-        lines.append(
-            f"| `{name}` | {r['targets']} | {r['family']} | {_pairs(r)}, "
-            f"{r['steps']} steps, {e['train_seconds'] / 60:.1f} min | {e['size_mb']:.2f} MB | "
-            f"{_num(a['position_mean_mm'])} / {_num(a['position_median_mm'])} | "
-            f"{_num(a['best_of_n_mm'])} | "
-            + ("—" if rot[0] is None else f"{rot[0]:.0f} / {rot[1]:.0f}")
-            + " |"
-        )
-    return "\n".join(lines)
-
-
-def plot_curves(out: Path, png: Path) -> Path:
-    """Validation error against training seconds of every model whose curve ``accuracy.json``
-    stores (time to accuracy, one CPU thread), as a PNG."""
-    import matplotlib
-
-    matplotlib.use("Agg")
-    import matplotlib.pyplot as plt
-
-    fig, ax = plt.subplots(figsize=(6.4, 4.0), dpi=120)
-    for name, e in json.loads((out / "accuracy.json").read_text()).items():
-        if e.get("curve"):
-            seconds, _, error = zip(*e["curve"], strict=True)
-            ax.plot([s / 60 for s in seconds], error, label=f"{name} ({e['recipe']['family']})")
-    ax.set(xlabel="training time, one CPU thread (min)", ylabel="validation error (mm)")
-    ax.set(yscale="log", title="Time to accuracy (CPU): mean error of 1 raw sample")
-    ax.grid(True, which="both", alpha=0.3)
-    ax.legend()
-    fig.tight_layout()
-    fig.savefig(png)
-    return png
-
-
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("name", choices=[*RECIPES, "all", "table", "curves"])
@@ -426,6 +414,12 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--train", type=json.loads, help="TrainConfig settings to add, JSON")
     parser.add_argument("--device", help="train there (default: the recipe's, cpu)")
     parser.add_argument("--gpu", action="store_true", help="the GPU recipe of NAME (cuda)")
+    parser.add_argument(
+        "--bundle-run", type=Path,
+        help="bundle NAME as trained by a run that wrote BUNDLE_RUN/NAME.pt and accuracy.json",
+    )  # fmt: skip
+    parser.add_argument("--sample-steps", type=int, help="with --bundle-run: ODE steps (fm)")
+    parser.add_argument("--half", action="store_true", help="store float16 parameters")
     parser.add_argument("--threads", type=int, default=1, help="torch threads (default 1)")
     parser.add_argument(
         "--fit-minutes", type=float,
@@ -444,11 +438,13 @@ def main(argv: list[str] | None = None) -> None:
         "with a checkpoint, and the same command resumes it",
     )  # fmt: skip
     args = parser.parse_args(argv)
-    if args.name == "table":
-        print(markdown_table(args.out))
-        return
-    if args.name == "curves":
-        print(plot_curves(args.out, DEFAULT_OUT.parents[2] / "docs/img/pretrained_curves.png"))
+    if args.name in ("table", "curves"):
+        from pretrained_report import markdown_table, plot_curves  # beside this script
+
+        if args.name == "table":
+            print(markdown_table(args.out))
+        else:
+            print(plot_curves(args.out, DEFAULT_OUT.parents[2] / "docs/img/pretrained_curves.png"))
         return
     torch.set_num_threads(args.threads)
     args.out.mkdir(parents=True, exist_ok=True)
@@ -463,6 +459,12 @@ def main(argv: list[str] | None = None) -> None:
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if args.checkpoint is not None and len(names) != 1:
         raise SystemExit("--checkpoint needs one model NAME")
+    if args.bundle_run is not None:
+        entries = {
+            n: bundle(n, args.bundle_run, args.out, args.sample_steps, args.half) for n in names
+        }
+        _merge(args.out, entries)
+        return
     for name in names:  # one at a time; the table is updated after each model
         more = {"train": {**recipes[name].train, **args.train}} if args.train else {}
         entry = run(

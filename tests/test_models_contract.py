@@ -125,6 +125,26 @@ def test_save_load_round_trip(family, problem, tmp_path):
 
 
 @pytest.mark.parametrize("family", FAMILIES)
+def test_half_storage_loads_back_in_float32(family, tmp_path):
+    """``save(half=True)`` (the bundled models): float16 parameters, buffers as they were;
+    loading gives a float32 model whose parameters are the float16-rounded ones."""
+    model = _model(family, "panda-position").eval()
+    model.save(tmp_path / "full.pt")
+    model.save(tmp_path / "half.pt", half=True)
+    stored = torch.load(tmp_path / "half.pt", weights_only=True)["state_dict"]
+    params = dict(model.named_parameters())
+    for key, value in stored.items():
+        want = torch.float16 if key in params else model.state_dict()[key].dtype
+        assert value.dtype == want, key
+    assert (tmp_path / "half.pt").stat().st_size < (tmp_path / "full.pt").stat().st_size
+    loaded = models.load(tmp_path / "half.pt")
+    for key, value in model.state_dict().items():
+        expected = value.half().float() if key in params else value
+        assert loaded.state_dict()[key].dtype == value.dtype
+        assert torch.equal(loaded.state_dict()[key], expected), key
+
+
+@pytest.mark.parametrize("family", FAMILIES)
 def test_float64(family):
     model = _model(family, "panda-position").double().eval()
     with torch.no_grad():

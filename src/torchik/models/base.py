@@ -281,9 +281,25 @@ class IKModel(nn.Module):
         }
         return {**ckpt, "sha256": content_hash(ckpt)}
 
-    def save(self, path: str | os.PathLike) -> None:
-        """Write the checkpoint atomically (a temporary file renamed over ``path``)."""
-        atomic_save(self.checkpoint(), path)
+    def save(self, path: str | os.PathLike, half: bool = False) -> None:
+        """Write the checkpoint atomically (a temporary file renamed over ``path``).
+
+        Args:
+            path: the file.
+            half: store the parameters in float16 (half the size; buffers such as the
+                normalisation statistics stay as they are): the bundled models are stored so.
+                :func:`load` brings them back in float32.
+        """
+        ckpt = self.checkpoint()
+        if half:
+            names = {name for name, _ in self.named_parameters()}
+            state = {
+                k: v.half() if k in names and v.dtype == torch.float32 else v
+                for k, v in ckpt["state_dict"].items()
+            }
+            ckpt = {k: v for k, v in ckpt.items() if k != "sha256"} | {"state_dict": state}
+            ckpt["sha256"] = content_hash(ckpt)
+        atomic_save(ckpt, path)
 
     def extra_repr(self) -> str:
         return f"family={self.family!r}, robot={self.spec.robot!r}, targets={self.spec.targets!r}"
@@ -327,6 +343,7 @@ def from_checkpoint(ckpt: dict[str, Any]) -> IKModel:
             match its model class.
     """
     check_checkpoint(ckpt)
+    ckpt = _upcast_half(ckpt)
     cls, spec, config = _parse(ckpt)
     count = cls.parameter_count(spec, config)
     if count > MAX_PARAMETERS:
@@ -351,6 +368,17 @@ def from_checkpoint(ckpt: dict[str, Any]) -> IKModel:
             f"the {cls.family!r} checkpoint does not match its model: {reason}"
         ) from err
     return model
+
+
+def _upcast_half(ckpt: dict[str, Any]) -> dict[str, Any]:
+    """A checked checkpoint whose parameters were stored in float16 beside float32 buffers
+    (``save(half=True)``), with those parameters back in float32."""
+    state = ckpt["state_dict"]
+    dtypes = {v.dtype for v in state.values() if v.is_floating_point()}
+    if dtypes != {torch.float16, torch.float32}:
+        return ckpt
+    up = {k: v.float() if v.dtype == torch.float16 else v for k, v in state.items()}
+    return {**ckpt, "state_dict": up}
 
 
 def _parse(ckpt: dict[str, Any]) -> tuple[type[IKModel], ProblemSpec, Any]:

@@ -1,0 +1,87 @@
+"""The README's table and the time-to-accuracy plot of the bundled models, from
+``src/torchik/pretrained/accuracy.json`` (run through ``scripts/train_pretrained.py table`` and
+``... curves``)."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+ROOT = Path(__file__).resolve().parents[1]
+
+
+def _num(x: float) -> str:
+    return f"{x:.1f}" if x < 10 else f"{x:.0f}"
+
+
+def _pairs(recipe: dict[str, Any]) -> str:
+    if recipe.get("stream"):
+        return "fresh FK pairs"
+    return f"{recipe['train_pairs'] // 1000}k pairs"
+
+
+def _where(entry: dict[str, Any]) -> str:
+    """Where a model trained, for the table: ``on an H100`` or ``on 1 CPU thread``."""
+    machine = entry.get("machine", "")
+    if "H100" in machine or "H200" in machine:
+        return f"on an {'H100' if 'H100' in machine else 'H200'} (shared by 4 trainings)"
+    return "on 1 CPU thread"
+
+
+def markdown_table(out: Path) -> str:
+    """The accuracy table of the README, from ``<out>/accuracy.json``."""
+    lines = [
+        "| name | target | family | training | size | position mean / median (mm) "
+        "| best of 10 (mm) | rotation mean / median (deg) |",
+        "|---|---|---|---|---|---|---|---|",
+    ]
+    for name, e in json.loads((out / "accuracy.json").read_text()).items():
+        r, a = e["recipe"], e["accuracy"]
+        rot = a.get("rotation_mean_deg"), a.get("rotation_median_deg")
+        lines.append(
+            f"| `{name}` | {r['targets']} | {r['family']} | {_pairs(r)}, {r['steps']} steps "
+            f"x {r['batch_size']}, {e['train_seconds'] / 60:.1f} min {_where(e)} | "
+            f"{e['size_mb']:.2f} MB | "
+            f"{_num(a['position_mean_mm'])} / {_num(a['position_median_mm'])} | "
+            f"{_num(a['best_of_n_mm'])} | "
+            + ("—" if rot[0] is None else f"{_num(rot[0])} / {_num(rot[1])}")
+            + " |"
+        )
+    return "\n".join(lines)
+
+
+CPU_ARCHIVE = ROOT / "benchmarks" / "results" / "pretrained_cpu.json"
+"""The CPU-trained arm models these GPU ones replaced: their recipes, accuracy and curves."""
+
+
+def _plot_panel(ax: Any, entries: dict[str, Any], xlabel: str, title: str) -> None:
+    for name, e in entries.items():
+        if e.get("curve"):
+            seconds, _, error = zip(*e["curve"], strict=True)
+            ax.plot([s / 60 for s in seconds], error, label=f"{name} ({e['recipe']['family']})")
+    ax.set(xlabel=xlabel, ylabel="validation error (mm)", yscale="log", title=title)
+    ax.grid(True, which="both", alpha=0.3)
+    if ax.get_legend_handles_labels()[0]:
+        ax.legend(fontsize="small")
+
+
+def plot_curves(out: Path, png: Path) -> Path:
+    """Validation error (1 raw sample per target, 8 integration steps for fm) against training
+    time: the CPU runs of :data:`CPU_ARCHIVE` (one thread) beside the GPU runs whose curves
+    ``accuracy.json`` stores (one H100 shared by four trainings), as a PNG."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    bundled = json.loads((out / "accuracy.json").read_text())
+    gpu = {k: e for k, e in bundled.items() if e.get("recipe", {}).get("device") == "cuda"}
+    cpu = json.loads(CPU_ARCHIVE.read_text())["models"]
+    fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), dpi=120, sharey=True)
+    _plot_panel(left, cpu, "training time, one CPU thread (min)", "CPU (earlier recipes)")
+    _plot_panel(right, gpu, "training time, one H100 shared by 4 runs (min)", "GPU (bundled)")
+    fig.suptitle("Time to accuracy: mean error of 1 raw sample, 1000 validation targets")
+    fig.tight_layout()
+    fig.savefig(png)
+    return png

@@ -1,0 +1,66 @@
+"""scripts/train_pretrained.py, the way the bundled models are made: a GPU recipe run on the
+CPU with a tiny network, its steps fitted to a time budget, bundled with other sampling steps
+and float16 parameters, then the README's table and the time-to-accuracy plot."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+import torch
+
+import torchik
+
+SCRIPTS = Path(__file__).resolve().parents[1] / "scripts"
+TINY_FM = {
+    "width": 16, "blocks": 1, "embedding": 8, "activation": "silu", "space": "features",
+    "steps": 2, "solver": "midpoint", "time_power": 3.0,
+}  # fmt: skip
+
+
+@pytest.fixture
+def script(monkeypatch):
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import train_pretrained
+
+    return train_pretrained
+
+
+def test_fit_bundle_table_and_curves(script, tmp_path):
+    threads = torch.get_num_threads()
+    run, bundled = tmp_path / "run", tmp_path / "bundled"
+    flags = ["--device", "cpu", "--batch-size", "64", "--config", json.dumps(TINY_FM)]
+    train = ["--fit-minutes", "0.08", "--train", '{"val_every": 20, "warmup_steps": 5}']
+    try:
+        script.main(["ur5", "--gpu", *flags, *train, "--threads", "1", "--out", str(run)])
+        entry = json.loads((run / "accuracy.json").read_text())["ur5"]
+        assert entry["recipe"]["steps"] >= 100 and entry["recipe"]["device"] == "cpu"
+        assert entry["train_seconds"] < 20 and len(entry["curve"]) >= 2
+        script.main(["ur5", "--gpu", "--bundle-run", str(run), "--sample-steps", "4", "--half",
+                     "--out", str(bundled)])  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    model = torchik.models.load(bundled / "ur5.pt")
+    assert model.config.steps == 4 and next(model.parameters()).dtype == torch.float32
+    stored = torch.load(bundled / "ur5.pt", weights_only=True)["state_dict"]
+    assert stored["net.head.1.weight"].dtype == torch.float16
+    again = json.loads((bundled / "accuracy.json").read_text())["ur5"]
+    assert again["sample_steps"] == 4 and again["accuracy_as_trained"] == entry["accuracy"]
+    assert again["recipe"] == entry["recipe"] and again["stored"] == "float16 parameters"
+
+    import pretrained_report
+
+    table = pretrained_report.markdown_table(bundled)
+    assert "| `ur5` | position | fm | fresh FK pairs" in table and "on 1 CPU thread" in table
+    pytest.importorskip("matplotlib")
+    png = pretrained_report.plot_curves(bundled, tmp_path / "curves.png")
+    assert png.stat().st_size > 10_000
+
+
+def test_gpu_recipes_only_for_the_arms(script, capsys):
+    with pytest.raises(SystemExit):
+        script.main(["snake2", "--gpu"])
+    assert "--gpu has recipes for panda, panda_position, ur5, digit_arm only" in (
+        capsys.readouterr().err
+    )
