@@ -411,6 +411,9 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--minutes", type=float, help="cap on the wall time of each model")
     parser.add_argument("--batch-size", type=int, help="override the recipe's batch size")
     parser.add_argument("--lr", type=float, help="override the recipe's learning rate")
+    parser.add_argument(
+        "--train-pairs", type=int, help="a fixed training set of this size instead of a stream"
+    )
     parser.add_argument("--train", type=json.loads, help="TrainConfig settings to add, JSON")
     parser.add_argument("--device", help="train there (default: the recipe's, cpu)")
     parser.add_argument("--gpu", action="store_true", help="the GPU recipe of NAME (cuda)")
@@ -455,6 +458,7 @@ def main(argv: list[str] | None = None) -> None:
     overrides = {
         "steps": args.steps, "family": args.family, "config": args.config,
         "batch_size": args.batch_size, "lr": args.lr, "device": args.device,
+        "train_pairs": args.train_pairs, "stream": None if args.train_pairs is None else False,
     }  # fmt: skip
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if args.checkpoint is not None and len(names) != 1:
