@@ -85,3 +85,62 @@ def plot_curves(out: Path, png: Path) -> Path:
     fig.tight_layout()
     fig.savefig(png)
     return png
+
+
+IKNET_INTRO = (
+    "The bundled position models on the Neural IK table's protocol "
+    "(`torchik.protocols.iknet_table`): the 1000 test targets of `benchmarks/iknet.py` (FK of "
+    "joints uniform within the limits, seed 3: the same targets as its IKNet rows), 100 raw "
+    "samples per target, no refinement, FK in float64. Sampled with the models' own settings "
+    "(fm: 32 midpoint steps); the goal of issue 13 for the best torchik model: Digit <= 0.5, "
+    "UR5 <= 0.7, Franka <= 1.0 cm mean and >= 99 % within 2 cm."
+)
+
+
+def iknet_report(names: list[str], out_dir: Path, threads: int = 1, samples: int = 100) -> Path:
+    """The Neural IK table's rows of the bundled position models ``names`` (``samples`` per
+    target), written as the stamped report ``<out_dir>/pretrained_iknet.md`` (and ``.json``);
+    returns the markdown's path."""
+    import torch
+
+    import torchik
+    from torchik.data import make_dataset
+    from torchik.protocols import Report
+    from torchik.protocols.iknet import iknet_table
+    from torchik.protocols.iknet_run import PAPER_CM, SEEDS, row_fields
+    from torchik.protocols.table import Column, Table
+
+    torch.set_num_threads(threads)
+    cm = "{:.2f}".format
+    pct = "{:.2%}".format
+    table = Table("Bundled models, Neural IK protocol, raw samples", [
+        Column("robot", "robot"), Column("family", "family"), Column("mean_cm", "mean (cm)", cm),
+        Column("median_cm", "median (cm)", cm), Column("acc_2cm", "within 2 cm", pct),
+        Column("acc_1cm", "within 1 cm", pct), Column("best10_cm", "best of 10 (cm)", cm),
+        Column("diversity", "diversity (rad)", cm), Column("inside_limits", "in limits", pct),
+        Column("paper_cm", "paper's IKNet (cm)", cm),
+    ])  # fmt: skip
+    for name in names:
+        model = torchik.models.load_pretrained(name)
+        robot = torchik.load_robot(model.spec.robot, dtype=torch.float64)
+        targets = make_dataset(torchik.load_robot(model.spec.robot), 1000, seed=SEEDS["test"])
+        row = iknet_table(robot, model, targets.target, n_samples=samples, seed=SEEDS["sample"],
+                          timing=False)  # fmt: skip
+        paper = PAPER_CM.get(model.spec.robot, float("nan"))
+        table.add(f"`{name}`", robot=model.spec.robot, family=model.family, paper_cm=paper,
+                  **row_fields(row))  # fmt: skip
+        print(name, table.rows[-1], flush=True)
+    md, _ = Report("pretrained_iknet", "Bundled models on the Neural IK table",
+                   intro=[IKNET_INTRO], tables=[table]).write(out_dir)  # fmt: skip
+    return md
+
+
+if __name__ == "__main__":
+    import argparse
+
+    parser = argparse.ArgumentParser(description="The Neural IK table of the bundled models")
+    parser.add_argument("names", nargs="+", help="bundled position models, e.g. digit_arm ur5")
+    parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
+    parser.add_argument("--threads", type=int, default=1)
+    args = parser.parse_args()
+    print(iknet_report(args.names, args.out, args.threads))

@@ -64,3 +64,16 @@ def test_gpu_recipes_only_for_the_arms(script, capsys):
     assert "--gpu has recipes for panda, panda_position, ur5, digit_arm only" in (
         capsys.readouterr().err
     )
+
+
+def test_iknet_report_of_a_bundled_model(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import pretrained_report
+
+    threads = torch.get_num_threads()
+    try:
+        md = pretrained_report.iknet_report(["snake2"], tmp_path, threads=1, samples=2)
+    finally:
+        torch.set_num_threads(threads)
+    assert "| `snake2` | snake2 | mdn |" in md.read_text()
+    assert "snake2" in (tmp_path / "pretrained_iknet.json").read_text()
