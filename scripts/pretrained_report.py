@@ -51,7 +51,7 @@ def markdown_table(out: Path) -> str:
     return "\n".join(lines)
 
 
-CPU_ARCHIVE = ROOT / "benchmarks" / "results" / "pretrained_cpu.json"
+CPU_ARCHIVE = ROOT / "scripts" / "pretrained_cpu.json"
 """The CPU-trained arm models these GPU ones replaced: their recipes, accuracy and curves."""
 
 

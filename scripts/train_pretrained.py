@@ -45,7 +45,7 @@ the shared load and sets its steps so that the whole schedule fits; 32-59k steps
 bundled with ``--bundle-run``: 32 integration steps when sampling (training validated with 8;
 Panda full pose 11.3 mm / 2.3 deg at 8 steps, 7.0 mm / 1.7 deg at 32) and float16 parameters
 (the same accuracy at half the size). The CPU models they replaced, with their curves, are in
-``benchmarks/results/pretrained_cpu.json``.
+``scripts/pretrained_cpu.json``.
 """
 
 from __future__ import annotations
