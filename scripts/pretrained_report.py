@@ -111,6 +111,9 @@ def iknet_report(names: list[str], out_dir: Path, threads: int = 1, samples: int
     from torchik.protocols.table import Column, Table
 
     torch.set_num_threads(threads)
+    report = Report(
+        "pretrained_iknet", "Bundled models on the Neural IK table", intro=[IKNET_INTRO]
+    )
     cm = "{:.2f}".format
     pct = "{:.2%}".format
     table = Table("Bundled models, Neural IK protocol, raw samples", [
@@ -130,9 +133,8 @@ def iknet_report(names: list[str], out_dir: Path, threads: int = 1, samples: int
         table.add(f"`{name}`", robot=model.spec.robot, family=model.family, paper_cm=paper,
                   **row_fields(row))  # fmt: skip
         print(name, table.rows[-1], flush=True)
-    md, _ = Report("pretrained_iknet", "Bundled models on the Neural IK table",
-                   intro=[IKNET_INTRO], tables=[table]).write(out_dir)  # fmt: skip
-    return md
+    report.tables = [table]  # the stamp was taken at the start: its duration is the run's
+    return report.write(out_dir)[0]
 
 
 if __name__ == "__main__":

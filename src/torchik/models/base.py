@@ -416,6 +416,8 @@ PRETRAINED: dict[str, str] = {
     "snake2": "2-joint snake: position of its end",
     "snake4": "4-joint snake: position of its end",
     "panda_position": "Franka Panda: position of panda_hand",
+    "digit_arm_iknet": "Digit arm: position of its end link, an IKNet (samples joint by joint: "
+    "path following with sample_within)",
 }
 """Name -> description of the models bundled with torchik (see :func:`load_pretrained`);
 their measured accuracy is in ``torchik/pretrained/accuracy.json`` and the README."""

@@ -77,8 +77,9 @@ def load_or_train_iknet(
 ) -> tuple[IKNet, str]:
     """The IKNet a protocol runs on, in float32 and eval mode, and where it came from in words.
 
-    ``checkpoint`` if given (it must hold an IKNet of ``robot``), else the bundled model of
-    ``robot`` (:func:`torchik.models.load_pretrained`) if it is an IKNet, else one trained here
+    ``checkpoint`` if given (it must hold an IKNet of ``robot``), else the bundled IKNet of
+    ``robot`` (:func:`torchik.models.load_pretrained` of ``<name>_iknet``, or of ``<name>`` if
+    that is an IKNet), else one trained here
     by :func:`train_small_iknet` on ``train_size`` uniform pairs (data seed 0) for ``steps``.
 
     Args:
@@ -96,10 +97,14 @@ def load_or_train_iknet(
         if not isinstance(model, IKNet) or model.spec.robot != robot.name:
             raise ValueError(f"{checkpoint} does not hold an IKNet of {robot.name}")
     else:
-        try:
-            model, what = load_pretrained(robot.name), "pretrained (torchik.models.load_pretrained"
-        except (ValueError, OSError):
-            model = None
+        model = None
+        for name in (f"{robot.name}_iknet", robot.name):  # the bundled IKNet, if there is one
+            try:
+                model, what = load_pretrained(name), "pretrained (torchik.models.load_pretrained"
+            except (ValueError, OSError):
+                continue
+            if isinstance(model, IKNet):
+                break
     if isinstance(model, IKNet):
         return model.float().eval(), f"{what}; {sizes(model.config)})"
     data = make_dataset(robot, train_size, seed=0)
