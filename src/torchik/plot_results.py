@@ -97,18 +97,21 @@ _NOT_GROUPS = {"method", "status", "settings", "pose_reference", "jacobian_refer
 
 
 _NOT_TIMES = {"iqr_s"}  # spreads of a timing, not timings
+_ERRORS = (("mean_cm", "mean distance to the target (cm)"), ("mmd", "posterior mismatch (MMD²)"))
+"""Drawn when a table has no timing: its error column."""
 
 
 def _bar_table(table: Mapping[str, Any]) -> tuple[str, str, list[dict[str, Any]]] | None:
     """``(metric key, axis label, rows)`` of a table worth a bar chart, else None: the first
-    timing of :data:`_METRICS`, else any other (a key ending in ``_s`` or ``seconds``) that at
-    least two rows that ran have; tables of training curves (rows with a ``step``) are left out."""
+    timing of :data:`_METRICS`, else any other (a key ending in ``_s`` or ``seconds``), else an
+    error of :data:`_ERRORS`, that at least two rows that ran have; tables of training curves
+    (rows with a ``step``) are left out."""
     rows = [r for r in table.get("rows", []) if r.get("status", "ok") == "ok" and "method" in r]
     if any("step" in r for r in rows):
         return None
-    labels = dict(_METRICS)
+    labels = dict(_METRICS) | dict(_ERRORS)
     others = [k for r in rows for k in r if k.endswith(("_s", "seconds")) and k not in _NOT_TIMES]
-    for key in dict.fromkeys([*labels, *others]):
+    for key in dict.fromkeys([*dict(_METRICS), *others, *dict(_ERRORS)]):
         rows_with = [r for r in rows if _is_number(r.get(key))]
         if len(rows_with) >= 2:
             return key, labels.get(key, key.replace("_", " ")), rows_with
@@ -164,7 +167,8 @@ def plot_benchmark(json_path: str | os.PathLike) -> Figure:
     """Bar charts of a benchmark result file (``benchmarks/results/*.json``).
 
     Every table whose rows have a timing (``time_s``, ``per_target_s``, ``wall_s``, else another
-    key ending in ``_s`` or ``seconds``) becomes one axes of horizontal bars (on a log scale when
+    key ending in ``_s`` or ``seconds``; without one, an error: ``mean_cm`` or ``mmd``) becomes
+    one axes of horizontal bars (on a log scale when
     every value is positive): one bar per row that ran (status ``ok``),
     grouped by the row's text fields (e.g. operation and dtype) and batch, coloured by method,
     annotated with the success rate where there is one.
