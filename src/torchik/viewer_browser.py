@@ -65,7 +65,11 @@ def headless_browser(
             "chromium) or set TORCHIK_CHROMIUM to its path"
         )
     before = set(viewer.server.get_clients())
-    with tempfile.TemporaryDirectory(prefix="torchik-chromium-") as profile:
+    # Chromium's helper processes can still write to the profile while it is removed: a
+    # leftover file there must not fail the screenshot (it failed CI once)
+    with tempfile.TemporaryDirectory(
+        prefix="torchik-chromium-", ignore_cleanup_errors=True
+    ) as profile:
         args = [binary, *FLAGS, f"--user-data-dir={profile}", f"--window-size={width},{height}"]
         process = subprocess.Popen(
             [*args, viewer.url],
