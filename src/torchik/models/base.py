@@ -270,14 +270,21 @@ class IKModel(nn.Module):
             )
 
     # ------------------------------------------------------------ checkpoints
-    def checkpoint(self) -> dict[str, Any]:
-        """The checkpoint dict (plain types and tensors) that :meth:`save` writes."""
+    def checkpoint(self, half: bool = False) -> dict[str, Any]:
+        """The checkpoint dict (plain types and tensors) that :meth:`save` writes; ``half``
+        as for :meth:`save`."""
+        params = {name for name, _ in self.named_parameters()} if half else set()
+        state = {
+            k: v.detach().cpu().half() if k in params and v.dtype == torch.float32 else
+            v.detach().cpu()
+            for k, v in self.state_dict().items()
+        }  # fmt: skip
         ckpt = {
             "format_version": FORMAT_VERSION,
             "family": self.family,
             "config": dataclasses.asdict(self.config),
             "spec": dataclasses.asdict(self.spec),
-            "state_dict": {k: v.detach().cpu() for k, v in self.state_dict().items()},
+            "state_dict": state,
         }
         return {**ckpt, "sha256": content_hash(ckpt)}
 
@@ -290,16 +297,7 @@ class IKModel(nn.Module):
                 normalisation statistics stay as they are): the bundled models are stored so.
                 :func:`load` brings them back in float32.
         """
-        ckpt = self.checkpoint()
-        if half:
-            names = {name for name, _ in self.named_parameters()}
-            state = {
-                k: v.half() if k in names and v.dtype == torch.float32 else v
-                for k, v in ckpt["state_dict"].items()
-            }
-            ckpt = {k: v for k, v in ckpt.items() if k != "sha256"} | {"state_dict": state}
-            ckpt["sha256"] = content_hash(ckpt)
-        atomic_save(ckpt, path)
+        atomic_save(self.checkpoint(half), path)
 
     def extra_repr(self) -> str:
         return f"family={self.family!r}, robot={self.spec.robot!r}, targets={self.spec.targets!r}"
