@@ -22,11 +22,13 @@ def _pairs(recipe: dict[str, Any]) -> str:
 
 
 def _where(entry: dict[str, Any]) -> str:
-    """Where a model trained, for the table: ``on an H100`` or ``on 1 CPU thread``."""
-    machine = entry.get("machine", "")
-    if "H100" in machine or "H200" in machine:
-        return f"on an {'H100' if 'H100' in machine else 'H200'} (shared by 4 trainings)"
-    return "on 1 CPU thread"
+    """Where a model trained, for the table, from its recorded ``machine`` (``GPU name, N
+    torch threads`` or ``CPU, N torch thread(s)``): ``on H100 80GB HBM3`` or ``on 1 torch
+    thread``."""
+    gpu_or_cpu, _, threads = entry.get("machine", "").partition(", ")
+    if entry["recipe"].get("device", "cpu").startswith("cuda"):
+        return f"on {gpu_or_cpu.removeprefix('NVIDIA ')}"
+    return f"on {threads}"
 
 
 def markdown_table(out: Path) -> str:

@@ -52,7 +52,7 @@ def test_fit_bundle_table_and_curves(script, tmp_path):
     import pretrained_report
 
     table = pretrained_report.markdown_table(bundled)
-    assert "| `ur5` | position | fm | fresh FK pairs" in table and "on 1 CPU thread" in table
+    assert "| `ur5` | position | fm | fresh FK pairs" in table and "on 1 torch thread(s)" in table
     pytest.importorskip("matplotlib")
     png = pretrained_report.plot_curves(bundled, tmp_path / "curves.png")
     assert png.stat().st_size > 10_000
