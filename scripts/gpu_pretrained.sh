@@ -40,7 +40,7 @@ while read -r label name flags; do
 done < "$RUNS"
 wait
 for label in "${labels[@]}"; do
-  echo "== $label: $(grep -E 'steps/s measured' "$WORK/$label.log")"
+  echo "== $label: $(grep -E 'steps fit in' "$WORK/$label.log")"
   $PY - "$WORK/$label/accuracy.json" <<'PY' || tail -5 "$WORK/$label.log"
 import json, sys
 for name, e in json.load(open(sys.argv[1])).items():

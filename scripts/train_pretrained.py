@@ -51,7 +51,6 @@ Panda full pose 11.3 mm / 2.3 deg at 8 steps, 7.0 mm / 1.7 deg at 32) and float1
 from __future__ import annotations
 
 import argparse
-import copy
 import dataclasses
 import json
 import platform
@@ -64,6 +63,7 @@ from typing import Any
 import torch
 
 import torchik
+from torchik.budget import steps_for_minutes
 from torchik.data import FKStream, make_dataset
 from torchik.models import families
 from torchik.pretrained import evaluate
@@ -218,38 +218,6 @@ def _curve(history: list[dict[str, float]]) -> list[list[float]]:
     ]
 
 
-def _probe_rate(model: Any, data: Any, config: TrainConfig, seconds: float) -> float:
-    """Training steps per second of ``model`` under ``config`` on this machine as loaded now:
-    a throwaway copy of the model and the data trains for about ``seconds``."""
-    marks: list[float] = []
-
-    def callback(step: int, metrics: dict[str, float]) -> None:
-        marks.append(time.perf_counter())
-        if len(marks) > 20 and marks[-1] - marks[20] > seconds:
-            raise _TimeUp(step)
-
-    probe = dataclasses.replace(
-        config, steps=10**8, val_every=0, log_every=10**8, checkpoint_every=0, progress=False,
-        restore_best=False,
-    )  # fmt: skip
-    try:
-        train(copy.deepcopy(model), copy.deepcopy(data), None, probe, callback=callback)
-    except _TimeUp:
-        pass
-    return (len(marks) - 21) / (marks[-1] - marks[20])
-
-
-def fit_steps(model: Any, data: Any, config: TrainConfig, minutes: float, started: float) -> int:
-    """The number of steps that ends a training of ``config`` about ``minutes`` after
-    ``started`` (a ``perf_counter`` time), measured by :func:`_probe_rate`: the learning-rate
-    schedule then runs its full course in the time there is."""
-    rate = _probe_rate(model, data, config, seconds=min(30.0, 6.0 * minutes))
-    left = 60 * minutes - (time.perf_counter() - started)
-    steps = max(100, int(0.92 * rate * left))
-    print(f"{rate:.1f} steps/s measured: {steps} steps fit in the {left / 60:.1f} min left")
-    return steps
-
-
 def train_one(
     name: str,
     recipe: Recipe,
@@ -262,7 +230,7 @@ def train_one(
     With ``run_dir`` the training is resumable: it continues the run saved there, and after
     ``minutes`` (or Ctrl-C, SIGTERM) it saves a checkpoint and exits with status 3; run the
     same command again to go on. With ``fit_minutes`` the number of steps is measured
-    (:func:`fit_steps`) so that the whole schedule runs in that time.
+    (:func:`torchik.budget.steps_for_minutes`) so that the whole schedule runs in that time.
     """
     started = time.perf_counter()
     robot = torchik.load_robot(recipe.robot)
@@ -290,7 +258,8 @@ def train_one(
         **settings,
     )
     if fit_minutes is not None:
-        steps = fit_steps(model, data, config, fit_minutes, started)
+        steps = steps_for_minutes(model, data, config, fit_minutes, started, min_steps=100)
+        print(f"{steps} steps fit in the {fit_minutes} min of --fit-minutes")
         config, recipe = (dataclasses.replace(x, steps=steps) for x in (config, recipe))
     start, capped, curve = time.perf_counter(), None, None
     stop = _stop_after(minutes, resumable=run_dir is not None)

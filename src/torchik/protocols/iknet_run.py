@@ -16,7 +16,6 @@ Example:
 
 from __future__ import annotations
 
-import copy
 import json
 import math
 import traceback
@@ -27,7 +26,7 @@ from typing import Any, NamedTuple
 
 import torch
 
-from torchik.protocols.iknet import iknet_table, sampler_rows, training_step_seconds
+from torchik.protocols.iknet import iknet_table, sampler_rows
 from torchik.protocols.iknet_notes import iknet_tables, size_table
 from torchik.protocols.table import fmt_time
 
@@ -44,7 +43,6 @@ __all__ = [
     "robot_data",
     "row_fields",
     "run_robot",
-    "seconds_per_step",
     "size_table",
 ]
 
@@ -148,13 +146,6 @@ def robot_data(name: str, settings: IKNetRun) -> RobotData:
     return RobotData(robot64, train_set, val_set, test_set, size)
 
 
-def seconds_per_step(model: Any, data: Any, batch: int) -> float:
-    """Seconds of a training step, on a throwaway copy of the model."""
-    probe = copy.deepcopy(model).train()
-    probe.set_normalization(data.q, data.target)
-    return training_step_seconds(probe, data.q[:batch], data.target[:batch], min_run_time=0.5)
-
-
 def row_fields(row: Any) -> dict[str, Any]:
     """A protocol row's values as the table's keys (unset runtimes and the counts left out)."""
     skip = ("samples", "targets")
@@ -171,33 +162,41 @@ def _make_model(family: str, spec: Any, settings: IKNetRun) -> Any:
     return cls(spec, cls.Config())
 
 
+def _config(settings: IKNetRun, steps: int, val_rows: int) -> Any:
+    from torchik.train import TrainConfig
+
+    return TrainConfig(
+        steps=steps, batch_size=settings.batch, lr=settings.lr,
+        warmup_steps=min(200, steps // 10), min_lr_ratio=0.02, grad_clip=settings.grad_clip,
+        log_every=max(1, steps // 50), val_every=max(1, steps // 12),
+        val_targets=val_rows, checkpoint_every=0, seed=SEEDS["model"],
+    )  # fmt: skip
+
+
 def _steps(name: str, family: str, model: Any, settings: IKNetRun, data: RobotData, log) -> int:
+    from torchik.budget import steps_for_minutes
+
     if name in settings.steps and (family == "iknet" or settings.family_minutes is None):
         log(f"{name} {family}: {settings.steps[name]} steps")
         return settings.steps[name]
     minutes = settings.minutes if family == "iknet" else settings.family_minutes
     minutes = minutes or settings.minutes
-    step_s = seconds_per_step(model, data.train_set, settings.batch)
-    steps = max(50, int(minutes * 60 / step_s))
-    log(f"{name} {family}: {step_s * 1000:.0f} ms/step -> {steps} steps in {minutes} min")
+    probe = _config(settings, 1000, len(data.val_set))
+    steps = steps_for_minutes(model, data.train_set, probe, minutes, margin=1.0)
+    log(f"{name} {family}: {steps} steps fit in {minutes} min")
     return steps
 
 
 def _train(name: str, family: str, settings: IKNetRun, data: RobotData, log) -> tuple:
-    from torchik.train import TrainConfig, train
+    from torchik.train import train
 
     model = _make_model(family, data.train_set.spec, settings)
-    steps = _steps(name, family, model, settings, data, log)
-    config = TrainConfig(
-        steps=steps, batch_size=settings.batch, lr=settings.lr,
-        warmup_steps=min(200, steps // 10), min_lr_ratio=0.02, grad_clip=settings.grad_clip,
-        log_every=max(1, steps // 50), val_every=max(1, steps // 12),
-        val_targets=len(data.val_set), checkpoint_every=0, seed=SEEDS["model"],
-    )  # fmt: skip
-    out_dir = Path(settings.work) / (name if family == "iknet" else f"{name}-{family}")
     threads = torch.get_num_threads()
     torch.set_num_threads(settings.train_threads or threads)
     try:
+        steps = _steps(name, family, model, settings, data, log)
+        config = _config(settings, steps, len(data.val_set))
+        out_dir = Path(settings.work) / (name if family == "iknet" else f"{name}-{family}")
         result = train(model, data.train_set, data.val_set, config, out_dir=out_dir,
                        robot=data.robot64)  # fmt: skip
     finally:

@@ -128,21 +128,27 @@ def _make_model(cls: Any, spec: Any, preset: str) -> Any:
     return cls(spec, config)
 
 
+def _config(settings: PosteriorRun, steps: int, val_rows: int) -> Any:
+    from torchik.train import TrainConfig
+
+    return TrainConfig(
+        steps=steps, batch_size=settings.batch, lr=settings.lr,
+        warmup_steps=min(200, steps // 10), min_lr_ratio=0.02, log_every=max(1, steps // 20),
+        val_every=max(1, steps // 5), val_targets=val_rows, checkpoint_every=0,
+        seed=SEEDS["model"], progress=False,
+    )  # fmt: skip
+
+
 def _train_family(cls: Any, robot: Any, train_set: Any, val_set: Any, settings: PosteriorRun):
-    from torchik.protocols.iknet_run import seconds_per_step
-    from torchik.train import TrainConfig, train
+    from torchik.budget import steps_for_minutes
+    from torchik.train import train
 
     model = _make_model(cls, train_set.spec, settings.preset)
     steps = settings.steps
     if steps is None:
-        step_s = seconds_per_step(model, train_set, settings.batch)
-        steps = max(50, int(settings.minutes * 60 / step_s))
-    config = TrainConfig(
-        steps=steps, batch_size=settings.batch, lr=settings.lr,
-        warmup_steps=min(200, steps // 10), min_lr_ratio=0.02, log_every=max(1, steps // 20),
-        val_every=max(1, steps // 5), val_targets=len(val_set), checkpoint_every=0,
-        seed=SEEDS["model"], progress=False,
-    )  # fmt: skip
+        probe = _config(settings, 1000, len(val_set))
+        steps = steps_for_minutes(model, train_set, probe, settings.minutes, margin=1.0)
+    config = _config(settings, steps, len(val_set))
     result = train(model, train_set, val_set, config, robot=robot)
     parameters = sum(p.numel() for p in model.parameters())
     return result.model, {"steps": steps, "train_s": result.seconds, "parameters": parameters}
