@@ -5,13 +5,20 @@ from __future__ import annotations
 import pytest
 
 from torchik.protocols.posterior_run import arm_problem
-from torchik.protocols.tune_run import TuneRun, goals, run_arm, scope_note, tune_tables
+from torchik.protocols.tune_run import TuneRun, case_seed, goals, run_arm, scope_note, tune_tables
 
 pytest.importorskip("optuna", reason="the tune extra (Optuna) runs the search")
 
 
 def test_arm_problems():
     assert arm_problem("4") == "planar:1,1,1,1" and arm_problem("rail") == "rail_arm"
+
+
+def test_each_study_has_its_own_seed():
+    seeds = {
+        case_seed(arm, family) for arm in ("4", "6", "10", "rail") for family in ("cvae", "inn")
+    }
+    assert len(seeds) == 8 and case_seed("4", "cvae") == case_seed("4", "cvae")
 
 
 def test_default_and_tuned_rows_tables_and_goals(tmp_path):
@@ -21,6 +28,7 @@ def test_default_and_tuned_rows_tables_and_goals(tmp_path):
     lines: list[str] = []
     rows = run_arm("4", args, lines.append)
     assert [r["method"] for r in rows] == ["default", "tuned"] and lines
+    assert rows[0]["seed"] == rows[1]["seed"] == case_seed("4", "cvae")
     assert rows[1]["trials"] == 2 and len(rows[1]["curve"]) == 2
     assert all(r["posterior_mismatch"] > 0 for r in rows)
     main, curves = tune_tables([dict(r) for r in rows], args)

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import time
+import zlib
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -25,7 +26,16 @@ from torchik.train import train
 from torchik.tune import TuneConfig, tune
 from torchik.tune_objective import build_trial, make_problem, posterior_metrics
 
-__all__ = ["INTRO", "TuneRun", "goals", "run_arm", "run_case", "scope_note", "tune_tables"]
+__all__ = [
+    "INTRO",
+    "TuneRun",
+    "case_seed",
+    "goals",
+    "run_arm",
+    "run_case",
+    "scope_note",
+    "tune_tables",
+]
 
 Log = Callable[[str], None]
 INTRO = (
@@ -96,7 +106,7 @@ def run_case(
         family=family, robot=arm_problem(arm), objective="posterior_mismatch", trials=args.trials,
         steps=args.steps, val_every=max(1, args.steps // 4), batch_size=args.batch,
         train_size=args.train_size, posterior_targets=args.search_targets,
-        posterior_samples=args.search_samples, sampler=args.sampler, seed=0,
+        posterior_samples=args.search_samples, sampler=args.sampler, seed=case_seed(arm, family),
     )  # fmt: skip
     start = time.perf_counter()
     runs = args.runs / f"{family}_{arm}"
@@ -105,7 +115,7 @@ def run_case(
     final = dataclasses.replace(
         config, posterior_targets=args.final_targets, posterior_samples=args.final_samples
     )
-    base = {"arm": arm, "family": family}
+    base = {"arm": arm, "family": family, "seed": config.seed}
     default = _final(final, {}, final_problem) | base | {"settings": "defaults"}
     tuned = _final(final, result.best_config, final_problem) | base
     tuned |= {"settings": _short(result.best_config), "search_s": seconds,
@@ -114,6 +124,13 @@ def run_case(
     log(f"{arm} {family}: default {default['posterior_mismatch']:.4f}, tuned "
         f"{tuned['posterior_mismatch']:.4f} ({tuned['settings']})")  # fmt: skip
     return [{"method": "default", **default}, {"method": "tuned", **tuned}]
+
+
+def case_seed(arm: str, family: str) -> int:
+    """The seed of one arm and family's study (training, data and sampler derive theirs from
+    it): each study draws its own first trials, where one seed for all made every study start
+    from the same settings."""
+    return zlib.crc32(f"{arm}/{family}".encode()) % 10_000
 
 
 def _short(params: dict[str, Any]) -> str:
@@ -127,7 +144,8 @@ def tune_tables(rows: list[dict[str, Any]], args: TuneRun) -> list[Table]:
         f"Defaults against the tuned best, {args.final_targets} targets × {args.final_samples} "
         f"samples, {args.steps} training steps each",
         [
-            Column("arm", "arm"), Column("family", "family"), Column("settings", "settings"),
+            Column("arm", "arm"), Column("family", "family"), Column("seed", "seed"),
+            Column("settings", "settings"),
             Column("parameters", "params"), Column("posterior_mismatch", "MMD²", _f4),
             Column("resimulation", "re-sim", lambda x: f"{x:.2e}"),
             Column("train_s", "train", fmt_time), Column("trials", "trials"),
