@@ -71,7 +71,7 @@ def _plot_panel(ax: Any, entries: dict[str, Any], xlabel: str, title: str) -> No
 def plot_curves(out: Path, png: Path) -> Path:
     """Validation error (1 raw sample per target, 8 integration steps for fm) against training
     time: the CPU runs of :data:`CPU_ARCHIVE` (one thread) beside the GPU runs whose curves
-    ``accuracy.json`` stores (one H100 shared by four trainings), as a PNG."""
+    ``accuracy.json`` stores (the GPU named from their recorded machine), as a PNG."""
     import matplotlib
 
     matplotlib.use("Agg")
@@ -82,7 +82,8 @@ def plot_curves(out: Path, png: Path) -> Path:
     cpu = json.loads(CPU_ARCHIVE.read_text())["models"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), dpi=120, sharey=True)
     _plot_panel(left, cpu, "training time, one CPU thread (min)", "CPU (earlier recipes)")
-    _plot_panel(right, gpu, "training time, one H100 shared by 4 runs (min)", "GPU (bundled)")
+    where = " / ".join(sorted({_where(e) for e in gpu.values()})) or "on a GPU"
+    _plot_panel(right, gpu, f"training time {where} (min)", "GPU (bundled)")
     fig.suptitle("Time to accuracy: mean error of 1 raw sample, 1000 validation targets")
     fig.tight_layout()
     fig.savefig(png)
