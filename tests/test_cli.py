@@ -491,6 +491,29 @@ def test_train_on_a_stream_and_resume(tmp_path, capsys):
     assert_one_line_error(code, err)
 
 
+def test_train_for_minutes(tmp_path, capsys):
+    from torchik.cli.train import _with_steps
+
+    out = tmp_path / "run"
+    argv = ["train", "--stream", "snake2", "--model", "mlp", "--preset", "tiny", "--out",
+            str(out), "--config", "batch_size=32", "val_targets=20", "stats_rows=200"]  # fmt: skip
+    code, text, err = run(capsys, *argv, "--minutes", "0.02")
+    assert code == 0, err
+    assert "measuring the training speed" in err and "trained mlp for" in text
+    steps = int(text.split("trained mlp for ")[1].split()[0])
+    assert steps >= 50 and f"for {steps} steps" in err
+    code, _, err = run(capsys, *argv, "--minutes", "0.02", "--resume")
+    assert_one_line_error(code, err)
+    assert "resume with --steps N" in err
+    code, _, err = run(capsys, *argv, "--minutes", "0.02", "--steps", "3")
+    assert code == 2 and "not allowed with" in err
+    code, _, err = run(capsys, *argv, "--minutes", "0.02", "--nproc", "2", "--overwrite")
+    assert_one_line_error(code, err)
+    assert _with_steps(["a", "--minutes", "2", "b", "--minutes=3"], 7) == [
+        "a", "--steps", "7", "b", "--steps", "7"
+    ]  # fmt: skip
+
+
 def test_plot_refuses_a_huge_dpi_in_one_line(capsys, tmp_path):
     code, _, err = run(capsys, "plot", "arm", "snake2", "--position", "0.1", "0.1", "0",
                        "--dpi", "100000", "--out", str(tmp_path / "a.png"))  # fmt: skip

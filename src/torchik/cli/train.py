@@ -19,6 +19,7 @@ from torchik.cli.common import (
     _TARGET_KINDS,
     _common,
     _end_link,
+    _positive,
     _positive_int,
     _provenance,
     _robot,
@@ -57,7 +58,13 @@ def add_parser(sub) -> None:
     p.add_argument("--preset", choices=("tiny", "small", "paper"),
                    help="model size: tiny (tests, seconds), small (CPU minutes), paper (the "
                         "paper's, a GPU); default: the family's, sized for the robot")  # fmt: skip
-    p.add_argument("--steps", type=_positive_int, help="training steps (default: TrainConfig's)")
+    length = p.add_mutually_exclusive_group()
+    length.add_argument("--steps", type=_positive_int,
+                        help="training steps (default: TrainConfig's)")  # fmt: skip
+    length.add_argument("--minutes", type=_positive,
+                        help="train for about this long: the speed is measured first and the "
+                             "steps set so that the whole learning-rate schedule fits (one "
+                             "process; the steps are printed, resume with --steps N)")  # fmt: skip
     p.add_argument("--out", help="run folder (default: runs/FAMILY_ROBOT)")
     p.add_argument("--resume", action="store_true", help="continue from OUT/checkpoint.pt")
     p.add_argument("--overwrite", action="store_true", help="replace an earlier run in OUT")
@@ -154,6 +161,8 @@ def run(args: argparse.Namespace) -> int:
     ``args.threads`` CPU threads (the previous number is restored afterwards)."""
     from torchik import distributed
 
+    if args.nproc > 1 and args.minutes is not None:
+        raise ValueError("--minutes works on one process; give --steps with --nproc or torchrun")
     if args.nproc > 1 and not distributed.launched():
         return _launch(args)
     previous = torch.get_num_threads()
@@ -206,6 +215,8 @@ def _train(args: argparse.Namespace) -> int:
     preset, model_config = _model_config(cls, args.preset, model_kw, spec.dof)
     torch.manual_seed(args.seed)  # the initial weights: one --seed, one run, bit for bit
     model = cls(spec, model_config)
+    if args.minutes is not None:
+        config = _fit_minutes(args, model, source, config)
     size = sum(p.numel() for p in model.parameters())
     main = distributed.is_main()
     if main:
@@ -224,6 +235,41 @@ def _train(args: argparse.Namespace) -> int:
         (out / "train_data.json").write_text(json.dumps(provenance) + "\n")
         print(_train_summary(result, robot is not None, out))
     return 0
+
+
+def _fit_minutes(args: argparse.Namespace, model: Any, source: Any, config: Any) -> Any:
+    """``config`` with the steps that fill ``--minutes`` on this machine, measured."""
+    from torchik import distributed
+    from torchik.budget import steps_for_minutes
+
+    if args.resume:
+        raise ValueError(
+            "--minutes measures the speed anew, which would change the schedule of the run "
+            "being resumed: resume with --steps N, the steps printed when it started"
+        )
+    if distributed.world()[1] > 1:
+        raise ValueError("--minutes works on one process; give --steps with --nproc or torchrun")
+    print(f"measuring the training speed for --minutes {args.minutes:g}...", file=sys.stderr)
+    steps = steps_for_minutes(model, source, config, args.minutes)
+    args.argv = _with_steps(args.argv, steps)  # what the resume line of Ctrl-C prints
+    warmup = min(config.warmup_steps, max(1, steps // 10))
+    return dataclasses.replace(config, steps=steps, warmup_steps=warmup)
+
+
+def _with_steps(argv: Sequence[str], steps: int) -> list[str]:
+    """``argv`` with ``--minutes M`` replaced by ``--steps steps``."""
+    out, skip = [], False
+    for arg in argv:
+        if skip:
+            skip = False
+        elif arg == "--minutes":
+            skip = True
+            out += ["--steps", str(steps)]
+        elif arg.startswith("--minutes="):
+            out += ["--steps", str(steps)]
+        else:
+            out.append(arg)
+    return out
 
 
 def _claim_on_rank_0(out: Path, resume: bool, overwrite: bool) -> None:
