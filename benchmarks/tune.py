@@ -22,7 +22,7 @@ from torchik.protocols.tune_run import INTRO, TuneRun, run_arm, scope_note, tune
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--arms", nargs="+", default=["4", "6", "10", "rail"], choices=ARMS)
+    parser.add_argument("--arms", nargs="+", default=["4", "6", "8", "10", "rail"], choices=ARMS)
     parser.add_argument("--families", nargs="+", default=["cvae", "inn"])
     parser.add_argument("--trials", type=int, default=12)
     parser.add_argument("--steps", type=int, default=600)
