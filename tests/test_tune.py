@@ -165,6 +165,9 @@ def test_other_samplers(tmp_path, sampler):
     config = TuneConfig(**{**SMALL, "trials": 3, "sampler": sampler, "pruner": "none"})
     result = tune(config, tmp_path, parse_space(SPACE, "cvae"), progress=False)
     assert result.states == {"COMPLETE": 3} and len(result.curve) == 3
+    again = tune(config, tmp_path, parse_space(SPACE, "cvae"), resume=True, progress=False)
+    assert again.trials == 3 and again.trial_seconds == pytest.approx(result.trial_seconds)
+    assert result.trial_seconds > 0
     seeds = {t.user_attrs["sampler_seed"] for t in _study(tmp_path, config.study_name).trials}
     assert seeds == {0}
 

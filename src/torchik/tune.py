@@ -149,6 +149,8 @@ class TuneResult:
         curve: the best value after each finished trial from the first completed one on
             (the search curve, :func:`torchik.tune_results.search_curve`).
         states: trials by state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ...).
+        trial_seconds: the durations of the study's finished trials added up, over every
+            call that ran them (a resumed study's :attr:`seconds` counts this call alone).
     """
 
     best_value: float
@@ -158,6 +160,7 @@ class TuneResult:
     seconds: float = 0.0
     curve: list[float] = field(default_factory=list)
     states: dict[str, int] = field(default_factory=dict)
+    trial_seconds: float = 0.0
 
 
 # ---------------------------------------------------------------------------- the study
@@ -395,8 +398,12 @@ def tune(
     config_ = best.user_attrs.get("config", best.params) if best is not None else {}
     seconds = time.perf_counter() - start
     curve = [best for *_, best in search_curve(study)]
-    states = Counter(t.state.name for t in study.get_trials(deepcopy=False))
-    return TuneResult(value, config_, counted_trials(study), files, seconds, curve, dict(states))
+    trials = study.get_trials(deepcopy=False)
+    states = Counter(t.state.name for t in trials)
+    spent = sum(t.duration.total_seconds() for t in trials if t.duration is not None)
+    return TuneResult(
+        value, config_, counted_trials(study), files, seconds, curve, dict(states), spent
+    )
 
 
 def _prepare_study(config, space, storage, out: Path, name: str, resume: bool):
