@@ -492,7 +492,7 @@ def test_train_on_a_stream_and_resume(tmp_path, capsys):
 
 
 def test_train_for_minutes(tmp_path, capsys):
-    from torchik.cli.train import _with_steps
+    from torchik.cli.train import _replace_option
 
     out = tmp_path / "run"
     argv = ["train", "--stream", "snake2", "--model", "mlp", "--preset", "tiny", "--out",
@@ -509,9 +509,11 @@ def test_train_for_minutes(tmp_path, capsys):
     assert code == 2 and "not allowed with" in err
     code, _, err = run(capsys, *argv, "--minutes", "0.02", "--nproc", "2", "--overwrite")
     assert_one_line_error(code, err)
-    assert _with_steps(["a", "--minutes", "2", "b", "--minutes=3"], 7) == [
+    seven = ["--steps", "7"]
+    assert _replace_option(["a", "--minutes", "2", "b", "--minutes=3"], "--minutes", seven) == [
         "a", "--steps", "7", "b", "--steps", "7"
     ]  # fmt: skip
+    assert _replace_option(["x", "--nproc", "2", "--nproc=3", "y"], "--nproc", []) == ["x", "y"]
 
 
 def test_plot_refuses_a_huge_dpi_in_one_line(capsys, tmp_path):

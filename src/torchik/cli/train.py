@@ -161,8 +161,8 @@ def run(args: argparse.Namespace) -> int:
     ``args.threads`` CPU threads (the previous number is restored afterwards)."""
     from torchik import distributed
 
-    if args.nproc > 1 and args.minutes is not None:
-        raise ValueError("--minutes works on one process; give --steps with --nproc or torchrun")
+    if args.minutes is not None:
+        _check_minutes(args, distributed.launched())
     if args.nproc > 1 and not distributed.launched():
         return _launch(args)
     previous = torch.get_num_threads()
@@ -179,12 +179,7 @@ def _launch(args: argparse.Namespace) -> int:
     """Run this command again on ``args.nproc`` processes under ``torchrun`` (one machine)."""
     import subprocess
 
-    argv, skip = [], False
-    for arg in args.argv:  # the same command without --nproc
-        if skip or arg == "--nproc" or arg.startswith("--nproc="):
-            skip = arg == "--nproc"
-            continue
-        argv.append(arg)
+    argv = _replace_option(args.argv, "--nproc", [])  # the same command without --nproc
     print(f"training on {args.nproc} processes (torch.distributed)", file=sys.stderr, flush=True)
     runner = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
     runner += [f"--nproc-per-node={args.nproc}", "-m", "torchik", *argv]
@@ -237,36 +232,39 @@ def _train(args: argparse.Namespace) -> int:
     return 0
 
 
-def _fit_minutes(args: argparse.Namespace, model: Any, source: Any, config: Any) -> Any:
-    """``config`` with the steps that fill ``--minutes`` on this machine, measured."""
-    from torchik import distributed
-    from torchik.budget import steps_for_minutes
-
+def _check_minutes(args: argparse.Namespace, launched: bool) -> None:
+    """Refuse ``--minutes`` where its measured steps cannot hold: a resume (the run's schedule
+    is set) and several processes (each would measure its own)."""
     if args.resume:
         raise ValueError(
             "--minutes measures the speed anew, which would change the schedule of the run "
             "being resumed: resume with --steps N, the steps printed when it started"
         )
-    if distributed.world()[1] > 1:
+    if args.nproc > 1 or launched:
         raise ValueError("--minutes works on one process; give --steps with --nproc or torchrun")
+
+
+def _fit_minutes(args: argparse.Namespace, model: Any, source: Any, config: Any) -> Any:
+    """``config`` with the steps that fill ``--minutes`` on this machine, measured."""
+    from torchik.budget import steps_for_minutes
+
     print(f"measuring the training speed for --minutes {args.minutes:g}...", file=sys.stderr)
     steps = steps_for_minutes(model, source, config, args.minutes)
-    args.argv = _with_steps(args.argv, steps)  # what the resume line of Ctrl-C prints
+    # what the resume line of Ctrl-C prints
+    args.argv = _replace_option(args.argv, "--minutes", ["--steps", str(steps)])
     warmup = min(config.warmup_steps, max(1, steps // 10))
     return dataclasses.replace(config, steps=steps, warmup_steps=warmup)
 
 
-def _with_steps(argv: Sequence[str], steps: int) -> list[str]:
-    """``argv`` with ``--minutes M`` replaced by ``--steps steps``."""
+def _replace_option(argv: Sequence[str], option: str, replacement: list[str]) -> list[str]:
+    """``argv`` with each ``option VALUE`` (or ``option=VALUE``) replaced by ``replacement``."""
     out, skip = [], False
     for arg in argv:
         if skip:
             skip = False
-        elif arg == "--minutes":
-            skip = True
-            out += ["--steps", str(steps)]
-        elif arg.startswith("--minutes="):
-            out += ["--steps", str(steps)]
+        elif arg == option or arg.startswith(f"{option}="):
+            skip = arg == option
+            out += replacement
         else:
             out.append(arg)
     return out
