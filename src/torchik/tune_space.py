@@ -73,12 +73,14 @@ _TRAIN_SPACE: dict[str, Param] = {
     "weight_decay": Float(1e-6, 1e-3, log=True),
 }
 _FAMILY_SPACES: dict[str, dict[str, Param]] = {
-    # the cVAE-vs-INN report's spaces, with widths as choices so that TPE can rank them
+    # the cVAE-vs-INN report's spaces, with widths as choices so that TPE can rank them; the
+    # cVAE's prior (standard, as in the report, or conditional on the target) is torchik's
     "cvae": {
         "width": Choice((128, 256, 384, 512)),
         "depth": Int(2, 6),
         "latent": Choice((2, 4, 8)),
         "beta": Float(1e-3, 0.1, log=True),
+        "prior": Choice(("standard", "conditional")),
     },
     "inn": {
         "width": Choice((64, 128, 192, 256)),

@@ -2,7 +2,7 @@
 
 The encoder ``q(z | q, x)`` reads joint features and the normalised target ``x`` and returns a
 diagonal Gaussian; the decoder ``p(q | z, x)`` maps a latent and the target to joint features;
-the prior is ``N(0, I)``. Sampling draws ``z`` from the prior, decodes and projects the joints
+the prior is ``N(0, I)`` or ``p(z | x)`` (``prior``). Sampling draws ``z`` from the prior, decodes and projects the joints
 into their limits.
 
 Design choices:
@@ -13,6 +13,12 @@ Design choices:
 * The decoder returns features: ``(cos, sin)`` for circular joints when ``cos_sin`` (the
   angle is their ``atan2``, so it can move around the circle without a jump), a normalised
   value otherwise.
+* **The prior** is ``N(0, I)`` (the report's cVAE) or, with ``prior="conditional"``, a
+  diagonal Gaussian ``p(z | x)`` from a third network that reads the target (Sohn et al.,
+  2015). With the standard prior the encoder's ``q(z | q, x)`` must average to ``N(0, I)`` for
+  every target, which a short training does not reach: samples drawn from ``N(0, I)`` then
+  lean towards the training set's mean. A conditional prior only has to match, target by
+  target, where the encoder puts its latents.
 * ``loss = recon + beta * KL`` where ``recon`` is the sum of squared normalised errors. It is
   ``beta`` times the negative ELBO of a decoder whose density is Gaussian in the wrapped
   error with standard deviation ``sqrt(beta / 2) * q_std`` per joint, which is what
@@ -36,6 +42,7 @@ from torchik.models.common import ACTIVATIONS, JointModel, mlp, repeat_targets
 __all__ = ["CVAE", "CVAEConfig"]
 
 _LOG_2PI = math.log(2.0 * math.pi)
+PRIORS = ("standard", "conditional")
 
 
 @dataclass(frozen=True)
@@ -50,6 +57,8 @@ class CVAEConfig:
         activation: ``"relu"``, ``"gelu"``, ``"silu"`` or ``"tanh"``.
         cos_sin: encode circular joints as ``(cos, sin)``.
         elbo_samples: latent draws of the Monte-Carlo ELBO in :meth:`CVAE.log_prob`.
+        prior: ``"standard"`` (``N(0, I)``) or ``"conditional"`` (a network ``p(z | x)`` of
+            ``width`` and ``depth``, see the module notes).
     """
 
     latent: int = 8
@@ -59,6 +68,7 @@ class CVAEConfig:
     activation: str = "relu"
     cos_sin: bool = True
     elbo_samples: int = 32
+    prior: str = "standard"
 
     def __post_init__(self) -> None:
         for name in ("latent", "width", "elbo_samples"):
@@ -67,6 +77,7 @@ class CVAEConfig:
         check_float("beta", self.beta, positive=True)
         check_choice("activation", self.activation, ACTIVATIONS)
         check_bool("cos_sin", self.cos_sin)
+        check_choice("prior", self.prior, PRIORS)
 
 
 @register
@@ -90,6 +101,8 @@ class CVAE(JointModel):
         cfg, t, f = self.config, spec.target_dim, self.feature_dim
         self.encoder = mlp(f + t, 2 * cfg.latent, cfg.width, cfg.depth, cfg.activation)
         self.decoder = mlp(cfg.latent + t, f, cfg.width, cfg.depth, cfg.activation)
+        if cfg.prior == "conditional":
+            self.prior_net = mlp(t, 2 * cfg.latent, cfg.width, cfg.depth, cfg.activation)
 
     @classmethod
     def tiny_config(cls) -> CVAEConfig:
@@ -102,6 +115,15 @@ class CVAE(JointModel):
         mean, log_var = self.encoder(h).chunk(2, dim=-1)
         return mean, log_var.clamp(-12.0, 8.0)  # exp stays finite in float32
 
+    def prior(self, target: Tensor) -> tuple[Tensor, Tensor]:
+        """Mean and log-variance ``(..., Z)`` of the prior ``p(z | target)`` (zeros for the
+        standard prior)."""
+        if self.config.prior == "standard":
+            zeros = target.new_zeros(*target.shape[:-1], self.config.latent)
+            return zeros, zeros
+        mean, log_var = self.prior_net(self.normalize_target(target)).chunk(2, dim=-1)
+        return mean, log_var.clamp(-12.0, 8.0)
+
     def decode(self, z: Tensor, target: Tensor) -> Tensor:
         """Joints ``(..., D)`` (unprojected) decoded from ``z (..., Z)`` and ``target``."""
         h = torch.cat((z, self.normalize_target(target)), dim=-1)
@@ -112,7 +134,11 @@ class CVAE(JointModel):
         mean, log_var = self.encode(q, target)
         z = mean + torch.exp(0.5 * log_var) * eps
         error = self.wrapped_difference(self.decode(z, target), q) / self.q_std
-        kl = 0.5 * (mean.square() + log_var.exp() - 1.0 - log_var).sum(-1)
+        p_mean, p_log_var = self.prior(target)
+        kl = 0.5 * (
+            (mean - p_mean).square().mul(torch.exp(-p_log_var))
+            + torch.exp(log_var - p_log_var) - 1.0 + p_log_var - log_var
+        ).sum(-1)
         return error.square().sum(-1), kl
 
     # ------------------------------------------------------------ the interface
@@ -146,7 +172,8 @@ class CVAE(JointModel):
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
         self._check(None, target, n)
         target = repeat_targets(target, n)
-        z = torch.randn(
+        eps = torch.randn(
             *target.shape[:-1], self.config.latent, generator=generator, device=target.device
-        )
-        return self.project(self.decode(z.to(target.dtype), target))
+        ).to(target.dtype)
+        mean, log_var = self.prior(target)
+        return self.project(self.decode(mean + torch.exp(0.5 * log_var) * eps, target))
