@@ -127,7 +127,8 @@ def test_cvae_conditional_prior_with_a_zero_network_is_the_standard_prior():
     last = conditional.prior_net[-1]
     torch.nn.init.zeros_(last.weight), torch.nn.init.zeros_(last.bias)
     eps = torch.randn(64, 3, dtype=torch.float64)
-    for a, b in zip(standard._terms(q, target, eps), conditional._terms(q, target, eps), strict=True):
+    terms = [m._terms(q, target, eps) for m in (standard, conditional)]
+    for a, b in zip(*terms, strict=True):
         torch.testing.assert_close(a, b)
     torch.testing.assert_close(standard.log_prob(q, target), conditional.log_prob(q, target))
     same = [m.sample(target[:4], 5, generator=_gen(2)) for m in (standard, conditional)]

@@ -2,8 +2,8 @@
 
 The encoder ``q(z | q, x)`` reads joint features and the normalised target ``x`` and returns a
 diagonal Gaussian; the decoder ``p(q | z, x)`` maps a latent and the target to joint features;
-the prior is ``N(0, I)`` or ``p(z | x)`` (``prior``). Sampling draws ``z`` from the prior, decodes and projects the joints
-into their limits.
+the prior is ``N(0, I)`` or ``p(z | x)`` (``prior``). Sampling draws ``z`` from the prior,
+decodes and projects the joints into their limits.
 
 Design choices:
 
@@ -137,7 +137,10 @@ class CVAE(JointModel):
         p_mean, p_log_var = self.prior(target)
         kl = 0.5 * (
             (mean - p_mean).square().mul(torch.exp(-p_log_var))
-            + torch.exp(log_var - p_log_var) - 1.0 + p_log_var - log_var
+            + torch.exp(log_var - p_log_var)
+            - 1.0
+            + p_log_var
+            - log_var
         ).sum(-1)
         return error.square().sum(-1), kl
 
