@@ -158,6 +158,8 @@ REFINED_COLUMNS = [
     Column("moved_mean", "joint distance moved, mean (rad)", lambda v: f"{v:.3f}"),
     Column("moved_median", "median (rad)", lambda v: f"{v:.3f}"),
     Column("iterations", "LM iterations, mean", _f1),
+    Column("iterations_ok", "successes' LM iterations, median", _f1),
+    Column("within_two", "successes in <= 2 iterations", fmt_pct),
     Column("failed_at_limit", "failures ending on a joint limit", fmt_pct),
     Column("refine_s", "refinement time, all", fmt_time),
     Column("total_s", "sampling + refinement", fmt_time),
@@ -176,6 +178,7 @@ def refined_row(table: Table, setup: Setup, samples: Tensor, raw: tuple, tol: tu
     moved = joint_distance(result.q, samples, robot.continuous)
     near = lambda bound: (result.q - bound).abs() < 1e-6  # noqa: E731
     at_limit = (near(robot.lower) | near(robot.upper)).any(dim=-1)
+    ok_iterations = result.iterations[ok].double()  # failures run to the cap and skew the mean
     table.add(
         f"{setup.label} + refine_samples (LM)",
         seeds=f"{samples.shape[0]} × {samples.shape[1]}", tolerance=f"{tol_p:g} m, {tol_r:g} rad",
@@ -184,6 +187,8 @@ def refined_row(table: Table, setup: Setup, samples: Tensor, raw: tuple, tol: tu
         raw_distinct_mean=raw[1].double().mean().item(),
         moved_mean=moved.mean().item(), moved_median=moved.median().item(),
         iterations=result.iterations.double().mean().item(), refine_s=timing.median,
+        iterations_ok=ok_iterations.median().item() if ok_iterations.numel() else None,
+        within_two=(ok_iterations <= 2).double().mean().item() if ok_iterations.numel() else None,
         failed_at_limit=at_limit[~ok].double().mean().item() if bool((~ok).any()) else None,
         total_s=raw[0]["sample_s"] + timing.median, timed_runs=timing.runs,
         solver_says_success=result.success.double().mean().item(),
@@ -202,6 +207,9 @@ def refined_table(setup: Setup, samples: Tensor, raw: tuple) -> Table:
         "stalls stays a failure; success is judged by the float64 check (tolerances and joint "
         "limits); 'distinct kept': greedy `IKResult.distinct(0.1)` over the checked successes; "
         "'moved': joint distance between each sample and its refined solution, all samples; "
+        "'LM iterations, mean' counts every sample, so the failures, which run to the cap, "
+        "weigh in it; the successes' median and the share of successes within two iterations "
+        "read the convergence; "
         "'failures ending on a joint limit': failed samples with some joint within 1e-6 rad of "
         "a limit (LM clamps at the limits, where it can stall short of the pose). Times: "
         "`torch.utils.benchmark` median; sampling time from the raw table."
