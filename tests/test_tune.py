@@ -57,7 +57,7 @@ SMALL = dict(  # a trial of ~0.1 s
     family="cvae", robot="planar:1,1,1", trials=4, steps=30, val_every=10, batch_size=64,
     train_size=300, val_size=50, preset="tiny",
 )  # fmt: skip
-SPACE = {"width": [8, 16], "depth": None, "latent": None, "beta": None}
+SPACE = {"width": [8, 16], "depth": None, "latent": None, "beta": None, "prior": None}
 CLI = ["tune", "--model", "cvae", "--robot", "planar:1,1,1", "--preset", "tiny", "--steps", "30",
        "--val-every", "10", "--batch-size", "64", "--train-size", "300", "--val-size", "50",
        "--quiet"]  # fmt: skip
@@ -104,7 +104,8 @@ def test_parse_space_overrides_fixes_and_drops():
     assert space["width"] == Choice((32, 64)) and space["batch_size"] == Choice((64, 128))
     assert space["beta"] == 0.5 and "latent" not in space
     assert parse_space(space_to_json(space), "cvae", base={}) == space
-    fixed = {"lr": 2e-3, "depth": 2, "width": 32, "batch_size": 64, "weight_decay": 1e-5}
+    fixed = {"lr": 2e-3, "depth": 2, "width": 32, "batch_size": 64, "weight_decay": 1e-5,
+             "prior": "conditional"}
     params = suggest(optuna.trial.FixedTrial(fixed), space)
     assert params["beta"] == 0.5 and split_params("cvae", params)[1]["batch_size"] == 64
 
