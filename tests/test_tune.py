@@ -104,8 +104,14 @@ def test_parse_space_overrides_fixes_and_drops():
     assert space["width"] == Choice((32, 64)) and space["batch_size"] == Choice((64, 128))
     assert space["beta"] == 0.5 and "latent" not in space
     assert parse_space(space_to_json(space), "cvae", base={}) == space
-    fixed = {"lr": 2e-3, "depth": 2, "width": 32, "batch_size": 64, "weight_decay": 1e-5,
-             "prior": "conditional"}
+    fixed = {
+        "lr": 2e-3,
+        "depth": 2,
+        "width": 32,
+        "batch_size": 64,
+        "weight_decay": 1e-5,
+        "prior": "conditional",
+    }
     params = suggest(optuna.trial.FixedTrial(fixed), space)
     assert params["beta"] == 0.5 and split_params("cvae", params)[1]["batch_size"] == 64
 
