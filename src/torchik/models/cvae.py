@@ -45,6 +45,13 @@ _LOG_2PI = math.log(2.0 * math.pi)
 PRIORS = ("standard", "conditional")
 
 
+def _gaussian(out: Tensor) -> tuple[Tensor, Tensor]:
+    """Mean and log-variance ``(..., Z)`` of a network's output ``(..., 2 Z)``, the
+    log-variance clamped so that its ``exp`` stays finite in float32."""
+    mean, log_var = out.chunk(2, dim=-1)
+    return mean, log_var.clamp(-12.0, 8.0)
+
+
 @dataclass(frozen=True)
 class CVAEConfig:
     """Hyper-parameters of :class:`CVAE`.
@@ -112,8 +119,7 @@ class CVAE(JointModel):
     def encode(self, q: Tensor, target: Tensor) -> tuple[Tensor, Tensor]:
         """Mean and log-variance ``(..., Z)`` of ``q(z | q, target)``."""
         h = torch.cat((self.joint_features(q), self.normalize_target(target)), dim=-1)
-        mean, log_var = self.encoder(h).chunk(2, dim=-1)
-        return mean, log_var.clamp(-12.0, 8.0)  # exp stays finite in float32
+        return _gaussian(self.encoder(h))
 
     def prior(self, target: Tensor) -> tuple[Tensor, Tensor]:
         """Mean and log-variance ``(..., Z)`` of the prior ``p(z | target)`` (zeros for the
@@ -121,8 +127,7 @@ class CVAE(JointModel):
         if self.config.prior == "standard":
             zeros = target.new_zeros(*target.shape[:-1], self.config.latent)
             return zeros, zeros
-        mean, log_var = self.prior_net(self.normalize_target(target)).chunk(2, dim=-1)
-        return mean, log_var.clamp(-12.0, 8.0)
+        return _gaussian(self.prior_net(self.normalize_target(target)))
 
     def decode(self, z: Tensor, target: Tensor) -> Tensor:
         """Joints ``(..., D)`` (unprojected) decoded from ``z (..., Z)`` and ``target``."""
