@@ -91,6 +91,7 @@ class Recipe:
     val_seed: int = 2
     stream: bool = False  # fresh pairs by FK every step (FKStream, seeded by data_seed)
     device: str = "cpu"
+    init: str = ""  # a model file whose weights start the training ("": from scratch)
 
 
 _MDN = {"components": 12, "width": 256, "depth": 3, "activation": "silu"}
@@ -243,6 +244,8 @@ def train_one(
     cls = families()[recipe.family]
     torch.manual_seed(recipe.seed)
     model = cls(data.spec, cls.Config(**recipe.config))
+    if recipe.init:  # continue a model trained earlier (same family, robot and sizes)
+        model.load_state_dict(torchik.models.load(recipe.init).state_dict())
     settings = {"val_every": 0, "log_every": 500, "restore_best": False, **recipe.train}
     val, fk_robot = None, None
     if recipe.val_pairs:  # validation by FK picks the weights kept (restore_best)
@@ -293,6 +296,7 @@ def run(
     run_dir: Path | None = None,
     fit_minutes: float | None = None,
     gpu: bool = False,
+    iknet_table: bool = False,
 ) -> dict[str, Any]:
     recipe = dataclasses.replace((GPU_RECIPES if gpu else RECIPES)[name], **overrides)
     print(f"== {name}: {recipe.family} on {recipe.robot} ({recipe.targets}), {recipe.steps} steps")
@@ -311,6 +315,10 @@ def run(
     loaded = torchik.models.load(path)
     accuracy = {k: round(v, 2) for k, v in evaluate(loaded).items()}
     params = sum(p.numel() for p in loaded.parameters())
+    if iknet_table:
+        facts["iknet_table"] = _iknet_row(loaded, recipe.device)
+    if recipe.init:
+        facts["continued_from"] = _earlier(Path(recipe.init))
     entry = {
         "recipe": dataclasses.asdict(recipe),
         **facts,
@@ -323,6 +331,27 @@ def run(
     }
     print(json.dumps(entry, indent=1))
     return entry
+
+
+def _iknet_row(model: Any, device: str) -> dict[str, Any]:
+    """The IKNet table's row of a position model (the Neural IK protocol: its 1000 test
+    targets x 100 raw samples), sampled on ``device``, FK in float64."""
+    from torchik.protocols.iknet import iknet_table
+
+    robot64 = torchik.load_robot(model.spec.robot, dtype=torch.float64)
+    row = iknet_table(robot64, model.to(device), timing=False).as_dict()
+    model.cpu()
+    return {k: round(v, 4) for k, v in row.items() if isinstance(v, float)}
+
+
+def _earlier(path: Path) -> dict[str, Any]:
+    """What is known of the model that a training continued: its steps, training time and
+    accuracy from the ``accuracy.json`` beside it (the file name alone otherwise)."""
+    table = path.parent / "accuracy.json"
+    entry = json.loads(table.read_text()).get(path.stem, {}) if table.exists() else {}
+    keys = ("train_seconds", "accuracy", "sample_steps")
+    return {"file": path.name, "steps": entry.get("recipe", {}).get("steps"),
+            **{k: entry[k] for k in keys if k in entry}}  # fmt: skip
 
 
 def bundle(
@@ -398,6 +427,13 @@ def main(argv: list[str] | None = None) -> None:
         help="measure the training speed first and set the steps so that the whole schedule "
         "runs in this many minutes (the recipe records the steps run)",
     )  # fmt: skip
+    parser.add_argument(
+        "--init", help="start from this model file's weights (same family, robot and sizes)"
+    )
+    parser.add_argument(
+        "--iknet-table", action="store_true",
+        help="also measure the Neural IK table's row (1000 targets x 100 samples) on --device",
+    )  # fmt: skip
     parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
     parser.add_argument(
         "--checkpoint", type=Path,
@@ -428,6 +464,7 @@ def main(argv: list[str] | None = None) -> None:
         "steps": args.steps, "family": args.family, "config": args.config,
         "batch_size": args.batch_size, "lr": args.lr, "device": args.device,
         "train_pairs": args.train_pairs, "stream": None if args.train_pairs is None else False,
+        "init": args.init,
     }  # fmt: skip
     overrides = {k: v for k, v in overrides.items() if v is not None}
     if args.checkpoint is not None and len(names) != 1:
@@ -442,7 +479,7 @@ def main(argv: list[str] | None = None) -> None:
         more = {"train": {**recipes[name].train, **args.train}} if args.train else {}
         entry = run(
             name, {**overrides, **more}, args.minutes, args.out, args.checkpoint,
-            args.train_seconds, args.run_dir, args.fit_minutes, args.gpu,
+            args.train_seconds, args.run_dir, args.fit_minutes, args.gpu, args.iknet_table,
         )  # fmt: skip
         _merge(args.out, {name: entry})
 

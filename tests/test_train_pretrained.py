@@ -33,8 +33,11 @@ def test_fit_bundle_table_and_curves(script, tmp_path):
     flags = ["--device", "cpu", "--batch-size", "64", "--config", json.dumps(TINY_FM)]
     train = ["--fit-minutes", "0.08", "--train", '{"val_every": 20, "warmup_steps": 5}']
     try:
-        script.main(["ur5", "--gpu", *flags, *train, "--threads", "1", "--out", str(run)])
+        script.main(["ur5", "--gpu", *flags, *train, "--threads", "1", "--iknet-table",
+                     "--out", str(run)])  # fmt: skip
         entry = json.loads((run / "accuracy.json").read_text())["ur5"]
+        row = entry["iknet_table"]  # the Neural IK protocol's row: 1000 targets x 100
+        assert 0 < row["mean_cm"] < 200 and 0 <= row["acc_2cm"] <= row["acc_10cm"] <= 1
         assert entry["recipe"]["steps"] >= 100 and entry["recipe"]["device"] == "cpu"
         assert entry["train_seconds"] < 20 and len(entry["curve"]) >= 2
         script.main(["ur5", "--gpu", "--bundle-run", str(run), "--sample-steps", "4", "--half",
@@ -77,3 +80,26 @@ def test_iknet_report_of_a_bundled_model(monkeypatch, tmp_path):
         torch.set_num_threads(threads)
     assert "| `snake2` | snake2 | mdn |" in md.read_text()
     assert "snake2" in (tmp_path / "pretrained_iknet.json").read_text()
+
+
+def test_init_continues_a_model_and_records_it(script, tmp_path):
+    threads = torch.get_num_threads()
+    first, more = tmp_path / "first", tmp_path / "more"
+    flags = ["--gpu", "--device", "cpu", "--batch-size", "32", "--config", json.dumps(TINY_FM)]
+    train = ["--train", '{"val_every": 0, "warmup_steps": 1}', "--threads", "1"]
+    try:
+        script.main(["ur5", *flags, *train, "--steps", "30", "--out", str(first)])
+        init = first / "ur5.pt"  # a learning rate of ~0 keeps the weights it starts from
+        script.main(["ur5", *flags, *train, "--steps", "3", "--lr", "1e-12", "--init",
+                     str(init), "--out", str(more)])  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    before = torchik.models.load(init).state_dict()
+    after = torchik.models.load(more / "ur5.pt").state_dict()
+    assert before.keys() == after.keys()
+    for key in before:
+        torch.testing.assert_close(after[key], before[key], rtol=1e-5, atol=1e-6)
+    entry = json.loads((more / "accuracy.json").read_text())["ur5"]
+    assert entry["recipe"]["init"] == str(init)
+    assert entry["continued_from"]["file"] == "ur5.pt"
+    assert entry["continued_from"]["steps"] == 30 and "accuracy" in entry["continued_from"]
