@@ -31,6 +31,29 @@ def _where(entry: dict[str, Any]) -> str:
     return f"on {threads}"
 
 
+def chunks(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The trainings that made a model, oldest first: the entry itself, after the models it
+    continued (``--init``, recorded as ``continued_from``); each with ``steps``,
+    ``train_seconds`` and its ``curve`` (``[]`` when not recorded)."""
+    out, e = [], entry
+    while e:
+        steps = e["recipe"]["steps"] if "recipe" in e else e.get("steps")
+        out.append({"steps": steps, "train_seconds": e.get("train_seconds") or 0.0,
+                    "curve": e.get("curve", [])})  # fmt: skip
+        e = e.get("continued_from")
+    return out[::-1]
+
+
+def _training(entry: dict[str, Any]) -> str:
+    """The table's training column: steps and minutes, summed over the chunks."""
+    r, parts = entry["recipe"], chunks(entry)
+    steps = sum(c["steps"] or 0 for c in parts)
+    minutes = sum(c["train_seconds"] for c in parts) / 60
+    more = f" in {len(parts)} chunks" if len(parts) > 1 else ""
+    where = _where(entry)
+    return f"{_pairs(r)}, {steps} steps x {r['batch_size']}, {minutes:.1f} min{more} {where}"
+
+
 def markdown_table(out: Path) -> str:
     """The accuracy table of the README, from ``<out>/accuracy.json``."""
     lines = [
@@ -42,8 +65,7 @@ def markdown_table(out: Path) -> str:
         r, a = e["recipe"], e["accuracy"]
         rot = a.get("rotation_mean_deg"), a.get("rotation_median_deg")
         lines.append(
-            f"| `{name}` | {r['targets']} | {r['family']} | {_pairs(r)}, {r['steps']} steps "
-            f"x {r['batch_size']}, {e['train_seconds'] / 60:.1f} min {_where(e)} | "
+            f"| `{name}` | {r['targets']} | {r['family']} | {_training(e)} | "
             f"{e['size_mb']:.2f} MB | "
             f"{_num(a['position_mean_mm'])} / {_num(a['position_median_mm'])} | "
             f"{_num(a['best_of_n_mm'])} | "
@@ -59,8 +81,12 @@ CPU_ARCHIVE = ROOT / "scripts" / "pretrained_cpu.json"
 
 def _plot_panel(ax: Any, entries: dict[str, Any], xlabel: str, title: str) -> None:
     for name, e in entries.items():
-        if e.get("curve"):
-            seconds, _, error = zip(*e["curve"], strict=True)
+        offset, points = 0.0, []  # a model trained in chunks: one line, the chunks end to end
+        for chunk in chunks(e):
+            points += [(offset + row[0], row[2]) for row in chunk["curve"]]
+            offset += chunk["train_seconds"]
+        if points:
+            seconds, error = zip(*points, strict=True)
             ax.plot([s / 60 for s in seconds], error, label=f"{name} ({e['recipe']['family']})")
     ax.set(xlabel=xlabel, ylabel="validation error (mm)", yscale="log", title=title)
     ax.grid(True, which="both", alpha=0.3)

@@ -345,13 +345,15 @@ def _iknet_row(model: Any, device: str) -> dict[str, Any]:
 
 
 def _earlier(path: Path) -> dict[str, Any]:
-    """What is known of the model that a training continued: its steps, training time and
-    accuracy from the ``accuracy.json`` beside it (the file name alone otherwise)."""
+    """What is known of the model that a training continued, from the ``accuracy.json``
+    beside it (the file name alone otherwise): its steps, batch, training time, accuracy,
+    curve and, if it continued another, that one's (the whole chain of chunks)."""
     table = path.parent / "accuracy.json"
     entry = json.loads(table.read_text()).get(path.stem, {}) if table.exists() else {}
-    keys = ("train_seconds", "accuracy", "sample_steps")
-    return {"file": path.name, "steps": entry.get("recipe", {}).get("steps"),
-            **{k: entry[k] for k in keys if k in entry}}  # fmt: skip
+    recipe = entry.get("recipe", {})
+    keys = ("train_seconds", "accuracy", "sample_steps", "curve", "machine", "continued_from")
+    return {"file": path.name, "steps": recipe.get("steps"), "batch_size": recipe.get("batch_size"),
+            "lr": recipe.get("lr"), **{k: entry[k] for k in keys if k in entry}}  # fmt: skip
 
 
 def bundle(
