@@ -166,12 +166,71 @@ def iknet_report(names: list[str], out_dir: Path, threads: int = 1, samples: int
     return report.write(out_dir)[0]
 
 
+ABLATION_INTRO = (
+    "Issue 13's IKNet ablation on the Franka (position of `panda_hand`, the Neural IK paper's "
+    '"Franka", paper 3.1 cm): variants of `scripts/iknet_ablation.runs` trained side by side '
+    "on one GPU in one call (`scripts/gpu_pretrained.sh`), each for the same wall time "
+    "(`--fit-minutes`: its steps are set from its measured speed under the shared load), then "
+    "measured by the Neural IK protocol (`--iknet-table`: the 1000 test targets of "
+    '`benchmarks/iknet.py`, 100 raw samples each, FK in float64). "paper" is '
+    "`IKNetConfig.paper()` (hypernetwork 4 x 1024 with batch norm, primary networks 3 layers of "
+    '256, K = 50), "public" the defaults (3 x 1024, 2 layers, no normalisation). Training: '
+    "AdamW, warm-up then cosine to 1 %, EMA of the weights 0.9995, grad clip 1."
+)
+
+
+def ablation_report(run_dir: Path, out_dir: Path, name: str = "iknet_ablation") -> Path:
+    """The ablation table of a ``gpu_pretrained.sh`` call whose runs used ``--iknet-table``
+    (``<run_dir>/<label>/accuracy.json``, ``machine.txt``, ``runs.txt``), written as
+    ``<out_dir>/<name>.md`` (and ``.json``) with the run's machine as its stamp."""
+    from torchik.protocols import Report
+    from torchik.protocols.table import Column, Table
+
+    cm, pct, num = "{:.2f}".format, "{:.1%}".format, "{:,}".format
+    table = Table("IKNet on the Franka, Neural IK protocol, raw samples", [
+        Column("config", "config"), Column("data", "data"), Column("batch", "batch"),
+        Column("steps", "steps", num), Column("train_s", "train (s)", "{:.0f}".format),
+        Column("parameters", "parameters", num), Column("mean_cm", "mean (cm)", cm),
+        Column("median_cm", "median (cm)", cm), Column("acc_10cm", "< 10 cm", pct),
+        Column("acc_2cm", "< 2 cm", pct), Column("best10_cm", "best of 10 (cm)", cm),
+        Column("best100_cm", "best of 100 (cm)", cm), Column("diversity", "diversity (rad)", cm),
+        Column("curve", "validation (mm) at steps"),
+    ])  # fmt: skip
+    for path in sorted(run_dir.glob("*/accuracy.json")):
+        for e in json.loads(path.read_text()).values():
+            if "iknet_table" not in e:
+                continue
+            r = e["recipe"]
+            data = "stream" if r["stream"] else f"{r['train_pairs']:,} fixed"
+            curve = ", ".join(f"{c[2]:.0f} @ {c[1]}" for c in e.get("curve", []))
+            table.add(path.parent.name, config=json.dumps(r["config"]), data=data,
+                      batch=r["batch_size"], steps=r["steps"], train_s=e["train_seconds"],
+                      parameters=e["parameters"], curve=curve, **e["iknet_table"])  # fmt: skip
+    table.rows.sort(key=lambda row: row["mean_cm"])
+    lines = (run_dir / "machine.txt").read_text().splitlines()
+    stamp = {"date": lines[0], "gpu": lines[2] if len(lines) > 2 else "?",
+             "torch": lines[-1].removeprefix("torch "),
+             "command": "OUT=$OUT bash scripts/gpu_pretrained.sh scripts/iknet_ablation.runs "
+             "scripts/panda_continue.runs (FIT=7.5)",
+             "side_by_side": sum(1 for _ in run_dir.glob("*/accuracy.json")),
+             "written_by": f"scripts/pretrained_report.py --ablation {run_dir.name}"}  # fmt: skip
+    report = Report(name, "IKNet ablation on the Franka (issue 13)", intro=[ABLATION_INTRO],
+                    tables=[table], stamp=stamp, measured_here=False)  # fmt: skip
+    return report.write(out_dir)[0]
+
+
 if __name__ == "__main__":
     import argparse
 
     parser = argparse.ArgumentParser(description="The Neural IK table of the bundled models")
-    parser.add_argument("names", nargs="+", help="bundled position models, e.g. digit_arm ur5")
+    parser.add_argument("names", nargs="*", help="bundled position models, e.g. digit_arm ur5")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--threads", type=int, default=1)
+    parser.add_argument("--ablation", type=Path, help="the ablation table of this GPU run dir")
     args = parser.parse_args()
-    print(iknet_report(args.names, args.out, args.threads))
+    if args.ablation is not None:
+        print(ablation_report(args.ablation, args.out))
+    elif args.names:
+        print(iknet_report(args.names, args.out, args.threads))
+    else:
+        parser.error("name bundled models, or --ablation RUN_DIR")

@@ -98,3 +98,10 @@ def test_write_adds_the_end_of_the_run(tmp_path, key):
     assert key not in report.stamp
     report.write(tmp_path)
     assert key in report.stamp
+
+
+def test_results_measured_elsewhere_keep_their_stamp(tmp_path):
+    stamp = {"date": "then", "gpu": "elsewhere"}
+    md, js = Report("far", "Far", stamp=dict(stamp), measured_here=False).write(tmp_path)
+    assert json.loads(js.read_text())["stamp"] == stamp  # no load or duration of this machine
+    assert "load_average" not in md.read_text()

@@ -103,3 +103,30 @@ def test_init_continues_a_model_and_records_it(script, tmp_path):
     assert entry["recipe"]["init"] == str(init)
     assert entry["continued_from"]["file"] == "ur5.pt"
     assert entry["continued_from"]["steps"] == 30 and "accuracy" in entry["continued_from"]
+    import pretrained_report  # the table sums the chunks: 30 + 3 steps
+
+    assert "33 steps x 32" in pretrained_report.markdown_table(more)
+    assert "in 2 chunks on 1 torch thread(s)" in pretrained_report.markdown_table(more)
+
+
+def test_ablation_report_of_a_gpu_run(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import pretrained_report
+
+    run = tmp_path / "run"
+    (run / "b").mkdir(parents=True)
+    (run / "a").mkdir()
+    (run / "machine.txt").write_text("Thu Nov 26\nname, memory\nNVIDIA H100, 80 GB\ntorch 2.11\n")
+    recipe = {"config": {}, "stream": True, "train_pairs": 0, "batch_size": 1024, "steps": 10}
+    for label, mean in (("a", 9.0), ("b", 7.0)):
+        row = {"mean_cm": mean, "median_cm": 5.0, "acc_10cm": 0.7, "acc_2cm": 0.05,
+               "best10_cm": 2.0, "best100_cm": 1.0, "diversity": 4.8}  # fmt: skip
+        entry = {"recipe": recipe, "train_seconds": 380.0, "parameters": 123,
+                 "curve": [[100.0, 5, 130.0], [380.0, 10, 80.0]], "iknet_table": row}  # fmt: skip
+        (run / label / "accuracy.json").write_text(json.dumps({"panda_position": entry}))
+    text = pretrained_report.ablation_report(run, tmp_path / "out").read_text()
+    assert "| gpu | NVIDIA H100, 80 GB |" in text and "| torch | 2.11 |" in text
+    assert "load_average" not in text  # measured on the GPU machine, written here
+    assert text.index("| b |") < text.index("| a |")  # best mean first
+    assert "| b | {} | stream | 1024 | 10 | 380 | 123 | 7.00 | 5.00 | 70.0% | 5.0% |" in text
+    assert "| 130 @ 5, 80 @ 10 | ok |" in text

@@ -232,6 +232,8 @@ class Report:
         tables: The :class:`~torchik.protocols.table.Table` objects, written in order.
         stamp: The :func:`machine_stamp` (taken when the report is created); add keys freely.
         started: :func:`time.perf_counter` at creation, for the stamp's ``duration_s``.
+        measured_here: the tables were measured by this process (``False``: written from
+            results measured elsewhere, whose stamp is given; no load or duration is added).
     """
 
     name: str
@@ -240,6 +242,7 @@ class Report:
     tables: list[Table] = field(default_factory=list)
     stamp: dict[str, Any] = field(default_factory=machine_stamp)
     started: float = field(default_factory=time.perf_counter)
+    measured_here: bool = True
 
     def stamp_markdown(self) -> str:
         """The stamp as a two-column markdown table (the command in backticks)."""
@@ -253,13 +256,15 @@ class Report:
     def write(self, out_dir: str | os.PathLike) -> tuple[Path, Path]:
         """Write ``<name>.md`` and ``<name>.json`` into ``out_dir`` (created if missing).
 
-        The stamp gains ``load_average_at_end`` and ``duration_s`` (since creation) first.
+        The stamp gains ``load_average_at_end`` and ``duration_s`` (since creation) first,
+        when :attr:`measured_here`.
 
         Returns:
             The paths of the markdown and the JSON file.
         """
-        self.stamp["load_average_at_end"] = load_average()
-        self.stamp["duration_s"] = round(time.perf_counter() - self.started, 1)
+        if self.measured_here:
+            self.stamp["load_average_at_end"] = load_average()
+            self.stamp["duration_s"] = round(time.perf_counter() - self.started, 1)
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         parts = [f"# {self.title}\n", self.stamp_markdown()]
