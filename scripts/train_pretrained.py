@@ -45,7 +45,12 @@ the shared load and sets its steps so that the whole schedule fits; 32-59k steps
 bundled with ``--bundle-run``: 32 integration steps when sampling (training validated with 8;
 Panda full pose 11.3 mm / 2.3 deg at 8 steps, 7.0 mm / 1.7 deg at 32) and float16 parameters
 (the same accuracy at half the size). The CPU models they replaced, with their curves, are in
-``scripts/pretrained_cpu.json``.
+``scripts/pretrained_cpu.json``. ``--init FILE`` continues a model from its weights (a new
+schedule; ``accuracy.json`` records the chain as ``continued_from``): the Panda pose model went
+on twice more on an H100 (23.6k steps beside five IKNet trainings, then 33.7k alone; 15.9 min
+in all) from 7.0 mm / 1.7 deg to 5.6 mm / 1.3 deg. ``--iknet-table`` adds the Neural IK
+protocol's row (1000 test targets x 100 samples) of a position model, measured on ``--device``
+(``scripts/iknet_ablation.runs``; ``scripts/pretrained_report.py --ablation RUN`` tabulates).
 """
 
 from __future__ import annotations
