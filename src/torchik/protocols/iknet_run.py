@@ -44,6 +44,7 @@ __all__ = [
     "row_fields",
     "run_robot",
     "size_table",
+    "train_model",
 ]
 
 ROBOTS = {"digit_arm": 20_000, "ur5": 1_000_000, "panda": 1_000_000}
@@ -187,7 +188,11 @@ def _steps(name: str, family: str, model: Any, settings: IKNetRun, data: RobotDa
     return steps
 
 
-def _train(name: str, family: str, settings: IKNetRun, data: RobotData, log) -> tuple:
+def train_model(
+    name: str, family: str, settings: IKNetRun, data: RobotData, log: Callable[[str], None]
+) -> tuple:
+    """Train ``family`` on robot ``name``'s training set as the protocol does; returns the
+    model, the :class:`~torchik.train.TrainResult` and the steps run."""
     from torchik.train import train
 
     model = _make_model(family, data.train_set.spec, settings)
@@ -216,7 +221,7 @@ def _curve(name: str, result: Any, method: str) -> list[dict[str, Any]]:
 def _train_and_evaluate(
     name: str, family: str, settings: IKNetRun, data: RobotData, log, timing: bool
 ) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
-    model, result, steps = _train(name, family, settings, data, log)
+    model, result, steps = train_model(name, family, settings, data, log)
     log(f"{name} {family}: trained {fmt_time(result.seconds)}; evaluating")
     row: dict[str, Any] = {
         "family": family, "method": LABELS.get(family, family), "robot": name,
