@@ -8,50 +8,13 @@ import json
 from pathlib import Path
 from typing import Any
 
+from torchik.pretrained import training_chunks, training_text
+
 ROOT = Path(__file__).resolve().parents[1]
 
 
 def _num(x: float) -> str:
     return f"{x:.1f}" if x < 10 else f"{x:.0f}"
-
-
-def _pairs(recipe: dict[str, Any]) -> str:
-    if recipe.get("stream"):
-        return "fresh FK pairs"
-    return f"{recipe['train_pairs'] // 1000}k pairs"
-
-
-def _where(entry: dict[str, Any]) -> str:
-    """Where a model trained, for the table, from its recorded ``machine`` (``GPU name, N
-    torch threads`` or ``CPU, N torch thread(s)``): ``on H100 80GB HBM3`` or ``on 1 torch
-    thread``."""
-    gpu_or_cpu, _, threads = entry.get("machine", "").partition(", ")
-    if entry["recipe"].get("device", "cpu").startswith("cuda"):
-        return f"on {gpu_or_cpu.removeprefix('NVIDIA ')}"
-    return f"on {threads}"
-
-
-def chunks(entry: dict[str, Any]) -> list[dict[str, Any]]:
-    """The trainings that made a model, oldest first: the entry itself, after the models it
-    continued (``--init``, recorded as ``continued_from``); each with ``steps``,
-    ``train_seconds`` and its ``curve`` (``[]`` when not recorded)."""
-    out, e = [], entry
-    while e:
-        steps = e["recipe"]["steps"] if "recipe" in e else e.get("steps")
-        out.append({"steps": steps, "train_seconds": e.get("train_seconds") or 0.0,
-                    "curve": e.get("curve", [])})  # fmt: skip
-        e = e.get("continued_from")
-    return out[::-1]
-
-
-def _training(entry: dict[str, Any]) -> str:
-    """The table's training column: steps and minutes, summed over the chunks."""
-    r, parts = entry["recipe"], chunks(entry)
-    steps = sum(c["steps"] or 0 for c in parts)
-    minutes = sum(c["train_seconds"] for c in parts) / 60
-    more = f" in {len(parts)} chunks" if len(parts) > 1 else ""
-    where = _where(entry)
-    return f"{_pairs(r)}, {steps} steps x {r['batch_size']}, {minutes:.1f} min{more} {where}"
 
 
 def markdown_table(out: Path) -> str:
@@ -65,7 +28,7 @@ def markdown_table(out: Path) -> str:
         r, a = e["recipe"], e["accuracy"]
         rot = a.get("rotation_mean_deg"), a.get("rotation_median_deg")
         lines.append(
-            f"| `{name}` | {r['targets']} | {r['family']} | {_training(e)} | "
+            f"| `{name}` | {r['targets']} | {r['family']} | {training_text(e)} | "
             f"{e['size_mb']:.2f} MB | "
             f"{_num(a['position_mean_mm'])} / {_num(a['position_median_mm'])} | "
             f"{_num(a['best_of_n_mm'])} | "
@@ -82,7 +45,7 @@ CPU_ARCHIVE = ROOT / "scripts" / "pretrained_cpu.json"
 def _plot_panel(ax: Any, entries: dict[str, Any], xlabel: str, title: str) -> None:
     for name, e in entries.items():
         offset, points = 0.0, []  # a model trained in chunks: one line, the chunks end to end
-        for chunk in chunks(e):
+        for chunk in training_chunks(e):
             points += [(offset + row[0], row[2]) for row in chunk["curve"]]
             offset += chunk["train_seconds"]
         if points:
@@ -108,7 +71,8 @@ def plot_curves(out: Path, png: Path) -> Path:
     cpu = json.loads(CPU_ARCHIVE.read_text())["models"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), dpi=120, sharey=True)
     _plot_panel(left, cpu, "training time, one CPU thread (min)", "CPU (earlier recipes)")
-    where = " / ".join(sorted({_where(e) for e in gpu.values()})) or "on a GPU"
+    where = " / ".join(sorted({training_text(e).rpartition(" on ")[2] for e in gpu.values()}))
+    where = f"on {where}" if where else "on a GPU"
     _plot_panel(right, gpu, f"training time {where} (min)", "GPU (bundled)")
     fig.suptitle("Time to accuracy: mean error of 1 raw sample, 1000 validation targets")
     fig.tight_layout()

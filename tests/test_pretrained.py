@@ -78,3 +78,17 @@ def test_demo_prints_the_table_and_saves_pictures(tmp_path, capsys):
     pictures = {p.name: p.stat().st_size for p in tmp_path.iterdir()}
     assert sorted(pictures) == ["panda_errors.png", "panda_raw_samples.png", "panda_refined.png"]
     assert min(pictures.values()) > 1000
+
+
+def test_training_text_sums_the_chunks_of_a_continued_model():
+    from torchik.pretrained import measured_accuracy, training_chunks, training_text
+
+    entry = measured_accuracy()["panda"]  # continued twice on a GPU (train_pretrained --init)
+    chunks = training_chunks(entry)
+    assert len(chunks) == 3 and chunks[-1]["steps"] == entry["recipe"]["steps"]
+    total = sum(c["steps"] for c in chunks)
+    assert f"{total} steps x 8192" in training_text(entry) and "in 3 chunks on H100" in (
+        training_text(entry)
+    )
+    one = measured_accuracy()["snake2"]
+    assert training_text(one) == "20k pairs, 2000 steps x 512, 0.4 min on 1 torch thread"

@@ -16,7 +16,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["TEST_SEED", "evaluate", "held_out_targets", "measured_accuracy"]
+__all__ = [
+    "TEST_SEED",
+    "evaluate",
+    "held_out_targets",
+    "measured_accuracy",
+    "training_chunks",
+    "training_text",
+]
 
 TEST_SEED = 2026
 """Seed of the held-out targets (training data use other seeds)."""
@@ -65,3 +72,33 @@ def measured_accuracy() -> dict[str, dict[str, Any]]:
     """The contents of ``accuracy.json``: model name -> recipe and measured accuracy."""
     text = resources.files(__name__).joinpath("accuracy.json").read_text(encoding="utf-8")
     return json.loads(text)
+
+
+def training_chunks(entry: dict[str, Any]) -> list[dict[str, Any]]:
+    """The trainings that made a model of ``accuracy.json``, oldest first: the ones it
+    continued (``scripts/train_pretrained.py --init``, recorded as ``continued_from``), then its
+    own; each with ``steps``, ``train_seconds`` and ``curve`` (``[]`` when not recorded)."""
+    out, e = [], entry
+    while e:
+        steps = e["recipe"]["steps"] if "recipe" in e else e.get("steps")
+        out.append({"steps": steps, "train_seconds": e.get("train_seconds") or 0.0,
+                    "curve": e.get("curve", [])})  # fmt: skip
+        e = e.get("continued_from")
+    return out[::-1]
+
+
+def training_text(entry: dict[str, Any]) -> str:
+    """How a model of ``accuracy.json`` was trained, in words: its data, steps x batch and
+    minutes summed over its chunks, and where (e.g. ``fresh FK pairs, 89623 steps x 8192,
+    15.9 min in 3 chunks on H100 80GB HBM3``)."""
+    r, parts = entry["recipe"], training_chunks(entry)
+    data = "fresh FK pairs" if r.get("stream") else f"{r['train_pairs'] // 1000}k pairs"
+    steps = sum(c["steps"] or 0 for c in parts)
+    minutes = sum(c["train_seconds"] for c in parts) / 60
+    more = f" in {len(parts)} chunks" if len(parts) > 1 else ""
+    gpu_or_cpu, _, threads = entry.get("machine", "").partition(", ")
+    if r.get("device", "cpu").startswith("cuda"):
+        where = f"on {gpu_or_cpu.removeprefix('NVIDIA ')}"
+    else:
+        where = f"on {threads}"
+    return f"{data}, {steps} steps x {r['batch_size']}, {minutes:.1f} min{more} {where}"

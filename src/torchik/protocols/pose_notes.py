@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from torchik.pretrained import training_text
 from torchik.protocols.table import Column, Table, fmt_pct, fmt_time
 
 __all__ = ["GOAL_DEG", "GOAL_MM", "GOAL_S", "MANY", "PUBLISHED", "annotate", "intro"]
@@ -79,8 +80,8 @@ def intro(
         f"models, disjoint from their training data); {n_samples} samples per pose.",
         "",
         f'Model: `torchik.models.load_pretrained("panda")`, family `{r["family"]}` '
-        f"({recipe['parameters']} parameters, {r['train_pairs']} training pairs, {r['steps']} "
-        f"steps, {recipe['train_seconds']:.0f} s on one CPU thread), float32, sampled on the CPU.",
+        f"({recipe['parameters']} parameters; {training_text(recipe)}), float32, sampled on "
+        "the CPU.",
         "",
         f"Success is judged with {check_name} (torchik's joint order mapped to the URDF's): "
         "position error < tolerance, geodesic rotation error < tolerance and every joint within "
