@@ -78,7 +78,8 @@ def training_chunks(entry: dict[str, Any]) -> list[dict[str, Any]]:
     """The trainings that made a model of ``accuracy.json``, oldest first: the ones it
     continued (``scripts/train_pretrained.py --init``, recorded as ``continued_from``), then its
     own; each with ``steps``, ``train_seconds`` and ``curve`` (``[]`` when not recorded)."""
-    out, e = [], entry
+    out: list[dict[str, Any]] = []
+    e: dict[str, Any] | None = entry
     while e:
         steps = e["recipe"]["steps"] if "recipe" in e else e.get("steps")
         out.append({"steps": steps, "train_seconds": e.get("train_seconds") or 0.0,
