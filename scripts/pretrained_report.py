@@ -183,18 +183,67 @@ def ablation_report(run_dir: Path, out_dir: Path, name: str = "iknet_ablation") 
     return report.write(out_dir)[0]
 
 
+def prefix_report(
+    out_dir: Path, robot: str = "panda", steps: int = 6000, checkpoint: Path | None = None,
+    targets: int = 200, samples: int = 20, train_threads: int = 0,
+) -> Path:  # fmt: skip
+    """IKNet's error taken apart (:mod:`torchik.protocols.iknet_prefix`): the small preset
+    trained ``steps`` as ``benchmarks/iknet.py`` trains it on ``robot``, or the model of
+    ``checkpoint``; ``samples`` raw samples for each of ``targets`` protocol test targets.
+    Written as ``<out_dir>/iknet_prefix.md`` (and ``.json``); returns the markdown's path."""
+    import torch
+
+    import torchik
+    from torchik.protocols import Report
+    from torchik.protocols.iknet import iknet_test_targets
+    from torchik.protocols.iknet_prefix import INTRO, prefix_rows, prefix_table
+    from torchik.protocols.iknet_run import SEEDS, IKNetRun, robot_data, train_model
+
+    report = Report("iknet_prefix", "IKNet's error taken apart: prefixes and last joints")
+    if checkpoint is not None:
+        model = torchik.models.load(checkpoint)
+        origin = f"Model: `{checkpoint.name}` ({type(model).__name__}), loaded."
+    else:
+        settings = IKNetRun(steps={robot: steps}, train_threads=train_threads)
+        model, result, _ = train_model(robot, "iknet", settings, robot_data(robot, settings),
+                                       lambda line: print(line, flush=True))  # fmt: skip
+        origin = (f"Model: IKNet, preset 'small', trained {steps} steps ({result.seconds:.0f} s) "
+                  "as `benchmarks/iknet.py` trains it.")  # fmt: skip
+    model = model.eval()
+    robot64 = torchik.load_robot(model.spec.robot, dtype=torch.float64)
+    x = iknet_test_targets(robot64, model.spec.link, targets).double()
+    with torch.no_grad():
+        gen = torch.Generator().manual_seed(SEEDS["sample"])
+        q = model.sample(x.float(), samples, generator=gen).double().reshape(-1, robot64.dof)
+    rows = prefix_rows(robot64, q, x.repeat_interleave(samples, dim=0), model.spec.link,
+                       torch.Generator().manual_seed(SEEDS["solver"]))  # fmt: skip
+    title = f"{model.spec.robot}, {targets} test targets x {samples} samples"
+    report.intro, report.tables = [INTRO, origin], [prefix_table(rows, title)]
+    return report.write(out_dir)[0]
+
+
 if __name__ == "__main__":
     import argparse
 
-    parser = argparse.ArgumentParser(description="The Neural IK table of the bundled models")
+    parser = argparse.ArgumentParser(
+        description="The Neural IK table of bundled models, the IKNet ablation of a GPU run, or "
+        "IKNet's error taken apart (--prefix)"
+    )
     parser.add_argument("names", nargs="*", help="bundled position models, e.g. digit_arm ur5")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     parser.add_argument("--threads", type=int, default=1)
     parser.add_argument("--ablation", type=Path, help="the ablation table of this GPU run dir")
+    parser.add_argument("--prefix", action="store_true", help="IKNet's error taken apart")
+    parser.add_argument("--robot", default="panda", help="with --prefix: the robot")
+    parser.add_argument("--steps", type=int, default=6000, help="with --prefix: training steps")
+    parser.add_argument("--checkpoint", type=Path, help="with --prefix: this model instead")
     args = parser.parse_args()
     if args.ablation is not None:
         print(ablation_report(args.ablation, args.out))
+    elif args.prefix:
+        print(prefix_report(args.out, args.robot, args.steps, args.checkpoint,
+                            train_threads=args.threads))  # fmt: skip
     elif args.names:
         print(iknet_report(args.names, args.out, args.threads))
     else:
-        parser.error("name bundled models, or --ablation RUN_DIR")
+        parser.error("name bundled models, or --ablation RUN_DIR, or --prefix")

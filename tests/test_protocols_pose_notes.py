@@ -33,8 +33,11 @@ def test_goal_lines_and_intro():
     assert raw_goal({"pos_mean_mm": 3.0, "rot_mean_deg": 1.5}).endswith("met")
     row = {"wall_s": 0.1, "cpu_s": 0.1, "solutions_min": 999}
     assert "not every pose" in one_pose_goal(row)
-    recipe = {"recipe": {"family": "fm", "train_pairs": 0, "steps": 9}, "parameters": 3,
-              "train_seconds": 1.0}  # fmt: skip
+    recipe = {"recipe": {"family": "fm", "train_pairs": 0, "steps": 9, "batch_size": 64,
+                         "stream": True, "device": "cuda"},
+              "parameters": 3, "train_seconds": 60.0, "machine": "NVIDIA H100, 3 torch threads",
+              "continued_from": {"steps": 5, "train_seconds": 30.0}}  # fmt: skip
     lines = intro(10, 5, "the checker", recipe, 2026)
     assert "10 configurations" in lines[0] and "seed 2026" in lines[0]
     assert "family `fm`" in lines[2] and "the checker" in lines[-1]
+    assert "fresh FK pairs, 14 steps x 64, 1.5 min in 2 chunks on H100" in lines[2]

@@ -130,3 +130,19 @@ def test_ablation_report_of_a_gpu_run(monkeypatch, tmp_path):
     assert text.index("| b |") < text.index("| a |")  # best mean first
     assert "| b | {} | stream | 1024 | 10 | 380 | 123 | 7.00 | 5.00 | 70.0% | 5.0% |" in text
     assert "| 130 @ 5, 80 @ 10 | ok |" in text
+
+
+def test_prefix_report_of_a_checkpoint(monkeypatch, tmp_path):
+    monkeypatch.syspath_prepend(str(SCRIPTS))
+    import pretrained_report
+
+    from torchik.models import IKNet
+
+    spec = torchik.models.ProblemSpec.from_robot(torchik.load_robot("snake4"))
+    torch.manual_seed(0)
+    IKNet(spec, IKNet.tiny_config()).save(tmp_path / "tiny.pt")
+    md = pretrained_report.prefix_report(tmp_path, checkpoint=tmp_path / "tiny.pt", targets=3,
+                                         samples=2)  # fmt: skip
+    text = md.read_text()
+    assert "Model: `tiny.pt` (IKNet), loaded." in text and "snake4, 3 test targets x 2" in text
+    assert "| first 0 joints kept | 100.0% |" in text and "| first 4 joints kept |" in text

@@ -50,8 +50,8 @@ def evaluate(
     """
     import math
 
-    from torchik import load_robot
     from torchik.evaluate import evaluate_model
+    from torchik.robot import load_robot
 
     fk_robot = load_robot(model.spec.robot, dtype=torch.float64)
     target = held_out_targets(fk_robot, model.spec.targets, n_targets, seed)

@@ -28,10 +28,24 @@ from typing import Any
 import torch
 from torch import Tensor
 
-__all__ = ["prefix_rows", "resolved_error"]
+__all__ = ["INTRO", "prefix_rows", "prefix_table", "resolved_error"]
 
 TOL = 1e-3
 """A completion reaches the target within this distance (m)."""
+
+INTRO = (
+    "An autoregressive model (IKNet) samples joint by joint. Each row keeps the first k joints "
+    "of every raw sample and re-solves the others by numerical IK (`solve_ik`, position only, "
+    "the sample as the seed, restarts inside a box that locks the kept joints). *feasible* is "
+    f"the fraction that then reaches the target within {1000 * TOL:g} mm. While three joints "
+    "that move the link are left (k <= 3 on the Franka, whose last joint turns the hand about "
+    "its own origin), a failure means the model's first joints led to a dead end. Past that, "
+    "exact completions are rare anyway, and the mean distance measures how far the later "
+    "joints are from one. *uniform prefix* is the same with the first k joints uniform at "
+    "random: what a model that learned nothing of them would give. The last row (all joints "
+    "kept) is the raw error."
+)
+"""The results' intro (``scripts/pretrained_report.py --prefix``)."""
 
 
 def resolved_error(
@@ -84,3 +98,17 @@ def prefix_rows(
                      "mean_cm": 100 * error.mean().item(),
                      "uniform_feasible": (baseline < TOL).double().mean().item()})  # fmt: skip
     return rows
+
+
+def prefix_table(rows: list[dict[str, Any]], title: str) -> Any:
+    """The rows of :func:`prefix_rows` as a :class:`~torchik.protocols.table.Table`."""
+    from torchik.protocols.table import Column, Table
+
+    table = Table(title, [
+        Column("feasible", "feasible", "{:.1%}".format),
+        Column("mean_cm", "mean distance after re-solving (cm)", "{:.2f}".format),
+        Column("uniform_feasible", "uniform prefix: feasible", "{:.1%}".format),
+    ])  # fmt: skip
+    for row in rows:
+        table.add(f"first {row['kept']} joints kept", **row)
+    return table
