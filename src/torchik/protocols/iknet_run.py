@@ -76,12 +76,14 @@ def _presets() -> dict[str, Any]:
 
     mid = IKNetConfig(hyper_width=512, hyper_depth=3, embedding=64, primary_width=128,
                       components=20)  # fmt: skip
-    return {"small": IKNetConfig.small(), "mid": mid, "default": IKNetConfig(),
-            "paper": IKNetConfig.paper()}  # fmt: skip
+    return {"small": IKNetConfig.small(), "small-trig": IKNetConfig.small(joint_features="trig"),
+            "mid": mid, "default": IKNetConfig(), "paper": IKNetConfig.paper()}  # fmt: skip
 
 
-PRESETS = ("small", "mid", "default", "paper")
-"""IKNet presets: ``small`` (CPU), ``mid``, ``default`` (the public code's sizes), ``paper``."""
+PRESETS = ("small", "small-trig", "mid", "default", "paper")
+"""IKNet presets: ``small`` (CPU), ``small-trig`` (the same, the primary networks also reading
+the cosine and sine of the joints drawn before), ``mid``, ``default`` (the public code's sizes),
+``paper``."""
 
 
 def preset(name: str) -> Any:
