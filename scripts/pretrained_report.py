@@ -185,12 +185,13 @@ def ablation_report(run_dir: Path, out_dir: Path, name: str = "iknet_ablation") 
 
 def prefix_report(
     out_dir: Path, robot: str = "panda", steps: int = 6000, checkpoint: Path | None = None,
-    targets: int = 200, samples: int = 20, train_threads: int = 0,
+    targets: int = 200, samples: int = 20, train_threads: int = 0, preset: str = "small",
 ) -> Path:  # fmt: skip
-    """IKNet's error taken apart (:mod:`torchik.protocols.iknet_prefix`): the small preset
+    """IKNet's error taken apart (:mod:`torchik.protocols.iknet_prefix`): the IKNet ``preset``
     trained ``steps`` as ``benchmarks/iknet.py`` trains it on ``robot``, or the model of
     ``checkpoint``; ``samples`` raw samples for each of ``targets`` protocol test targets.
-    Written as ``<out_dir>/iknet_prefix.md`` (and ``.json``); returns the markdown's path."""
+    Written as ``<out_dir>/iknet_prefix.md`` (``iknet_prefix_<preset>.md`` for another preset,
+    and ``.json``); returns the markdown's path."""
     import torch
 
     import torchik
@@ -199,16 +200,17 @@ def prefix_report(
     from torchik.protocols.iknet_prefix import INTRO, prefix_rows, prefix_table
     from torchik.protocols.iknet_run import SEEDS, IKNetRun, robot_data, train_model
 
-    report = Report("iknet_prefix", "IKNet's error taken apart: prefixes and last joints")
+    name = "iknet_prefix" if preset == "small" else f"iknet_prefix_{preset}"
+    report = Report(name, "IKNet's error taken apart: prefixes and last joints")
     if checkpoint is not None:
         model = torchik.models.load(checkpoint)
         origin = f"Model: `{checkpoint.name}` ({type(model).__name__}), loaded."
     else:
-        settings = IKNetRun(steps={robot: steps}, train_threads=train_threads)
+        settings = IKNetRun(preset=preset, steps={robot: steps}, train_threads=train_threads)
         model, result, _ = train_model(robot, "iknet", settings, robot_data(robot, settings),
                                        lambda line: print(line, flush=True))  # fmt: skip
-        origin = (f"Model: IKNet, preset 'small', trained {steps} steps ({result.seconds:.0f} s) "
-                  "as `benchmarks/iknet.py` trains it.")  # fmt: skip
+        origin = (f"Model: IKNet, preset {preset!r}, trained {steps} steps "
+                  f"({result.seconds:.0f} s) as `benchmarks/iknet.py` trains it.")  # fmt: skip
     model = model.eval()
     robot64 = torchik.load_robot(model.spec.robot, dtype=torch.float64)
     x = iknet_test_targets(robot64, model.spec.link, targets).double()
@@ -237,12 +239,13 @@ if __name__ == "__main__":
     parser.add_argument("--robot", default="panda", help="with --prefix: the robot")
     parser.add_argument("--steps", type=int, default=6000, help="with --prefix: training steps")
     parser.add_argument("--checkpoint", type=Path, help="with --prefix: this model instead")
+    parser.add_argument("--preset", default="small", help="with --prefix: the IKNet preset")
     args = parser.parse_args()
     if args.ablation is not None:
         print(ablation_report(args.ablation, args.out))
     elif args.prefix:
         print(prefix_report(args.out, args.robot, args.steps, args.checkpoint,
-                            train_threads=args.threads))  # fmt: skip
+                            train_threads=args.threads, preset=args.preset))  # fmt: skip
     elif args.names:
         print(iknet_report(args.names, args.out, args.threads))
     else:

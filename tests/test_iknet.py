@@ -78,6 +78,27 @@ def test_circular_joints_read_cos_and_sin():
     torch.testing.assert_close(features[0], features[1])  # no seam at +-pi
 
 
+def test_trig_features_read_cos_and_sin_of_limited_joints():
+    assert IKNetConfig().joint_features == "linear" == IKNetConfig.paper().joint_features
+    with pytest.raises(ValueError, match="joint_features"):
+        IKNetConfig(joint_features="fourier")
+    plain = IKNet(_spec("panda"), IKNetConfig.small())
+    trig = IKNet(_spec("panda"), IKNetConfig.small(joint_features="trig"))
+    assert trig._feature_end == [3 * end for end in plain._feature_end]  # 3 per limited joint
+    h = trig.config.primary_width  # two more inputs per joint drawn before, first layer only
+    assert trig.generated_size == plain.generated_size + sum(2 * j * h for j in range(7))
+    angle = torch.tensor([0.3, -1.2])
+    features = trig._features(angle, 1)
+    torch.testing.assert_close(features[:, 0], plain._features(angle, 1)[:, 0])
+    torch.testing.assert_close(features[:, 1:], torch.stack((angle.cos(), angle.sin()), -1))
+    ur5 = IKNet(_spec("ur5"), IKNetConfig.small(joint_features="trig"))  # circular: cos, sin
+    assert ur5._feature_end == [0, 2, 4, 7, 9, 11]
+    target = torch.randn(4, 3, generator=_gen(5))
+    with torch.no_grad():  # sampling and the density read the same features
+        q = trig.eval().sample(target, 3, generator=_gen(6))
+        assert trig.log_prob(q, target[:, None]).isfinite().all()
+
+
 # ---------------------------------------------------------------------------- the density
 def _grid_log_prob(model: IKNet, target: torch.Tensor, n: int) -> tuple[torch.Tensor, float]:
     """log p on an ``n x n`` midpoint grid over the two joints' ranges, and the cell area."""
@@ -93,9 +114,10 @@ def _grid_log_prob(model: IKNet, target: torch.Tensor, n: int) -> tuple[torch.Te
     [("snake2", {}), ("planar", {"link_lengths": (0.5, 0.3), "lower": -2.0, "upper": 1.5})],
     ids=["circular", "limited"],
 )
-def test_log_prob_is_a_normalised_density(robot, kwargs):
+@pytest.mark.parametrize("features", ["linear", "trig"])
+def test_log_prob_is_a_normalised_density(robot, kwargs, features):
     spec = ProblemSpec.from_robot(load_robot(robot, **kwargs), targets="planar")
-    model = _tiny(spec, components=3).double().eval()
+    model = _tiny(spec, components=3, joint_features=features).double().eval()
     lp, cell = _grid_log_prob(model, torch.tensor([0.1, 0.05], dtype=F64), 400)
     assert lp.isfinite().all()
     assert (lp.exp().sum() * cell).item() == pytest.approx(1.0, abs=2e-3)
