@@ -8,7 +8,7 @@ import json
 from pathlib import Path
 from typing import Any
 
-from torchik.pretrained import training_chunks, training_text
+from torchik.pretrained import trained_on, training_chunks, training_text
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -71,9 +71,8 @@ def plot_curves(out: Path, png: Path) -> Path:
     cpu = json.loads(CPU_ARCHIVE.read_text())["models"]
     fig, (left, right) = plt.subplots(1, 2, figsize=(10.0, 4.0), dpi=120, sharey=True)
     _plot_panel(left, cpu, "training time, one CPU thread (min)", "CPU (earlier recipes)")
-    where = " / ".join(sorted({training_text(e).rpartition(" on ")[2] for e in gpu.values()}))
-    where = f"on {where}" if where else "on a GPU"
-    _plot_panel(right, gpu, f"training time {where} (min)", "GPU (bundled)")
+    where = " / ".join(sorted({trained_on(e) for e in gpu.values()})) or "a GPU"
+    _plot_panel(right, gpu, f"training time on {where} (min)", "GPU (bundled)")
     fig.suptitle("Time to accuracy: mean error of 1 raw sample, 1000 validation targets")
     fig.tight_layout()
     fig.savefig(png)

@@ -81,7 +81,7 @@ def test_demo_prints_the_table_and_saves_pictures(tmp_path, capsys):
 
 
 def test_training_text_sums_the_chunks_of_a_continued_model():
-    from torchik.pretrained import measured_accuracy, training_chunks, training_text
+    from torchik.pretrained import measured_accuracy, trained_on, training_chunks, training_text
 
     entry = measured_accuracy()["panda"]  # continued twice on a GPU (train_pretrained --init)
     chunks = training_chunks(entry)
@@ -92,3 +92,4 @@ def test_training_text_sums_the_chunks_of_a_continued_model():
     )
     one = measured_accuracy()["snake2"]
     assert training_text(one) == "20k pairs, 2000 steps x 512, 0.4 min on 1 torch thread"
+    assert trained_on(entry) == "H100 80GB HBM3" and trained_on(one) == "1 torch thread"

@@ -21,6 +21,7 @@ __all__ = [
     "evaluate",
     "held_out_targets",
     "measured_accuracy",
+    "trained_on",
     "training_chunks",
     "training_text",
 ]
@@ -97,9 +98,16 @@ def training_text(entry: dict[str, Any]) -> str:
     steps = sum(c["steps"] or 0 for c in parts)
     minutes = sum(c["train_seconds"] for c in parts) / 60
     more = f" in {len(parts)} chunks" if len(parts) > 1 else ""
+    return (
+        f"{data}, {steps} steps x {r['batch_size']}, {minutes:.1f} min{more} on {trained_on(entry)}"
+    )
+
+
+def trained_on(entry: dict[str, Any]) -> str:
+    """Where a model of ``accuracy.json`` trained, from its recorded ``machine`` (``GPU name,
+    N torch threads`` or ``CPU, N torch thread(s)``): ``H100 80GB HBM3`` or ``1 torch
+    thread``."""
     gpu_or_cpu, _, threads = entry.get("machine", "").partition(", ")
-    if r.get("device", "cpu").startswith("cuda"):
-        where = f"on {gpu_or_cpu.removeprefix('NVIDIA ')}"
-    else:
-        where = f"on {threads}"
-    return f"{data}, {steps} steps x {r['batch_size']}, {minutes:.1f} min{more} {where}"
+    if entry["recipe"].get("device", "cpu").startswith("cuda"):
+        return gpu_or_cpu.removeprefix("NVIDIA ")
+    return threads
