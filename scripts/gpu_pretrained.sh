@@ -23,6 +23,7 @@ export PYTHONPATH=$PWD/src PYTHONUNBUFFERED=1
 { date -u; nvidia-smi --query-gpu=name,memory.total,driver_version --format=csv 2>&1
   $PY -c "import torch; print('torch', torch.__version__)"; } > "$WORK/machine.txt"
 cat "$WORK/machine.txt"
+echo "DEVICE=$DEVICE FIT=$FIT MAX_MB=$MAX_MB EXTRA='$EXTRA' OUT=\$OUT bash $0 $*" > "$WORK/command.txt"
 RUNS=$WORK/runs.txt
 if [ $# -gt 0 ]; then
   cat "$@" > "$RUNS"

@@ -171,10 +171,10 @@ def ablation_report(run_dir: Path, out_dir: Path, name: str = "iknet_ablation") 
                       parameters=e["parameters"], curve=curve, **e["iknet_table"])  # fmt: skip
     table.rows.sort(key=lambda row: row["mean_cm"])
     lines = (run_dir / "machine.txt").read_text().splitlines()
+    command = run_dir / "command.txt"  # written by gpu_pretrained.sh
     stamp = {"date": lines[0], "gpu": lines[2] if len(lines) > 2 else "?",
              "torch": lines[-1].removeprefix("torch "),
-             "command": "OUT=$OUT bash scripts/gpu_pretrained.sh scripts/iknet_ablation.runs "
-             "scripts/panda_continue.runs (FIT=7.5)",
+             "command": command.read_text().strip() if command.exists() else "not recorded",
              "side_by_side": sum(1 for _ in run_dir.glob("*/accuracy.json")),
              "written_by": f"scripts/pretrained_report.py --ablation {run_dir.name}"}  # fmt: skip
     report = Report(name, "IKNet ablation on the Franka (issue 13)", intro=[ABLATION_INTRO],

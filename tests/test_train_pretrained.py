@@ -117,6 +117,7 @@ def test_ablation_report_of_a_gpu_run(monkeypatch, tmp_path):
     (run / "b").mkdir(parents=True)
     (run / "a").mkdir()
     (run / "machine.txt").write_text("Thu Nov 26\nname, memory\nNVIDIA H100, 80 GB\ntorch 2.11\n")
+    (run / "command.txt").write_text("FIT=7 OUT=$OUT bash scripts/gpu_pretrained.sh x.runs\n")
     recipe = {"config": {}, "stream": True, "train_pairs": 0, "batch_size": 1024, "steps": 10}
     for label, mean in (("a", 9.0), ("b", 7.0)):
         row = {"mean_cm": mean, "median_cm": 5.0, "acc_10cm": 0.7, "acc_2cm": 0.05,
@@ -126,6 +127,7 @@ def test_ablation_report_of_a_gpu_run(monkeypatch, tmp_path):
         (run / label / "accuracy.json").write_text(json.dumps({"panda_position": entry}))
     text = pretrained_report.ablation_report(run, tmp_path / "out").read_text()
     assert "| gpu | NVIDIA H100, 80 GB |" in text and "| torch | 2.11 |" in text
+    assert "| command | `FIT=7 OUT=$OUT bash scripts/gpu_pretrained.sh x.runs` |" in text
     assert "load_average" not in text  # measured on the GPU machine, written here
     assert text.index("| b |") < text.index("| a |")  # best mean first
     assert "| b | {} | stream | 1024 | 10 | 380 | 123 | 7.00 | 5.00 | 70.0% | 5.0% |" in text
