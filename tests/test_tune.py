@@ -28,10 +28,12 @@ from torchik.tune import (  # noqa: E402
     tune,
 )
 from torchik.tune_objective import (  # noqa: E402
+    baseline_params,
     make_objective,
     make_problem,
     posterior_metrics,
     problem_robot,
+    trial_configs,
 )
 from torchik.tune_results import (  # noqa: E402
     best_config,
@@ -347,3 +349,36 @@ def test_shared_storage_refuses_other_objective(tmp_path, capsys):
     assert "searches another space" in _error(
         capsys, [*joined, "--space", str(tmp_path / "other.json")]
     )
+
+
+# ---------------------------------------------------------------------------- the baseline trial
+def test_baseline_params_moves_the_defaults_into_the_space():
+    config = TuneConfig(**{**SMALL, "preset": None, "family": "iknet"})
+    model_config, train_config = trial_configs(config, {}, 7)
+    assert model_config.primary_width == 64 and train_config.weight_decay == 0.0
+    params = baseline_params(config, default_space("iknet"), 7)
+    # 64 is not a choice: the closest (128); weight decay 0 clamped to the range's low end
+    assert params == {"primary_width": 128, "components": 10, "lr": 1e-3, "weight_decay": 1e-6}
+    space = {"width": Int(300, 400), "activation": Choice(("silu", "tanh")), "depth": 3,
+             "latent": Choice((2, 4, 8)), "beta": Float(0.5, 1.0)}  # fmt: skip
+    params = baseline_params(TuneConfig(**SMALL), space, 3)  # the tiny cvae: width 16
+    assert params == {"width": 300, "latent": trial_configs(TuneConfig(**SMALL), {}, 3)[0].latent,
+                      "beta": 0.5}  # fmt: skip
+    assert "activation" not in params and "depth" not in params  # no such choice; fixed
+
+
+def test_first_trial_is_the_starting_config(tmp_path, capsys):
+    config = TuneConfig(**{**SMALL, "trials": 2})
+    space = parse_space(SPACE, "cvae")
+    result = tune(config, tmp_path / "a", space, progress=False)
+    first = min(_study(tmp_path / "a", config.study_name).trials, key=lambda t: t.number)
+    assert first.user_attrs["baseline"] and first.params == baseline_params(config, space, 3)
+    assert result.baseline_value == first.value
+    assert "baseline" in (tmp_path / "a" / "trials.csv").read_text().splitlines()[1]
+    off = tune(TuneConfig(**{**SMALL, "trials": 1, "baseline": False}), tmp_path / "b", space,
+               progress=False)  # fmt: skip
+    assert off.baseline_value != off.baseline_value  # nan: no baseline trial
+    assert main([*CLI, "--trials", "1", "--out", str(tmp_path / "c")]) == 0
+    assert "the starting config (the baseline trial) gave" in capsys.readouterr().out
+    assert main([*CLI, "--trials", "1", "--no-baseline", "--out", str(tmp_path / "d")]) == 0
+    assert "starting config" not in capsys.readouterr().out

@@ -39,6 +39,7 @@ import torch
 from torchik.checks import check_choice, check_int
 from torchik.tune_objective import (
     InvalidSettings,
+    baseline_params,
     build_trial,
     make_objective,
     make_problem,
@@ -95,6 +96,9 @@ class TuneConfig:
         pruner: one of :data:`PRUNERS`.
         seed: the training seed of every trial; data, targets and samplers derive theirs.
         threads: torch threads per worker.
+        baseline: a new study's first trial is the config it starts from
+            (:func:`~torchik.tune_objective.baseline_params`), so that its best is never
+            worse than the defaults.
     """
 
     family: str
@@ -113,6 +117,7 @@ class TuneConfig:
     pruner: str = "median"
     seed: int = 0
     threads: int = 1
+    baseline: bool = True
 
     def __post_init__(self) -> None:
         for name in ("trials", "steps", "val_every", "batch_size", "train_size", "val_size"):
@@ -151,6 +156,8 @@ class TuneResult:
         states: trials by state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ...).
         trial_seconds: the durations of the study's finished trials added up, over every
             call that ran them (a resumed study's :attr:`seconds` counts this call alone).
+        baseline_value: the objective of the baseline trial (:attr:`TuneConfig.baseline`;
+            ``nan`` where it did not complete).
     """
 
     best_value: float
@@ -161,6 +168,7 @@ class TuneResult:
     curve: list[float] = field(default_factory=list)
     states: dict[str, int] = field(default_factory=dict)
     trial_seconds: float = 0.0
+    baseline_value: float = math.nan
 
 
 # ---------------------------------------------------------------------------- the study
@@ -382,9 +390,9 @@ def tune(
 
     check_int("jobs", jobs, 1)
     start, out = time.perf_counter(), Path(out_dir)
-    problem_robot(config.robot)  # an unknown robot fails here, before a study is made
+    dof = problem_robot(config.robot)[0].dof  # an unknown robot fails here, before a study
     name = study_name or config.study_name
-    study, space = _prepare_study(config, space, storage, out, name, resume)
+    study, space = _prepare_study(config, space, storage, out, name, resume, dof)
     left = max(0, config.trials - counted_trials(study))
     bar = Progress(config.trials, config.trials - left, enabled=progress,
                    title=f"tuning {config.family} on {config.robot}: study {name!r}")  # fmt: skip
@@ -401,12 +409,12 @@ def tune(
     trials = study.get_trials(deepcopy=False)
     states = Counter(t.state.name for t in trials)
     spent = sum(t.duration.total_seconds() for t in trials if t.duration is not None)
-    return TuneResult(
-        value, config_, counted_trials(study), files, seconds, curve, dict(states), spent
-    )
+    base = [t.value for t in trials if t.user_attrs.get("baseline") and t.value is not None]
+    return TuneResult(value, config_, counted_trials(study), files, seconds, curve,
+                      dict(states), spent, base[0] if base else math.nan)  # fmt: skip
 
 
-def _prepare_study(config, space, storage, out: Path, name: str, resume: bool):
+def _prepare_study(config, space, storage, out: Path, name: str, resume: bool, dof: int):
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
@@ -425,6 +433,9 @@ def _prepare_study(config, space, storage, out: Path, name: str, resume: bool):
     if stored is None:
         space = default_space(config.family) if space is None else space
         study.set_user_attr("space", space_to_json(space))
+        if config.baseline:
+            params = baseline_params(config, space, dof)
+            study.enqueue_trial(params, user_attrs={"baseline": True}, skip_if_exists=True)
     elif space is not None and space_to_json(space) != stored:
         raise ValueError(
             f"study {name!r} searches another space ({json.dumps(stored)}): give its space "

@@ -21,16 +21,18 @@ from typing import Any
 import torch
 
 from torchik.tune_results import trial_budget
-from torchik.tune_space import Param, split_params, suggest
+from torchik.tune_space import Choice, Float, Int, Param, split_params, suggest
 
 __all__ = [
     "InvalidSettings",
+    "baseline_params",
     "build_trial",
     "final_objective",
     "make_objective",
     "make_problem",
     "posterior_metrics",
     "problem_robot",
+    "trial_configs",
     "validation_value",
 ]
 
@@ -114,9 +116,10 @@ def posterior_metrics(model, problem: _Problem, config) -> dict[str, float]:
     }
 
 
-def build_trial(config, params: dict[str, Any], spec) -> tuple[Any, Any]:
-    """``(model, TrainConfig)`` of one trial's settings ``params`` (model and training fields
-    mixed); the model's initial weights come from ``config.seed``.
+def trial_configs(config, params: dict[str, Any], dof: int) -> tuple[Any, Any]:
+    """``(model config, TrainConfig)`` of one trial's settings ``params`` (model and training
+    fields mixed) on a robot of ``dof`` joints: the study's preset (or the family's default for
+    the robot) and budget, with ``params`` on top.
 
     Raises:
         ValueError: a setting out of its config's range.
@@ -131,7 +134,7 @@ def build_trial(config, params: dict[str, Any], spec) -> tuple[Any, Any]:
     elif config.preset == "small" and hasattr(cls.Config, "small"):
         model_config = cls.Config.small(**model_kw)
     elif hasattr(cls.Config, "for_dof"):  # as `torchik train` sizes it without --preset
-        model_config = cls.Config.for_dof(spec.dof, **model_kw)
+        model_config = cls.Config.for_dof(dof, **model_kw)
     else:
         model_config = cls.Config(**model_kw)
     budget = trial_budget(config)
@@ -139,8 +142,61 @@ def build_trial(config, params: dict[str, Any], spec) -> tuple[Any, Any]:
         **budget, "log_every": budget["val_every"], "val_targets": config.val_size,
         "checkpoint_every": 0, "progress": False, **train_kw,
     })  # fmt: skip
+    return model_config, train_config
+
+
+def build_trial(config, params: dict[str, Any], spec) -> tuple[Any, Any]:
+    """``(model, TrainConfig)`` of one trial's settings ``params`` (:func:`trial_configs`);
+    the model's initial weights come from ``config.seed``.
+
+    Raises:
+        ValueError: a setting out of its config's range.
+    """
+    from torchik.models import families
+
+    model_config, train_config = trial_configs(config, params, spec.dof)
     torch.manual_seed(config.seed)
-    return cls(spec, model_config), train_config
+    return families()[config.family](spec, model_config), train_config
+
+
+def _nearest(param: Param, value: Any) -> Any:
+    """``value`` moved into ``param``: clamped into a range, the closest of numeric choices;
+    ``None`` where a choice of strings does not hold it."""
+    if isinstance(param, Float | Int):
+        return type(param.low)(min(max(value, param.low), param.high))
+    if value in param.choices:
+        return value
+    numbers = [c for c in param.choices if isinstance(c, int | float) and not isinstance(c, bool)]
+    if not numbers or isinstance(value, bool) or not isinstance(value, int | float):
+        return None
+    return min(numbers, key=lambda c: (abs(math.log(c / value)) if c > 0 < value
+                                       else abs(c - value)))  # fmt: skip
+
+
+def baseline_params(config, space: dict[str, Param | Any], dof: int) -> dict[str, Any]:
+    """The searched settings of the config a study starts from (its preset or the family's
+    default for the robot, and :class:`~torchik.train.TrainConfig`'s defaults), each moved
+    into the space where it lies outside (``weight_decay`` 0 becomes the range's low end, a
+    width the closest choice): a new study's first trial, so that its best is never worse
+    than that config. A string setting whose choices miss the default is left out (the
+    sampler draws it).
+
+    Example:
+        >>> from torchik.tune import TuneConfig
+        >>> from torchik.tune_space import default_space
+        >>> baseline_params(TuneConfig("mdn"), default_space("mdn"), 4)["width"]
+        256
+    """
+    model_config, train_config = trial_configs(config, {}, dof)
+    out = {}
+    for name, param in space.items():
+        if not isinstance(param, Float | Int | Choice):
+            continue  # fixed: every trial has it already
+        source = model_config if hasattr(model_config, name) else train_config
+        value = _nearest(param, getattr(source, name))
+        if value is not None:
+            out[name] = value
+    return out
 
 
 class InvalidSettings(ValueError):

@@ -20,7 +20,13 @@ from pathlib import Path
 from typing import Any
 
 from torchik.tune import TuneConfig, TuneResult
-from torchik.tune_objective import build_trial, final_objective, make_problem, validation_value
+from torchik.tune_objective import (
+    baseline_params,
+    build_trial,
+    final_objective,
+    make_problem,
+    validation_value,
+)
 from torchik.tune_results import trial_budget
 from torchik.tune_space import Choice, Float, Int, Param, default_space, suggest
 
@@ -92,8 +98,11 @@ def tune_ray(
         local = {"num_cpus": cpus, "include_dashboard": False} if address is None else {}
         ray.init(address=address, log_to_driver=False, configure_logging=False, **local)
     every = min(config.val_every, config.steps)
-    search = OptunaSearch(functools.partial(_define, space), METRIC, "min", seed=config.seed)
-    trainable = ray_tune.with_parameters(_trainable, config=config, problem=make_problem(config))
+    problem = make_problem(config)
+    first = [baseline_params(config, space, problem.robot.dof)] if config.baseline else None
+    search = OptunaSearch(functools.partial(_define, space), METRIC, "min", seed=config.seed,
+                          points_to_evaluate=first)  # fmt: skip
+    trainable = ray_tune.with_parameters(_trainable, config=config, problem=problem)
     tuner = ray_tune.Tuner(
         ray_tune.with_resources(trainable, {"cpu": config.threads}),
         tune_config=ray_tune.TuneConfig(

@@ -74,6 +74,8 @@ def write_trials_csv(study, path: Path) -> Path:
         for t in trials:
             seconds = t.duration.total_seconds() if t.duration is not None else None
             note = "interrupted" if t.user_attrs.get("interrupted") else ""
+            if t.user_attrs.get("baseline"):
+                note = "baseline (the starting config)"
             if "retry_of" in t.user_attrs:
                 note = f"retry of {t.user_attrs['retry_of']}"
             row = {"number": t.number, "state": t.state.name, "value": t.value,

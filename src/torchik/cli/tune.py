@@ -78,6 +78,12 @@ def _study_args(p) -> None:
     p.add_argument("--ray-address", help="an existing Ray cluster (default: start a local Ray)")
     p.add_argument("--seed", type=int, default=0, help="training seed of every trial")
     p.add_argument("--quiet", action="store_true", help="no progress bar")
+    p.add_argument(
+        "--no-baseline",
+        action="store_true",
+        help="do not run the starting config (the preset or the family's default, moved into "
+        "the space) as a new study's first trial",
+    )
 
 
 def _config(args: argparse.Namespace):
@@ -89,6 +95,7 @@ def _config(args: argparse.Namespace):
         train_size=args.train_size, val_size=args.val_size, preset=args.preset,
         posterior_targets=args.posterior_targets, posterior_samples=args.posterior_samples,
         sampler=args.sampler, pruner=args.pruner, seed=args.seed, threads=args.threads,
+        baseline=not args.no_baseline,
     )  # fmt: skip
 
 
@@ -116,6 +123,8 @@ def run(args: argparse.Namespace) -> int:
         return _INTERRUPTED
     print(f"{result.trials} trials in {result.seconds:.1f} s; best {config.objective} "
           f"{result.best_value:.4g} with {result.best_config}")  # fmt: skip
+    if result.baseline_value == result.baseline_value:  # not nan: the baseline trial completed
+        print(f"the starting config (the baseline trial) gave {result.baseline_value:.4g}")
     for kind, path in result.files.items():
         print(f"{kind}: {path}")
     if "best" in result.files:
