@@ -160,8 +160,8 @@ def main(argv: list[str] | None = None) -> int:
         # kept rows are read at every write, so a run beside this one can fill the file first
         kept_rows, kept_curve = [], []
         if args.keep_from is not None and Path(args.keep_from).exists():
-            kept_rows, kept_curve, note = kept_rows_of(args.keep_from, args.robots)
-            report.intro = [*intro, note] if note else intro
+            kept_rows, kept_curve, notes = kept_rows_of(args.keep_from, args.robots)
+            report.intro = [*intro, *notes]
         report.tables = iknet_tables(kept_rows + rows, kept_curve + curve, sizes, settings)
         return report.write(args.out)[0]
 

@@ -52,9 +52,21 @@ def test_kept_rows_keep_other_robots(tmp_path, experiment):
     tables = [{"rows": rows}, {"rows": curve}]
     path = tmp_path / "old.json"
     path.write_text(json.dumps({"stamp": stamp, "tables": tables}))
-    kept, kept_curve, note = kept_rows(path, ["ur5"])
-    assert len(kept) == len(rows) and len(kept_curve) == len(curve) and "digit_arm" in note
-    assert kept_rows(path, ["digit_arm"]) == ([], [], "")
+    kept, kept_curve, notes = kept_rows(path, ["ur5"])
+    assert len(kept) == len(rows) and len(kept_curve) == len(curve)
+    assert notes == ["Rows of digit_arm kept from an earlier run of this script (d, torchik t, "
+                     "load [0] at its start): `c`."]  # fmt: skip
+    assert kept_rows(path, ["digit_arm"]) == ([], [], [])
+    # a run that kept rows itself: each kept robot is credited to the run that made its rows
+    panda = [{**r, "robot": "panda"} for r in rows]
+    earlier = "Rows of panda, ur5 kept from an earlier run of this script (e): `b`."
+    newer = {"stamp": stamp, "intro": ["x", earlier], "tables": [{"rows": rows + panda},
+                                                                 {"rows": curve}]}  # fmt: skip
+    path.write_text(json.dumps(newer))
+    kept, _, notes = kept_rows(path, ["ur5"])
+    assert len(kept) == 2 * len(rows)
+    assert notes == [notes[0], "Rows of panda kept from an earlier run of this script (e): `b`."]
+    assert notes[0].startswith("Rows of digit_arm kept") and "`c`" in notes[0]
 
 
 def test_presets_and_data_seeds():

@@ -305,20 +305,32 @@ def run_robot(
     return rows, curve
 
 
-def kept_rows(path: Path, robots: list[str]) -> tuple[list[dict], list[dict], str]:
+_KEPT = "Rows of {} kept from an earlier run of this script"
+
+
+def kept_rows(path: Path, robots: list[str]) -> tuple[list[dict], list[dict], list[str]]:
     """Rows and curve points of the robots not in ``robots`` from an earlier results JSON,
-    and an intro line naming that run."""
+    and intro lines naming the run each kept robot's rows come from: that run, or the one
+    its own intro names for the rows it kept in turn."""
     old = json.loads(Path(path).read_text())
     main, learning = old["tables"][0]["rows"], old["tables"][1]["rows"]
     rows = [r for r in main if r.get("robot") not in robots]
     curve = [r for r in learning if r.get("robot") not in robots]
     kept = sorted({r["robot"] for r in rows}, key=list(ROBOTS).index)
-    if not kept:
-        return [], [], ""
-    stamp = old["stamp"]
-    note = (
-        f"Rows of {', '.join(kept)} kept from an earlier run of this script ({stamp['date']}, "
-        f"torchik {stamp['torchik']}, load {stamp['load_average_at_start']} at its start): "
-        f"`{stamp['command']}`."
-    )
-    return rows, curve, note
+    own, notes = list(kept), []
+    head, tail = _KEPT.split("{}")
+    for line in old.get("intro", []):
+        if not line.startswith(head) or tail not in line:
+            continue
+        named = line[len(head) : line.index(tail)].split(", ")
+        still = [r for r in named if r in kept]
+        own = [r for r in own if r not in named]
+        if still:
+            notes.append(_KEPT.format(", ".join(still)) + line[line.index(tail) + len(tail) :])
+    if own:
+        stamp = old["stamp"]
+        notes.insert(0, _KEPT.format(", ".join(own)) + (
+            f" ({stamp['date']}, torchik {stamp['torchik']}, load "
+            f"{stamp['load_average_at_start']} at its start): `{stamp['command']}`."
+        ))  # fmt: skip
+    return rows, curve, notes
