@@ -76,3 +76,15 @@ def test_presets_and_data_seeds():
     data = robot_data("digit_arm", IKNetRun(train_size={"digit_arm": 16}))
     assert (len(data.train_set), len(data.val_set), len(data.test_set)) == (16, 500, 1000)
     assert data.robot64.lower.dtype == torch.float64
+
+
+def test_overrides_replace_preset_fields(tmp_path):
+    settings = IKNetRun(preset="small-trig", overrides={"components": 3, "primary_width": 8},
+                        steps={"digit_arm": 2}, train_size={"digit_arm": 64}, batch=16,
+                        work=str(tmp_path))  # fmt: skip
+    data = robot_data("digit_arm", settings)
+    model, _, steps = iknet_run.train_model("digit_arm", "iknet", settings, data, lambda _: None)
+    assert steps == 2 and model.config.components == 3 and model.config.primary_width == 8
+    assert model.config.joint_features == "trig"  # the preset's other fields are kept
+    with pytest.raises(TypeError):
+        iknet_run.train_model("digit_arm", "iknet", IKNetRun(overrides={"widht": 8}), data, print)

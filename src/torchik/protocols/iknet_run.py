@@ -16,6 +16,7 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import math
 import traceback
@@ -97,6 +98,7 @@ class IKNetRun:
 
     Attributes:
         preset: IKNet preset (:data:`PRESETS`).
+        overrides: fields of the preset's :class:`~torchik.models.IKNetConfig` replaced.
         minutes: training budget per robot when ``steps`` has no entry for it.
         steps: robot -> training steps (instead of ``minutes``).
         train_size: robot -> training pairs (default: :data:`ROBOTS`).
@@ -111,6 +113,7 @@ class IKNetRun:
     """
 
     preset: str = "small"
+    overrides: dict[str, Any] = field(default_factory=dict)
     minutes: float = 6.0
     steps: dict[str, int] = field(default_factory=dict)
     train_size: dict[str, int] = field(default_factory=dict)
@@ -160,7 +163,7 @@ def _make_model(family: str, spec: Any, settings: IKNetRun) -> Any:
 
     torch.manual_seed(SEEDS["model"])
     if family == "iknet":
-        return IKNet(spec, preset(settings.preset))
+        return IKNet(spec, dataclasses.replace(preset(settings.preset), **settings.overrides))
     cls = families()[family]
     return cls(spec, cls.Config())
 
