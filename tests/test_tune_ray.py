@@ -3,6 +3,7 @@ with 2 CPUs. Runs where the ``ray`` extra is installed (``pip install torchik[ra
 
 from __future__ import annotations
 
+import csv
 import json
 
 import pytest
@@ -12,6 +13,7 @@ ray = pytest.importorskip("ray.tune", reason="the 'ray' extra (ray[tune]) is not
 
 from torchik.cli import main  # noqa: E402
 from torchik.tune import TuneConfig  # noqa: E402
+from torchik.tune_objective import baseline_params  # noqa: E402
 from torchik.tune_ray import tune_ray  # noqa: E402
 from torchik.tune_space import parse_space  # noqa: E402
 
@@ -36,6 +38,11 @@ def test_tune_ray_local(tmp_path, local_ray):
     best = json.loads((tmp_path / "best.json").read_text())
     assert best["model"] == "cvae" and best["beta"] == 0.02 and best["width"] in (8, 16)
     assert result.best_value == min(result.curve)
+    # one trial is the starting config (the tiny cvae, moved into the space)
+    first = baseline_params(config, space, 3)
+    with (tmp_path / "trials.csv").open() as f:
+        configs = [json.loads(row["config"]) for row in csv.DictReader(f)]
+    assert any(c.items() >= first.items() for c in configs)
     argv = ["train", "--config", str(tmp_path / "best.json"), "--stream", "planar:1,1,1",
             "--targets", "planar", "--out", str(tmp_path / "run")]  # fmt: skip
     assert main(argv) == 0

@@ -116,11 +116,12 @@ def tune_ray(
         ),
     )  # fmt: skip
     grid = tuner.fit()
-    return _results(grid, config, out, time.perf_counter() - start)
+    return _results(grid, config, out, time.perf_counter() - start, first)
 
 
-def _results(grid, config: TuneConfig, out: Path, seconds: float) -> TuneResult:
-    """Write ``best.json`` and ``trials.csv`` from Ray's result grid."""
+def _results(grid, config: TuneConfig, out: Path, seconds: float, first=None) -> TuneResult:
+    """Write ``best.json`` and ``trials.csv`` from Ray's result grid (``first``: the
+    baseline trial's settings, whose value the result carries)."""
     rows = []
     for result in grid:
         metrics = result.metrics or {}
@@ -143,11 +144,13 @@ def _results(grid, config: TuneConfig, out: Path, seconds: float) -> TuneResult:
     if not done:
         return TuneResult(math.nan, {}, len(rows), files, seconds, [], _count(rows))
     top = min(done, key=lambda r: r["value"])
+    base = [r["value"] for r in done if first and r["config"].items() >= first[0].items()]
     head = {"model": config.family} | ({"preset": config.preset} if config.preset else {})
     files["best"] = out / "best.json"
     files["best"].write_text(json.dumps({**head, **trial_budget(config), **top["config"]},
                                         indent=2) + "\n")  # fmt: skip
-    return TuneResult(top["value"], top["config"], len(rows), files, seconds, curve, _count(rows))
+    return TuneResult(top["value"], top["config"], len(rows), files, seconds, curve,
+                      _count(rows), baseline_value=base[0] if base else math.nan)  # fmt: skip
 
 
 def _count(rows: list[dict[str, Any]]) -> dict[str, int]:
