@@ -36,14 +36,17 @@ def main() -> int:
     p.add_argument("--preset", default="small-trig", choices=PRESETS)
     p.add_argument("--robot", default="panda")
     p.add_argument("--steps", type=int, default=6000)
+    p.add_argument("--train-size", type=int, help="training pairs (default: the protocol's)")
+    p.add_argument("--batch", type=int, default=256)
     p.add_argument("--threads", type=int, default=1, help="torch threads while training")
     p.add_argument("--out", default="/tmp/iknet_capacity.jsonl")
     p.add_argument("--work", default="/tmp/iknet_capacity")
     args = p.parse_args()
     for name, overrides in args.variants:
-        settings = IKNetRun(preset=args.preset, overrides=overrides,
-                            steps={args.robot: args.steps}, train_threads=args.threads,
-                            work=f"{args.work}/{name}")  # fmt: skip
+        size = {} if args.train_size is None else {args.robot: args.train_size}
+        settings = IKNetRun(preset=args.preset, overrides=overrides, train_size=size,
+                            steps={args.robot: args.steps}, batch=args.batch,
+                            train_threads=args.threads, work=f"{args.work}/{name}")  # fmt: skip
         data = robot_data(args.robot, settings)
         try:
             model, result, steps = train_model(args.robot, "iknet", settings, data, print)
@@ -53,7 +56,8 @@ def main() -> int:
         row = iknet_table(data.robot64, model, data.test_set.target, n_samples=100,
                           seed=SEEDS["sample"], timing=False)  # fmt: skip
         out = {"variant": name, "preset": args.preset, "overrides": overrides,
-               "robot": args.robot, "steps": steps, "train_s": round(result.seconds, 1),
+               "robot": args.robot, "train_size": data.size, "batch": args.batch,
+               "steps": steps, "train_s": round(result.seconds, 1),
                "parameters": sum(q.numel() for q in model.parameters()),
                "mean_cm": row.mean_cm, "acc_2cm": row.acc_2cm,
                "best10_cm": row.best10_cm}  # fmt: skip
