@@ -59,8 +59,7 @@ def main() -> int:
                "robot": args.robot, "train_size": data.size, "batch": args.batch,
                "steps": steps, "train_s": round(result.seconds, 1),
                "parameters": sum(q.numel() for q in model.parameters()),
-               "mean_cm": row.mean_cm, "acc_2cm": row.acc_2cm,
-               "best10_cm": row.best10_cm}  # fmt: skip
+               **{k: v for k, v in row.as_dict().items() if v is not None}}  # fmt: skip
         print(json.dumps(out), flush=True)
         with Path(args.out).open("a") as f:
             f.write(json.dumps(out) + "\n")
