@@ -99,9 +99,9 @@ def tune_ray(
         ray.init(address=address, log_to_driver=False, configure_logging=False, **local)
     every = min(config.val_every, config.steps)
     problem = make_problem(config)
-    first = [baseline_params(config, space, problem.robot.dof)] if config.baseline else None
+    first = baseline_params(config, space, problem.robot.dof) if config.baseline else None
     search = OptunaSearch(functools.partial(_define, space), METRIC, "min", seed=config.seed,
-                          points_to_evaluate=first)  # fmt: skip
+                          points_to_evaluate=None if first is None else [first])  # fmt: skip
     trainable = ray_tune.with_parameters(_trainable, config=config, problem=problem)
     tuner = ray_tune.Tuner(
         ray_tune.with_resources(trainable, {"cpu": config.threads}),
@@ -119,7 +119,9 @@ def tune_ray(
     return _results(grid, config, out, time.perf_counter() - start, first)
 
 
-def _results(grid, config: TuneConfig, out: Path, seconds: float, first=None) -> TuneResult:
+def _results(
+    grid, config: TuneConfig, out: Path, seconds: float, first: dict | None = None
+) -> TuneResult:
     """Write ``best.json`` and ``trials.csv`` from Ray's result grid (``first``: the
     baseline trial's settings, whose value the result carries)."""
     rows = []
@@ -144,7 +146,7 @@ def _results(grid, config: TuneConfig, out: Path, seconds: float, first=None) ->
     if not done:
         return TuneResult(math.nan, {}, len(rows), files, seconds, [], _count(rows))
     top = min(done, key=lambda r: r["value"])
-    base = [r["value"] for r in done if first and r["config"].items() >= first[0].items()]
+    base = [r["value"] for r in done if first is not None and r["config"].items() >= first.items()]
     head = {"model": config.family} | ({"preset": config.preset} if config.preset else {})
     files["best"] = out / "best.json"
     files["best"].write_text(json.dumps({**head, **trial_budget(config), **top["config"]},
