@@ -41,12 +41,15 @@ def main() -> int:
     p.add_argument("--threads", type=int, default=1, help="torch threads while training")
     p.add_argument("--out", default="/tmp/iknet_capacity.jsonl")
     p.add_argument("--work", default="/tmp/iknet_capacity")
+    p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints")
+    p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --work")
     args = p.parse_args()
     for name, overrides in args.variants:
         size = {} if args.train_size is None else {args.robot: args.train_size}
         settings = IKNetRun(preset=args.preset, overrides=overrides, train_size=size,
                             steps={args.robot: args.steps}, batch=args.batch,
-                            train_threads=args.threads, work=f"{args.work}/{name}")  # fmt: skip
+                            train_threads=args.threads, work=f"{args.work}/{name}",
+                        checkpoint_every=args.checkpoint_every, resume=args.resume)  # fmt: skip
         data = robot_data(args.robot, settings)
         try:
             model, result, steps = train_model(args.robot, "iknet", settings, data, print)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 
 import pytest
@@ -88,3 +89,20 @@ def test_overrides_replace_preset_fields(tmp_path):
     assert model.config.joint_features == "trig"  # the preset's other fields are kept
     with pytest.raises(TypeError):
         iknet_run.train_model("digit_arm", "iknet", IKNetRun(overrides={"widht": 8}), data, print)
+
+
+def test_checkpoints_and_resume_pass_through_to_the_engine(tmp_path):
+    settings = IKNetRun(preset="small-trig", overrides={"components": 2, "primary_width": 8},
+                        steps={"digit_arm": 4}, train_size={"digit_arm": 64}, batch=16,
+                        work=str(tmp_path), checkpoint_every=2)  # fmt: skip
+    data = robot_data("digit_arm", settings)
+    model, first, _ = iknet_run.train_model("digit_arm", "iknet", settings, data, print)
+    assert (tmp_path / "digit_arm" / "checkpoint.pt").is_file()
+    again = dataclasses.replace(settings, resume=True)
+    resumed, second, _ = iknet_run.train_model("digit_arm", "iknet", again, data, print)
+    assert len(second.history) == len(first.history)  # nothing trained twice
+    for a, b in zip(model.state_dict().values(), resumed.state_dict().values(), strict=True):
+        torch.testing.assert_close(a, b, rtol=0, atol=0)
+    other = dataclasses.replace(again, overrides={"components": 3, "primary_width": 8})
+    with pytest.raises(ValueError, match="cannot resume"):  # the engine read the checkpoint
+        iknet_run.train_model("digit_arm", "iknet", other, data, print)

@@ -109,6 +109,8 @@ class IKNetRun:
         families: families to train (``"iknet"`` and those of :data:`LABELS`).
         family_minutes: budget of each non-IKNet family (default: ``steps``, else ``minutes``).
         work: folder of the training runs (checkpoints).
+        checkpoint_every: save a resumable checkpoint every so many steps (0: at the end only).
+        resume: continue a run from its checkpoint in ``work`` (if there is one).
         solvers: add torchik's numerical solvers on the same targets.
     """
 
@@ -126,6 +128,8 @@ class IKNetRun:
     families: tuple[str, ...] = ("iknet",)
     family_minutes: float | None = None
     work: str = "/tmp/torchik-iknet-bench"
+    checkpoint_every: int = 0
+    resume: bool = False
     solvers: bool = False
 
 
@@ -175,7 +179,7 @@ def _config(settings: IKNetRun, steps: int, val_rows: int) -> Any:
         steps=steps, batch_size=settings.batch, lr=settings.lr,
         warmup_steps=min(200, steps // 10), min_lr_ratio=0.02, grad_clip=settings.grad_clip,
         log_every=max(1, steps // 50), val_every=max(1, steps // 12),
-        val_targets=val_rows, checkpoint_every=0, seed=SEEDS["model"],
+        val_targets=val_rows, checkpoint_every=settings.checkpoint_every, seed=SEEDS["model"],
     )  # fmt: skip
 
 
@@ -208,7 +212,7 @@ def train_model(
         config = _config(settings, steps, len(data.val_set))
         out_dir = Path(settings.work) / (name if family == "iknet" else f"{name}-{family}")
         result = train(model, data.train_set, data.val_set, config, out_dir=out_dir,
-                       robot=data.robot64)  # fmt: skip
+                       robot=data.robot64, resume=settings.resume)  # fmt: skip
     finally:
         torch.set_num_threads(threads)
     return result.model, result, steps
