@@ -18,6 +18,7 @@ from torchik.protocols.report import (
     git_commit,
     gpu_name,
     jsonable,
+    kept_reading,
     load_average,
     machine_stamp,
     wait_for_quiet,
@@ -105,3 +106,19 @@ def test_results_measured_elsewhere_keep_their_stamp(tmp_path):
     md, js = Report("far", "Far", stamp=dict(stamp), measured_here=False).write(tmp_path)
     assert json.loads(js.read_text())["stamp"] == stamp  # no load or duration of this machine
     assert "load_average" not in md.read_text()
+
+
+def test_a_reading_written_by_hand_survives_a_rerun_flagged_with_its_run(tmp_path):
+    def write(date: str) -> str:
+        return Report("r", "R", stamp={"date": date}, measured_here=False).write(tmp_path)[0]
+
+    md = write("first")
+    md.write_text(md.read_text() + "\n## Reading (by hand)\n\n- it is faster\n")
+    text = write("second").read_text()
+    assert text.startswith("# R\n") and "| date | second |" in text
+    assert text.endswith(
+        "## Reading (by hand)\n\n> Kept from an earlier run of this report (first): written "
+        "for its numbers, check it against the tables above.\n\n- it is faster\n"
+    )
+    assert write("third").read_text().endswith(text[text.index("## Reading") :])  # still "first"
+    assert kept_reading("# no reading\n| date | x |\n") is None

@@ -257,7 +257,9 @@ class Report:
         """Write ``<name>.md`` and ``<name>.json`` into ``out_dir`` (created if missing).
 
         The stamp gains ``load_average_at_end`` and ``duration_s`` (since creation) first,
-        when :attr:`measured_here`.
+        when :attr:`measured_here`. A ``## Reading`` section written by hand at the end of an
+        earlier ``<name>.md`` is kept at the end of the new one, flagged as written for the
+        earlier numbers (:func:`kept_reading`).
 
         Returns:
             The paths of the markdown and the JSON file.
@@ -271,8 +273,42 @@ class Report:
         parts += ["\n".join(self.intro) + "\n"] if self.intro else []
         parts += [table.markdown() for table in self.tables]
         md, js = out / f"{self.name}.md", out / f"{self.name}.json"
-        md.write_text("\n".join(parts))
+        reading = kept_reading(md.read_text()) if md.is_file() else None
+        md.write_text("\n".join(parts + ([reading] if reading else [])))
         tables = [t.as_json() for t in self.tables]
         payload = {"stamp": self.stamp, "intro": self.intro, "tables": tables}
         js.write_text(json.dumps(jsonable(payload), indent=1, ensure_ascii=False) + "\n")
         return md, js
+
+
+#: The heading of a reading written by hand below a report's tables.
+READING = "## Reading"
+_KEPT = "> Kept from an earlier run of this report"
+
+
+def kept_reading(markdown: str) -> str | None:
+    r"""The hand-written ``## Reading`` section at the end of a report's markdown, flagged for
+    the next version of the file: its text was written for the numbers of the run stamped
+    ``date`` in ``markdown`` (``None`` when there is no such section). A section flagged
+    already is returned as it is, with the date of the run it was written for.
+
+    >>> old = "# T\n| date | 2026-01-02 |\n\n## Reading (by hand)\n\n- faster\n"
+    >>> reading = kept_reading(old).splitlines()
+    >>> reading[0], reading[4]
+    ('## Reading (by hand)', '- faster')
+    >>> reading[2].startswith("> Kept from an earlier run of this report (2026-01-02)")
+    True
+    """
+    lines = markdown.splitlines()
+    start = next((i for i, line in enumerate(lines) if line.startswith(READING)), None)
+    if start is None:
+        return None
+    date = next((line.split("|")[2].strip() for line in lines[:start]
+                 if line.startswith("| date |")), "date unknown")  # fmt: skip
+    if any(line.startswith(_KEPT) for line in lines[start:]):  # flagged already: as it was
+        return "\n".join(lines[start:]) + "\n"
+    body = lines[start + 1 :]
+    while body and not body[0].strip():
+        body.pop(0)
+    flag = f"{_KEPT} ({date}): written for its numbers, check it against the tables above."
+    return "\n".join([lines[start], "", flag, "", *body]) + "\n"
