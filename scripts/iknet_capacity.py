@@ -1,11 +1,17 @@
-"""IKNet sizes at equal steps on a CPU: each variant trained as ``benchmarks/iknet.py`` trains
-the Franka (same data, seeds and optimiser), then measured by the Neural IK protocol (1000 test
-targets x 100 raw samples). One JSON line per variant (to ``--out``, appended, and stdout).
+"""IKNet variants on a CPU: each variant trained as ``benchmarks/iknet.py`` trains the Franka
+(same data, seeds and optimiser; a preset with fields replaced, another data size, batch or
+length), then measured by the Neural IK protocol (1000 test targets x 100 raw samples).
+
+Each row goes into ``benchmarks/results/<name>.md`` and ``.json`` (rows of earlier runs kept,
+a variant of the same name replaced; each row with its date and command), a figure of the mean
+error against the pairs seen (``<name>.png``), and one JSON line to ``--out``.
 
     .venv/bin/python scripts/iknet_capacity.py --steps 6000 \\
         base='{}' embedding128='{"embedding": 128}' primary128='{"primary_width": 128}'
+    .venv/bin/python scripts/iknet_capacity.py --steps 40000 --batch 1024 --threads 2 \\
+        --train-size 40960000 --checkpoint-every 2000 --work /work/runs/iknet fresh41M_b1024='{}'
 
-(The reading of ``benchmarks/results/iknet_trig_long.md`` quotes its numbers.)
+``--add FILE`` puts rows recorded earlier (JSON lines) into the report without training.
 """
 
 from __future__ import annotations
@@ -14,9 +20,21 @@ import argparse
 import json
 import sys
 from pathlib import Path
+from typing import Any
 
 from torchik.protocols.iknet import iknet_table
-from torchik.protocols.iknet_run import PRESETS, SEEDS, IKNetRun, robot_data, train_model
+from torchik.protocols.iknet_notes import variants_tables
+from torchik.protocols.iknet_run import PAPER_CM, PRESETS, SEEDS, IKNetRun, robot_data, train_model
+from torchik.protocols.report import Report, command_line
+
+RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
+TITLE = "IKNet variants at CPU scale (scripts/iknet_capacity.py)"
+INTRO = [
+    "Each row: the IKNet preset with the fields listed replaced, trained on the robot's "
+    "position targets as `benchmarks/iknet.py` trains it (the same data seeds, test targets and "
+    "optimiser), with the training pairs, batch and steps listed, on the CPU of the stamp or of "
+    "an earlier run (the row's date; its command is in the second table).",
+]
 
 
 def _variant(text: str) -> tuple[str, dict]:
@@ -30,42 +48,112 @@ def _variant(text: str) -> tuple[str, dict]:
     return name, value
 
 
-def main() -> int:
+def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    p.add_argument("variants", nargs="+", type=_variant, help="NAME=JSON of IKNetConfig fields")
+    p.add_argument("variants", nargs="*", type=_variant, help="NAME=JSON of IKNetConfig fields")
     p.add_argument("--preset", default="small-trig", choices=PRESETS)
     p.add_argument("--robot", default="panda")
     p.add_argument("--steps", type=int, default=6000)
     p.add_argument("--train-size", type=int, help="training pairs (default: the protocol's)")
     p.add_argument("--batch", type=int, default=256)
     p.add_argument("--threads", type=int, default=1, help="torch threads while training")
-    p.add_argument("--out", default="/tmp/iknet_capacity.jsonl")
-    p.add_argument("--work", default="/tmp/iknet_capacity")
+    p.add_argument("--out", default="/tmp/iknet_capacity.jsonl", help="JSON lines, appended")
+    p.add_argument("--work", default="/tmp/iknet_capacity", help="folder of the checkpoints")
     p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --work")
-    args = p.parse_args()
-    for name, overrides in args.variants:
-        size = {} if args.train_size is None else {args.robot: args.train_size}
-        settings = IKNetRun(preset=args.preset, overrides=overrides, train_size=size,
-                            steps={args.robot: args.steps}, batch=args.batch,
-                            train_threads=args.threads, work=f"{args.work}/{name}",
+    p.add_argument("--name", default="iknet_capacity", help="the report's file name")
+    p.add_argument("--results", default=str(RESULTS), help="folder of the report")
+    p.add_argument("--add", metavar="JSONL", help="rows recorded earlier, into the report")
+    return p
+
+
+def _measure(args: argparse.Namespace, name: str, overrides: dict) -> dict[str, Any]:
+    size = {} if args.train_size is None else {args.robot: args.train_size}
+    settings = IKNetRun(preset=args.preset, overrides=overrides, train_size=size,
+                        steps={args.robot: args.steps}, batch=args.batch,
+                        train_threads=args.threads, work=f"{args.work}/{name}",
                         checkpoint_every=args.checkpoint_every, resume=args.resume)  # fmt: skip
-        data = robot_data(args.robot, settings)
+    data = robot_data(args.robot, settings)
+    model, result, steps = train_model(args.robot, "iknet", settings, data, print)
+    row = iknet_table(data.robot64, model, data.test_set.target, n_samples=100,
+                      seed=SEEDS["sample"], timing=False)  # fmt: skip
+    return {"variant": name, "preset": args.preset, "overrides": overrides, "robot": args.robot,
+            "train_size": data.size, "batch": args.batch, "steps": steps,
+            "train_s": round(result.seconds, 1), "threads": args.threads,
+            "parameters": sum(q.numel() for q in model.parameters()),
+            **{k: v for k, v in row.as_dict().items() if v is not None}}  # fmt: skip
+
+
+def _kept(path: Path) -> list[dict[str, Any]]:
+    """The rows of an earlier report (as :func:`_measure` made them)."""
+    if not path.is_file():
+        return []
+    rows = json.loads(path.read_text())["tables"][0]["rows"]
+    drop = ("method", "status", "seen")
+    return [{"variant": r["method"], **{k: v for k, v in r.items() if k not in drop}} for r in rows]
+
+
+def _write(args: argparse.Namespace, new: list[dict[str, Any]]) -> Path:
+    results = Path(args.results)
+    names = {r["variant"] for r in new}
+    rows = [r for r in _kept(results / f"{args.name}.json") if r["variant"] not in names] + new
+    report = Report(args.name, TITLE, intro=list(INTRO), measured_here=False)
+    report.tables = variants_tables(rows, PAPER_CM.get(args.robot))
+    md, _ = report.write(results)
+    _plot(rows, PAPER_CM.get(args.robot), results / f"{args.name}.png")
+    return md
+
+
+def _plot(rows: list[dict[str, Any]], paper_cm: float | None, path: Path) -> None:
+    """Mean error against pairs seen, one labelled point per row (skipped without matplotlib)."""
+    try:
+        from matplotlib.figure import Figure
+    except ImportError:
+        return
+    from matplotlib.ticker import ScalarFormatter
+
+    fig = Figure(figsize=(7.0, 4.2), layout="constrained")
+    ax = fig.subplots()
+    placed: dict[float, int] = {}  # labels at the same x stacked downwards
+    for r in sorted(rows, key=lambda r: -r["mean_cm"]):
+        x, y = r["steps"] * r.get("batch", 256) / 1e6, r["mean_cm"]
+        fresh = r.get("train_size", 0) >= r["steps"] * r.get("batch", 256)
+        ax.plot(x, y, "o" if fresh else "s", color="tab:green" if fresh else "tab:blue")
+        shift = placed[x] = placed.get(x, -1) + 1
+        ax.annotate(r["variant"], (x, y), fontsize=7, xytext=(5, 3 - 9 * shift),
+                    textcoords="offset points")  # fmt: skip
+    if paper_cm is not None:
+        ax.axhline(paper_cm, color="k", ls="--", lw=1, label=f"paper ({paper_cm} cm)")
+        ax.legend(fontsize="small")
+    ax.set(xscale="log", xlabel="pairs seen (millions); circles: fresh pairs, squares: repeated",
+           ylabel="mean distance, raw samples (cm)", title="IKNet variants (CPU)")  # fmt: skip
+    ax.xaxis.set_major_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(ScalarFormatter())
+    ax.grid(alpha=0.3, which="both")
+    fig.savefig(path, dpi=100)
+
+
+def main() -> int:
+    args = _parser().parse_args()
+    if not args.variants and not args.add:
+        raise SystemExit("nothing to do: give variants (NAME=JSON) or --add FILE")
+    new: list[dict[str, Any]] = []
+    if args.add:
+        new += [json.loads(line) for line in Path(args.add).read_text().splitlines() if line]
+    if new:
+        print(f"wrote {_write(args, new)}")
+    stamp = Report("x", "x").stamp
+    for name, overrides in args.variants:
         try:
-            model, result, steps = train_model(args.robot, "iknet", settings, data, print)
+            row = _measure(args, name, overrides)
         except (TypeError, ValueError) as err:
             print(f"variant {name}: {err}", file=sys.stderr)
             return 1
-        row = iknet_table(data.robot64, model, data.test_set.target, n_samples=100,
-                          seed=SEEDS["sample"], timing=False)  # fmt: skip
-        out = {"variant": name, "preset": args.preset, "overrides": overrides,
-               "robot": args.robot, "train_size": data.size, "batch": args.batch,
-               "steps": steps, "train_s": round(result.seconds, 1),
-               "parameters": sum(q.numel() for q in model.parameters()),
-               **{k: v for k, v in row.as_dict().items() if v is not None}}  # fmt: skip
-        print(json.dumps(out), flush=True)
+        row |= {"date": stamp["date"][:16], "command": command_line()}
+        print(json.dumps(row), flush=True)
         with Path(args.out).open("a") as f:
-            f.write(json.dumps(out) + "\n")
+            f.write(json.dumps(row) + "\n")
+        print(f"wrote {_write(args, [row])}")
     return 0
 
 

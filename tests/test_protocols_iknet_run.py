@@ -8,7 +8,7 @@ import json
 import pytest
 import torch
 
-from torchik.protocols import iknet_run
+from torchik.protocols import iknet_notes, iknet_run
 from torchik.protocols.iknet_notes import iknet_tables
 from torchik.protocols.iknet_run import IKNetRun, kept_rows, preset, robot_data, run_robot
 
@@ -106,3 +106,20 @@ def test_checkpoints_and_resume_pass_through_to_the_engine(tmp_path):
     other = dataclasses.replace(again, overrides={"components": 3, "primary_width": 8})
     with pytest.raises(ValueError, match="cannot resume"):  # the engine read the checkpoint
         iknet_run.train_model("digit_arm", "iknet", other, data, print)
+
+
+def test_variants_tables_show_pairs_seen_and_dashes_for_fields_not_recorded():
+    rows = [
+        {"variant": "a", "preset": "small", "overrides": {"embedding": 8}, "robot": "panda",
+         "train_size": 1000, "batch": 16, "steps": 100, "mean_cm": 5.0, "date": "d",
+         "command": "run a"},
+        {"variant": "b", "preset": "small", "overrides": {}, "robot": "panda",
+         "train_size": 10, "batch": 4, "steps": 5, "mean_cm": 6.0, "median_cm": 2.5},
+    ]  # fmt: skip
+    main, commands = iknet_notes.variants_tables(rows, paper_cm=3.1)
+    assert [r["seen"] for r in main.rows] == [1600, 20]
+    text = main.markdown()
+    assert '| a | panda | small | {"embedding": 8} |' in text and "3.1 cm" in text
+    assert "| b | panda | small | — |" in text and "| 6.00 | 2.50 |" in text
+    assert [r["command"] for r in commands.rows] == ["run a", None]
+    assert "| a | `run a` |" in commands.markdown()

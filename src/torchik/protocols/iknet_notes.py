@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import math
 from typing import TYPE_CHECKING, Any
 
@@ -10,7 +11,7 @@ from torchik.protocols.table import Column, Table, fmt_time
 if TYPE_CHECKING:
     from torchik.protocols.iknet_run import IKNetRun
 
-__all__ = ["iknet_tables", "size_table"]
+__all__ = ["iknet_tables", "size_table", "variants_tables"]
 
 
 def _cm(x: float) -> str:
@@ -163,3 +164,53 @@ def size_table(sizes: list[dict[str, Any]], batch: int) -> Table:
         "generated weights, parameters excluded); weights+grads+AdamW: 4 float32 copies."
     )
     return table
+
+
+def variants_tables(rows: list[dict[str, Any]], paper_cm: float | None = None) -> list[Table]:
+    """The tables of ``scripts/iknet_capacity.py``: one row per IKNet variant (a preset with
+    fields replaced, a data size, a batch, a length), then the command that made each row.
+
+    Args:
+        rows: one dict per variant: ``variant``, ``preset``, ``overrides``, ``robot``,
+            ``train_size``, ``batch``, ``steps``, ``train_s``, ``parameters``, the protocol's
+            fields (``mean_cm`` ...), and ``date`` and ``command`` where they were recorded.
+        paper_cm: the paper's mean on this robot, for the notes.
+
+    Returns:
+        The results table and the table of commands.
+    """
+    main = Table(
+        "IKNet variants, position targets, 1000 test targets x 100 raw samples",
+        [
+            Column("robot", "robot"), Column("preset", "preset"),
+            Column("overrides", "fields replaced", lambda x: json.dumps(x) if x else "—"),
+            Column("parameters", "parameters", lambda x: f"{x / 1e6:.2f} M"),
+            Column("train_size", "train pairs", lambda x: f"{x / 1e6:.3g} M"),
+            Column("batch", "batch"), Column("steps", "steps"),
+            Column("seen", "pairs seen", lambda x: f"{x / 1e6:.3g} M"),
+            Column("train_s", "train time", fmt_time),
+            Column("mean_cm", "mean (cm)", _cm), Column("median_cm", "median (cm)", _cm),
+            Column("acc_10cm", "< 10 cm", _pct), Column("acc_2cm", "< 2 cm", _pct),
+            Column("best10_cm", "best of 10 (cm)", _cm),
+            Column("diversity", "diversity (rad)", lambda x: f"{x:.3f}"),
+            Column("date", "measured"),
+        ],
+        references=(),
+    )  # fmt: skip
+    commands = Table("Commands", [Column("command", "command", lambda x: f"`{x}`")], references=())
+    for row in rows:
+        seen = row["steps"] * row["batch"] if "batch" in row else None
+        main.add(row["variant"], seen=seen, **{k: v for k, v in row.items() if k != "variant"})
+        commands.add(row["variant"], command=row.get("command"))
+    main.notes += [f"The paper's IKNet on this robot: {paper_cm} cm mean."] if paper_cm else []
+    main.notes += [
+        "Mean, median and shares over all 100 000 samples; best of 10: mean over targets of the "
+        "smallest error of the first 10. Diversity: mean pairwise joint distance (rad).",
+        "Pairs seen = steps x batch: a data set of at least that many pairs is seen once "
+        "(fresh pairs); a smaller one is repeated.",
+        "Training as benchmarks/iknet.py trains (AdamW lr 0.003, grad-norm clip 0.3, warm-up "
+        "then cosine decay over the steps, the weights of the best validation error kept), on "
+        "the CPU; train time depends on the threads and the load of the shared machine.",
+        "A dash: not recorded for that row (rows measured before the script wrote every field).",
+    ]
+    return [main, commands]
