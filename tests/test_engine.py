@@ -16,7 +16,7 @@ import torch
 
 from torchik import load_robot
 from torchik.data import FKStream, make_dataset
-from torchik.engine import EMA, Stepper, resolve_precision
+from torchik.engine import EMA, Rows, Stepper, resolve_precision
 from torchik.models import MLP, MLPConfig, families
 from torchik.progress import Progress
 from torchik.train import TrainConfig, TrainingInterrupted, train
@@ -258,3 +258,25 @@ def test_progress_lines_show_samples_per_second_and_a_title():
     progress.report({"loss": "2"})
     progress.close()
     assert "50/100" in bar.getvalue()
+
+
+def test_rows_checkpoint_the_epoch_order_in_a_few_bytes_and_resume_it_exactly():
+    data = make_dataset(load_robot("snake2", dtype=torch.float64), 1000, seed=0)
+    like = torch.zeros((), dtype=torch.float64)
+    rows = Rows(data, 64, seed=1, like=like)
+    for _ in range(20):  # into the second epoch (15 batches each)
+        rows.next()
+    state = rows.state_dict()
+    assert "order" not in state
+    assert sum(v.numel() * v.element_size() for v in state.values() if torch.is_tensor(v)) < 10_000
+    old = {"generator": rows.generator.get_state(), "order": rows.order.clone(),
+           "cursor": rows.cursor}  # the format of checkpoints before 2026-11-26  # fmt: skip
+    resumed, from_old = Rows(data, 64, seed=7, like=like), Rows(data, 64, seed=8, like=like)
+    resumed.load_state_dict(copy.deepcopy(state))
+    from_old.load_state_dict(old)
+    assert "order" in from_old.state_dict()  # saved as it came until its next epoch
+    for _ in range(20):  # to the third epoch
+        q, target = rows.next()
+        for other in (resumed, from_old):
+            torch.testing.assert_close(other.next(), (q, target), rtol=0, atol=0)
+    assert "order" not in from_old.state_dict()

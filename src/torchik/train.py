@@ -49,8 +49,9 @@ if TYPE_CHECKING:
 
 __all__ = ["TrainConfig", "TrainResult", "TrainingInterrupted", "lr_factor", "train", "validate"]
 
-TRAIN_FORMAT_VERSION = 2
-"""Version of the training state in ``checkpoint.pt`` (1: before streams and EMA; still read)."""
+TRAIN_FORMAT_VERSION = 3
+"""Version of the training state in ``checkpoint.pt`` (1: before streams and EMA; 2: a fixed
+data set's epoch order saved whole, 8 bytes a row; both still read)."""
 CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
 LOG = "log.csv"
