@@ -61,6 +61,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--work", default="/tmp/iknet_capacity", help="folder of the checkpoints")
     p.add_argument("--checkpoint-every", type=int, default=0, help="steps between checkpoints")
     p.add_argument("--resume", action="store_true", help="continue from the checkpoint in --work")
+    p.add_argument("--seed", type=int, default=SEEDS["model"], help="the model's seed")
     p.add_argument("--name", default="iknet_capacity", help="the report's file name")
     p.add_argument("--results", default=str(RESULTS), help="folder of the report")
     p.add_argument("--add", metavar="JSONL", help="rows recorded earlier, into the report")
@@ -72,14 +73,15 @@ def _measure(args: argparse.Namespace, name: str, overrides: dict) -> dict[str, 
     settings = IKNetRun(preset=args.preset, overrides=overrides, train_size=size,
                         steps={args.robot: args.steps}, batch=args.batch,
                         train_threads=args.threads, work=f"{args.work}/{name}",
-                        checkpoint_every=args.checkpoint_every, resume=args.resume)  # fmt: skip
+                        checkpoint_every=args.checkpoint_every, resume=args.resume,
+                        model_seed=args.seed)  # fmt: skip
     data = robot_data(args.robot, settings)
     model, result, steps = train_model(args.robot, "iknet", settings, data, print)
     row = iknet_table(data.robot64, model, data.test_set.target, n_samples=100,
                       seed=SEEDS["sample"], timing=False)  # fmt: skip
     return {"variant": name, "preset": args.preset, "overrides": overrides, "robot": args.robot,
             "train_size": data.size, "batch": args.batch, "steps": steps,
-            "train_s": round(result.seconds, 1), "threads": args.threads,
+            "train_s": round(result.seconds, 1), "threads": args.threads, "seed": args.seed,
             "parameters": sum(q.numel() for q in model.parameters()),
             **{k: v for k, v in row.as_dict().items() if v is not None}}  # fmt: skip
 

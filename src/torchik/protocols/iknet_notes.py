@@ -186,7 +186,7 @@ def variants_tables(rows: list[dict[str, Any]], paper_cm: float | None = None) -
             Column("overrides", "fields replaced", lambda x: json.dumps(x) if x else "—"),
             Column("parameters", "parameters", lambda x: f"{x / 1e6:.2f} M"),
             Column("train_size", "train pairs", lambda x: f"{x / 1e6:.3g} M"),
-            Column("batch", "batch"), Column("steps", "steps"),
+            Column("seed", "seed"), Column("batch", "batch"), Column("steps", "steps"),
             Column("seen", "pairs seen", lambda x: f"{x / 1e6:.3g} M"),
             Column("train_s", "train time", fmt_time),
             Column("mean_cm", "mean (cm)", _cm), Column("median_cm", "median (cm)", _cm),
@@ -200,7 +200,8 @@ def variants_tables(rows: list[dict[str, Any]], paper_cm: float | None = None) -
     commands = Table("Commands", [Column("command", "command", lambda x: f"`{x}`")], references=())
     for row in rows:
         seen = row["steps"] * row["batch"] if "batch" in row else None
-        main.add(row["variant"], seen=seen, **{k: v for k, v in row.items() if k != "variant"})
+        values = {"seed": 0, **{k: v for k, v in row.items() if k != "variant"}}  # 0: SEEDS
+        main.add(row["variant"], seen=seen, **values)
         commands.add(row["variant"], command=row.get("command"))
     main.notes += [f"The paper's IKNet on this robot: {paper_cm} cm mean."] if paper_cm else []
     main.notes += [

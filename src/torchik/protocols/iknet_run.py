@@ -111,6 +111,8 @@ class IKNetRun:
         work: folder of the training runs (checkpoints).
         checkpoint_every: save a resumable checkpoint every so many steps (0: at the end only).
         resume: continue a run from its checkpoint in ``work`` (if there is one).
+        model_seed: seeds the model's initialisation and the batch order (the data sets keep
+            theirs).
         solvers: add torchik's numerical solvers on the same targets.
     """
 
@@ -130,6 +132,7 @@ class IKNetRun:
     work: str = "/tmp/torchik-iknet-bench"
     checkpoint_every: int = 0
     resume: bool = False
+    model_seed: int = SEEDS["model"]
     solvers: bool = False
 
 
@@ -165,7 +168,7 @@ def row_fields(row: Any) -> dict[str, Any]:
 def _make_model(family: str, spec: Any, settings: IKNetRun) -> Any:
     from torchik.models import IKNet, families
 
-    torch.manual_seed(SEEDS["model"])
+    torch.manual_seed(settings.model_seed)
     if family == "iknet":
         return IKNet(spec, dataclasses.replace(preset(settings.preset), **settings.overrides))
     cls = families()[family]
@@ -179,7 +182,7 @@ def _config(settings: IKNetRun, steps: int, val_rows: int) -> Any:
         steps=steps, batch_size=settings.batch, lr=settings.lr,
         warmup_steps=min(200, steps // 10), min_lr_ratio=0.02, grad_clip=settings.grad_clip,
         log_every=max(1, steps // 50), val_every=max(1, steps // 12),
-        val_targets=val_rows, checkpoint_every=settings.checkpoint_every, seed=SEEDS["model"],
+        val_targets=val_rows, checkpoint_every=settings.checkpoint_every, seed=settings.model_seed,
     )  # fmt: skip
 
 
