@@ -17,6 +17,7 @@ error against the pairs seen (``<name>.png``), and one JSON line to ``--out``.
 from __future__ import annotations
 
 import argparse
+import datetime as dt
 import json
 import sys
 from pathlib import Path
@@ -95,10 +96,16 @@ def _kept(path: Path) -> list[dict[str, Any]]:
     return [{"variant": r["method"], **{k: v for k, v in r.items() if k not in drop}} for r in rows]
 
 
+def _recorded(row: dict[str, Any]) -> dict[str, Any]:
+    """A row read back: those recorded before ``--seed`` existed ran with the default seed."""
+    return {"seed": SEEDS["model"], **row}
+
+
 def _write(args: argparse.Namespace, new: list[dict[str, Any]]) -> Path:
     results = Path(args.results)
     names = {r["variant"] for r in new}
-    rows = [r for r in _kept(results / f"{args.name}.json") if r["variant"] not in names] + new
+    kept = [_recorded(r) for r in _kept(results / f"{args.name}.json")]
+    rows = [r for r in kept if r["variant"] not in names] + new
     report = Report(args.name, TITLE, intro=list(INTRO), measured_here=False)
     report.tables = variants_tables(rows, PAPER_CM.get(args.robot))
     md, _ = report.write(results)
@@ -118,8 +125,9 @@ def _plot(rows: list[dict[str, Any]], paper_cm: float | None, path: Path) -> Non
     ax = fig.subplots()
     placed: dict[float, int] = {}  # labels at the same x stacked downwards
     for r in sorted(rows, key=lambda r: -r["mean_cm"]):
-        x, y = r["steps"] * r.get("batch", 256) / 1e6, r["mean_cm"]
-        fresh = r.get("train_size", 0) >= r["steps"] * r.get("batch", 256)
+        seen = r["steps"] * r["batch"]
+        x, y = seen / 1e6, r["mean_cm"]
+        fresh = r.get("train_size", 0) >= seen
         ax.plot(x, y, "o" if fresh else "s", color="tab:green" if fresh else "tab:blue")
         shift = placed[x] = placed.get(x, -1) + 1
         ax.annotate(r["variant"], (x, y), fontsize=7, xytext=(5, 3 - 9 * shift),
@@ -141,17 +149,18 @@ def main() -> int:
         raise SystemExit("nothing to do: give variants (NAME=JSON) or --add FILE")
     new: list[dict[str, Any]] = []
     if args.add:
-        new += [json.loads(line) for line in Path(args.add).read_text().splitlines() if line]
+        lines = Path(args.add).read_text().splitlines()
+        new += [_recorded(json.loads(line)) for line in lines if line]
     if new:
         print(f"wrote {_write(args, new)}")
-    stamp = Report("x", "x").stamp
     for name, overrides in args.variants:
         try:
             row = _measure(args, name, overrides)
         except (TypeError, ValueError) as err:
             print(f"variant {name}: {err}", file=sys.stderr)
             return 1
-        row |= {"date": stamp["date"][:16], "command": command_line()}
+        date = dt.datetime.now(dt.timezone.utc).isoformat(timespec="minutes")[:16]
+        row |= {"date": date, "command": command_line()}
         print(json.dumps(row), flush=True)
         with Path(args.out).open("a") as f:
             f.write(json.dumps(row) + "\n")

@@ -200,8 +200,7 @@ def variants_tables(rows: list[dict[str, Any]], paper_cm: float | None = None) -
     commands = Table("Commands", [Column("command", "command", lambda x: f"`{x}`")], references=())
     for row in rows:
         seen = row["steps"] * row["batch"] if "batch" in row else None
-        values = {"seed": 0, **{k: v for k, v in row.items() if k != "variant"}}  # 0: SEEDS
-        main.add(row["variant"], seen=seen, **values)
+        main.add(row["variant"], seen=seen, **{k: v for k, v in row.items() if k != "variant"})
         commands.add(row["variant"], command=row.get("command"))
     main.notes += [f"The paper's IKNet on this robot: {paper_cm} cm mean."] if paper_cm else []
     main.notes += [

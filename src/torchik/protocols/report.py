@@ -303,10 +303,10 @@ def kept_reading(markdown: str) -> str | None:
     start = next((i for i, line in enumerate(lines) if line.startswith(READING)), None)
     if start is None:
         return None
-    date = next((line.split("|")[2].strip() for line in lines[:start]
-                 if line.startswith("| date |")), "date unknown")  # fmt: skip
     if any(line.startswith(_KEPT) for line in lines[start:]):  # flagged already: as it was
         return "\n".join(lines[start:]) + "\n"
+    date = next((line.split("|")[2].strip() for line in lines[:start]
+                 if line.startswith("| date |")), "date unknown")  # fmt: skip
     body = lines[start + 1 :]
     while body and not body[0].strip():
         body.pop(0)
