@@ -49,6 +49,32 @@ def test_presets_and_validation():
             IKNetConfig(**bad)
 
 
+def test_target_noise_perturbs_training_targets_only():
+    assert IKNetConfig().target_noise == 0.0 == IKNetConfig.paper().target_noise
+    with pytest.raises(ValueError, match="target_noise"):
+        IKNetConfig(target_noise=-0.01)
+    spec = _spec("panda")
+    lower, upper = torch.tensor(spec.lower), torch.tensor(spec.upper)
+    q = torch.rand(16, 7, generator=_gen(1)) * (upper - lower) + lower
+    target = torch.randn(16, 3, generator=_gen(2)) * 0.3
+    plain, noisy = _tiny(spec, 3), _tiny(spec, 3, target_noise=0.05)
+    noisy.load_state_dict(plain.state_dict())
+    with torch.no_grad():
+        for model in (plain, noisy):
+            model.eval()
+        exact = plain.loss(q, target)
+        torch.testing.assert_close(noisy.loss(q, target), exact)  # eval: the exact targets
+        plain.train(), noisy.train()
+        torch.manual_seed(4)
+        first = noisy.loss(q, target)
+        torch.manual_seed(4)
+        assert noisy.loss(q, target) == first  # the noise comes from torch's global RNG
+        assert first != plain.loss(q, target)
+        torch.manual_seed(4)
+        shifted = target + 0.05 * torch.randn_like(target)
+        torch.testing.assert_close(first, plain.loss(q, shifted))
+
+
 def test_domains_follow_the_limits():
     assert all(d.circular for d in IKNet(_spec("snake2", "planar"), IKNetConfig.small()).domains)
     ur5 = IKNet(_spec("ur5"), IKNetConfig.small()).domains
