@@ -57,6 +57,8 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--steps", type=int, default=6000)
     p.add_argument("--train-size", type=int, help="training pairs (default: the protocol's)")
     p.add_argument("--batch", type=int, default=256)
+    p.add_argument("--weight-decay", type=float, default=0.0, help="AdamW's weight decay")
+    p.add_argument("--ema", type=float, help="keep a moving average of the weights, this decay")
     p.add_argument("--threads", type=int, default=1, help="torch threads while training")
     p.add_argument("--out", default="/tmp/iknet_capacity.jsonl", help="JSON lines, appended")
     p.add_argument("--work", default="/tmp/iknet_capacity", help="folder of the checkpoints")
@@ -75,16 +77,24 @@ def _measure(args: argparse.Namespace, name: str, overrides: dict) -> dict[str, 
                         steps={args.robot: args.steps}, batch=args.batch,
                         train_threads=args.threads, work=f"{args.work}/{name}",
                         checkpoint_every=args.checkpoint_every, resume=args.resume,
-                        model_seed=args.seed)  # fmt: skip
+                        model_seed=args.seed, weight_decay=args.weight_decay,
+                        ema_decay=args.ema)  # fmt: skip
     data = robot_data(args.robot, settings)
     model, result, steps = train_model(args.robot, "iknet", settings, data, print)
     row = iknet_table(data.robot64, model, data.test_set.target, n_samples=100,
                       seed=SEEDS["sample"], timing=False)  # fmt: skip
     return {"variant": name, "preset": args.preset, "overrides": overrides, "robot": args.robot,
-            "train_size": data.size, "batch": args.batch, "steps": steps,
-            "train_s": round(result.seconds, 1), "threads": args.threads, "seed": args.seed,
+            "training": _training(args), "train_size": data.size, "batch": args.batch,
+            "steps": steps, "train_s": round(result.seconds, 1), "threads": args.threads,
+            "seed": args.seed,
             "parameters": sum(q.numel() for q in model.parameters()),
             **{k: v for k, v in row.as_dict().items() if v is not None}}  # fmt: skip
+
+
+def _training(args: argparse.Namespace) -> dict[str, float]:
+    """The optimiser's settings replaced (the protocol's: no weight decay, no average)."""
+    replaced = {"weight_decay": args.weight_decay, "ema_decay": args.ema}
+    return {k: v for k, v in replaced.items() if v}
 
 
 def _kept(path: Path) -> list[dict[str, Any]]:

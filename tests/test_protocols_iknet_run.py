@@ -108,6 +108,14 @@ def test_checkpoints_and_resume_pass_through_to_the_engine(tmp_path):
         iknet_run.train_model("digit_arm", "iknet", other, data, print)
 
 
+def test_weight_decay_and_ema_reach_the_optimiser():
+    plain = iknet_run._config(IKNetRun(), steps=100, val_rows=10)
+    assert plain.weight_decay == 0.0 and plain.ema_decay is None  # the protocol's
+    settings = IKNetRun(weight_decay=0.05, ema_decay=0.999)
+    config = iknet_run._config(settings, steps=100, val_rows=10)
+    assert (config.weight_decay, config.ema_decay) == (0.05, 0.999)
+
+
 def test_variants_tables_show_pairs_seen_and_dashes_for_fields_not_recorded():
     rows = [
         {"variant": "a", "preset": "small", "overrides": {"embedding": 8}, "robot": "panda",
@@ -115,11 +123,15 @@ def test_variants_tables_show_pairs_seen_and_dashes_for_fields_not_recorded():
          "command": "run a"},
         {"variant": "b", "preset": "small", "overrides": {}, "robot": "panda",
          "train_size": 10, "batch": 4, "steps": 5, "mean_cm": 6.0, "median_cm": 2.5},
+        {"variant": "c", "preset": "small", "overrides": {"target_noise": 0.005},
+         "training": {"weight_decay": 0.05}, "replaced": "as read back from the JSON",
+         "robot": "panda", "train_size": 10, "batch": 4, "steps": 5, "mean_cm": 4.0},
     ]  # fmt: skip
     main, commands = iknet_notes.variants_tables(rows, paper_cm=3.1)
-    assert [r["seen"] for r in main.rows] == [1600, 20]
+    assert [r["seen"] for r in main.rows] == [1600, 20, 20]
     text = main.markdown()
     assert '| a | panda | small | {"embedding": 8} |' in text and "3.1 cm" in text
     assert "| b | panda | small | — |" in text and "| 6.00 | 2.50 |" in text
-    assert [r["command"] for r in commands.rows] == ["run a", None]
+    assert '| c | panda | small | {"target_noise": 0.005, "weight_decay": 0.05} |' in text
+    assert [r["command"] for r in commands.rows] == ["run a", None, None]
     assert "| a | `run a` |" in commands.markdown()

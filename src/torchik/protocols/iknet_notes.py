@@ -173,7 +173,8 @@ def variants_tables(rows: list[dict[str, Any]], paper_cm: float | None = None) -
     Args:
         rows: one dict per variant: ``variant``, ``preset``, ``overrides``, ``robot``,
             ``train_size``, ``batch``, ``steps``, ``train_s``, ``parameters``, the protocol's
-            fields (``mean_cm`` ...), and ``date`` and ``command`` where they were recorded.
+            fields (``mean_cm`` ...), and ``training`` (optimiser settings replaced), ``date``
+            and ``command`` where they were recorded.
         paper_cm: the paper's mean on this robot, for the notes.
 
     Returns:
@@ -183,7 +184,7 @@ def variants_tables(rows: list[dict[str, Any]], paper_cm: float | None = None) -
         "IKNet variants, position targets, 1000 test targets x 100 raw samples",
         [
             Column("robot", "robot"), Column("preset", "preset"),
-            Column("overrides", "fields replaced", lambda x: json.dumps(x) if x else "—"),
+            Column("replaced", "fields replaced", lambda x: json.dumps(x) if x else "—"),
             Column("parameters", "parameters", lambda x: f"{x / 1e6:.2f} M"),
             Column("train_size", "train pairs", lambda x: f"{x / 1e6:.3g} M"),
             Column("seed", "seed"), Column("batch", "batch"), Column("steps", "steps"),
@@ -200,7 +201,9 @@ def variants_tables(rows: list[dict[str, Any]], paper_cm: float | None = None) -
     commands = Table("Commands", [Column("command", "command", lambda x: f"`{x}`")], references=())
     for row in rows:
         seen = row["steps"] * row["batch"] if "batch" in row else None
-        main.add(row["variant"], seen=seen, **{k: v for k, v in row.items() if k != "variant"})
+        replaced = {**row.get("overrides", {}), **row.get("training", {})}
+        main.add(row["variant"], seen=seen, replaced=replaced,
+                 **{k: v for k, v in row.items() if k not in ("variant", "replaced")})  # fmt: skip
         commands.add(row["variant"], command=row.get("command"))
     main.notes += [f"The paper's IKNet on this robot: {paper_cm} cm mean."] if paper_cm else []
     main.notes += [
@@ -211,6 +214,8 @@ def variants_tables(rows: list[dict[str, Any]], paper_cm: float | None = None) -
         "Training as benchmarks/iknet.py trains (AdamW lr 0.003, grad-norm clip 0.3, warm-up "
         "then cosine decay over the steps, the weights of the best validation error kept), on "
         "the CPU; train time depends on the threads and the load of the shared machine.",
+        "Fields replaced: the preset's (IKNetConfig; `target_noise` in metres), and the "
+        "optimiser's `weight_decay` and `ema_decay` (TrainConfig; the protocol: 0 and none).",
         "A dash: not recorded for that row (rows measured before the script wrote every field).",
     ]
     return [main, commands]

@@ -103,6 +103,8 @@ class IKNetRun:
         steps: robot -> training steps (instead of ``minutes``).
         train_size: robot -> training pairs (default: :data:`ROBOTS`).
         batch, lr, grad_clip: the optimiser's settings (AdamW, warm-up then cosine decay).
+        weight_decay, ema_decay: AdamW's decoupled weight decay and the weights' moving average
+            (:class:`~torchik.train.TrainConfig`; the protocol: 0 and none).
         train_threads: torch threads while training (0: keep the current number).
         samples: raw samples per test target.
         temperatures: IKNet's extra rows at these sampling temperatures.
@@ -124,6 +126,8 @@ class IKNetRun:
     batch: int = 256
     lr: float = 3e-3
     grad_clip: float = 0.3
+    weight_decay: float = 0.0
+    ema_decay: float | None = None
     train_threads: int = 0
     samples: int = 100
     temperatures: tuple[float, ...] = (0.25,)
@@ -183,6 +187,7 @@ def _config(settings: IKNetRun, steps: int, val_rows: int) -> Any:
         warmup_steps=min(200, steps // 10), min_lr_ratio=0.02, grad_clip=settings.grad_clip,
         log_every=max(1, steps // 50), val_every=max(1, steps // 12),
         val_targets=val_rows, checkpoint_every=settings.checkpoint_every, seed=settings.model_seed,
+        weight_decay=settings.weight_decay, ema_decay=settings.ema_decay,
     )  # fmt: skip
 
 
