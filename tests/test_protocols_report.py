@@ -20,6 +20,7 @@ from torchik.protocols.report import (
     jsonable,
     kept_reading,
     load_average,
+    load_warning,
     machine_stamp,
     wait_for_quiet,
 )
@@ -99,6 +100,18 @@ def test_write_adds_the_end_of_the_run(tmp_path, key):
     assert key not in report.stamp
     report.write(tmp_path)
     assert key in report.stamp
+
+
+def test_a_loaded_machine_is_flagged_under_the_stamp(tmp_path):
+    quiet = {"cores": 2, "load_average_at_start": [0.4, 1.0, 1.0], "load_average_at_end": [1.9]}
+    assert load_warning(quiet) is None and load_warning({}) is None
+    busy = {**quiet, "load_average_at_end": [7.12, 4.98, 3.1]}
+    assert "reached 7.1 on 2 cores" in load_warning(busy)
+    md, _ = Report("busy", "Busy", stamp=dict(busy), measured_here=False).write(tmp_path)
+    text = md.read_text()
+    assert text.index("| load_average_at_end |") < text.index("> **Loaded machine**")
+    md, _ = Report("quiet", "Quiet", stamp=dict(quiet), measured_here=False).write(tmp_path)
+    assert "Loaded machine" not in md.read_text()
 
 
 def test_results_measured_elsewhere_keep_their_stamp(tmp_path):

@@ -53,6 +53,7 @@ __all__ = [
     "gpu_name",
     "jsonable",
     "load_average",
+    "load_warning",
     "machine_stamp",
     "wait_for_quiet",
 ]
@@ -207,6 +208,24 @@ def wait_for_quiet(
     return round(time.perf_counter() - start, 1)
 
 
+def load_warning(stamp: dict[str, Any]) -> str | None:
+    """A one-line flag for a report measured on a loaded machine, or None.
+
+    Flagged when a 1-minute load average of the stamp (``load_average_at_start``, or
+    ``load_average_at_end``) exceeds its ``cores``: other jobs shared the cores, so timings are
+    slower than on a quiet machine (accuracies are not affected).
+    """
+    cores = stamp.get("cores")
+    loads = [stamp.get(k) for k in ("load_average_at_start", "load_average_at_end")]
+    peak = max((load[0] for load in loads if load), default=math.nan)
+    if not cores or not peak > cores:
+        return None
+    return (
+        f"> **Loaded machine**: the 1-minute load average reached {peak:.1f} on {cores} cores; "
+        "timings here are slower than on a quiet machine (accuracies are not affected).\n"
+    )
+
+
 def jsonable(value: Any) -> Any:
     """Plain JSON values: dict keys as strings, tuples as lists, numpy scalars as Python
     numbers, NaN and infinities as None (JSON has neither)."""
@@ -257,7 +276,8 @@ class Report:
         """Write ``<name>.md`` and ``<name>.json`` into ``out_dir`` (created if missing).
 
         The stamp gains ``load_average_at_end`` and ``duration_s`` (since creation) first,
-        when :attr:`measured_here`. A ``## Reading`` section written by hand at the end of an
+        when :attr:`measured_here`; a machine busier than its cores is flagged under the stamp
+        (:func:`load_warning`). A ``## Reading`` section written by hand at the end of an
         earlier ``<name>.md`` is kept at the end of the new one, flagged as written for the
         earlier numbers (:func:`kept_reading`).
 
@@ -270,6 +290,7 @@ class Report:
         out = Path(out_dir)
         out.mkdir(parents=True, exist_ok=True)
         parts = [f"# {self.title}\n", self.stamp_markdown()]
+        parts += [warning] if (warning := load_warning(self.stamp)) else []
         parts += ["\n".join(self.intro) + "\n"] if self.intro else []
         parts += [table.markdown() for table in self.tables]
         md, js = out / f"{self.name}.md", out / f"{self.name}.json"
