@@ -11,12 +11,15 @@ error against the pairs seen (``<name>.png``), and one JSON line to ``--out``.
     .venv/bin/python scripts/iknet_capacity.py --steps 40000 --batch 1024 --threads 2 \\
         --train-size 40960000 --checkpoint-every 2000 --work /work/runs/iknet fresh41M_b1024='{}'
 
-``--add FILE`` puts rows recorded earlier (JSON lines) into the report without training.
+``--add FILE`` puts rows recorded earlier (JSON lines) into the report without training;
+``--log VARIANT=DIR/panda/log.csv`` attaches a run's validation curve (the engine's log) to
+its row. Rows measured here carry theirs; the figure draws them beside the points.
 """
 
 from __future__ import annotations
 
 import argparse
+import csv
 import datetime as dt
 import json
 import sys
@@ -68,6 +71,13 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--name", default="iknet_capacity", help="the report's file name")
     p.add_argument("--results", default=str(RESULTS), help="folder of the report")
     p.add_argument("--add", metavar="JSONL", help="rows recorded earlier, into the report")
+    p.add_argument(
+        "--log",
+        action="append",
+        default=[],
+        metavar="VARIANT=CSV",
+        help="attach the validation curve of a run's log.csv to a row of the report",
+    )
     return p
 
 
@@ -88,7 +98,30 @@ def _measure(args: argparse.Namespace, name: str, overrides: dict) -> dict[str, 
             "steps": steps, "train_s": round(result.seconds, 1), "threads": args.threads,
             "seed": args.seed,
             "parameters": sum(q.numel() for q in model.parameters()),
+            "curve": _validation_curve(result.history),
             **{k: v for k, v in row.as_dict().items() if v is not None}}  # fmt: skip
+
+
+def _validation_curve(history: list[dict[str, float]]) -> list[list[float]]:
+    """``[step, validation mean (cm)]`` of each validation of a training's history (or of the
+    rows of the engine's ``log.csv``, read as text)."""
+    rows = [(float(r["step"]), float(r["val_position_error"])) for r in history]
+    return [[int(step), round(100.0 * err, 3)] for step, err in rows if err == err]
+
+
+def _with_logs(rows: list[dict[str, Any]], logs: list[str]) -> list[dict[str, Any]]:
+    """``rows`` with the validation curve of each ``VARIANT=LOG_CSV`` of ``--log`` attached."""
+    curves = {}
+    for item in logs:
+        name, _, path = item.partition("=")
+        try:
+            curves[name] = _validation_curve(list(csv.DictReader(Path(path).open())))
+        except (OSError, KeyError, ValueError) as err:
+            raise SystemExit(f"--log {item}: not an engine log.csv ({err})") from None
+    unknown = set(curves) - {r["variant"] for r in rows}
+    if unknown:
+        raise SystemExit(f"--log: no row named {', '.join(sorted(unknown))} in the report")
+    return [{**r, "curve": curves[r["variant"]]} if r["variant"] in curves else r for r in rows]
 
 
 def _training(args: argparse.Namespace) -> dict[str, float]:
@@ -115,7 +148,7 @@ def _write(args: argparse.Namespace, new: list[dict[str, Any]]) -> Path:
     results = Path(args.results)
     names = {r["variant"] for r in new}
     kept = [_recorded(r) for r in _kept(results / f"{args.name}.json")]
-    rows = [r for r in kept if r["variant"] not in names] + new
+    rows = _with_logs([r for r in kept if r["variant"] not in names] + new, args.log)
     report = Report(args.name, TITLE, intro=list(INTRO), measured_here=False)
     report.tables = variants_tables(rows, PAPER_CM.get(args.robot))
     md, _ = report.write(results)
@@ -124,15 +157,28 @@ def _write(args: argparse.Namespace, new: list[dict[str, Any]]) -> Path:
 
 
 def _plot(rows: list[dict[str, Any]], paper_cm: float | None, path: Path) -> None:
-    """Mean error against pairs seen, one labelled point per row (skipped without matplotlib)."""
+    """Mean error against pairs seen, one labelled point per row, and beside it the validation
+    curves of the rows that have one (skipped without matplotlib)."""
     try:
         from matplotlib.figure import Figure
     except ImportError:
         return
-    from matplotlib.ticker import ScalarFormatter
+    curves = [r for r in rows if r.get("curve")]
+    fig = Figure(figsize=(12.0 if curves else 7.0, 4.2), layout="constrained")
+    axes = fig.subplots(1, 2 if curves else 1, squeeze=False)[0]
+    _points(axes[0], rows)
+    if curves:
+        _curves(axes[1], curves)
+    for ax in axes:
+        if paper_cm is not None:
+            ax.axhline(paper_cm, color="k", ls="--", lw=1, label=f"paper ({paper_cm} cm)")
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize="small")
+        _log_x(ax)
+    fig.savefig(path, dpi=100)
 
-    fig = Figure(figsize=(7.0, 4.2), layout="constrained")
-    ax = fig.subplots()
+
+def _points(ax: Any, rows: list[dict[str, Any]]) -> None:
     placed: dict[float, int] = {}  # labels at the same x stacked downwards
     for r in sorted(rows, key=lambda r: -r["mean_cm"]):
         seen = r["steps"] * r["batch"]
@@ -142,26 +188,39 @@ def _plot(rows: list[dict[str, Any]], paper_cm: float | None, path: Path) -> Non
         shift = placed[x] = placed.get(x, -1) + 1
         ax.annotate(r["variant"], (x, y), fontsize=7, xytext=(5, 3 - 9 * shift),
                     textcoords="offset points")  # fmt: skip
-    if paper_cm is not None:
-        ax.axhline(paper_cm, color="k", ls="--", lw=1, label=f"paper ({paper_cm} cm)")
-        ax.legend(fontsize="small")
-    ax.set(xscale="log", xlabel="pairs seen (millions); circles: fresh pairs, squares: repeated",
+    ax.set(xlabel="pairs seen (millions); circles: fresh pairs, squares: repeated",
            ylabel="mean distance, raw samples (cm)", title="IKNet variants (CPU)")  # fmt: skip
+
+
+def _curves(ax: Any, rows: list[dict[str, Any]]) -> None:
+    for r in rows:
+        steps, cm = zip(*r["curve"], strict=True)
+        repeated = r.get("train_size", 0) < r["steps"] * r["batch"]
+        ax.plot([s * r["batch"] / 1e6 for s in steps], cm, "--" if repeated else "-",
+                marker=".", label=r["variant"])  # fmt: skip
+    ax.set(xlabel="pairs seen (millions); dashed: a fixed set, repeated",
+           ylabel="validation mean (cm, 500 targets x 1 sample)",
+           title="validation during training")  # fmt: skip
+
+
+def _log_x(ax: Any) -> None:
+    from matplotlib.ticker import ScalarFormatter
+
+    ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ScalarFormatter())
     ax.xaxis.set_minor_formatter(ScalarFormatter())
     ax.grid(alpha=0.3, which="both")
-    fig.savefig(path, dpi=100)
 
 
 def main() -> int:
     args = _parser().parse_args()
-    if not args.variants and not args.add:
-        raise SystemExit("nothing to do: give variants (NAME=JSON) or --add FILE")
+    if not args.variants and not args.add and not args.log:
+        raise SystemExit("nothing to do: give variants (NAME=JSON), --add FILE or --log")
     new: list[dict[str, Any]] = []
     if args.add:
         lines = Path(args.add).read_text().splitlines()
         new += [_recorded(json.loads(line)) for line in lines if line]
-    if new:
+    if new or (args.log and not args.variants):
         print(f"wrote {_write(args, new)}")
     for name, overrides in args.variants:
         try:
