@@ -169,12 +169,12 @@ def _plot(rows: list[dict[str, Any]], paper_cm: float | None, path: Path) -> Non
     _points(axes[0], rows)
     if curves:
         _curves(axes[1], curves)
-    for ax in axes:
+    for i, ax in enumerate(axes):
         if paper_cm is not None:
             ax.axhline(paper_cm, color="k", ls="--", lw=1, label=f"paper ({paper_cm} cm)")
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
-        _log_x(ax)
+        _log_x(ax, minor_labels=i == 0)
     fig.savefig(path, dpi=100)
 
 
@@ -203,12 +203,12 @@ def _curves(ax: Any, rows: list[dict[str, Any]]) -> None:
            title="validation during training")  # fmt: skip
 
 
-def _log_x(ax: Any) -> None:
-    from matplotlib.ticker import ScalarFormatter
+def _log_x(ax: Any, minor_labels: bool) -> None:
+    from matplotlib.ticker import NullFormatter, ScalarFormatter
 
     ax.set_xscale("log")
     ax.xaxis.set_major_formatter(ScalarFormatter())
-    ax.xaxis.set_minor_formatter(ScalarFormatter())
+    ax.xaxis.set_minor_formatter(ScalarFormatter() if minor_labels else NullFormatter())
     ax.grid(alpha=0.3, which="both")
 
 
