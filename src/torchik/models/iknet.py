@@ -90,7 +90,8 @@ class IKNetConfig:
         target_noise: standard deviation of Gaussian noise added to each training target, in
             the target's own units (metres for positions), in training mode only: a
             regulariser for a fixed data set repeated many times (the model cannot learn one
-            sharp density per training target). 0: off (the paper).
+            sharp density per training target). 0: off (the paper). On the Franka's 1 M
+            protocol pairs, 5 mm, 40000 CPU steps at batch 1024: 2.68 cm (the paper: 3.1).
     """
 
     hyper_width: int = 1024
