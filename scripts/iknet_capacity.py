@@ -19,13 +19,14 @@ its row. Rows measured here carry theirs; the figure draws them beside the point
 from __future__ import annotations
 
 import argparse
-import csv
 import datetime as dt
 import json
+import math
 import sys
 from pathlib import Path
 from typing import Any
 
+from torchik.progress import read_log
 from torchik.protocols.iknet import iknet_table
 from torchik.protocols.iknet_notes import variants_tables
 from torchik.protocols.iknet_run import PAPER_CM, PRESETS, SEEDS, IKNetRun, robot_data, train_model
@@ -104,9 +105,9 @@ def _measure(args: argparse.Namespace, name: str, overrides: dict) -> dict[str, 
 
 def _validation_curve(history: list[dict[str, float]]) -> list[list[float]]:
     """``[step, validation mean (cm)]`` of each validation of a training's history (or of the
-    rows of the engine's ``log.csv``, read as text)."""
-    rows = [(float(r["step"]), float(r["val_position_error"])) for r in history]
-    return [[int(step), round(100.0 * err, 3)] for step, err in rows if err == err]
+    rows of the engine's ``log.csv``, :func:`torchik.progress.read_log`)."""
+    return [[int(r["step"]), round(100.0 * r["val_position_error"], 3)]
+            for r in history if not math.isnan(r["val_position_error"])]  # fmt: skip
 
 
 def _with_logs(rows: list[dict[str, Any]], logs: list[str]) -> list[dict[str, Any]]:
@@ -115,7 +116,10 @@ def _with_logs(rows: list[dict[str, Any]], logs: list[str]) -> list[dict[str, An
     for item in logs:
         name, _, path = item.partition("=")
         try:
-            curves[name] = _validation_curve(list(csv.DictReader(Path(path).open())))
+            history = read_log(Path(path), upto=sys.maxsize)
+            if not history:
+                raise ValueError("missing or empty")
+            curves[name] = _validation_curve(history)
         except (OSError, KeyError, ValueError) as err:
             raise SystemExit(f"--log {item}: not an engine log.csv ({err})") from None
     unknown = set(curves) - {r["variant"] for r in rows}
@@ -178,12 +182,17 @@ def _plot(rows: list[dict[str, Any]], paper_cm: float | None, path: Path) -> Non
     fig.savefig(path, dpi=100)
 
 
+def _fresh(row: dict[str, Any]) -> bool:
+    """Whether the row's run drew every pair once (a data set at least as large as the pairs
+    seen), rather than repeating a smaller one."""
+    return row.get("train_size", 0) >= row["steps"] * row["batch"]
+
+
 def _points(ax: Any, rows: list[dict[str, Any]]) -> None:
     placed: dict[float, int] = {}  # labels at the same x stacked downwards
     for r in sorted(rows, key=lambda r: -r["mean_cm"]):
-        seen = r["steps"] * r["batch"]
-        x, y = seen / 1e6, r["mean_cm"]
-        fresh = r.get("train_size", 0) >= seen
+        x, y = r["steps"] * r["batch"] / 1e6, r["mean_cm"]
+        fresh = _fresh(r)
         ax.plot(x, y, "o" if fresh else "s", color="tab:green" if fresh else "tab:blue")
         shift = placed[x] = placed.get(x, -1) + 1
         ax.annotate(r["variant"], (x, y), fontsize=7, xytext=(5, 3 - 9 * shift),
@@ -195,8 +204,7 @@ def _points(ax: Any, rows: list[dict[str, Any]]) -> None:
 def _curves(ax: Any, rows: list[dict[str, Any]]) -> None:
     for r in rows:
         steps, cm = zip(*r["curve"], strict=True)
-        repeated = r.get("train_size", 0) < r["steps"] * r["batch"]
-        ax.plot([s * r["batch"] / 1e6 for s in steps], cm, "--" if repeated else "-",
+        ax.plot([s * r["batch"] / 1e6 for s in steps], cm, "-" if _fresh(r) else "--",
                 marker=".", label=r["variant"])  # fmt: skip
     ax.set(xlabel="pairs seen (millions); dashed: a fixed set, repeated",
            ylabel="validation mean (cm, 500 targets x 1 sample)",
