@@ -116,7 +116,7 @@ def _with_logs(rows: list[dict[str, Any]], logs: list[str]) -> list[dict[str, An
     for item in logs:
         name, _, path = item.partition("=")
         try:
-            history = read_log(Path(path), upto=sys.maxsize)
+            history = read_log(Path(path))
             if not history:
                 raise ValueError("missing or empty")
             curves[name] = _validation_curve(history)

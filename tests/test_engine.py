@@ -18,7 +18,7 @@ from torchik import load_robot
 from torchik.data import FKStream, make_dataset
 from torchik.engine import EMA, Rows, Stepper, resolve_precision
 from torchik.models import MLP, MLPConfig, families
-from torchik.progress import Progress
+from torchik.progress import LOG_COLUMNS, Progress, read_log, write_log
 from torchik.train import TrainConfig, TrainingInterrupted, train
 
 QUIET = {"progress": False, "batch_size": 64, "seed": 3, "stats_rows": 2000}
@@ -258,6 +258,19 @@ def test_progress_lines_show_samples_per_second_and_a_title():
     progress.report({"loss": "2"})
     progress.close()
     assert "50/100" in bar.getvalue()
+
+
+def test_log_round_trips_exactly_and_cuts_at_a_step(tmp_path):
+    path = tmp_path / "log.csv"
+    assert read_log(path) == []  # no file yet: no rows
+    empty = dict.fromkeys(LOG_COLUMNS, math.nan)
+    rows = [empty | {"step": s, "loss": 1 / 3 / s} for s in (1, 2, 3)]
+    write_log(path, rows[:2])
+    write_log(path, rows[2:], append=True)
+    back = read_log(path)
+    assert [r["step"] for r in back] == [1, 2, 3] and back[2]["loss"] == rows[2]["loss"]
+    assert math.isnan(back[0]["val_loss"])  # an empty cell reads as NaN
+    assert [r["step"] for r in read_log(path, upto=2)] == [1, 2]
 
 
 def test_rows_checkpoint_the_epoch_order_in_a_few_bytes_and_resume_it_exactly():

@@ -82,6 +82,11 @@ def test_training_curves_from_csv_and_dict(tmp_path):
     save(fig, tmp_path, "training")
     log = {"step": [1, 2, 3], "loss": [3, 2, 1], "seconds": [1, 2, 3], "val_loss": [3, 2, 1]}
     assert len(plot.plot_training_curves(log).axes) == 3
+    with pytest.raises(FileNotFoundError, match="no training log"):
+        plot.plot_training_curves(tmp_path / "missing.csv")
+    (tmp_path / "empty.csv").write_text("step,loss,seconds\n")
+    with pytest.raises(ValueError, match="has no rows"):
+        plot.plot_training_curves(tmp_path / "empty.csv")
 
 
 @pytest.mark.parametrize("name, tables", [("fk", 1), ("ik", 2)])

@@ -5,14 +5,16 @@ modules share. matplotlib is imported inside the functions, never when torchik i
 
 from __future__ import annotations
 
-import csv
 import json
 import math
 import os
 from collections.abc import Mapping, Sequence
+from pathlib import Path
 from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
+
+from torchik.progress import read_log
 
 if TYPE_CHECKING:
     from matplotlib.axes import Axes
@@ -37,11 +39,13 @@ def _figure(width: float, height: float) -> Figure:
 def _read_log(source: str | os.PathLike | Mapping[str, Sequence[float]]) -> dict[str, np.ndarray]:
     if isinstance(source, Mapping):
         return {k: np.asarray(v, dtype=float) for k, v in source.items()}
-    with open(source, newline="") as f:
-        rows = list(csv.DictReader(f))
+    path = Path(source)
+    if not path.is_file():
+        raise FileNotFoundError(f"no training log at {os.fspath(source)!r}")
+    rows = read_log(path)
     if not rows:
         raise ValueError(f"{os.fspath(source)!r} has no rows")
-    return {k: np.array([float(r[k]) if r[k] else math.nan for r in rows]) for k in rows[0]}
+    return {k: np.array([r[k] for r in rows]) for k in rows[0]}
 
 
 def plot_training_curves(source: str | os.PathLike | Mapping[str, Sequence[float]]) -> Figure:

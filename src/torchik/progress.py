@@ -111,8 +111,9 @@ class Progress:
 
 
 # ---------------------------------------------------------------------------- log files
-def read_log(path: Path, upto: int) -> list[dict[str, float]]:
-    """The rows of an existing log with ``step <= upto`` (a killed run may have logged more)."""
+def read_log(path: Path, upto: float = math.inf) -> list[dict[str, float]]:
+    """The rows of an existing log with ``step <= upto`` (a killed run may have logged more);
+    empty cells read as NaN, a missing file as no rows."""
     if not path.exists():
         return []
     with path.open(newline="") as f:
