@@ -87,6 +87,9 @@ def test_training_curves_from_csv_and_dict(tmp_path):
     (tmp_path / "empty.csv").write_text("step,loss,seconds\n")
     with pytest.raises(ValueError, match="has no rows"):
         plot.plot_training_curves(tmp_path / "empty.csv")
+    (tmp_path / "nostep.csv").write_text("loss,seconds\n1,2\n")
+    with pytest.raises(ValueError, match="no 'step' column"):
+        plot.plot_training_curves(tmp_path / "nostep.csv")
 
 
 @pytest.mark.parametrize("name, tables", [("fk", 1), ("ik", 2)])

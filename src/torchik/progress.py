@@ -113,12 +113,13 @@ class Progress:
 # ---------------------------------------------------------------------------- log files
 def read_log(path: Path, upto: float = math.inf) -> list[dict[str, float]]:
     """The rows of an existing log with ``step <= upto`` (a killed run may have logged more);
-    empty cells read as NaN, a missing file as no rows."""
+    empty cells read as NaN, a missing file as no rows. Without ``upto``: every row, whatever
+    its columns (the caller checks them)."""
     if not path.exists():
         return []
     with path.open(newline="") as f:
         rows = [{k: float(v) if v else math.nan for k, v in r.items()} for r in csv.DictReader(f)]
-    return [r for r in rows if r["step"] <= upto]
+    return rows if upto == math.inf else [r for r in rows if r["step"] <= upto]
 
 
 def write_log(path: Path, rows: list[dict[str, float]], append: bool = False) -> None:
