@@ -35,8 +35,8 @@ docs: $(STAMP)-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
 fuzz: $(STAMP)-dev
-	$(BIN)/python tests/fuzz_checkpoints.py --n 1000
-	$(BIN)/python tests/fuzz_solve_ik.py --n 5000
+	$(BIN)/python -m tests.fuzz.checkpoints --n 1000
+	$(BIN)/python -m tests.fuzz.solve_ik --n 5000
 	TORCHIK_FUZZ_EXAMPLES=$${TORCHIK_FUZZ_EXAMPLES:-10000} $(BIN)/python benchmarks/fuzz_urdf.py
 
 lint: $(STAMP)-dev

@@ -1,6 +1,6 @@
 """What the benchmark scripts share beyond the library: threads, paths, anchors, arguments, log.
 
-Stamps, reports and timings are the library's (``torchik.protocols.report``, ``.table``,
+Stamps, reports and timings are the library's (``experiments.report``, ``.table``,
 ``.timing``), re-exported here with the anchors' versions in every stamp. Importing this module
 sets ``torch.set_num_threads`` as ``shared/BENCHMARKS.md`` asks: benchmarks are scripts, so
 that side effect is intended here (it would not be in the library).
@@ -25,13 +25,16 @@ from typing import Any
 import numpy as np
 import torch
 
-from torchik.protocols import report as _report
-from torchik.protocols.report import dist_version
-from torchik.protocols.table import Column, Table
-
-__all__ = ["Column", "Table", "dist_version"]  # the library's, re-exported for the scripts
-
 REPO = Path(__file__).resolve().parents[1]
+if str(REPO) not in sys.path:  # experiments/ (and tests/) are not installed: use the checkout's
+    sys.path.insert(0, str(REPO))
+
+from experiments import report as _report  # noqa: E402
+from experiments.report import dist_version  # noqa: E402
+from experiments.table import Column, Table  # noqa: E402
+
+__all__ = ["Column", "Table", "dist_version"]  # the experiments', re-exported for the scripts
+
 RESULTS_DIR = REPO / "benchmarks" / "results"
 #: Distributions whose versions go into every stamp (the `bench` extra of pyproject.toml).
 ANCHOR_DISTS = ("pytorch-kinematics", "pin", "pytracik", "ikpy", "scipy")
@@ -48,13 +51,13 @@ def machine_stamp() -> dict[str, Any]:
 
 @dataclass
 class Report(_report.Report):
-    """``torchik.protocols.report.Report`` stamped by :func:`machine_stamp`."""
+    """``experiments.report.Report`` stamped by :func:`machine_stamp`."""
 
     stamp: dict[str, Any] = field(default_factory=machine_stamp)
 
 
 def wait_for_quiet(max_wait_s: float, threshold: float = 0.25) -> float:
-    """``torchik.protocols.report.wait_for_quiet``, logging when it waits."""
+    """``experiments.report.wait_for_quiet``, logging when it waits."""
     return _report.wait_for_quiet(max_wait_s, threshold, notify=log)
 
 

@@ -1,6 +1,6 @@
 """Few-shot fine-tuning on a perturbed Digit arm (the paper's experiment (b), reduced scale).
 
-The protocols are torchik.protocols.finetune (what they train and measure is written there):
+The protocols are experiments.finetune (what they train and measure is written there):
 (b) an IKNet trained on arm A fine-tuned on 1k pairs of a perturbed arm B against training from
 scratch on B; with ``--family-arms N`` also (a), one IKNet for a family of arms against one per
 arm on N test arms. ``--family-only`` runs just (a) and writes ``results/finetune_family.md``.
@@ -15,7 +15,7 @@ import torch
 from common import Report, add_common_args, log
 
 import torchik
-from torchik.protocols.finetune import FinetuneSettings, family_table, finetune_table
+from experiments.finetune import FinetuneSettings, family_table, finetune_table
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -32,7 +32,7 @@ from common import (
 )
 
 import torchik
-from torchik.protocols.fk_speed import (
+from experiments.fk_speed import (
     BATCHES,
     DTYPES,
     Method,
@@ -176,7 +176,7 @@ PK_FLOAT32_NOTE = (
 )
 TIMING_NOTES = [
     "time per call = one call on the whole batch, by `torch.utils.benchmark` "
-    "(`torchik.protocols.time_call`: warm-up, then blocks of calls until --min-run-time seconds "
+    "(`experiments.timing.time_call`: warm-up, then blocks of calls until --min-run-time seconds "
     "are measured); median over the blocks, IQR = q3 - q1 of the blocks.",
     "× faster than pytorch_kinematics = pytorch_kinematics' time / this row's time, same op, dtype "
     "and batch (> 1: faster). Only ratios travel between machines.",

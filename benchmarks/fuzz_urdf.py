@@ -20,9 +20,8 @@ from pathlib import Path
 
 from common import RESULTS_DIR, machine_stamp
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tests"))
-from fuzz.urdf_campaign import Tally, fuzz  # noqa: E402
-from fuzz.urdf_strategies import ACCEPTABLE, HANG_S  # noqa: E402
+from tests.fuzz.urdf_campaign import Tally, fuzz  # common put the repository on sys.path
+from tests.fuzz.urdf_strategies import ACCEPTABLE, HANG_S
 
 STAMP_KEYS = ("date", "command", "cpu", "cores", "torch_threads", "python", "torch", "torchik")
 

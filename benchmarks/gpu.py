@@ -1,6 +1,6 @@
 """GPU kinematics (issue 19): FK, FK + backward and Jacobian throughput, reference path against
 the fused Triton kernels, and numerical IK with host checks every iteration against every
-``sync_every`` iterations (the protocol and its goals: :mod:`torchik.protocols.gpu`). Writes
+``sync_every`` iterations (the protocol and its goals: :mod:`experiments.gpu`). Writes
 ``benchmarks/results/gpu.{md,json}``.
 
 Run on a GPU machine (Triton installed, as with the CUDA torch wheels):
@@ -17,8 +17,8 @@ from pathlib import Path
 import torch
 from common import RESULTS_DIR, Report, log
 
+from experiments.gpu import fk_rows, gpu_table, ik_rows
 from torchik import load_robot
-from torchik.protocols.gpu import fk_rows, gpu_table, ik_rows
 
 
 def main() -> None:

@@ -1,7 +1,7 @@
 """Numerical IK benchmark: protocol "Numerical IK" of shared/BENCHMARKS.md.
 
 Panda (``panda_hand``) and UR5 (``ee_link``, the Neural IK paper's limits) through
-:func:`torchik.protocols.numerical_ik_table`: 1000 targets = FK poses of configurations uniform
+:func:`experiments.numerical.numerical_ik_table`: 1000 targets = FK poses of configurations uniform
 within limits (seed 0); every solver starts from random configurations (seed 1), never from the
 answer; every answer judged by an independent float64 FK (Pinocchio, or pytorch_kinematics if
 Pinocchio is missing). This script adds the anchors: TRAC-IK (pytracik), pytorch_kinematics
@@ -39,8 +39,14 @@ from common import (
 )
 
 import torchik
-from torchik.protocols import numerical_ik_table
-from torchik.protocols.numerical import NOTES, Solver, many_solutions_table, problem, torchik_rows
+from experiments.numerical import (
+    NOTES,
+    Solver,
+    many_solutions_table,
+    numerical_ik_table,
+    problem,
+    torchik_rows,
+)
 
 N_TARGETS, IKPY_TARGETS, RETRIES = 1000, 200, 10
 STRICT_TOL, TRACIK_TIMEOUT, TRACIK_EPS = 1e-5, 0.005, 1e-5
@@ -277,7 +283,7 @@ def main(argv: list[str] | None = None) -> int:
 
 
 INTRO = [
-    "`torchik.protocols.numerical_ik_table` with this script's anchors. Targets: FK poses of "
+    "`experiments.numerical.numerical_ik_table` with this script's anchors. Targets: FK poses of "
     "configurations uniform within the limits (torch generator seed 0); starts: uniform within "
     f"the limits (seed 1), {RETRIES} per target, each target its own; single-start solvers use "
     "the first. Panda from `shared/fixtures/urdf/panda.urdf`, UR5 from `ur5_robot.urdf` with the "

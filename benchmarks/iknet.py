@@ -1,6 +1,6 @@
 """Protocol "Neural IK table" (iknet): IKNet on the Digit arm, UR5 and Franka, position targets.
 
-The protocol is :mod:`torchik.protocols.iknet_run` (training, rows, tables and their notes); this
+The protocol is :mod:`experiments.iknet_run` (training, rows, tables and their notes); this
 script adds the IKPy anchor (``--solvers``) and writes the results. ``--families`` trains other
 learned models the same way, ``--no-iknet`` leaves IKNet out, ``--name`` picks the results file.
 
@@ -29,22 +29,22 @@ from common import (
     write_urdf_variant,
 )
 
-from torchik import load_robot
-from torchik.protocols.iknet import iknet_metrics, iknet_sizes
-from torchik.protocols.iknet_run import (
+from experiments.iknet import iknet_metrics, iknet_sizes
+from experiments.iknet_notes import iknet_tables
+from experiments.iknet_run import (
     LABELS,
     PAPER_CM,
     PRESETS,
     ROBOTS,
     SEEDS,
     IKNetRun,
-    iknet_tables,
     preset,
     robot_data,
     row_fields,
     run_robot,
 )
-from torchik.protocols.iknet_run import kept_rows as kept_rows_of
+from experiments.iknet_run import kept_rows as kept_rows_of
+from torchik import load_robot
 
 
 def ikpy_row(name: str, robot64, test_set, n: int = 200) -> dict[str, Any]:
@@ -59,7 +59,7 @@ def ikpy_row(name: str, robot64, test_set, n: int = 200) -> dict[str, Any]:
     from ik import ROBOTS as IK_ROBOTS
     from ik import ikpy_chain_for
 
-    from torchik.robots import bundled_urdf
+    from torchik.description import bundled_urdf
 
     case = IK_ROBOTS.get(name)
     with tempfile.TemporaryDirectory() as tmp:

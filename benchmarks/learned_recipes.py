@@ -1,6 +1,6 @@
 """Learned-model recipes (issue 13): the NSF flow against conditional flow matching (fm).
 
-The protocol is :mod:`torchik.protocols.recipes`; this script parses the flags and writes the
+The protocol is :mod:`experiments.recipes`; this script parses the flags and writes the
 results.
 
     BENCH_THREADS=1 .venv/bin/python benchmarks/learned_recipes.py --steps 3000 --equal-seconds
@@ -13,14 +13,7 @@ from dataclasses import fields
 
 from common import Report, add_common_args, log
 
-from torchik.protocols.recipes import (
-    INTRO,
-    RECIPES,
-    RecipeRun,
-    recipe_tables,
-    run_recipes,
-    scope_note,
-)
+from experiments.recipes import INTRO, RECIPES, RecipeRun, recipe_tables, run_recipes, scope_note
 
 
 def main() -> None:

@@ -1,6 +1,6 @@
 """Path following on the Digit arm: IKNet windowed sampling (Eq. 15), refinement, sequential IK.
 
-The protocol is torchik.protocols.paths (what it runs and measures is written there and into
+The protocol is experiments.paths (what it runs and measures is written there and into
 the results file); this script takes the IKNet (--model, else the bundled Digit model, else one
 trained here for --steps) and writes results/paths.{md,json}.
 """
@@ -15,8 +15,8 @@ import torch
 from common import Report, add_common_args, log
 
 import torchik
-from torchik.protocols.paths import PathsSettings, paths_table
-from torchik.protocols.small_iknet import load_or_train_iknet
+from experiments.paths import PathsSettings, paths_table
+from experiments.small_iknet import load_or_train_iknet
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +40,7 @@ def main(argv: list[str] | None = None) -> int:
     digit = torchik.load_robot("digit_arm")
     model, what = load_or_train_iknet(digit, args.model, args.steps, args.train_size)
     robot = torchik.load_robot("digit_arm", dtype=torch.float64)
-    report = Report("paths", "Path following (torchik.paths), Digit arm")
+    report = Report("paths", "Path following (torchik.learn.paths), Digit arm")
     report.tables = [paths_table(robot, model, settings, "Digit arm", log)]
     report.intro = [f"Model: {what}.", *args.note]
     md, _ = report.write(args.out)

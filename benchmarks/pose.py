@@ -1,11 +1,11 @@
 """Full-pose learned IK benchmark: protocol "Full-pose learned IK (pose)" of shared/BENCHMARKS.md.
 
-:func:`torchik.protocols.pose_table` on the Panda (``panda_hand``) and
+:func:`experiments.pose.pose_table` on the Panda (``panda_hand``) and
 ``torchik.models.load_pretrained("panda")``: the held-out test poses (seed
-``torchik.pretrained.TEST_SEED``), 100 samples per pose, raw errors, every sample refined, 1000
-exact solutions of one pose and one solution for each pose. This script adds the independent
+``torchik.models.pretrained.TEST_SEED``), 100 samples per pose, raw errors, every sample refined,
+1000 exact solutions of one pose and one solution for each pose. This script adds the independent
 float64 check (Pinocchio; ``ik.checker``); goals and published figures come from
-:mod:`torchik.protocols.pose_notes`.
+:mod:`experiments.pose_notes`.
 
     python benchmarks/pose.py                          # -> benchmarks/results/pose.*
     python benchmarks/pose.py --poses 50 --out /tmp/pose   # a quick look elsewhere
@@ -20,10 +20,10 @@ from common import Report, add_common_args, fixture_urdf, log, read_chain, wait_
 from ik import Urdf, checker
 
 import torchik
+from experiments.pose import pose_table
+from experiments.pose_notes import MANY, annotate, intro
 from torchik.models import load_pretrained
-from torchik.pretrained import TEST_SEED, measured_accuracy
-from torchik.protocols import pose_table
-from torchik.protocols.pose_notes import MANY, annotate, intro
+from torchik.models.pretrained import TEST_SEED, measured_accuracy
 
 LINK = "panda_hand"
 

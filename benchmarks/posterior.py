@@ -1,6 +1,6 @@
 """Protocol "Posterior" (posterior): learned IK models against rejection-sampled posteriors.
 
-The protocol is :mod:`torchik.protocols.posterior_run` (arms, ground truth, training, tables);
+The protocol is :mod:`experiments.posterior_run` (arms, ground truth, training, tables);
 this script parses the flags and writes the results.
 
     .venv/bin/python benchmarks/posterior.py --arms 4 rail --targets 20 --minutes 2
@@ -14,7 +14,7 @@ from dataclasses import fields
 
 from common import Report, add_common_args, log
 
-from torchik.protocols.posterior_run import (
+from experiments.posterior_run import (
     ARMS,
     INTRO,
     PosteriorRun,

@@ -21,7 +21,7 @@ HERE = Path(__file__).resolve().parent
 BENCHMARKS = ("fk", "ik", "pose", "seq2seq", "train_speed")
 LONG = ("iknet", "posterior", "paths", "finetune", "learned_recipes")
 """Run only when named: each trains models for a long time on a CPU."""
-PARENT_ENV = "TORCHIK_BENCH_PARENT"  # torchik.protocols.report.PARENT_ENV (kept import-free here)
+PARENT_ENV = "TORCHIK_BENCH_PARENT"  # experiments.report.PARENT_ENV (kept import-free here)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,6 +1,6 @@
 """Seq2seq representation (Neural IK paper, Section 5.5): raw positions vs IKNet's embedding.
 
-The protocol is torchik.protocols.seq2seq (what it trains and measures is written there and
+The protocol is experiments.seq2seq (what it trains and measures is written there and
 into the results file); this script takes the UR5 IKNet (--iknet, else the bundled model if it
 is an IKNet, else one trained here) and writes results/seq2seq.{md,json,png}.
 """
@@ -16,8 +16,8 @@ import torch
 from common import Report, add_common_args, log
 
 import torchik
-from torchik.protocols import seq2seq as protocol
-from torchik.protocols.small_iknet import load_or_train_iknet
+from experiments import seq2seq as protocol
+from experiments.small_iknet import load_or_train_iknet
 
 
 def main(argv: list[str] | None = None) -> int:

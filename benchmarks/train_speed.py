@@ -8,7 +8,7 @@ Each case is a fresh process that trains one model with :func:`torchik.train.tra
 git revision ``--baseline`` (extracted with ``git archive``), so both engines are measured in
 the same run on the same machine. Families run at their default sizes (IKNet at its ``small``
 preset); the flow on full Panda poses, the others on Panda positions; 20 000 fixed pairs, or an
-:class:`torchik.data.FKStream` for the ``stream`` modes. Writes
+:class:`torchik.learn.FKStream` for the ``stream`` modes. Writes
 ``benchmarks/results/train_speed{_SUFFIX}.md`` and ``.json``.
 """
 
@@ -62,7 +62,7 @@ def worker(case: dict) -> dict:
         settings.update(compile="compile" in mode, precision="bf16" if "bf16" in mode else "fp32")
     source = data
     if "stream" in mode:
-        source = torchik.data.FKStream(robot, targets=targets, seed=0, device=case["device"])
+        source = torchik.learn.FKStream(robot, targets=targets, seed=0, device=case["device"])
         settings["stats_rows"] = 20_000
     marks: dict[int, tuple[float, float]] = {}
 
@@ -108,7 +108,7 @@ def _extract(ref: str, into: Path) -> Path:
 def _parse(argv: list[str] | None) -> argparse.Namespace:
     import common  # noqa: F401 (sets up the results folder and the stamp helpers)
 
-    from torchik.protocols.train_speed import FAMILIES, OPTIONS
+    from experiments.train_speed import FAMILIES, OPTIONS
 
     parser = argparse.ArgumentParser(prog="train_speed.py", description=__doc__.splitlines()[0])
     parser.add_argument("--families", nargs="+", default=list(FAMILIES), choices=FAMILIES)
@@ -147,7 +147,7 @@ def main(argv: list[str] | None = None) -> int:
     args = _parse(argv)
     import common
 
-    from torchik.protocols.train_speed import speed_intro, speed_table
+    from experiments.train_speed import speed_intro, speed_table
 
     name = f"train_speed{'_' + args.suffix if args.suffix else ''}"
     report = common.Report(name, "Training throughput")  # stamps the start (load, time)
@@ -169,7 +169,7 @@ def _measure_family(args, family: str, baseline: Path | None, table) -> None:
     modes alike); the fastest run of each mode is kept."""
     import common
 
-    from torchik.protocols.train_speed import speed_key
+    from experiments.train_speed import speed_key
 
     modes = [m for m in args.modes if "compile" not in m or family in args.compile_families]
     key = speed_key(args.device, args.threads)

@@ -1,6 +1,6 @@
 """Protocol "Hyperparameter search" (tune): the cVAE-vs-INN report's search, at CPU scale.
 
-The protocol is :mod:`torchik.protocols.tune_run`; this script parses the flags and writes the
+The protocol is :mod:`experiments.tune_run`; this script parses the flags and writes the
 results.
 
     .venv/bin/python benchmarks/tune.py --arms 4 --families cvae --trials 4 --steps 200
@@ -16,8 +16,8 @@ from typing import Any
 
 from common import Report, add_common_args, log
 
-from torchik.protocols.posterior_run import ARMS
-from torchik.protocols.tune_run import INTRO, TuneRun, run_arm, scope_note, tune_tables
+from experiments.posterior_run import ARMS
+from experiments.tune_run import INTRO, TuneRun, run_arm, scope_note, tune_tables
 
 
 def main() -> None:

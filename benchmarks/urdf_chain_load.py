@@ -1,7 +1,7 @@
 """Cost of a 2000-joint serial chain (issue 17: loading must take at most 0.2 s): CPU seconds of
 parsing, of building the Robot, and of the first FK, FK + backward and Jacobian, which build the
 per-request plans. Each is a first call on a fresh robot, timed with ``time.process_time`` over
-``--repeats`` fresh robots (median), one torch thread: ``torchik.protocols.first_call_seconds``.
+``--repeats`` fresh robots (median), one torch thread: ``experiments.urdf_load.first_call_seconds``.
 
     .venv/bin/python benchmarks/urdf_chain_load.py   # writes results/urdf_chain_load.*
     .venv/bin/python benchmarks/urdf_chain_load.py --joints 500 --out /tmp/chain
@@ -15,7 +15,7 @@ from pathlib import Path
 import torch
 from common import RESULTS_DIR, Column, Report, Table, log
 
-from torchik.protocols.urdf_load import crafted_urdf, first_call_seconds
+from experiments.urdf_load import crafted_urdf, first_call_seconds
 
 
 def main() -> None:

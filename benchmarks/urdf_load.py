@@ -1,7 +1,7 @@
 """Loading cost of large crafted URDFs (issue 15): wall and CPU seconds and peak memory per file
 (CPU seconds are the steadier number on a shared machine); one JSON line per case.
 
-Each case (``torchik.protocols.urdf_load.crafted_urdf``: a 10 000-link chain or wide tree, a
+Each case (``experiments.urdf_load.crafted_urdf``: a 10 000-link chain or wide tree, a
 2 000-joint mimic chain, 30 000 links without joints) runs in a fresh subprocess so that its
 peak resident memory (which includes torch's import, about 300 MB) is its own. One torch thread
 unless ``BENCH_THREADS`` says otherwise: on a busy 2-core machine an idle thread pool makes every
@@ -19,7 +19,7 @@ import sys
 
 LINKS = {"chain": 10_000, "tree": 10_000, "mimic": 2_000, "linkonly": 30_000}
 CHILD = """import json, os, sys, torch
-from torchik.protocols.urdf_load import crafted_urdf, load_cost
+from experiments.urdf_load import crafted_urdf, load_cost
 torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
 text = crafted_urdf(sys.argv[1], int(sys.argv[2]))
 print(json.dumps({"case": sys.argv[1], "bytes": len(text), **load_cost(text)}))"""

@@ -1,6 +1,6 @@
 """Whole-body IK on the Unitree G1 (pelvis fixed): both hands' full poses at once.
 
-The protocol is :mod:`torchik.protocols.wholebody`; this script adds the anchors, placo
+The protocol is :mod:`experiments.wholebody`; this script adds the anchors, placo
 (``KinematicsSolver`` with two ``frame_task``s, floating base masked, joint limits on) and mink
 (``FrameTask``s on the bodies, ``ConfigurationLimit``, daqp), each started from a uniform random
 configuration per target and iterated through its documented loop, and writes the results.
@@ -20,8 +20,7 @@ import torch
 from common import RESULTS_DIR, dist_version, machine_stamp
 
 import torchik
-from torchik.ik import solve_ik
-from torchik.protocols.wholebody import (
+from experiments.wholebody import (
     HANDS,
     TITLE,
     run_anchor,
@@ -31,6 +30,7 @@ from torchik.protocols.wholebody import (
     targets,
     wholebody_markdown,
 )
+from torchik.ik import solve_ik
 
 
 def placo_solver(robot, iters: int):
@@ -87,7 +87,7 @@ def mink_solver(robot, iters: int):
 
 def _urdf(mujoco: bool = False) -> Path:
     """The bundled G1 as a file (for MuJoCo: the hand frames kept, small inertias added)."""
-    text = torchik.robots.bundled_urdf("g1")
+    text = torchik.description.bundled_urdf("g1")
     if mujoco:
         keep = '<mujoco><compiler fusestatic="false" discardvisual="true"/></mujoco>'
         text = text.replace('<robot name="g1">', f'<robot name="g1">{keep}', 1)

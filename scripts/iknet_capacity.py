@@ -26,11 +26,13 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from torchik.progress import read_log
-from torchik.protocols.iknet import iknet_table
-from torchik.protocols.iknet_notes import variants_tables
-from torchik.protocols.iknet_run import PAPER_CM, PRESETS, SEEDS, IKNetRun, robot_data, train_model
-from torchik.protocols.report import Report, command_line
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/ is not installed
+
+from experiments.iknet import iknet_table  # noqa: E402
+from experiments.iknet_notes import variants_tables  # noqa: E402
+from experiments.iknet_run import PAPER_CM, PRESETS, SEEDS, IKNetRun, robot_data, train_model  # noqa: E402
+from experiments.report import Report, command_line  # noqa: E402
+from torchik.train import read_log  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
 TITLE = "IKNet variants at CPU scale (scripts/iknet_capacity.py)"
@@ -105,7 +107,7 @@ def _measure(args: argparse.Namespace, name: str, overrides: dict) -> dict[str, 
 
 def _validation_curve(history: list[dict[str, float]]) -> list[list[float]]:
     """``[step, validation mean (cm)]`` of each validation of a training's history (or of the
-    rows of the engine's ``log.csv``, :func:`torchik.progress.read_log`)."""
+    rows of the engine's ``log.csv``, :func:`torchik.train.read_log`)."""
     return [[int(r["step"]), round(100.0 * r["val_position_error"], 3)]
             for r in history if not math.isnan(r["val_position_error"])]  # fmt: skip
 

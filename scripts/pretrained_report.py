@@ -1,14 +1,17 @@
 """The README's table and the time-to-accuracy plot of the bundled models, from
-``src/torchik/pretrained/accuracy.json`` (run through ``scripts/train_pretrained.py table`` and
-``... curves``)."""
+``src/torchik/models/pretrained/accuracy.json`` (run through
+``scripts/train_pretrained.py table`` and ``... curves``)."""
 
 from __future__ import annotations
 
 import json
+import sys
 from pathlib import Path
 from typing import Any
 
-from torchik.pretrained import trained_on, training_chunks, training_text
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/ is not installed
+
+from torchik.models.pretrained import trained_on, training_chunks, training_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -81,7 +84,7 @@ def plot_curves(out: Path, png: Path) -> Path:
 
 IKNET_INTRO = (
     "The bundled position models on the Neural IK table's protocol "
-    "(`torchik.protocols.iknet_table`): the 1000 test targets of `benchmarks/iknet.py` (FK of "
+    "(`experiments.iknet.iknet_table`): the 1000 test targets of `benchmarks/iknet.py` (FK of "
     "joints uniform within the limits, seed 3: the same targets as its IKNet rows), 100 raw "
     "samples per target, no refinement, FK in float64. Sampled with the models' own settings "
     "(fm: 32 midpoint steps); the goal of issue 13 for the best torchik model: Digit <= 0.5, "
@@ -96,11 +99,11 @@ def iknet_report(names: list[str], out_dir: Path, threads: int = 1, samples: int
     import torch
 
     import torchik
-    from torchik.data import make_dataset
-    from torchik.protocols import Report
-    from torchik.protocols.iknet import iknet_table
-    from torchik.protocols.iknet_run import PAPER_CM, SEEDS, row_fields
-    from torchik.protocols.table import Column, Table
+    from experiments.iknet import iknet_table
+    from experiments.iknet_run import PAPER_CM, SEEDS, row_fields
+    from experiments.report import Report
+    from experiments.table import Column, Table
+    from torchik.learn import make_dataset
 
     torch.set_num_threads(threads)
     report = Report(
@@ -146,8 +149,8 @@ def ablation_report(run_dir: Path, out_dir: Path, name: str = "iknet_ablation") 
     """The ablation table of a ``gpu_pretrained.sh`` call whose runs used ``--iknet-table``
     (``<run_dir>/<label>/accuracy.json``, ``machine.txt``, ``runs.txt``), written as
     ``<out_dir>/<name>.md`` (and ``.json``) with the run's machine as its stamp."""
-    from torchik.protocols import Report
-    from torchik.protocols.table import Column, Table
+    from experiments.report import Report
+    from experiments.table import Column, Table
 
     cm, pct, num = "{:.2f}".format, "{:.1%}".format, "{:,}".format
     table = Table("IKNet on the Franka, Neural IK protocol, raw samples", [
@@ -186,7 +189,7 @@ def prefix_report(
     out_dir: Path, robot: str = "panda", steps: int = 6000, checkpoint: Path | None = None,
     targets: int = 200, samples: int = 20, train_threads: int = 0, preset: str = "small",
 ) -> Path:  # fmt: skip
-    """IKNet's error taken apart (:mod:`torchik.protocols.iknet_prefix`): the IKNet ``preset``
+    """IKNet's error taken apart (:mod:`experiments.iknet_prefix`): the IKNet ``preset``
     trained ``steps`` as ``benchmarks/iknet.py`` trains it on ``robot``, or the model of
     ``checkpoint``; ``samples`` raw samples for each of ``targets`` protocol test targets.
     Written as ``<out_dir>/iknet_prefix.md`` (``iknet_prefix_<preset>.md`` for another preset,
@@ -194,10 +197,10 @@ def prefix_report(
     import torch
 
     import torchik
-    from torchik.protocols import Report
-    from torchik.protocols.iknet import iknet_test_targets
-    from torchik.protocols.iknet_prefix import INTRO, prefix_rows, prefix_table
-    from torchik.protocols.iknet_run import SEEDS, IKNetRun, robot_data, train_model
+    from experiments.iknet import iknet_test_targets
+    from experiments.iknet_prefix import INTRO, prefix_rows, prefix_table
+    from experiments.iknet_run import SEEDS, IKNetRun, robot_data, train_model
+    from experiments.report import Report
 
     name = "iknet_prefix" if preset == "small" else f"iknet_prefix_{preset}"
     report = Report(name, "IKNet's error taken apart: prefixes and last joints")

@@ -15,8 +15,8 @@ steps, seeds). Training uses one torch thread and a fixed number of steps, so th
 not depend on the machine's load; ``--minutes`` only caps the wall time (a capped model is
 not the published one). The script writes ``<DIR>/<name>.pt`` and merges the recipe, the
 training time, the file size and the accuracy of raw samples on held-out targets
-(:func:`torchik.pretrained.evaluate`, 1000 targets x 10 samples) into ``<DIR>/accuracy.json``;
-DIR defaults to ``src/torchik/pretrained``.
+(:func:`torchik.models.pretrained.evaluate`, 1000 targets x 10 samples) into
+``<DIR>/accuracy.json``; DIR defaults to ``src/torchik/models/pretrained``.
 
 How the families were chosen (mean position error of raw samples, this evaluation, one
 thread on a shared 2-core machine): the autoregressive GRU (``rnn``, a 1-D mixture per joint)
@@ -60,6 +60,7 @@ import dataclasses
 import json
 import platform
 import signal
+import sys
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -67,14 +68,15 @@ from typing import Any
 
 import torch
 
-import torchik
-from torchik.budget import steps_for_minutes
-from torchik.data import FKStream, make_dataset
-from torchik.models import families
-from torchik.pretrained import evaluate
-from torchik.train import TrainConfig, TrainingInterrupted, train
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/ is not installed
 
-DEFAULT_OUT = Path(__file__).resolve().parents[1] / "src" / "torchik" / "pretrained"
+import torchik  # noqa: E402
+from torchik.learn import FKStream, make_dataset  # noqa: E402
+from torchik.models import families  # noqa: E402
+from torchik.models.pretrained import evaluate  # noqa: E402
+from torchik.train import TrainConfig, TrainingInterrupted, steps_for_minutes, train  # noqa: E402
+
+DEFAULT_OUT = Path(__file__).resolve().parents[1] / "src" / "torchik" / "models" / "pretrained"
 
 
 @dataclass(frozen=True)
@@ -236,7 +238,7 @@ def train_one(
     With ``run_dir`` the training is resumable: it continues the run saved there, and after
     ``minutes`` (or Ctrl-C, SIGTERM) it saves a checkpoint and exits with status 3; run the
     same command again to go on. With ``fit_minutes`` the number of steps is measured
-    (:func:`torchik.budget.steps_for_minutes`) so that the whole schedule runs in that time.
+    (:func:`torchik.train.steps_for_minutes`) so that the whole schedule runs in that time.
     """
     started = time.perf_counter()
     robot = torchik.load_robot(recipe.robot)
@@ -330,7 +332,7 @@ def run(
         "parameters": params,
         "size_mb": _size_mb(path),
         "accuracy": accuracy,
-        "evaluation": "raw samples, 1000 held-out targets x 10 samples (torchik.pretrained)",
+        "evaluation": "raw samples, 1000 held-out targets x 10 samples (torchik.models.pretrained)",
         "machine": _machine(recipe.device),
         "torch": torch.__version__,
     }
@@ -341,7 +343,7 @@ def run(
 def _iknet_row(model: Any, device: str) -> dict[str, Any]:
     """The IKNet table's row of a position model (the Neural IK protocol: its 1000 test
     targets x 100 raw samples), sampled on ``device``, FK in float64."""
-    from torchik.protocols.iknet import iknet_table
+    from experiments.iknet import iknet_table
 
     robot64 = torchik.load_robot(model.spec.robot, dtype=torch.float64)
     row = iknet_table(robot64, model.to(device), timing=False).as_dict()

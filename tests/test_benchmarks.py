@@ -45,11 +45,11 @@ def test_benchmark_script_prints_its_usage(script: Path) -> None:
     assert done.stdout.startswith("usage: "), done.stdout[:500]
 
 
-@pytest.mark.filterwarnings("ignore::torchik.urdf.URDFWarning")  # mutated limits warn
+@pytest.mark.filterwarnings("ignore::torchik.description.URDFWarning")  # mutated limits warn
 def test_fuzz_urdf_tallies_a_few_examples() -> None:
     """The loop behind ``make fuzz`` (``benchmarks/fuzz_urdf.py``) on a handful of examples."""
-    from fuzz.urdf_campaign import fuzz
-    from fuzz.urdf_strategies import ACCEPTABLE
+    from tests.fuzz.urdf_campaign import fuzz
+    from tests.fuzz.urdf_strategies import ACCEPTABLE
 
     tally = fuzz(12, seed=15)
     assert 0 < tally.counts.total() <= 12

@@ -1,22 +1,23 @@
-"""The package's import graph has no circles, and its modules and functions stay short.
+"""The package's layout: subpackages by concept, one home per name, no import circles.
 
 Every module under ``src/torchik`` is parsed with :mod:`ast` (nothing is imported) and each
 ``import`` / ``from ... import`` becomes an arrow to the torchik module it names, wherever it
-stands: at module level, inside a function (a lazy import) or in a ``try``. Two kinds of import
-are left out:
-
-- those under ``if TYPE_CHECKING:`` (they never run);
-- the parents that Python imports on the way to a module (``import torchik.models.base`` runs
-  ``torchik/__init__.py`` and ``torchik/models/__init__.py`` first): every module would
-  otherwise sit in a circle with ``torchik/__init__.py``. ``from torchik import __version__``
-  names ``torchik`` itself, so it is an arrow to ``torchik/__init__.py``.
+stands: at module level, inside a function (a lazy import), in a ``try``, or under
+``if TYPE_CHECKING:`` (a type-only import is an arrow too). The parents that Python imports on
+the way to a module (``import torchik.models.base`` runs ``torchik/__init__.py`` and
+``torchik/models/__init__.py`` first) are left out: every module would otherwise sit in a circle
+with ``torchik/__init__.py``. ``from torchik import __version__`` names ``torchik`` itself, so it
+is an arrow to ``torchik/__init__.py``.
 
 ``from package import name`` is an arrow to ``package.name`` where that is a module, else to
 ``package``. A package's ``_SUBMODULES`` (the names its PEP 562 ``__getattr__`` imports with
 :func:`importlib.import_module`) are arrows from the package too.
 
-Sizes (issue 16): every module has at most 500 lines and every function at most 60 lines of
-code (from ``def`` to its end, docstring excluded), but the allow-listed CLI modules.
+The rules checked: no circle between modules, nor between subpackages; a subpackage's
+``__init__`` only imports and names its public API (``__all__``); a module's ``__all__`` names
+only what the module defines (no re-export shims); no private name is imported from another
+subpackage; the top of ``torchik/`` holds only the package's entry points and two leaf
+helpers; functions stay short.
 """
 
 from __future__ import annotations
@@ -39,21 +40,9 @@ def _modules() -> dict[str, Path]:
     return found
 
 
-def _is_type_checking(node: ast.AST) -> bool:
-    test = getattr(node, "test", None)
-    return isinstance(node, ast.If) and (
-        (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING")
-        or (isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING")
-    )
-
-
 def _imports(node: ast.AST):
-    """Every import statement under ``node`` (function bodies included), but ``TYPE_CHECKING``."""
+    """Every import statement under ``node``: function bodies and ``TYPE_CHECKING`` included."""
     for child in ast.iter_child_nodes(node):
-        if _is_type_checking(child):
-            for other in child.orelse:
-                yield from _imports(ast.Module(body=[other], type_ignores=[]))
-            continue
         if isinstance(child, ast.Import | ast.ImportFrom):
             yield child
         yield from _imports(child)
@@ -128,12 +117,12 @@ def cycles(graph: dict[str, dict[str, int]]) -> list[list[str]]:
     return sorted(found)
 
 
-def test_imports_inside_functions_count_and_type_checking_does_not():
+def test_imports_inside_functions_and_type_checking_count():
     code = """
 import os
 from typing import TYPE_CHECKING
 if TYPE_CHECKING:
-    import skipped
+    import typed
 else:
     import kept_else
 def f():
@@ -143,13 +132,14 @@ def f():
             import deep
 """
     found = [n.names[0].name for n in _imports(ast.parse(code))]
-    assert found == ["os", "TYPE_CHECKING", "kept_else", "lazy", "deep"]
+    assert found == ["os", "TYPE_CHECKING", "typed", "kept_else", "lazy", "deep"]
 
 
 def test_the_graph_is_read():
     graph = import_graph()
     assert "torchik.models.base" in graph["torchik.models.mlp"]  # module level
-    assert "torchik.robot" in graph["torchik.data"]  # lazy, inside a function
+    assert "torchik.robot.robot" in graph["torchik.learn.data"]  # lazy, inside a function
+    assert "torchik.models.base" in graph["torchik.models.pretrained.catalog"]  # type-only
 
 
 def test_the_lazy_submodules_are_arrows():
@@ -180,8 +170,8 @@ def _run(code: str) -> str:
 def test_import_torchik_does_not_import_the_learned_parts():
     code = "import sys, torchik; print(sorted(m for m in sys.modules if m.startswith('torchik')))"
     loaded = _run(code)
-    for name in ("torchik.models", "torchik.train", "torchik.evaluate", "torchik.cli"):
-        assert f"'{name}'" not in loaded
+    for name in ("models", "train", "tune", "seq2seq", "viewer", "plot", "cli"):
+        assert f"'torchik.{name}" not in loaded
 
 
 def test_import_torchik_reaches_the_learned_parts():
@@ -200,16 +190,103 @@ def test_unknown_attributes_are_attribute_errors():
     assert not hasattr(torchik, "no_such_thing")
 
 
+# ---------------------------------------------------------------------------- the layout
+def _package(module: str) -> str:
+    """The subpackage a module belongs to (``torchik.ik.wholebody.solve`` -> ``torchik.ik``);
+    a top-level module is its own."""
+    parts = module.split(".")
+    return ".".join(parts[:2])
+
+
+def test_no_circles_between_subpackages():
+    graph: dict[str, dict[str, int]] = {}
+    for module, arrows in import_graph().items():
+        if module == "torchik":  # the root names the public API of every subpackage
+            continue
+        own = graph.setdefault(_package(module), {})
+        for target, line in arrows.items():
+            if target != "torchik" and _package(target) != _package(module):
+                own.setdefault(_package(target), line)
+    for package in list(graph):
+        for target in graph[package]:
+            graph.setdefault(target, {})
+    assert not cycles(graph), f"circles between subpackages: {cycles(graph)}"
+
+
+TOP_LEVEL = {"__init__", "__main__", "_version", "checks", "files", "demo"}
+"""The modules allowed at the top of ``torchik/``: the entry points and two leaf helpers (argument
+checks, safe files) that every subpackage uses; everything else lives in a subpackage."""
+
+
+def test_the_top_holds_only_entry_points_and_leaf_helpers():
+    top = {path.stem for path in (SRC / "torchik").glob("*.py")}
+    assert top <= TOP_LEVEL, f"modules at the top of torchik/: {sorted(top - TOP_LEVEL)}"
+    for leaf in ("checks", "files"):
+        assert not import_graph()[f"torchik.{leaf}"], f"torchik.{leaf} must import no torchik"
+
+
+def _tree(path: Path) -> ast.Module:
+    return ast.parse(path.read_text(), str(path))
+
+
+def _all(tree: ast.Module) -> list[str] | None:
+    for node in tree.body:
+        targets = node.targets if isinstance(node, ast.Assign) else []
+        if any(isinstance(t, ast.Name) and t.id == "__all__" for t in targets):
+            return list(ast.literal_eval(node.value))
+    return None
+
+
+def test_every_package_init_only_imports_and_names_its_api():
+    for name, path in _modules().items():
+        if path.name != "__init__.py":
+            continue
+        tree = _tree(path)
+        assert _all(tree) is not None, f"{name} has no __all__"
+        if name in ("torchik",):  # the root also imports its lazy subpackages (PEP 562)
+            continue
+        defined = [n for n in tree.body if isinstance(n, ast.FunctionDef | ast.ClassDef)]
+        assert not defined, f"{name}/__init__.py defines {[n.name for n in defined]}"
+
+
+def _defined(tree: ast.Module) -> set[str]:
+    names: set[str] = set()
+    for node in tree.body:
+        if isinstance(node, ast.FunctionDef | ast.ClassDef | ast.AsyncFunctionDef):
+            names.add(node.name)
+        for target in getattr(node, "targets", [getattr(node, "target", None)]):
+            if isinstance(target, ast.Name):
+                names.add(target.id)
+    return names
+
+
+def test_a_module_names_only_what_it_defines():
+    """No re-export shims: a name has one home, the module that defines it."""
+    shims = []
+    for name, path in _modules().items():
+        tree = _tree(path)
+        if path.name == "__init__.py" or _all(tree) is None:
+            continue
+        shims += [f"{name}.{n}" for n in set(_all(tree) or ()) - _defined(tree)]
+    assert not shims, f"names listed in __all__ but defined elsewhere: {sorted(shims)}"
+
+
+def test_no_private_name_is_imported_from_another_subpackage():
+    found = []
+    for name, path in _modules().items():
+        for node in _imports(_tree(path)):
+            module = node.module if isinstance(node, ast.ImportFrom) else None
+            if not (module or "").startswith("torchik"):
+                continue
+            if _package(node.module) == _package(name):
+                continue
+            found += [f"{name} imports {node.module}.{a.name}" for a in node.names
+                      if a.name.startswith("_") and not a.name.startswith("__")]  # fmt: skip
+    assert not found, "\n".join(found)
+
+
 # ---------------------------------------------------------------------------- sizes
-MAX_MODULE_LINES = 500
 MAX_FUNCTION_LINES = 60
-# Modules allowed over MAX_MODULE_LINES: none (the CLI became a package, one module per command).
-# Split a long module along a seam into a sibling module and re-export its public names.
-LONG_MODULES_ALLOWED: tuple[str, ...] = ()
-
-
-def _allowed(path: Path) -> bool:
-    return path.parent == SRC / "torchik" and any(path.match(p) for p in LONG_MODULES_ALLOWED)
 
 
 def code_lines(node: ast.FunctionDef | ast.AsyncFunctionDef) -> int:
@@ -227,15 +304,6 @@ def test_code_lines_leaves_out_the_docstring():
     tree = ast.parse('def f(x):\n    """Doc.\n\n    More.\n    """\n    y = x\n    return y\n')
     assert code_lines(tree.body[0]) == 3
     assert code_lines(ast.parse("@d\ndef g():\n    return 1\n").body[0]) == 2
-
-
-def test_modules_are_at_most_500_lines():
-    too_long = [
-        f"{path.relative_to(SRC)}: {n} lines"
-        for path in _modules().values()
-        if (n := len(path.read_text().splitlines())) > MAX_MODULE_LINES and not _allowed(path)
-    ]
-    assert not too_long, f"modules over {MAX_MODULE_LINES} lines: {too_long}"
 
 
 def test_functions_are_at_most_60_lines_of_code():
@@ -257,5 +325,5 @@ def test_benchmarks_stay_thin():
     lines = sum(len(path.read_text().splitlines()) for path in scripts)
     assert scripts and lines <= MAX_BENCHMARK_LINES, (
         f"benchmarks/*.py has {lines} lines (at most {MAX_BENCHMARK_LINES}): a protocol belongs "
-        "in torchik.protocols, a script only parses flags, adds anchors and writes results"
+        "in experiments, a script only parses flags, adds anchors and writes results"
     )

@@ -1,25 +1,41 @@
 """torchik: batched, differentiable robot kinematics and learned inverse kinematics.
 
+The package is laid out by concept, each subpackage naming its public API in its ``__init__``:
+
+- :mod:`torchik.geometry`: rotations, rigid transforms, joint-space helpers, floating bases;
+- :mod:`torchik.description`: URDF and MJCF -> plain dataclasses, the bundled robot files;
+- :mod:`torchik.kinematics`: FK and Jacobians of a flattened tree (reference and fused);
+- :mod:`torchik.robot`: :class:`Robot`, the model as an ``nn.Module`` with buffers;
+- :mod:`torchik.ik`: numerical IK, one loop, each solver its step; whole-body IK;
+- :mod:`torchik.learn`: the learning problem, data, metrics, evaluation, posterior, paths;
+- :mod:`torchik.models`: learned IK models behind one interface, pretrained weights;
+- :mod:`torchik.train`: one training loop, fine-tuning; :mod:`torchik.tune`: studies;
+- :mod:`torchik.seq2seq`, :mod:`torchik.viewer`, :mod:`torchik.plot`, :mod:`torchik.cli`.
+
 Importing torchik has no side effects: no prints, no global device or seed, no heavy imports.
-The sub-packages for learned IK (``torchik.models``, ``torchik.train``, ``torchik.evaluate``,
-``torchik.protocols``) are imported on first use of the attribute (PEP 562), so ``import torchik``
-costs nothing for them. ``torchik.view`` (:func:`torchik.viewer.view`, the 3-D viewer in the
-browser) is imported the same way, with viser.
+The learned parts (``torchik.models``, ``torchik.train``, ``torchik.tune``,
+``torchik.seq2seq``), the viewer and the plots are imported on first use of the attribute
+(PEP 562), so ``import torchik`` costs nothing for them; ``torchik.view``
+(:func:`torchik.viewer.view`) is imported the same way.
 """
 
 from typing import Any
 
 from torchik._version import __version__ as __version__
-from torchik.data import IKDataset, load_dataset, make_dataset
-from torchik.ik import IKResult, solve_ik
-from torchik.planar import PlanarArm
-from torchik.robot import Robot, load_robot
-from torchik.robots import list_robots
-from torchik.urdf import URDFError, URDFWarning, parse_urdf
+from torchik.description.bundled import list_robots
+from torchik.description.mjcf import MJCFError
+from torchik.description.reading import URDFError
+from torchik.description.urdf import URDFWarning, parse_urdf
+from torchik.ik.result import IKResult
+from torchik.ik.solve import solve_ik
+from torchik.learn.data import IKDataset, load_dataset, make_dataset
+from torchik.robot.planar import PlanarArm
+from torchik.robot.robot import Robot, load_robot
 
 __all__ = [
     "IKDataset",
     "IKResult",
+    "MJCFError",
     "PlanarArm",
     "Robot",
     "URDFError",
@@ -32,15 +48,15 @@ __all__ = [
     "solve_ik",
 ]
 
-_SUBMODULES = ("evaluate", "models", "protocols", "train")
-"""Submodules imported by :func:`__getattr__` on first use, not by ``import torchik``."""
+_SUBMODULES = ("models", "plot", "seq2seq", "train", "tune", "viewer")
+"""Subpackages imported by :func:`__getattr__` on first use, not by ``import torchik``."""
 
 
 def __getattr__(name: str) -> Any:
-    """``torchik.models``, ``torchik.train``, ``torchik.evaluate``, ``torchik.protocols`` or the
-    function ``torchik.view``, imported on first use."""
+    """A lazy subpackage of :data:`_SUBMODULES`, or the function ``torchik.view``, imported on
+    first use."""
     if name == "view":
-        from torchik.viewer import view
+        from torchik.viewer.app import view
 
         return view
     if name not in _SUBMODULES:

@@ -21,8 +21,8 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
-from torchik import load_robot
-from torchik.ik import IKResult
+from torchik.ik.result import IKResult
+from torchik.robot.robot import load_robot
 
 LINK = "panda_hand"
 
@@ -49,9 +49,9 @@ def reachable_poses(robot, n: int, seed: int = 0) -> Tensor:
 
 def solve_pose(model, robot, pose: Tensor, n: int, seed: int) -> PoseRow:
     """Sample ``n`` configurations for ``pose``, then refine each one (1 mm, 0.01 rad)."""
-    from torchik.data import encode_target
-    from torchik.evaluate import sample_errors
-    from torchik.ik import refine_samples
+    from torchik.ik.refine import refine_samples
+    from torchik.learn.data import encode_target
+    from torchik.learn.evaluate import sample_errors
 
     gen = torch.Generator().manual_seed(seed)
     target = encode_target(pose, "pose")
@@ -93,7 +93,7 @@ def save_plots(robot, rows: list[PoseRow], out: Path) -> list[Path]:
     except ImportError:
         print("matplotlib is not installed: no pictures (pip install 'torchik[plot]')")
         return []
-    from torchik.plot import plot_arm_samples
+    from torchik.plot.arms import plot_arm_samples
 
     out.mkdir(parents=True, exist_ok=True)
     row = rows[0]

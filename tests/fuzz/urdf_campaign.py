@@ -16,7 +16,7 @@ from pathlib import Path
 from hypothesis import HealthCheck, given, settings
 from hypothesis import seed as hypothesis_seed
 
-from fuzz.urdf_strategies import HANG_S, check_source, mutated_urdfs
+from tests.fuzz.urdf_strategies import HANG_S, check_source, mutated_urdfs
 
 
 @dataclass

@@ -6,7 +6,7 @@ origins, axes and limits from ordinary to extreme finite values, mimic joints).
 re-linked (cycles, two parents, unknown links), then possibly the text itself (truncated, odd
 characters, a DOCTYPE, an encoding declaration, UTF-16/32 bytes). :func:`check_source` loads a
 result and says what happened; the only acceptable outcomes are a clean load with finite FK and
-gradients, or a :class:`~torchik.urdf.URDFError`.
+gradients, or a :class:`~torchik.description.URDFError`.
 """
 
 from __future__ import annotations
@@ -21,7 +21,7 @@ import torch
 from hypothesis import strategies as st
 
 from torchik import Robot
-from torchik.urdf import URDFError
+from torchik.description import URDFError
 
 ACCEPTABLE = ("loaded", "URDFError")
 HANG_S = 5.0

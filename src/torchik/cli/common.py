@@ -106,8 +106,8 @@ def _common(parser: argparse.ArgumentParser, device: bool = True, seed: bool = T
 # ---------------------------------------------------------------------------- robots and inputs
 def _urdf_model(name: str):
     """The parsed URDF of a bundled robot, ``planar:L1,L2,...`` or a URDF file."""
-    from torchik import robots
-    from torchik.urdf import parse_urdf
+    from torchik.description import bundled as robots
+    from torchik.description.urdf import parse_urdf
 
     if name in robots.BUNDLED:
         return parse_urdf(robots.bundled_urdf(name))
@@ -128,7 +128,7 @@ def _urdf_model(name: str):
 
 def _robot(name: str):
     """A float64 CPU :class:`~torchik.Robot` for ``name`` (see :func:`_urdf_model`)."""
-    from torchik.robot import Robot
+    from torchik.robot.robot import Robot
 
     return Robot(_urdf_model(name), dtype=torch.float64)
 
@@ -136,8 +136,8 @@ def _robot(name: str):
 def _robot_for(spec, name: str | None):
     """The robot a model or data set was made for: ``name`` if given (checked against the
     spec's hash), else the bundled robot of the spec's name when its hash matches, else None."""
-    from torchik.data import robot_hash
-    from torchik.robots import BUNDLED
+    from torchik.description.bundled import BUNDLED
+    from torchik.learn.spec import robot_hash
 
     explicit = name is not None
     name = name if explicit else spec.robot
@@ -162,9 +162,9 @@ def _require_robot(spec, name: str | None):
 
 
 def _end_link(args, robot) -> str:
-    """``--link`` if given, else :func:`torchik.robots.default_end_link`, named on stderr when
+    """``--link`` if given, else :func:`torchik.description.default_end_link`, named on stderr when
     the robot came from a file (a bundled robot's end link is documented)."""
-    from torchik.robots import default_end_link
+    from torchik.description.end_link import default_end_link
 
     if args.link is not None:
         robot.link_index(args.link)  # a clear error for unknown links
@@ -180,7 +180,7 @@ def _end_link(args, robot) -> str:
 
 
 def _is_file(name: str) -> bool:
-    from torchik.robots import BUNDLED
+    from torchik.description.bundled import BUNDLED
 
     return name not in BUNDLED and not name.startswith("planar:")
 
@@ -214,7 +214,8 @@ def _add_target(parser: argparse.ArgumentParser) -> None:
 def _target(args, robot, link: str) -> tuple[Tensor, bool]:
     """``(pose (4, 4), False)`` from ``--pose`` or ``(position (3,), True)`` from
     ``--position`` (float64); two numbers are x, y of an arm moving in the plane z = 0."""
-    from torchik.rotations import pose_to_matrix, quat_to_rotmat
+    from torchik.geometry.rotations import quat_to_rotmat
+    from torchik.geometry.transforms import pose_to_matrix
 
     if args.position is not None:
         values = torch.tensor(args.position, dtype=torch.float64)
@@ -241,7 +242,7 @@ def _is_planar(robot, link: str) -> bool:
 
 def _encode_for(model, target: Tensor, position_only: bool) -> Tensor:
     """The model's ``(T,)`` encoding of a ``--position``/``--pose`` target."""
-    from torchik.data import encode_target
+    from torchik.learn.data import encode_target
 
     kind = model.spec.targets
     if kind == "pose" and position_only:
@@ -256,7 +257,8 @@ def _encode_for(model, target: Tensor, position_only: bool) -> Tensor:
 
 # ---------------------------------------------------------------------------- models
 def _load_model(name: str, robot_name: str | None, device: torch.device):
-    from torchik.models import load, load_pretrained
+    from torchik.models import load_pretrained
+    from torchik.models.registry import load
 
     if name == "pretrained":
         if not robot_name:

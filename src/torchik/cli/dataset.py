@@ -22,7 +22,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchik.data import make_dataset
+    from torchik.learn.data import make_dataset
 
     robot = _robot(args.robot)
     std = args.std[0] if len(args.std) == 1 else args.std

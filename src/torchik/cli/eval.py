@@ -38,7 +38,7 @@ def add_parser(sub) -> None:
 
 @torch.no_grad()
 def _evaluate(model, data, robot, n: int, seed: int) -> dict[str, float]:
-    from torchik.evaluate import evaluate_model
+    from torchik.learn.evaluate import evaluate_model
 
     r = evaluate_model(model, data.target, robot, n, seed)
     out: dict[str, float] = {"targets": len(data), "samples per target": n}
@@ -63,7 +63,7 @@ def _evaluate(model, data, robot, n: int, seed: int) -> dict[str, float]:
 
 def run(args: argparse.Namespace) -> int:
     """``torchik eval``: metrics of a trained model on a data set file."""
-    from torchik.data import load_dataset
+    from torchik.learn.data import load_dataset
 
     data = load_dataset(_torch_file(args.data, _NOT_DATA))
     model = _load_model(args.model, data.spec.robot, torch.device(args.device))

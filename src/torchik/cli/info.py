@@ -18,7 +18,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchik.robot import Robot
+    from torchik.robot.robot import Robot
 
     model = _urdf_model(args.robot)
     robot = Robot(model, dtype=torch.float64)

@@ -27,7 +27,7 @@ _UNSOLVED = 3  # the exit status of a solve with no solution within tolerance
 
 
 def add_parser(sub) -> None:
-    from torchik.ik import METHODS
+    from torchik.ik.solve import METHODS
 
     p = sub.add_parser(
         "solve", help="inverse kinematics of one target",
@@ -70,7 +70,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _solve_numerically(args, robot, target, position_only, link):
-    from torchik.ik import solve_ik
+    from torchik.ik.solve import solve_ik
 
     gen = torch.Generator().manual_seed(args.seed)
     result = solve_ik(
@@ -83,8 +83,8 @@ def _solve_numerically(args, robot, target, position_only, link):
 
 @torch.no_grad()
 def _solve_with_model(args, robot, target, position_only, link):
-    from torchik.data import robot_hash
-    from torchik.ik import refine_samples
+    from torchik.ik.refine import refine_samples
+    from torchik.learn.spec import robot_hash
 
     model = _load_model(args.model, args.robot, torch.device(args.device))
     if model.spec.robot_hash != robot_hash(robot) or model.spec.link != link:
@@ -109,8 +109,8 @@ def _solve_with_model(args, robot, target, position_only, link):
 
 def _unrefined(robot, q, target, position_only, link, tol_position, tol_rotation):
     """An :class:`~torchik.ik.IKResult` of model samples ``q (n, D)`` as they are."""
-    from torchik import metrics
-    from torchik.ik import IKResult
+    from torchik.ik.result import IKResult
+    from torchik.learn import metrics
 
     position = target if position_only else target[:3, 3]
     pos_err = metrics.position_error(robot, q, position, link)

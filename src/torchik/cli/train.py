@@ -122,7 +122,7 @@ def _split_config(pairs: Sequence[str], model_config: type, train_config: type):
 def _config_files(args: argparse.Namespace) -> tuple[dict[str, Any], list[str]]:
     """``(settings of the --config files, the key=value pairs)``; a file's ``model`` and
     ``preset`` fill ``args.model`` and ``args.preset`` (and must agree with them if given)."""
-    from torchik.tune_space import read_mapping
+    from torchik.tune.space import read_mapping
 
     settings: dict[str, Any] = {}
     for item in args.config:
@@ -159,7 +159,7 @@ _RUN_FILES = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.jso
 def run(args: argparse.Namespace) -> int:
     """``torchik train``: train a model family on a data set file into a run folder, with
     ``args.threads`` CPU threads (the previous number is restored afterwards)."""
-    from torchik import distributed
+    from torchik.train import distributed
 
     if args.minutes is not None:
         _check_minutes(args, distributed.launched())
@@ -190,8 +190,9 @@ def _launch(args: argparse.Namespace) -> int:
 
 
 def _train(args: argparse.Namespace) -> int:
-    from torchik import distributed
-    from torchik.train import TrainConfig, train
+    from torchik.train import distributed
+    from torchik.train.engine import TrainConfig
+    from torchik.train.loop import train
 
     files, pairs = _config_files(args)
     cls = _family(args.model)
@@ -246,7 +247,7 @@ def _check_minutes(args: argparse.Namespace, launched: bool) -> None:
 
 def _fit_minutes(args: argparse.Namespace, model: Any, source: Any, config: Any) -> Any:
     """``config`` with the steps that fill ``--minutes`` on this machine, measured."""
-    from torchik.budget import steps_for_minutes
+    from torchik.train.budget import steps_for_minutes
 
     print(f"measuring the training speed for --minutes {args.minutes:g}...", file=sys.stderr)
     steps = steps_for_minutes(model, source, config, args.minutes)
@@ -272,7 +273,7 @@ def _replace_option(argv: Sequence[str], option: str, replacement: list[str]) ->
 
 def _claim_on_rank_0(out: Path, resume: bool, overwrite: bool) -> None:
     """:func:`_claim_out` on rank 0 alone; its verdict reaches every rank."""
-    from torchik import distributed
+    from torchik.train import distributed
 
     error = None
     if distributed.is_main():
@@ -289,7 +290,7 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
     """``(training source, validation set or None, robot or None, description of the rows,
     provenance for train_data.json)`` from ``--data`` (a held-out ``--val-fraction``) or
     ``--stream`` (a validation draw of ``val_targets`` pairs apart from the stream)."""
-    from torchik.data import FKStream, load_dataset
+    from torchik.learn.data import FKStream, load_dataset
 
     if args.stream is None:
         data = load_dataset(_torch_file(args.data, _NOT_DATA))
@@ -306,7 +307,7 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
 
 
 def _family(name: str) -> type[Any]:
-    from torchik.models import families
+    from torchik.models.registry import families
 
     if name not in families():
         raise ValueError(f"unknown model family {name!r}; choose one of {sorted(families())}")
@@ -332,7 +333,7 @@ def _model_config(cls, preset: str | None, overrides: dict, dof: int) -> tuple[s
 def _claim_out(out: Path, resume: bool, overwrite: bool) -> None:
     """Refuse to train over an earlier run in ``out`` unless asked to resume or overwrite it
     (overwriting deletes its files first, so no stale checkpoint outlives the new run)."""
-    from torchik.train import CHECKPOINT
+    from torchik.train.loop import CHECKPOINT
 
     if resume and overwrite:
         raise ValueError("--resume continues the run in --out, --overwrite replaces it: pick one")
@@ -354,7 +355,7 @@ def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
     """The line an interrupted ``train`` prints: where it stopped and how to resume."""
     import shlex
 
-    from torchik.train import CHECKPOINT
+    from torchik.train.loop import CHECKPOINT
 
     path = out / CHECKPOINT
     if not path.is_file():

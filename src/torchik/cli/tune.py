@@ -87,7 +87,7 @@ def _study_args(p) -> None:
 
 
 def _config(args: argparse.Namespace):
-    from torchik.tune import TuneConfig
+    from torchik.tune.study import TuneConfig
 
     return TuneConfig(
         family=args.model, robot=args.robot, objective=args.objective, trials=args.trials,
@@ -101,7 +101,7 @@ def _config(args: argparse.Namespace):
 
 def run(args: argparse.Namespace) -> int:
     """``torchik tune``: run, continue or join a study; print the best settings and files."""
-    from torchik.tune_space import default_space, read_space
+    from torchik.tune.space import default_space, read_space
 
     if args.seed < 0:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
@@ -113,7 +113,7 @@ def run(args: argparse.Namespace) -> int:
             return _ray(args, config, space or default_space(config.family), out)
         if args.ray_address:
             raise ValueError("--ray-address needs --backend ray")
-        from torchik.tune import tune
+        from torchik.tune.study import tune
 
         result = tune(config, out, space, args.storage, args.study, args.resume, args.jobs,
                       progress=not args.quiet)  # fmt: skip
@@ -142,7 +142,7 @@ def _stream(config) -> str:
 
 
 def _ray(args, config, space, out: Path) -> int:
-    from torchik.tune_ray import tune_ray
+    from torchik.tune.ray import tune_ray
 
     if args.storage or args.resume or args.jobs != 1:
         raise ValueError("--storage, --resume and --jobs are Optuna's: Ray uses its cluster")

@@ -64,7 +64,8 @@ def add_parser(sub) -> None:
 
 
 def _target(args: argparse.Namespace):
-    from torchik.rotations import pose_to_matrix, quat_to_rotmat
+    from torchik.geometry.rotations import quat_to_rotmat
+    from torchik.geometry.transforms import pose_to_matrix
 
     if args.position is not None:
         return torch.tensor(args.position, dtype=torch.float64)
@@ -78,8 +79,8 @@ def _target(args: argparse.Namespace):
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchik.viewer import Viewer, open_robot
-    from torchik.viewer_scene import load_solutions
+    from torchik.viewer.app import Viewer, open_robot
+    from torchik.viewer.scene import load_solutions
 
     target = _target(args)
     robot, urdf = open_robot(args.robot)
@@ -113,7 +114,7 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _screenshot(viewer, path: str, width: int, height: int) -> int:
-    from torchik.viewer_browser import headless_browser
+    from torchik.viewer.browser import headless_browser
 
     with headless_browser(viewer, width, height):
         viewer.screenshot(path, width, height)

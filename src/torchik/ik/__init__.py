@@ -22,7 +22,8 @@ from torchik.ik.lm import LevenbergMarquardt, LMSettings
 from torchik.ik.refine import refine_samples
 from torchik.ik.result import IKResult, joint_distance
 from torchik.ik.solve import METHODS, default_link, solve_ik
-from torchik.ik.wholebody import WholeBodyResult, solve_wholebody
+from torchik.ik.wholebody.problem import WholeBodyProblem
+from torchik.ik.wholebody.solve import WholeBodyResult, solve_wholebody
 
 __all__ = [
     "DLSSettings",
@@ -42,6 +43,7 @@ __all__ = [
     "Linearization",
     "METHODS",
     "SolverSettings",
+    "WholeBodyProblem",
     "WholeBodyResult",
     "default_link",
     "joint_distance",

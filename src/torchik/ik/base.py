@@ -20,9 +20,9 @@ import torch
 from torch import Tensor
 
 from torchik.checks import check_bool, check_float, check_int
+from torchik.geometry.joints import wrap_angle
 from torchik.ik.seeding import Seeder
-from torchik.robot import Robot
-from torchik.rotations import wrap_angle
+from torchik.robot.robot import Robot
 
 __all__ = [
     "IKProblem",
@@ -96,7 +96,7 @@ _AT_LEAST_ONE = ("patience", "initial_seeds", "retry_seeds", "scipy_max_iters")
 def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor | None):
     """Residual ``[p_target - p, log(R_target R^T)]`` (root frame) and its rotation angle.
 
-    The same residual as :func:`torchik.rotations.pose_error`, in fewer operations:
+    The same residual as :func:`torchik.geometry.pose_error`, in fewer operations:
     ``vee(R_t R^T) = sin(θ) u = ½ Σ_k r_k × t_k`` over the columns of ``R`` and ``R_t``, and
     ``cos θ = (tr(R_t R^T) - 1) / 2``; ``θ = atan2`` of the two is accurate at any angle. At
     ``θ = π`` exactly, the direction is undefined and the rotation residual is zero, which

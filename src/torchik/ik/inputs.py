@@ -9,7 +9,7 @@ import torch
 from torch import Tensor
 
 from torchik.checks import check_int
-from torchik.robot import Robot
+from torchik.robot.robot import Robot
 
 __all__ = ["check_bounds", "check_seeds", "check_target", "intra_op_threads"]
 

@@ -50,8 +50,8 @@ def free_limit_columns(
     their part, and the rest of the step no longer fits: convergence slows or stalls.
 
     ``coordinates (nv,)`` long maps the Jacobian's columns to entries of ``q`` where they
-    differ (a floating base, :func:`torchik.floating.velocity_coordinates`; ``-1``: a column
-    without limits); ``None``: column ``i`` is ``q[..., i]``.
+    differ (a floating base, :func:`torchik.geometry.floating.velocity_coordinates`; ``-1``: a
+    column without limits); ``None``: column ``i`` is ``q[..., i]``.
     """
     g = (jacobian.transpose(-1, -2) @ (error * weights * weights)[..., None])[..., 0]
     lim = problem.limits

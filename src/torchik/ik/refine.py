@@ -9,7 +9,7 @@ from torch import Tensor
 from torchik.ik.base import IKSolver
 from torchik.ik.result import IKResult
 from torchik.ik.solve import solve_ik
-from torchik.robot import Robot
+from torchik.robot.robot import Robot
 
 __all__ = ["refine_samples"]
 

@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torchik.rotations import wrap_angle
+from torchik.geometry.joints import wrap_angle
 
 __all__ = ["IKResult", "joint_distance"]
 

@@ -16,10 +16,10 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from torchik.geometry.rotations import geodesic_distance
 from torchik.ik.base import IKProblem, IKSolver, JointLimits
 from torchik.ik.result import IKResult
 from torchik.ik.seeding import Seeder, nearest_seeder, uniform_seeder
-from torchik.rotations import geodesic_distance
 
 __all__ = ["Run", "evaluate", "make_problem", "reshape_result"]
 

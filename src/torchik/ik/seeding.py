@@ -14,7 +14,7 @@ from collections.abc import Callable
 import torch
 from torch import Tensor
 
-from torchik.robot import Robot
+from torchik.robot.robot import Robot
 
 __all__ = ["MAX_POOLS", "Seeder", "nearest_in_pools", "nearest_seeder", "uniform_seeder"]
 

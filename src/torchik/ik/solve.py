@@ -15,7 +15,7 @@ from torchik.ik.base import IKProblem, IKSolver
 from torchik.ik.inputs import check_bounds, check_seeds, check_target, intra_op_threads
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, make_problem, reshape_result
-from torchik.robot import Robot
+from torchik.robot.robot import Robot
 
 __all__ = ["MAX_SEEDS", "MAX_SEED_POOL", "METHODS", "default_link", "solve_ik"]
 
@@ -48,8 +48,8 @@ SciPy's L-BFGS-B per row (needs the ``ik`` extra)."""
 
 
 def default_link(robot: Robot) -> str:
-    """The link IK places by default: :func:`torchik.robots.default_end_link` (the one rule)."""
-    from torchik.robots import default_end_link
+    """The link IK places by default: :func:`torchik.description.default_end_link`."""
+    from torchik.description.end_link import default_end_link
 
     return default_end_link(robot)
 
@@ -91,7 +91,7 @@ def solve_ik(
         robot: the robot.
         target: ``(..., 4, 4)`` poses of ``link`` in the root frame, or with
             ``position_only=True`` ``(..., 3)`` positions (poses are accepted too).
-        link: the link to place; ``None``: :func:`torchik.robots.default_end_link` (the tip
+        link: the link to place; ``None``: :func:`torchik.description.default_end_link` (the tip
             of a bundled robot, else the deepest leaf of the longest moving chain).
         position_only: ignore the orientation.
         seeds: ``(..., K, dof)`` start configurations (e.g. samples of a learned model to
@@ -187,7 +187,7 @@ def solve_ik(
 
 def _solve_targets(robot, targets, link, method, wholebody, **options) -> IKResult:
     """Several links at once: :func:`torchik.ik.wholebody.solve_wholebody`."""
-    from torchik.ik.wholebody import solve_wholebody
+    from torchik.ik.wholebody.solve import solve_wholebody
 
     if not isinstance(targets, Mapping):
         raise TypeError(f"solve_ik got {sorted(wholebody)}, options of a dict of targets only")

@@ -1,45 +1,47 @@
-"""Learned inverse kinematics: the common interface (:mod:`torchik.models.base`) and one module
-per model family. Importing this package registers every family with :func:`register`."""
+"""Learned inverse kinematics: the common interface (:class:`IKModel`), the registry of families,
+checkpoints, one module per family and the pretrained models bundled with torchik.
 
-from torchik.models import cvae as cvae
-from torchik.models import flow as flow
-from torchik.models import fm as fm
-from torchik.models import iknet, mlp
-from torchik.models import inn as inn
-from torchik.models import mdn as mdn
-from torchik.models import rnn as rnn
-from torchik.models.base import (
-    FORMAT_VERSION,
-    PRETRAINED,
-    IKModel,
-    ProblemSpec,
-    clamp_to_limits,
-    families,
-    joint_difference,
-    load,
-    load_pretrained,
-    register,
-    squash_to_limits,
-)
+Importing this package registers every family with :func:`register`.
+"""
+
+from torchik.models.base import IKModel, clamp_to_limits, joint_difference, squash_to_limits
+from torchik.models.checkpoint import FORMAT_VERSION
+from torchik.models.cvae import CVAE, CVAEConfig
+from torchik.models.flow import Flow, FlowConfig
+from torchik.models.fm import FlowMatching, FMConfig
 from torchik.models.iknet import IKNet, IKNetConfig
+from torchik.models.inn import INN, INNConfig
+from torchik.models.mdn import MDN, MDNConfig
 from torchik.models.mlp import MLP, MLPConfig
+from torchik.models.pretrained import PRETRAINED, load_pretrained
+from torchik.models.registry import families, load, register
+from torchik.models.rnn import RNN, RNNConfig
 
 __all__ = [
+    "CVAE",
+    "CVAEConfig",
+    "FMConfig",
     "FORMAT_VERSION",
-    "MLP",
+    "Flow",
+    "FlowConfig",
+    "FlowMatching",
     "IKModel",
     "IKNet",
     "IKNetConfig",
+    "INN",
+    "INNConfig",
+    "MDN",
+    "MDNConfig",
+    "MLP",
     "MLPConfig",
     "PRETRAINED",
-    "ProblemSpec",
+    "RNN",
+    "RNNConfig",
     "clamp_to_limits",
     "families",
-    "iknet",
     "joint_difference",
     "load",
     "load_pretrained",
-    "mlp",
     "register",
     "squash_to_limits",
 ]

@@ -1,76 +1,48 @@
-"""The common interface of learned IK models, their registry and their checkpoints.
+"""The common interface of learned IK models.
 
 Every model family subclasses :class:`IKModel`, declares ``family`` and a frozen ``Config``
 dataclass, and implements :meth:`IKModel.loss` and :meth:`IKModel.sample` (and
-:meth:`IKModel.log_prob` where it has a density). Decorate the class with :func:`register` so
-that :func:`load` can rebuild it from a checkpoint and the contract tests cover it.
+:meth:`IKModel.log_prob` where it has a density). Decorate the class with
+:func:`torchik.models.registry.register` so that :func:`torchik.models.registry.load` can
+rebuild it from a checkpoint and the contract tests cover it.
 
 A checkpoint is a ``torch.save`` of plain types and tensors only::
 
     {"format_version": 2, "family": "mlp", "config": {...}, "spec": {...}, "state_dict": {...},
      "sha256": "..."}
 
-and :func:`load` reads it with ``weights_only=True``: a checkpoint never executes code. Loading
-checks everything before it allocates: the layout, the content hash of format 2 files
-(:func:`~torchik.checkpoint.content_hash`), that every weight is finite, the config and
-spec (each field in range) and the parameter count (at most :data:`MAX_PARAMETERS`, counted
-before the model is built). Every refusal is a :class:`ValueError` naming the file.
-
-:class:`ProblemSpec`, :data:`TARGET_DIMS` and :data:`MAX_DOF` live in :mod:`torchik.spec`,
-the checkpoint files' :mod:`torchik.checkpoint` (:func:`atomic_save` and the checks); both are
-re-exported here.
+and :func:`torchik.models.registry.load` reads it with ``weights_only=True``: a checkpoint
+never executes code. Loading checks everything before it allocates: the layout, the content
+hash of format 2 files (:func:`~torchik.models.checkpoint.content_hash`), that every weight is
+finite, the config and spec (each field in range) and the parameter count (at most
+:data:`~torchik.models.registry.MAX_PARAMETERS`, counted before the model is built). Every
+refusal is a :class:`ValueError` naming the file.
 """
 
 from __future__ import annotations
 
 import dataclasses
 import os
-from typing import Any, ClassVar, TypeVar
+from typing import Any, ClassVar
 
 import torch
 from torch import Tensor, nn
 
-from torchik.checkpoint import (
-    FORMAT_VERSION,
-    _torch_load,
-    atomic_save,
-    check_checkpoint,
-    content_hash,
-    read_checkpoint,
-)
 from torchik.checks import check_int
-from torchik.rotations import wrap_angle
-from torchik.spec import MAX_DOF, TARGET_DIMS, ProblemSpec
+from torchik.geometry.joints import wrap_angle
+from torchik.learn.spec import ProblemSpec
+from torchik.models.checkpoint import FORMAT_VERSION, content_hash, save_checkpoint
 
 __all__ = [
-    "FORMAT_VERSION",
-    "MAX_DOF",
-    "MAX_PARAMETERS",
     "MAX_SAMPLES",
-    "TARGET_DIMS",
-    "PRETRAINED",
     "IKModel",
-    "ProblemSpec",
-    "atomic_save",
-    "check_checkpoint",
     "clamp_to_limits",
-    "families",
-    "from_checkpoint",
     "joint_difference",
-    "load",
-    "load_pretrained",
-    "read_checkpoint",
-    "register",
     "squash_to_limits",
-    "content_hash",
 ]
 
 MAX_SAMPLES = 1 << 20
 """The most samples per target :meth:`IKModel.sample` draws."""
-
-MAX_PARAMETERS = 200_000_000
-"""The most parameters a checkpoint's model may have (800 MB of float32): :func:`load` counts
-them before building the model and refuses larger ones."""
 
 
 # ---------------------------------------------------------------------------- limit helpers
@@ -297,152 +269,7 @@ class IKModel(nn.Module):
                 normalisation statistics stay as they are): the bundled models are stored so.
                 :func:`load` brings them back in float32.
         """
-        atomic_save(self.checkpoint(half), path)
+        save_checkpoint(self.checkpoint(half), path)
 
     def extra_repr(self) -> str:
         return f"family={self.family!r}, robot={self.spec.robot!r}, targets={self.spec.targets!r}"
-
-
-# ---------------------------------------------------------------------------- registry
-_REGISTRY: dict[str, type[IKModel]] = {}
-
-M = TypeVar("M", bound=type[IKModel])
-
-
-def register(cls: M) -> M:
-    """Class decorator: add an :class:`IKModel` subclass to the registry under ``cls.family``."""
-    if not (isinstance(cls, type) and issubclass(cls, IKModel)):
-        raise TypeError(f"register expects an IKModel subclass, got {cls!r}")
-    if not cls.family:
-        raise ValueError(f"{cls.__name__} must set the class attribute 'family'")
-    # every dataclass has __dataclass_params__; typeshed's DataclassInstance does not declare it
-    if not (dataclasses.is_dataclass(cls.Config) and cls.Config.__dataclass_params__.frozen):  # type: ignore[attr-defined]
-        raise TypeError(f"{cls.__name__}.Config must be a frozen dataclass")
-    known = _REGISTRY.get(cls.family)
-    if known is not None and known.__qualname__ != cls.__qualname__:
-        raise ValueError(f"family {cls.family!r} is already registered by {known.__name__}")
-    _REGISTRY[cls.family] = cls
-    return cls
-
-
-def families() -> dict[str, type[IKModel]]:
-    """A copy of the registry: family name -> model class."""
-    return dict(_REGISTRY)
-
-
-def from_checkpoint(ckpt: dict[str, Any]) -> IKModel:
-    """Rebuild a model from a checkpoint dict (see :meth:`IKModel.checkpoint`).
-
-    Everything is checked before the model is allocated (:func:`check_checkpoint`, the config
-    and spec, at most :data:`MAX_PARAMETERS` parameters).
-
-    Raises:
-        ValueError: the checkpoint is damaged, of an unknown family, too large, or does not
-            match its model class.
-    """
-    check_checkpoint(ckpt)
-    ckpt = _upcast_half(ckpt)
-    cls, spec, config = _parse(ckpt)
-    count = cls.parameter_count(spec, config)
-    if count > MAX_PARAMETERS:
-        raise ValueError(
-            f"the {cls.family!r} checkpoint's config {dataclasses.asdict(config)} makes "
-            f"{count:,} parameters; at most {MAX_PARAMETERS:,} are loaded"
-        )
-    model = cls(spec, config)
-    state = ckpt["state_dict"]
-    floats = [v for v in state.values() if v.is_floating_point()]
-    if floats:  # keep the saved dtype and the device map_location chose
-        model.to(device=floats[0].device, dtype=floats[0].dtype)
-    own = model.state_dict()
-    for name, value in state.items():  # load_state_dict would cast silently
-        if name in own and value.dtype != own[name].dtype:
-            raise ValueError(f"the weight {name!r} is {value.dtype}, the model's {own[name].dtype}")
-    try:
-        model.load_state_dict(state)
-    except (RuntimeError, TypeError, KeyError) as err:
-        reason = str(err).replace("\n", " ")
-        raise ValueError(
-            f"the {cls.family!r} checkpoint does not match its model: {reason}"
-        ) from err
-    return model
-
-
-def _upcast_half(ckpt: dict[str, Any]) -> dict[str, Any]:
-    """A checked checkpoint whose parameters were stored in float16 beside float32 buffers
-    (``save(half=True)``), with those parameters back in float32."""
-    state = ckpt["state_dict"]
-    dtypes = {v.dtype for v in state.values() if v.is_floating_point()}
-    if dtypes != {torch.float16, torch.float32}:
-        return ckpt
-    up = {k: v.float() if v.dtype == torch.float16 else v for k, v in state.items()}
-    return {**ckpt, "state_dict": up}
-
-
-def _parse(ckpt: dict[str, Any]) -> tuple[type[IKModel], ProblemSpec, Any]:
-    """The class, spec and config of a checked checkpoint."""
-    family = ckpt["family"]
-    if family not in _REGISTRY:
-        raise ValueError(f"unknown model family {family!r}; registered: {sorted(_REGISTRY)}")
-    cls = _REGISTRY[family]
-    try:
-        return cls, ProblemSpec(**ckpt["spec"]), cls.Config(**ckpt["config"])
-    except (TypeError, ValueError) as err:
-        raise ValueError(f"invalid spec or config in a {family!r} checkpoint: {err}") from err
-
-
-def load(path: str | os.PathLike, map_location: Any = None) -> IKModel:
-    """Load a model saved by :meth:`IKModel.save`, in eval mode.
-
-    Raises:
-        FileNotFoundError: no such file.
-        ValueError: the file is corrupt, not a torchik checkpoint, damaged (content hash,
-            NaN/inf weights), of a newer format, of an unknown family, too large, or
-            inconsistent with its model class; the message names the file.
-    """
-    ckpt = _torch_load(path, map_location)
-    try:
-        return from_checkpoint(ckpt).eval()
-    except ValueError as err:
-        raise ValueError(f"{os.fspath(path)!r}: {err}") from err
-
-
-PRETRAINED: dict[str, str] = {
-    "panda": "Franka Panda: full pose (position and orientation) of panda_hand",
-    "ur5": "UR5 (the Neural IK paper's limits): position of ee_link",
-    "digit_arm": "Digit arm: position of its end link",
-    "snake2": "2-joint snake: position of its end",
-    "snake4": "4-joint snake: position of its end",
-    "panda_position": "Franka Panda: position of panda_hand",
-    "digit_arm_iknet": "Digit arm: position of its end link, an IKNet (samples joint by joint: "
-    "path following with sample_within)",
-}
-"""Name -> description of the models bundled with torchik (see :func:`load_pretrained`);
-their measured accuracy is in ``torchik/pretrained/accuracy.json`` and the README."""
-
-
-def load_pretrained(name: str, map_location: Any = None) -> IKModel:
-    """A pretrained model bundled with torchik (no download), in eval mode, float32.
-
-    The name is the robot's (:data:`PRETRAINED`); the checkpoints are package data written by
-    ``scripts/train_pretrained.py``.
-
-    Raises:
-        ValueError: no model of that name is bundled (the message lists the names).
-
-    Example:
-        >>> model = load_pretrained("snake2")
-        >>> model.sample(torch.tensor([[0.1, 0.05, 0.0]]), n=4).shape
-        torch.Size([1, 4, 2])
-    """
-    from importlib import resources
-
-    if name not in PRETRAINED:
-        raise ValueError(
-            f"no pretrained model named {name!r} is bundled; available: {', '.join(PRETRAINED)}"
-        )
-    resource = resources.files("torchik").joinpath("pretrained").joinpath(f"{name}.pt")
-    with resources.as_file(resource) as path:
-        if not path.is_file():
-            raise ValueError(f"the pretrained model {name!r} is missing from this installation")
-        return load(path, map_location)

@@ -22,7 +22,8 @@ import math
 import torch
 from torch import Tensor, nn
 
-from torchik.models.base import IKModel, ProblemSpec, joint_difference
+from torchik.learn.spec import ProblemSpec
+from torchik.models.base import IKModel, joint_difference
 
 __all__ = ["ACTIVATIONS", "JointModel", "circular_mask", "mlp", "repeat_targets"]
 

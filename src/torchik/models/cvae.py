@@ -36,8 +36,9 @@ import torch
 from torch import Tensor
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
-from torchik.models.base import ProblemSpec, register
+from torchik.learn.spec import ProblemSpec
 from torchik.models.common import ACTIVATIONS, JointModel, mlp, repeat_targets
+from torchik.models.registry import register
 
 __all__ = ["CVAE", "CVAEConfig"]
 

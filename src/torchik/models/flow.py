@@ -36,8 +36,9 @@ import torch
 from torch import Tensor
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_float, check_int
-from torchik.models.base import ProblemSpec, register
+from torchik.learn.spec import ProblemSpec
 from torchik.models.common import JointModel, repeat_targets
+from torchik.models.registry import register
 
 __all__ = ["Flow", "FlowConfig"]
 

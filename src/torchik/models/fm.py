@@ -45,8 +45,9 @@ import torch
 from torch import Tensor, nn
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_float, check_int
-from torchik.models.base import ProblemSpec, register
+from torchik.learn.spec import ProblemSpec
 from torchik.models.common import ACTIVATIONS, JointModel, repeat_targets
+from torchik.models.registry import register
 
 __all__ = ["FlowMatching", "FMConfig", "VelocityNet"]
 

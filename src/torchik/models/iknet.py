@@ -47,7 +47,8 @@ import torch
 from torch import Tensor, nn
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_float, check_int
-from torchik.models.base import IKModel, ProblemSpec, register
+from torchik.learn.spec import ProblemSpec
+from torchik.models.base import IKModel
 from torchik.models.mixture import (
     JointDomain,
     mixture_log_prob,
@@ -56,6 +57,7 @@ from torchik.models.mixture import (
     scale_range,
     sparsemax,
 )
+from torchik.models.registry import register
 
 __all__ = ["IKNet", "IKNetConfig"]
 

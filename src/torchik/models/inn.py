@@ -20,7 +20,7 @@ The loss (the paper's section 3.3) is a weighted sum of
 * ``L_x`` (``backward_mmd``): MMD between the inverted ``[y, z ~ N(0, I), 0]`` and the
   training ``x`` (unsupervised backward loss), plus its padding's squares.
 
-MMDs use inverse multiquadric kernels (:func:`torchik.metrics.mmd`, widths ``MMD_WIDTHS``).
+MMDs use inverse multiquadric kernels (:func:`torchik.learn.mmd`, widths ``MMD_WIDTHS``).
 Joint features are ``(cos, sin)`` for circular joints (``cos_sin``), so no loss sees the seam at
 ``+-pi``.
 The padded model has no tractable density: :meth:`IKModel.log_prob` is not implemented.
@@ -36,9 +36,10 @@ import torch
 from torch import Tensor, nn
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
-from torchik.metrics import mmd
-from torchik.models.base import ProblemSpec, register
+from torchik.learn.metrics import mmd
+from torchik.learn.spec import ProblemSpec
 from torchik.models.common import ACTIVATIONS, JointModel, mlp, repeat_targets
+from torchik.models.registry import register
 
 __all__ = ["INN", "INNConfig", "AffineCoupling"]
 

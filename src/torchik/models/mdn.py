@@ -30,9 +30,10 @@ from torch import Tensor
 from torch.distributions import MultivariateNormal
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
-from torchik.models.base import ProblemSpec, register
+from torchik.learn.spec import ProblemSpec
 from torchik.models.common import ACTIVATIONS, JointModel, mlp
 from torchik.models.mixture import full_precision
+from torchik.models.registry import register
 
 __all__ = ["MDN", "MDNConfig"]
 

@@ -8,7 +8,9 @@ import torch
 from torch import Tensor, nn
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_int
-from torchik.models.base import IKModel, ProblemSpec, register
+from torchik.learn.spec import ProblemSpec
+from torchik.models.base import IKModel
+from torchik.models.registry import register
 
 __all__ = ["MLP", "MLPConfig"]
 

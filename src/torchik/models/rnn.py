@@ -26,9 +26,10 @@ import torch
 from torch import Tensor, nn
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
-from torchik.models.base import ProblemSpec, register
+from torchik.learn.spec import ProblemSpec
 from torchik.models.common import ACTIVATIONS, JointModel, circular_mask, mlp, repeat_targets
 from torchik.models.mixture import JointDomain, mixture_log_prob, mixture_sample, scale_range
+from torchik.models.registry import register
 
 __all__ = ["RNN", "RNNConfig"]
 

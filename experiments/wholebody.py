@@ -1,0 +1,200 @@
+"""Whole-body IK on the Unitree G1: both hands' full poses at once (``benchmarks/wholebody.py``).
+
+Targets: FK poses of ``left_rubber_hand`` and ``right_rubber_hand`` at configurations uniform
+within the limits (all 29 joints; seed 0). torchik solves them all in one batched call with its
+own seeds (uniform random pools, never the answer); :func:`run_anchor` drives another library's
+solver from uniform random starts. Success is decided by torchik's FK in float64: every link
+within 1 mm and 1 degree, every joint within limits. The floating-base rows place both feet's and
+hands' poses: :func:`run_quaternion` on ``floating_base=True`` (position + quaternion), and
+:func:`run_floating` on an emulated base of 3 slides and 3 Euler hinges (:func:`floating_g1`).
+
+Time is CPU time (``time.process_time``) of single solves, not
+:func:`~experiments.timing.time_call`: the benchmark runs with one thread on a shared machine, where
+wall time measures the neighbours.
+
+Example:
+    >>> row = run_quaternion(4, num_seeds=2)
+    >>> row["targets"], row["success"] > 0.5
+    (4, True)
+"""
+
+from __future__ import annotations
+
+import math
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchik.description import bundled_urdf
+from torchik.ik import solve_ik
+from torchik.robot import Robot
+
+__all__ = [
+    "FEET",
+    "HANDS",
+    "floating_g1",
+    "run_anchor",
+    "run_floating",
+    "run_quaternion",
+    "run_torchik",
+    "success",
+    "targets",
+    "wholebody_markdown",
+]
+
+HANDS = ("left_rubber_hand", "right_rubber_hand")
+"""The G1's hand links (the targets)."""
+FEET = ("left_ankle_roll_link", "right_ankle_roll_link")
+"""The G1's feet (floating-base rows)."""
+TOL_P, TOL_R = 1e-3, math.radians(1.0)
+TITLE = "Whole-body IK: G1, both hands' full poses (pelvis fixed, or feet too on a floating base)"
+
+
+def targets(robot: Any, n: int) -> Tensor:
+    """``(n, 2, 4, 4)`` hand poses of uniform random configurations (seed 0)."""
+    q = robot.random_configuration(n, torch.Generator().manual_seed(0))
+    return robot.forward_kinematics(q, list(HANDS))
+
+
+def success(robot: Any, q: Tensor, poses: Tensor, links: Sequence[str] = HANDS) -> Tensor:
+    """``(n,)`` bool: every link (both hands) within 1 mm / 1 degree and every joint within
+    limits."""
+    got = robot.forward_kinematics(q, list(links))
+    pos = (got[..., :3, 3] - poses[..., :3, 3]).norm(dim=-1)
+    rel = got[..., :3, :3].transpose(-1, -2) @ poses[..., :3, :3]
+    cos = ((rel.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)
+    ok = (pos < TOL_P) & (torch.arccos(cos) < TOL_R)
+    within = ((q >= robot.lower - 1e-9) & (q <= robot.upper + 1e-9)).all(-1)
+    return ok.all(-1) & within
+
+
+def run_torchik(robot: Any, poses: Tensor, num_seeds: int, repeats: int = 3) -> dict[str, Any]:
+    """One batched ``solve_ik`` over every target; the median CPU time of ``repeats`` runs."""
+    times = []
+    for _ in range(repeats):
+        g = torch.Generator().manual_seed(1)
+        start = time.process_time()
+        result = solve_ik(robot, dict(zip(HANDS, poses.unbind(1), strict=True)), generator=g,
+                          num_seeds=num_seeds)  # fmt: skip
+        times.append(time.process_time() - start)
+    seconds = sorted(times)[len(times) // 2]
+    ok = torch.stack([success(robot, result.q[:, k], poses) for k in range(num_seeds)]).any(0)
+    rate = ok.float().mean().item()
+    return {"targets": len(poses), "success": rate, "cpu_s": seconds, "settings": "median of 3"}
+
+
+def floating_g1() -> Any:
+    """The G1 on an emulated floating base: world -> x, y, z slides (±1 m) -> yaw (±π), pitch
+    (±1.5), roll (±π) hinges -> pelvis. Euler angles, so not the real thing (a quaternion base
+    is issue 17 section 2); enough to measure feet + hands targets on a moving pelvis."""
+
+    def joint(name: str, kind: str, parent: str, child: str, axis: str, lo: float, hi: float):
+        return (f'<joint name="{name}" type="{kind}"><parent link="{parent}"/><child '
+                f'link="{child}"/><axis xyz="{axis}"/><limit lower="{lo}" upper="{hi}" '
+                f'effort="1" velocity="1"/></joint>')  # fmt: skip
+
+    chain = [("base_x", "prismatic", "1 0 0", 1), ("base_y", "prismatic", "0 1 0", 1),
+             ("base_z", "prismatic", "0 0 1", 1), ("base_yaw", "revolute", "0 0 1", math.pi),
+             ("base_pitch", "revolute", "0 1 0", 1.5),
+             ("base_roll", "revolute", "1 0 0", math.pi)]  # fmt: skip
+    parts, parent = ['<link name="world"/>'], "world"
+    for i, (name, kind, axis, limit) in enumerate(chain):
+        child = "pelvis" if i == len(chain) - 1 else f"{name}_link"
+        parts += [f'<link name="{child}"/>' if child != "pelvis" else ""]
+        parts.append(joint(name, kind, parent, child, axis, -limit, limit))
+        parent = child
+    text = bundled_urdf("g1")
+    text = text.replace('<robot name="g1">', '<robot name="g1_floating">' + "".join(parts), 1)
+    return Robot.from_urdf(text, dtype=torch.float64)
+
+
+def run_floating(n: int, num_seeds: int) -> dict[str, Any]:
+    """Both feet's and hands' poses on :func:`floating_g1` (targets of random joints, seed 0)."""
+    robot = floating_g1()
+    links = [*FEET, *HANDS]
+    poses = robot.forward_kinematics(
+        robot.random_configuration(n, torch.Generator().manual_seed(0)), links
+    )
+    g = torch.Generator().manual_seed(1)
+    start = time.process_time()
+    result = solve_ik(robot, dict(zip(links, poses.unbind(1), strict=True)), generator=g,
+                      num_seeds=num_seeds)  # fmt: skip
+    seconds = time.process_time() - start
+    note = "emulated floating base (6 joints), both feet's and hands' poses"
+    rate = result.success.any(-1).float().mean().item()
+    return {"targets": n, "success": rate, "cpu_s": seconds, "settings": note}
+
+
+def run_quaternion(n: int, num_seeds: int) -> dict[str, Any]:
+    """The G1 on a real floating base (``floating_base=True``: position + quaternion, steps in
+    the tangent space); targets: both feet's and hands' poses of uniform random joints, the
+    base anywhere in a 2 m cube with any orientation (seed 0). Success by FK here."""
+    robot = Robot.from_urdf(bundled_urdf("g1"), dtype=torch.float64, floating_base=True)
+    links = [*FEET, *HANDS]
+    g = torch.Generator().manual_seed(0)
+    q = robot.random_configuration(n, g)
+    q[:, :3] = 2 * torch.rand(n, 3, generator=g, dtype=q.dtype) - 1
+    poses = robot.forward_kinematics(q, links)
+    g = torch.Generator().manual_seed(1)
+    start = time.process_time()
+    result = solve_ik(robot, dict(zip(links, poses.unbind(1), strict=True)), generator=g,
+                      num_seeds=num_seeds)  # fmt: skip
+    seconds = time.process_time() - start
+    ok = torch.stack([success(robot, result.q[:, k], poses, links) for k in range(num_seeds)])
+    note = "quaternion floating base (`floating_base=True`), both feet's and hands' poses"
+    iters = result.iterations.float().mean().item()
+    return {"targets": n, "success": ok.any(0).float().mean().item(), "cpu_s": seconds,
+            "mean_iterations": iters, "settings": note}  # fmt: skip
+
+
+def run_anchor(
+    robot: Any, poses: Tensor, solve_one: Callable[[Tensor, Tensor], Tensor], starts: int
+) -> dict[str, Any]:
+    """``solve_one(q_start (29,), poses (2, 4, 4)) -> q (29,)`` from up to ``starts`` uniform
+    random starts per target, the next one only while FK says the last one failed."""
+    q0 = robot.random_configuration(len(poses) * starts, torch.Generator().manual_seed(1))
+    q0 = q0.view(len(poses), starts, -1)
+    q_out, tries = torch.empty_like(q0[:, 0]), 0
+    start = time.process_time()
+    for i in range(len(poses)):
+        for k in range(starts):
+            q_out[i] = solve_one(q0[i, k], poses[i])
+            tries += 1
+            if bool(success(robot, q_out[i : i + 1], poses[i : i + 1])):
+                break
+    seconds = time.process_time() - start
+    ok = success(robot, q_out, poses)
+    return {"targets": len(poses), "success": ok.float().mean().item(), "cpu_s": seconds,
+            "starts_used": tries}  # fmt: skip
+
+
+def wholebody_markdown(stamp: dict[str, Any], rows: dict[str, dict[str, Any]]) -> str:
+    """The results file: title, machine stamp, the protocol in words, one row per method."""
+    lines = [f"# {TITLE}", "", "| machine | |",
+             "|---|---|", *(f"| {k} | {v} |" for k, v in stamp.items()), "",
+             "CPU time (`time.process_time`), `torch.set_num_threads(1)`, on a shared machine. "
+             "Success checked here by FK in float64: both hands within 1 mm and 1°, every "
+             "joint within limits. Targets: FK poses of configurations uniform in the limits "
+             "(seed 0). torchik: one batched `solve_ik` call, its own seeds (the nearest of a "
+             "uniform random pool, never the answer). Anchors: the same targets, uniform random "
+             "starts (seed 1), each iterated through the library's documented loop; the next "
+             "start only when FK says the last one failed. The emulated floating-base rows put "
+             "3 slides (±1 m) and 3 Euler hinges above the pelvis; the quaternion-base rows load "
+             "the G1 with `floating_base=True` (position + quaternion, steps in the tangent "
+             "space), targets: both feet's and hands' poses, the base anywhere in a 2 m cube "
+             "with any orientation; each seed's base is fitted to the targets (weighted "
+             "Procrustes), never taken from the configuration behind them; success by FK here "
+             "(all four links within 1 mm and 1°).", "",
+             "| method | targets | success | CPU time, all targets | per target | notes |",
+             "|---|---|---|---|---|---|"]  # fmt: skip
+    for name, row in rows.items():
+        if "success" not in row:
+            lines.append(f"| {name} | | | | | {row.get('status', '')} |")
+            continue
+        per, note = row["cpu_s"] / row["targets"], row.get("settings", "")
+        lines.append(f"| {name} | {row['targets']} | {100 * row['success']:.1f} % | "
+                     f"{row['cpu_s']:.3f} s | {1e3 * per:.2f} ms | {note} |")  # fmt: skip
+    return "\n".join(lines) + "\n"

@@ -1,0 +1,351 @@
+"""MJCF (MuJoCo) models -> :class:`torchik.description.URDFModel`, through the ``mujoco`` package.
+
+MuJoCo compiles the file (includes, defaults, ``<compiler angle=...>``, ``ref`` values), and
+this module reads the compiled body tree: every body is a link named after it (the world body is
+the root link ``"world"``), every hinge or slide joint a torchik joint of the same name. So
+``q`` is MuJoCo's ``qpos`` for those joints (``ref`` is folded into the origins), in MuJoCo's
+order; :func:`qpos_index` picks them out of a ``qpos`` that also holds free joints.
+
+How a body becomes links:
+
+- no joint (or only a free joint, with ``free_joint="fixed"``): a fixed joint, named
+  ``"<body>_fixed"``, from the parent body at the body's ``pos``/``quat``;
+- one joint whose ``pos`` is zero: a joint from the parent body to the body itself;
+- several joints, or a hinge with a ``pos`` offset: a chain through one zero-mass link per joint,
+  ``"<body>/<joint>"``, placed at that joint's anchor, and a last fixed joint ``"<body>_fixed"``
+  back to the body's frame where needed. MuJoCo applies a body's joints in order, each about its
+  anchor, and so does the chain.
+
+A joint equality (active at the start, linear, between two joints: what MuJoCo makes of a URDF
+``<mimic>``) makes its first joint a mimic joint of the second, outside ``q``; other equality
+constraints are left out (their joints stay coordinates of ``q``).
+
+Sites become links fixed to their bodies (``sites=False`` leaves them out). Unnamed bodies,
+joints and sites are called ``"body<id>"``, ``"joint<id>"`` and ``"site<id>"`` (MuJoCo ids); a
+made-up name, or a site's, that a link or joint already holds gets a ``_1``, ``_2``, ... suffix.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchik.description.reading import URDFError
+from torchik.description.urdf import Joint, Mimic, Origin, URDFModel
+from torchik.geometry.floating import BASE_COORDINATES
+from torchik.geometry.rotations import quat_to_rotmat, rotmat_to_rpy
+
+__all__ = ["MJCFError", "parse_mjcf", "qpos_index", "FREE_JOINT_OPTIONS"]
+
+FREE_JOINT_OPTIONS = ("floating", "fixed", "error")
+_ACCEPTED = "hinge, slide and free joints"
+_FREE, _BALL, _SLIDE, _HINGE = 0, 1, 2, 3  # mujoco.mjtJoint values
+_EQ_JOINT = 2  # mujoco.mjtEq.mjEQ_JOINT
+
+
+class MJCFError(URDFError):
+    """An MJCF model that torchik cannot load; the message names the file and the element."""
+
+
+def parse_mjcf(
+    source: str | os.PathLike | Any,
+    free_joint: str = "floating",
+    limits: Mapping[str, tuple[float, float]] | None = None,
+    sites: bool = True,
+) -> URDFModel:
+    """Read an MJCF model (a path, or the XML text) into the kinematic tree torchik builds on.
+
+    Args:
+        source: A path to an MJCF file (its ``<include>`` and asset paths resolved by MuJoCo),
+            the XML text itself (a ``str`` starting with ``<``), or a compiled
+            ``mujoco.MjModel`` (full precision: a saved XML rounds to 6 digits).
+        free_joint: ``"floating"`` makes a free joint a floating base (its 7 ``qpos``, position
+            and quaternion ``w, x, y, z`` in the world, are the base's ``q``, named
+            ``<joint>/x`` ... ``<joint>/qz``); ``"fixed"`` keeps such a body fixed at its pose in
+            the file (MuJoCo's ``qpos0``), for models of an arm on a free base; ``"error"``
+            refuses free joints.
+        limits: ``{joint: (lower, upper)}`` overriding the file's ranges (in radians or metres,
+            in ``qpos`` units); required for a slide joint that has no range.
+        sites: Whether each ``<site>`` becomes a link (fixed to its body, named after the site,
+            or ``"site<id>"``): end-effector frames such as Menagerie's ``attachment_site``.
+
+    Returns:
+        The model: links are the bodies (and the helper links above) in MuJoCo's body order,
+        then the sites.
+
+    Raises:
+        ImportError: If the ``mujoco`` package is missing (``pip install torchik[mjcf]``).
+        MJCFError: If MuJoCo refuses the file, or it has a ball joint, a free joint (without
+            ``free_joint="error"``), a slide joint with no range, or ``limits`` names an unknown
+            joint; the message names the file and the element.
+    """
+    if free_joint not in FREE_JOINT_OPTIONS:
+        raise ValueError(f"free_joint must be one of {FREE_JOINT_OPTIONS}, not {free_joint!r}")
+    model, label = _compile(source)
+    try:
+        return _build(model, free_joint, dict(limits or {}), sites)
+    except MJCFError as err:
+        raise MJCFError(f"{label}: {err}") from None
+
+
+def qpos_index(model: Any, joint_names: tuple[str, ...] | list[str]) -> list[int]:
+    """Where each joint of ``joint_names`` sits in MuJoCo's ``qpos``.
+
+    Args:
+        model: the ``mujoco.MjModel`` the robot was loaded from.
+        joint_names: torchik joint names, e.g. ``robot.joint_names``.
+
+    Returns:
+        Indices into ``qpos``: ``q = qpos[..., index]`` (a ``list``, for numpy or torch).
+    """
+    _, joints = _names(model)
+    where = {name: int(model.jnt_qposadr[j]) for j, name in enumerate(joints)}
+    for j, name in enumerate(joints):  # a free joint's 7 coordinates, as torchik names them
+        if int(model.jnt_type[j]) == _FREE:
+            for k, coordinate in enumerate(BASE_COORDINATES):
+                where[f"{name}/{coordinate}"] = int(model.jnt_qposadr[j]) + k
+    missing = [name for name in joint_names if name not in where]
+    if missing:
+        raise ValueError(f"joints {missing} are not joints of this MuJoCo model")
+    return [where[name] for name in joint_names]
+
+
+# --------------------------------------------------------------------------- compiling
+
+
+def _import_mujoco() -> Any:
+    try:
+        import mujoco
+    except ImportError as err:
+        raise ImportError(
+            "reading MJCF needs the mujoco package: pip install 'torchik[mjcf]'"
+        ) from err
+    return mujoco
+
+
+def _compile(source: str | os.PathLike | Any) -> tuple[Any, str]:
+    """``(mujoco.MjModel, label for messages)``."""
+    mujoco = _import_mujoco()
+    if isinstance(source, mujoco.MjModel):
+        return source, "the MjModel"
+    text = isinstance(source, str) and source.lstrip().startswith("<")
+    label = "the MJCF text" if text else ascii(str(source))[1:-1]
+    try:
+        if text:
+            return mujoco.MjModel.from_xml_string(str(source)), label
+        if not Path(source).is_file():
+            raise MJCFError(f"MJCF file not found: {label}")
+        return mujoco.MjModel.from_xml_path(str(source)), label
+    except ValueError as err:
+        if isinstance(err, MJCFError):
+            raise
+        raise MJCFError(f"{label}: MuJoCo cannot compile it: {err}") from None
+
+
+# --------------------------------------------------------------------------- body tree -> model
+
+
+def _names(model: Any) -> tuple[list[str], list[str]]:
+    """Body and joint names, unnamed ones made up from their ids (see the module docstring)."""
+    bodies = [model.body(b).name for b in range(model.nbody)]
+    joints = [model.joint(j).name for j in range(model.njnt)]
+    bodies[0] = bodies[0] or "world"
+    for names, stem in ((bodies, "body"), (joints, "joint")):
+        taken = set(names)
+        for i, name in enumerate(names):
+            if not name:
+                names[i] = _fresh(f"{stem}{i}", taken)
+    return bodies, joints
+
+
+def _fresh(name: str, taken: set[str]) -> str:
+    """``name``, or ``name_1``, ``name_2``, ... : the first not in ``taken`` (then added)."""
+    candidate, k = name, 0
+    while candidate in taken:
+        k += 1
+        candidate = f"{name}_{k}"
+    taken.add(candidate)
+    return candidate
+
+
+def _build(
+    model: Any, free_joint: str, limits: dict[str, tuple[float, float]], sites: bool
+) -> URDFModel:
+    bodies, joint_names = _names(model)
+    unknown = sorted(set(limits) - set(joint_names))
+    if unknown:
+        raise MJCFError(f"limits= names {unknown}, which are not joints of the model")
+    builder = _Builder(model, bodies, joint_names, free_joint, limits)
+    builder.mimics = _joint_mimics(model, joint_names)
+    for body in range(1, model.nbody):  # ids are depth-first: parents come first
+        builder.add_body(body)
+    for site in range(model.nsite if sites else 0):
+        builder.add_site(site)
+    return URDFModel(model.names.split(b"\0")[0].decode() or "mjcf", bodies[0], *builder.done())
+
+
+def _joint_mimics(model: Any, joint_names: list[str]) -> dict[int, Mimic]:
+    """Linear joint equalities as mimics, by follower joint id: MuJoCo's
+    ``y - y0 = a0 + a1 (x - x0)`` (``y0``, ``x0`` the joints' ``qpos0``) is
+    ``y = a1 x + (y0 + a0 - a1 x0)``."""
+    mimics: dict[int, Mimic] = {}
+    for e in range(model.neq):
+        follower, leader = int(model.eq_obj1id[e]), int(model.eq_obj2id[e])
+        a0, a1, *higher = (float(c) for c in model.eq_data[e, :5])
+        if model.eq_type[e] != _EQ_JOINT or not model.eq_active0[e] or leader < 0 or any(higher):
+            continue
+        if follower in mimics:
+            raise MJCFError(f"joint {joint_names[follower]!r} is in two joint equalities")
+        y0, x0 = (float(model.qpos0[model.jnt_qposadr[j]]) for j in (follower, leader))
+        mimics[follower] = Mimic(joint_names[leader], a1, y0 + a0 - a1 * x0)
+    for follower, mimic in mimics.items():
+        if joint_names.index(mimic.joint) in mimics:
+            raise MJCFError(
+                f"joint {joint_names[follower]!r} follows {mimic.joint!r}, which follows another "
+                "joint; torchik accepts joint equalities whose second joint is free of any"
+            )
+    return mimics
+
+
+def _translation(xyz: Any) -> Tensor:
+    out = torch.eye(4, dtype=torch.float64)
+    out[:3, 3] = torch.as_tensor(xyz, dtype=torch.float64)
+    return out
+
+
+def _pose(pos: Any, quat: Any) -> Tensor:
+    """The homogeneous transform of a MuJoCo ``pos`` and ``quat`` (w, x, y, z)."""
+    out = _translation(pos)
+    out[:3, :3] = quat_to_rotmat(torch.as_tensor(quat, dtype=torch.float64))
+    return out
+
+
+def _motion(kind: int, axis: Tensor, value: float) -> Tensor:
+    """The homogeneous transform of a hinge (rotation) or slide joint moved by ``value``."""
+    if kind == _SLIDE:
+        return _translation(axis * value)
+    half = torch.as_tensor(value / 2, dtype=torch.float64)
+    quat = torch.cat((half.cos()[None], half.sin() * axis))
+    out = torch.eye(4, dtype=torch.float64)
+    out[:3, :3] = quat_to_rotmat(quat)
+    return out
+
+
+def _vec3(values: Tensor) -> tuple[float, float, float]:
+    x, y, z = values.tolist()
+    return (x, y, z)
+
+
+def _origin(transform: Tensor) -> Origin:
+    """Translation and roll-pitch-yaw; :func:`rotmat_to_rpy` reproduces the matrix to rounding
+    error even next to gimbal lock (FK agrees with MuJoCo to 1e-15, not 1e-8)."""
+    return Origin(_vec3(transform[:3, 3]), _vec3(rotmat_to_rpy(transform[:3, :3])))
+
+
+class _Builder:
+    """Collects links and joints body by body (a small accumulator, not a public object)."""
+
+    def __init__(self, model, bodies, joint_names, free_joint, limits):
+        self.model, self.bodies, self.joint_names = model, bodies, joint_names
+        self.free_joint, self.limits = free_joint, limits
+        self.links: list[str] = [bodies[0]]
+        self.joints: list[Joint] = []
+        self.taken_links, self.taken_joints = set(bodies), set(joint_names)
+        self.mimics: dict[int, Mimic] = {}
+
+    def done(self) -> tuple[tuple[str, ...], tuple[Joint, ...]]:
+        return tuple(self.links), tuple(self.joints)
+
+    def add_body(self, body: int) -> None:
+        m, name = self.model, self.bodies[body]
+        pending = _pose(m.body_pos[body], m.body_quat[body])  # parent frame -> next joint frame
+        parent = self.bodies[int(m.body_parentid[body])]
+        first = int(m.body_jntadr[body])
+        moving = [j for j in range(first, first + int(m.body_jntnum[body])) if self._moves(j)]
+        for k, j in enumerate(moving):
+            kind = int(m.jnt_type[j])
+            if kind == _FREE:  # qpos is the body's pose in the world: a floating base
+                self._add_floating(j, parent, name)
+                parent, pending = name, torch.eye(4, dtype=torch.float64)
+                continue
+            axis = torch.as_tensor(m.jnt_axis[j], dtype=torch.float64)
+            anchor = torch.as_tensor(m.jnt_pos[j], dtype=torch.float64)
+            if kind == _SLIDE:
+                anchor = torch.zeros(3, dtype=torch.float64)  # a translation has no centre
+            ref = float(m.qpos0[m.jnt_qposadr[j]])  # MuJoCo moves by qpos - qpos0
+            origin = pending @ _translation(anchor) @ _motion(kind, axis, -ref)
+            last = k == len(moving) - 1 and not anchor.any()
+            child = name if last else _fresh(f"{name}/{self.joint_names[j]}", self.taken_links)
+            self._add_joint(j, kind, parent, child, origin, axis)
+            parent, pending = child, _translation(-anchor)
+        if parent != name:
+            self._add_fixed(parent, name, pending)
+
+    def add_site(self, site: int) -> None:
+        m = self.model
+        name = _fresh(m.site(site).name or f"site{site}", self.taken_links)
+        parent = self.bodies[int(m.site_bodyid[site])]
+        self._add_fixed(parent, name, _pose(m.site_pos[site], m.site_quat[site]))
+
+    def _add_fixed(self, parent: str, child: str, origin: Tensor) -> None:
+        fixed = _fresh(f"{child}_fixed", self.taken_joints)
+        self.links.append(child)
+        self.joints.append(Joint(fixed, "fixed", parent, child, _origin(origin)))
+
+    def _moves(self, j: int) -> bool:
+        """Whether joint ``j`` is a hinge or slide; free joints are dropped or refused."""
+        kind = int(self.model.jnt_type[j])
+        where = f"joint {self.joint_names[j]!r} in body {self.bodies[self.model.jnt_bodyid[j]]!r}"
+        if kind == _BALL:
+            raise MJCFError(f"{where} is a ball joint; torchik accepts {_ACCEPTED}")
+        if kind == _FREE and self.free_joint == "error":
+            raise MJCFError(
+                f"{where} is a free joint (a floating base), refused by free_joint='error'; "
+                "accepted: free_joint='floating' (a floating base) or 'fixed'"
+            )
+        return kind in (_HINGE, _SLIDE) or (kind == _FREE and self.free_joint == "floating")
+
+    def _add_floating(self, j: int, parent: str, child: str) -> None:
+        if parent != self.bodies[0]:
+            raise MJCFError(
+                f"free joint {self.joint_names[j]!r} in body {child!r} is not in a child of the "
+                "world body; accepted: a free joint in a top-level body"
+            )
+        self.links.append(child)
+        self.joints.append(Joint(self.joint_names[j], "floating", parent, child))
+
+    def _add_joint(self, j, kind, parent, child, origin, axis) -> None:
+        name = self.joint_names[j]
+        lower, upper = self._limits(j, kind)
+        if kind == _SLIDE:
+            urdf_type = "prismatic"
+        else:
+            urdf_type = "continuous" if lower is None else "revolute"
+        mimic = self.mimics.get(j)
+        self.links.append(child)
+        self.joints.append(
+            Joint(name, urdf_type, parent, child, _origin(origin), _vec3(axis), lower, upper, mimic)
+        )
+
+    def _limits(self, j: int, kind: int) -> tuple[float | None, float | None]:
+        name = self.joint_names[j]
+        if name in self.limits:
+            lower, upper = (float(v) for v in self.limits[name])
+            if not lower <= upper:
+                raise MJCFError(f"limits= gives joint {name!r} lower {lower:g} > upper {upper:g}")
+            return lower, upper
+        if self.model.jnt_limited[j]:
+            lower, upper = (float(v) for v in self.model.jnt_range[j])
+            return lower, upper
+        if kind == _SLIDE and j not in self.mimics:  # a mimic's own limits are never used
+            raise MJCFError(
+                f"slide joint {name!r} in body {self.bodies[self.model.jnt_bodyid[j]]!r} has "
+                f"no range; give it range='lower upper' in the file or pass "
+                f"limits={{{name!r}: (lower, upper)}}"
+            )
+        return None, None

@@ -1,0 +1,117 @@
+"""Floating bases: the base pose inside ``q``, and stepping on the configuration manifold.
+
+A floating robot's ``q (..., 7 + n)`` starts with the base pose: position ``(x, y, z)`` in
+metres, then a quaternion ``(qw, qx, qy, qz)`` (torchik's order, scalar first; Pinocchio's
+FreeFlyer stores ``(qx, qy, qz, qw)``), then the ``n`` joint values. The quaternion need not be
+unit: every function uses ``quat / |quat|``, so gradients with respect to it are tangent to the
+unit sphere. Velocities and steps ``v (..., 6 + n)`` start with the base twist in the base's own
+frame, linear then angular (Pinocchio's FreeFlyer convention), so Jacobians have ``nv = nq - 1``
+columns. Fixed-base robots take the same calls with ``nq == nv`` and plain addition.
+"""
+
+from __future__ import annotations
+
+import torch
+from torch import Tensor
+
+from torchik.geometry.rotations import (
+    quat_conjugate,
+    quat_multiply,
+    quat_normalize,
+    quat_to_rotmat,
+    quat_to_rotvec,
+    rotvec_to_quat,
+    skew,
+)
+
+__all__ = [
+    "BASE_COORDINATES",
+    "base_jacobian",
+    "base_pose",
+    "difference",
+    "integrate",
+    "velocity_coordinates",
+]
+
+BASE_COORDINATES = ("x", "y", "z", "qw", "qx", "qy", "qz")
+"""The names of a floating base's 7 coordinates in ``q`` (prefixed ``<joint>/`` in a robot)."""
+
+
+def base_pose(q_base: Tensor, origin: Tensor | None = None) -> Tensor:
+    """The base link's pose ``(..., 4, 4)`` in the world, ``origin @ [R(quat) | p]``.
+
+    Args:
+        q_base: ``(..., 7)`` position and quaternion ``(w, x, y, z)`` (any nonzero norm).
+        origin: ``(4, 4)`` the floating joint's ``<origin>`` (``None``: identity).
+
+    Example:
+        >>> base_pose(torch.tensor([1.0, 2.0, 3.0, 1.0, 0.0, 0.0, 0.0]))[:3, 3]
+        tensor([1., 2., 3.])
+    """
+    top = torch.cat((quat_to_rotmat(q_base[..., 3:7]), q_base[..., :3, None]), dim=-1)
+    bottom = q_base.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(*top.shape[:-2], 1, 4)
+    pose = torch.cat((top, bottom), dim=-2)
+    return pose if origin is None else origin @ pose
+
+
+def base_jacobian(
+    q_base: Tensor, origin: Tensor | None, jac: Tensor, pose: Tensor
+) -> tuple[Tensor, Tensor]:
+    """The world Jacobian ``(B, 6, 6 + n)`` and pose ``(B, 4, 4)`` of a link from its
+    Jacobian ``jac (B, 6, n)`` and pose ``pose (B, 4, 4)`` relative to the base.
+
+    The base columns are those of its local twist ``(v, w)``: a step moves the base to
+    ``p + R v`` and ``R exp([w]x)``, so the link origin ``x`` moves by ``R v + (R w) x (x - p)``.
+    """
+    base = base_pose(q_base, origin)
+    rot, position = base[..., :3, :3], base[..., :3, 3]
+    world = base @ pose
+    lever = skew(world[..., :3, 3] - position)
+    zeros = torch.zeros_like(rot)
+    linear = torch.cat((rot, -lever @ rot, rot @ jac[..., :3, :]), dim=-1)
+    angular = torch.cat((zeros, rot, rot @ jac[..., 3:, :]), dim=-1)
+    return torch.cat((linear, angular), dim=-2), world
+
+
+def integrate(q: Tensor, v: Tensor, floating: bool) -> Tensor:
+    """``q ⊕ v``: the configuration reached from ``q (..., nq)`` by the step ``v (..., nv)``.
+
+    For a floating base, position ``p + R v_lin`` and quaternion ``quat * exp(w / 2)``
+    (normalised): the retraction of SO(3) x R^3 with the step in the base frame, whose
+    derivative at ``v = 0`` is what :func:`base_jacobian` uses; joints add.
+
+    Example:
+        >>> q = torch.tensor([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.5])
+        >>> integrate(q, torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25]), True)
+        tensor([1.0000, 0.0000, 0.0000, 1.0000, 0.0000, 0.0000, 0.0000, 0.7500])
+    """
+    if not floating:
+        return q + v
+    quat = q[..., 3:7]
+    step = (quat_to_rotmat(quat) @ v[..., :3, None])[..., 0]
+    turned = quat_normalize(quat_multiply(quat, rotvec_to_quat(v[..., 3:6])))
+    return torch.cat((q[..., :3] + step, turned, q[..., 7:] + v[..., 6:]), dim=-1)
+
+
+def difference(q0: Tensor, q1: Tensor, floating: bool) -> Tensor:
+    """``q1 ⊖ q0 (..., nv)``: the step ``v`` with ``integrate(q0, v) == q1`` (rotation angle
+    at most π); ``q1 - q0`` for a fixed base."""
+    if not floating:
+        return q1 - q0
+    rot = quat_to_rotmat(q0[..., 3:7])
+    linear = (rot.transpose(-1, -2) @ (q1[..., :3] - q0[..., :3])[..., None])[..., 0]
+    relative = quat_multiply(quat_conjugate(quat_normalize(q0[..., 3:7])), q1[..., 3:7])
+    return torch.cat((linear, quat_to_rotvec(relative), q1[..., 7:] - q0[..., 7:]), dim=-1)
+
+
+def velocity_coordinates(nv: int, floating: bool, device: torch.device | None = None) -> Tensor:
+    """``(nv,)`` long: the coordinate of ``q`` that each entry of a step ``v`` moves, ``-1``
+    for a floating base's six (its twist moves position and quaternion together); joint ``i``
+    of ``v`` is coordinate ``i + 1`` of ``q`` there, coordinate ``i`` on a fixed base.
+
+    Example:
+        >>> velocity_coordinates(8, True)
+        tensor([-1, -1, -1, -1, -1, -1,  7,  8])
+    """
+    index = torch.arange(nv, device=device)
+    return torch.where(index < 6, -1, index + 1) if floating else index

@@ -1,0 +1,27 @@
+"""Whole-body IK: several links placed at once, chosen joints, a posture in the null space, on a
+fixed or floating base.
+"""
+
+from torchik.ik.wholebody.problem import (
+    WholeBodyProblem,
+)
+from torchik.ik.wholebody.seeds import (
+    fit_base,
+    wholebody_seeder,
+)
+from torchik.ik.wholebody.solve import (
+    WholeBodyLM,
+    WholeBodyResult,
+    evaluate_targets,
+    solve_wholebody,
+)
+
+__all__ = [
+    "evaluate_targets",
+    "fit_base",
+    "solve_wholebody",
+    "wholebody_seeder",
+    "WholeBodyLM",
+    "WholeBodyProblem",
+    "WholeBodyResult",
+]

@@ -1,0 +1,148 @@
+"""Seeds of whole-body IK (:mod:`torchik.ik.wholebody.solve`), on a fixed or a floating base.
+
+Fixed base: each seed is the member of a pool of uniform random configurations whose link poses
+are nearest to the targets (as :func:`~torchik.ik.seeding.nearest_seeder` does for one link).
+
+Floating base: a random configuration says nothing about where the base should be, so the pool
+is compared with the targets *relative to a reference target* (the first pose target: every
+pose in its frame), which no base pose changes; the chosen seed's base is then put where its
+links best fit the targets, a weighted Procrustes fit (:func:`fit_base`). Only the targets are
+used, never the configurations they were made from.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+
+import torch
+from torch import Tensor
+
+from torchik.geometry.rotations import rotmat_to_quat
+from torchik.geometry.transforms import invert_transform, pose_to_matrix
+from torchik.ik.lm import LMSettings
+from torchik.ik.seeding import Seeder
+from torchik.ik.wholebody.problem import WholeBodyProblem
+
+__all__ = ["fit_base", "wholebody_seeder"]
+
+
+def wholebody_seeder(
+    problem: WholeBodyProblem, k: int, pool_size: int, generator: torch.Generator | None
+) -> Seeder:
+    """Seeds for the rows of ``problem`` (``k`` slots per target): the member nearest to the
+    targets of a pool of ``pool_size`` uniform random configurations (one pool per slot), or
+    uniform random ones within each row's box where rows have boxes (inactive joints) or
+    ``pool_size`` is 0. A floating base is fitted to the targets (:func:`fit_base`), or held
+    at its rest pose when inactive."""
+    limits, robot = problem.limits, problem.robot
+    if robot.floating:  # a base box is infinite: sample a finite one, then place the base
+        lower, upper = (b.nan_to_num(0.0, 0.0, 0.0) for b in (limits.lower, limits.upper))
+        limits = replace(limits, lower=lower, upper=upper)
+    if not pool_size or problem.limits.per_row:
+
+        def uniform(rows: Tensor, attempt: Tensor) -> Tensor:
+            index = torch.arange(rows.shape[0], device=rows.device)
+            return _place_base(problem, limits.rows(rows).sample(index, generator), rows)
+
+        return uniform
+
+    def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
+        pool = robot.random_configuration(k * pool_size, generator)
+        if robot.floating:
+            pool[:, :7] = robot.neutral()[:7]
+        features = _pose_features(problem, pool, rows)
+        which = (rows % k + attempt) % k
+        best = torch.empty_like(rows)
+        for slot in range(k):  # one product per pool, over its rows only
+            mine = torch.nonzero(which == slot).flatten()
+            pool_slot = features[1][slot * pool_size : (slot + 1) * pool_size]
+            best[mine] = (features[0][mine] @ pool_slot.T).argmin(dim=-1) + slot * pool_size
+        return _place_base(problem, pool[best], rows)
+
+    return seeder
+
+
+def _place_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
+    """``q (n, nq)`` with a floating base fitted to the targets of ``rows`` (held at its rest
+    pose when inactive); ``q`` itself on a fixed base."""
+    if not problem.robot.floating:
+        return q
+    if not bool(problem.active[:7].all()):
+        return torch.cat((problem.rest[rows, :7], q[:, 7:]), dim=-1)
+    return fit_base(problem, q, rows)
+
+
+def _target_poses(problem: WholeBodyProblem, rows: Tensor) -> Tensor:
+    """``(n, L, 4, 4)`` the targets of ``rows`` (identity rotation for position targets)."""
+    poses = []
+    for position, rotmat in zip(problem.positions, problem.rotmats, strict=True):
+        rot = torch.eye(3, dtype=position.dtype, device=position.device)
+        rot = rot.expand(rows.shape[0], 3, 3) if rotmat is None else rotmat[rows]
+        poses.append(pose_to_matrix(position[rows], rot))
+    return torch.stack(poses, dim=1)
+
+
+def _pose_features(problem: WholeBodyProblem, pool: Tensor, rows: Tensor):
+    """Float32 features ``a (n, f)`` of the targets of ``rows`` and ``b (P, f)`` of the pool's
+    link poses with ``a·b`` their weighted pose distance up to a constant per row:
+    ``Σ_i w_i (|p_i - p_ti|² + ρ² (3 - tr(R_tiᵀ R_i)))`` (as :func:`nearest_in_pools`), the
+    poses in the frame of the reference target on a floating base."""
+    rho = LMSettings().rotation_weight
+    poses = problem.robot.forward_kinematics(pool, list(problem.links))
+    targets = _target_poses(problem, rows)
+    if problem.robot.floating:
+        poses, targets = _relative(problem, poses), _relative(problem, targets)
+    a, b = [], []
+    for i, weight in enumerate(problem.weights_):
+        p, target = poses[:, i, :3, 3], targets[:, i, :3, 3]
+        a += [-2.0 * weight * target, weight * torch.ones_like(target[:, :1])]
+        b += [p, (p * p).sum(-1, keepdim=True)]
+        if problem.rotmats[i] is not None:
+            a.append(-weight * rho**2 * targets[:, i, :3, :3].flatten(-2))
+            b.append(poses[:, i, :3, :3].flatten(-2))
+    return torch.cat(a, dim=-1).float(), torch.cat(b, dim=-1).float()
+
+
+def _relative(problem: WholeBodyProblem, poses: Tensor) -> Tensor:
+    """``poses (n, L, 4, 4)`` in the frame of the reference target: the first pose target of
+    positive weight (the first target of positive weight, translated only, if none)."""
+    weighted = [i for i, w in enumerate(problem.weights_) if w > 0]
+    posed = [i for i in weighted if problem.rotmats[i] is not None]
+    frame = poses[:, (posed or weighted)[0]].clone()
+    if not posed:
+        frame[:, :3, :3] = torch.eye(3, dtype=frame.dtype, device=frame.device)
+    return invert_transform(frame)[:, None] @ poses
+
+
+def fit_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
+    """``q (n, nq)`` with its floating base moved to where its target links best fit the
+    targets of ``rows``.
+
+    With the links' poses ``X_i = [R_i | x_i]`` at the neutral base, the world motion
+    ``[R | t]`` minimises ``Σ_i w_i (|R x_i + t - p_i|² + ρ² (3 - tr(R_tiᵀ R R_i)))``: ``R``
+    maximises ``tr(Rᵀ M)``, ``M = Σ w_i (p_i - p̄)(x_i - x̄)ᵀ + ρ² Σ w_i R_ti R_iᵀ`` (the
+    Kabsch SVD, with the sign fix that keeps ``det R = 1``), and ``t = p̄ - R x̄`` (weighted
+    means).
+
+    Returns:
+        ``(n, nq)``.
+    """
+    robot, rho = problem.robot, LMSettings().rotation_weight
+    neutral = robot.neutral()
+    q = torch.cat((neutral[:7].expand(q.shape[0], 7), q[:, 7:]), dim=-1)
+    poses, targets = robot.forward_kinematics(q, list(problem.links)), _target_poses(problem, rows)
+    w = q.new_tensor(problem.weights_)
+    x, p = poses[..., :3, 3], targets[..., :3, 3]
+    x_mean, p_mean = (w[:, None] * x).sum(1) / w.sum(), (w[:, None] * p).sum(1) / w.sum()
+    m = ((p - p_mean[:, None]) * w[:, None]).transpose(-1, -2) @ (x - x_mean[:, None])
+    for i, rotmat in enumerate(problem.rotmats):
+        if rotmat is not None:
+            m = m + w[i] * rho**2 * targets[:, i, :3, :3] @ poses[:, i, :3, :3].transpose(-1, -2)
+    u, _, vh = torch.linalg.svd(m)
+    sign = torch.linalg.det(u @ vh)
+    u = torch.cat((u[..., :2], u[..., 2:] * sign[:, None, None]), dim=-1)
+    rot = u @ vh
+    world = pose_to_matrix(p_mean - (rot @ x_mean[..., None])[..., 0], rot)
+    origin = robot.forward_kinematics(neutral, robot.root)  # the base frame at neutral
+    base = invert_transform(origin) @ world @ origin
+    return torch.cat((base[:, :3, 3], rotmat_to_quat(base[:, :3, :3]), q[:, 7:]), dim=-1)

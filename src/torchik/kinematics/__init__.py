@@ -1,0 +1,19 @@
+"""Forward kinematics and Jacobians of a flattened kinematic tree: the reference path (pure
+PyTorch, analytic backward) and the fused Triton kernels for CUDA (:mod:`torchik.kinematics.fused`).
+"""
+
+from torchik.kinematics import fused as fused
+from torchik.kinematics.reference import (
+    KinematicTree,
+    forward_kinematics,
+    frames_to_matrix,
+    jacobian,
+)
+
+__all__ = [
+    "forward_kinematics",
+    "frames_to_matrix",
+    "fused",
+    "jacobian",
+    "KinematicTree",
+]

@@ -1,0 +1,298 @@
+"""Pure metric functions for IK solutions: errors, accuracy, limits, diversity, timing."""
+
+from __future__ import annotations
+
+import statistics
+import time
+from collections.abc import Callable
+from typing import TYPE_CHECKING, Any, TypeVar, cast
+
+import torch
+from torch import Tensor
+
+from torchik.geometry.joints import wrap_angle
+from torchik.geometry.rotations import geodesic_distance
+
+if TYPE_CHECKING:
+    from torchik.robot.robot import Robot
+
+__all__ = [
+    "accuracy",
+    "best_of_n",
+    "convex_hull_area",
+    "limit_violations",
+    "mean_pairwise_distance",
+    "mmd",
+    "position_error",
+    "resimulation_error",
+    "rotation_error",
+    "timed",
+]
+
+R = TypeVar("R")
+
+_PAIR_BLOCK = 1 << 24  # elements of one (rows, n, D) block of wrapped pairwise differences
+
+
+def _fk(robot: Robot, q: Tensor, link: str) -> Tensor:
+    """``(..., 4, 4)`` poses of ``link``, with ``q`` cast to the robot's dtype and device."""
+    return robot.forward_kinematics(q.to(robot.device, robot.dtype), link)
+
+
+def position_error(robot: Robot, q: Tensor, target_pos: Tensor, link: str) -> Tensor:
+    """Distance between the origin of ``link`` at ``q`` and a target position.
+
+    Args:
+        robot: the robot.
+        q: ``(..., D)`` joint values (any dtype; computed in the robot's).
+        target_pos: ``(..., 3)`` positions, or ``(..., 2)`` planar ``x, y`` (then only ``x, y``
+            are compared); broadcast against ``q``'s batch dims, e.g. ``q (B, n, D)`` with
+            ``target_pos[:, None]`` of shape ``(B, 1, 3)``.
+        link: the end link.
+
+    Returns:
+        ``(...)`` distances in metres, in the robot's dtype.
+    """
+    position = _fk(robot, q, link)[..., :3, 3]
+    target = target_pos.to(position)
+    return (position[..., : target.shape[-1]] - target).norm(dim=-1)
+
+
+def rotation_error(robot: Robot, q: Tensor, target_rot: Tensor, link: str) -> Tensor:
+    """Geodesic angle between the orientation of ``link`` at ``q`` and a target rotation.
+
+    Args:
+        robot: the robot.
+        q: ``(..., D)`` joint values.
+        target_rot: ``(..., 3, 3)`` rotation matrices, broadcast against ``q``'s batch dims.
+        link: the end link.
+
+    Returns:
+        ``(...)`` angles in ``[0, pi]`` radians.
+    """
+    rotmat = _fk(robot, q, link)[..., :3, :3]
+    return geodesic_distance(rotmat, target_rot.to(rotmat))
+
+
+def accuracy(errors: Tensor, threshold: float) -> float:
+    """Fraction of ``errors (...)`` strictly below ``threshold`` (NaN counts as a miss).
+
+    Example:
+        >>> accuracy(torch.tensor([0.01, 0.2, 0.05]), 0.1)
+        0.6666666666666666
+    """
+    if errors.numel() == 0:
+        raise ValueError("accuracy of no errors is undefined")
+    return (errors < threshold).double().mean().item()
+
+
+def limit_violations(q: Tensor, lower: Tensor, upper: Tensor, tol: float = 0.0) -> Tensor:
+    """Number of joints outside ``[lower - tol, upper + tol]`` per configuration.
+
+    Args:
+        q: ``(..., D)`` joint values.
+        lower, upper: ``(D,)`` limits (continuous joints: ``-pi``, ``pi``).
+        tol: slack, e.g. for values rounded to float32.
+
+    Returns:
+        ``(...)`` int64 counts; ``(limit_violations(q, lo, hi) > 0).double().mean()`` is the
+        fraction of configurations with any violation. NaN joints count as violations.
+    """
+    lower, upper = lower.to(q), upper.to(q)
+    inside = (q >= lower - tol) & (q <= upper + tol)
+    return (~inside).sum(dim=-1)
+
+
+def _pairwise_wrapped(x: Tensor, continuous: Tensor) -> Tensor:
+    """Sum over pairs of ``|wrap(x_i - x_j)|`` for ``x (B, n, D)``: ``(B,)``, in blocks."""
+    b, n, d = x.shape
+    rows = max(1, _PAIR_BLOCK // max(1, n * d))
+    total = x.new_zeros(b)
+    for start in range(0, n, rows):
+        diff = x[:, start : start + rows, None, :] - x[:, None, :, :]
+        diff = torch.where(continuous, wrap_angle(diff), diff)
+        total += diff.norm(dim=-1).sum(dim=(1, 2))
+    return total
+
+
+def mean_pairwise_distance(samples: Tensor, continuous: Tensor | None = None) -> Tensor:
+    """Diversity: the mean Euclidean joint-space distance over pairs ``i != j`` of samples.
+
+    Args:
+        samples: ``(..., n, D)`` joint values, ``n`` samples per target.
+        continuous: ``(D,)`` bool mask of continuous joints, whose differences are wrapped to
+            ``(-pi, pi]`` (``None``: no wrapping).
+
+    Returns:
+        ``(...)``; zero where ``n < 2``.
+    """
+    n, d = samples.shape[-2:]
+    if n < 2:
+        return samples.new_zeros(samples.shape[:-2])
+    flat = samples.reshape(-1, n, d)
+    if continuous is None or not bool(continuous.any()):
+        total = torch.cdist(flat, flat).sum(dim=(1, 2))
+    else:
+        total = _pairwise_wrapped(flat, continuous.to(samples.device))
+    return (total / (n * (n - 1))).reshape(samples.shape[:-2])
+
+
+def best_of_n(errors: Tensor, n: int | None = None) -> Tensor:
+    """The smallest of the first ``n`` errors per target.
+
+    Args:
+        errors: ``(..., N)`` errors of ``N`` samples per target.
+        n: how many samples to consider (default all ``N``); ``1 <= n <= N``.
+
+    Returns:
+        ``(...)``.
+    """
+    total = errors.shape[-1]
+    n = total if n is None else n
+    if not 1 <= n <= total:
+        raise ValueError(f"n must be in [1, {total}], got {n}")
+    return errors[..., :n].amin(dim=-1)
+
+
+def _sync() -> None:
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.synchronize()
+
+
+def timed(
+    fn: Callable[..., R], *args: Any, repeat: int = 1, warmup: int = 0, **kwargs: Any
+) -> tuple[R, float]:
+    """Run ``fn(*args, **kwargs)`` and time it (CUDA is synchronised around each call).
+
+    Args:
+        fn: the function.
+        repeat: timed calls; the median is returned.
+        warmup: untimed calls first.
+
+    Returns:
+        ``(result of the last call, median seconds per call)``.
+
+    Example:
+        >>> out, seconds = timed(torch.ones, 3, repeat=3)
+    """
+    if repeat < 1:
+        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    for _ in range(warmup):
+        fn(*args, **kwargs)
+    times = []
+    for _ in range(repeat):
+        _sync()
+        start = time.perf_counter()
+        result = fn(*args, **kwargs)
+        _sync()
+        times.append(time.perf_counter() - start)
+    return result, statistics.median(times)
+
+
+# ---------------------------------------------------------------------------- posteriors
+_MMD_BLOCK = 1 << 24  # elements of one (rows, n, m) block of kernel values
+
+
+def _imq_mean(x: Tensor, y: Tensor, bandwidths: tuple[float, ...], drop_diagonal: bool) -> Tensor:
+    """Mean over pairs of ``sum_h h² / (h² + |x_i - y_j|²)`` for ``x (B, n, D)``, ``y (B, m, D)``.
+
+    The distances are computed directly (not by the matrix-product expansion), so
+    ``|x_i - x_i|`` is exactly 0 and ``mmd(x, x)`` is exactly 0.
+    """
+    d2 = torch.cdist(x, y, compute_mode="donot_use_mm_for_euclid_dist").square()
+    k = cast(Tensor, sum(h * h / (h * h + d2) for h in bandwidths))
+    n = d2.shape[-1]
+    if drop_diagonal:
+        return (k.sum(dim=(1, 2)) - k.diagonal(dim1=1, dim2=2).sum(dim=1)) / (n * (n - 1))
+    return k.mean(dim=(1, 2))
+
+
+def mmd(
+    x: Tensor,
+    y: Tensor,
+    bandwidths: tuple[float, ...] = (0.05, 0.2, 0.9),
+    unbiased: bool = False,
+) -> Tensor:
+    """Squared maximum mean discrepancy between two sample sets, with a sum of inverse
+    multiquadric kernels ``k(a, b) = sum_h h² / (h² + |a - b|²)`` (Ardizzone et al.'s posterior
+    mismatch; the BENCHMARKS.md bandwidths by default).
+
+    Args:
+        x: ``(..., n, D)`` samples (e.g. a model's, per target).
+        y: ``(..., m, D)`` samples (e.g. the ground truth), same leading dims.
+        bandwidths: the kernel widths ``h``, in the units of the samples (radians).
+        unbiased: ``False`` (default, as Ardizzone et al.'s code): the biased V-statistic
+            ``mean k(x, x') + mean k(y, y') - 2 mean k(x, y)`` over all pairs, diagonals
+            included: ``>= 0``, exactly 0 for ``x`` against itself, biased upwards by ``O(1/n)``.
+            ``True``: the U-statistic without the diagonals: unbiased, can be negative.
+
+    Returns:
+        ``(...)`` squared MMD, in the samples' dtype; leading dims are processed in blocks.
+
+    Example:
+        >>> x = torch.randn(3, 100, 2)
+        >>> mmd(x, x).abs().max() == 0
+        tensor(True)
+    """
+    if x.shape[:-2] != y.shape[:-2] or x.shape[-1] != y.shape[-1]:
+        raise ValueError(f"x {tuple(x.shape)} and y {tuple(y.shape)} must be (..., n, D)")
+    (n, d), m = x.shape[-2:], y.shape[-2]
+    if unbiased and min(n, m) < 2:
+        raise ValueError("the unbiased estimator needs at least 2 samples in each set")
+    xf, yf = x.reshape(-1, n, d), y.reshape(-1, m, d).to(x)
+    rows = max(1, _MMD_BLOCK // max(n, m) ** 2)
+    parts = []
+    for s in range(0, xf.shape[0], rows):
+        a, b = xf[s : s + rows], yf[s : s + rows]
+        xx = _imq_mean(a, a, bandwidths, unbiased)
+        yy = _imq_mean(b, b, bandwidths, unbiased)
+        parts.append(xx + yy - 2 * _imq_mean(a, b, bandwidths, False))
+    return torch.cat(parts).reshape(x.shape[:-2]) if parts else x.new_zeros(x.shape[:-2])
+
+
+def resimulation_error(
+    forward: Callable[[Tensor], Tensor], samples: Tensor, targets: Tensor
+) -> Tensor:
+    """Mean squared distance between each target and the forward map of its samples.
+
+    Args:
+        forward: ``q (..., D) -> (..., T)``, e.g. a :class:`torchik.PlanarArm`.
+        samples: ``(..., n, D)``.
+        targets: ``(..., T)``.
+
+    Returns:
+        ``(...)`` (square units of the targets).
+    """
+    end = forward(samples)
+    return (end - targets[..., None, :].to(end)).square().sum(dim=-1).mean(dim=-1)
+
+
+def convex_hull_area(points: Tensor, percentile: float = 97.0) -> Tensor:
+    """Area of the convex hull of the ``percentile`` % of 2-D points closest to their median.
+
+    Points are ranked by distance to the coordinate-wise median (robust to the outliers being
+    trimmed); those within the ``percentile``-th percentile of that distance are kept. Needs
+    SciPy (the ``eval`` extra), imported on first use.
+
+    Args:
+        points: ``(..., n, 2)``, e.g. the forward map of a model's samples for each target.
+        percentile: in ``(0, 100]``.
+
+    Returns:
+        ``(...)`` float64 areas; 0 where fewer than 3 points are kept or they are collinear.
+    """
+    from scipy.spatial import ConvexHull, QhullError
+
+    if points.shape[-1] != 2 or not 0 < percentile <= 100:
+        raise ValueError(f"need points (..., n, 2) and percentile in (0, 100], got {percentile}")
+    flat = points.detach().to("cpu", torch.float64).reshape(-1, *points.shape[-2:])
+    dist = (flat - flat.median(dim=-2, keepdim=True).values).norm(dim=-1)
+    limit = dist.quantile(percentile / 100.0, dim=-1, keepdim=True)
+    areas = []
+    for pts, keep in zip(flat, dist <= limit, strict=True):
+        kept = pts[keep].numpy()
+        try:
+            areas.append(ConvexHull(kept).volume if len(kept) >= 3 else 0.0)  # 2-D volume: area
+        except QhullError:  # all points on a line
+            areas.append(0.0)
+    return torch.tensor(areas, dtype=torch.float64).reshape(points.shape[:-2])

@@ -1,0 +1,331 @@
+"""Figures for IK samples, learned densities, training curves and benchmark results.
+
+matplotlib is an optional dependency (the ``plot`` extra): it is imported inside the functions,
+never when torchik is imported. Figures are built with :class:`matplotlib.figure.Figure`
+directly, not through ``pyplot``, so no GUI backend or global figure state is involved; save
+them with ``figure.savefig("out.png")``.
+
+Example:
+    >>> robot = torchik.load_robot("snake2")
+    >>> fig = plot_arm_samples(robot, robot.random_configuration(20), torch.tensor([0.1, 0.1]))
+    >>> len(fig.axes)
+    1
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Sequence
+from typing import TYPE_CHECKING, Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from torchik.plot.results import _SAMPLE_COLOR, _figure
+
+if TYPE_CHECKING:
+    from matplotlib.axes import Axes
+    from matplotlib.figure import Figure
+
+__all__ = [
+    "plot_arm_samples",
+    "plot_joint_densities",
+    "plot_posterior",
+    "plot_resimulation",
+]
+
+_PROJECTIONS = (("x", "y", 0, 1, "top (x-y)"), ("x", "z", 0, 2, "front (x-z)"),
+                ("y", "z", 1, 2, "side (y-z)"))  # fmt: skip
+_TRUTH_COLOR = "tab:orange"
+
+
+def _numpy(x: Any) -> np.ndarray:
+    if isinstance(x, Tensor):
+        return x.detach().cpu().double().numpy()
+    return np.asarray(x, dtype=float)
+
+
+# ---------------------------------------------------------------------------- arms
+def _chain_links(robot: Any, link: str) -> list[str]:
+    """The links from the root to ``link`` (the branch that carries it)."""
+    return list(robot.chain(link))
+
+
+def _arm_points(robot_or_arm: Any, q: Tensor, link: str | None) -> np.ndarray:
+    """``(n, P, 2 or 3)`` points of the chain: joints of a PlanarArm, link origins of a Robot."""
+    from torchik.robot.planar import PlanarArm
+
+    with torch.no_grad():
+        if isinstance(robot_or_arm, PlanarArm):
+            return _numpy(robot_or_arm.joint_positions(q.to(robot_or_arm.link_lengths)))
+        from torchik.ik.solve import default_link
+
+        links = _chain_links(robot_or_arm, link or default_link(robot_or_arm))
+        q = q.to(robot_or_arm.device, robot_or_arm.dtype)
+        return _numpy(robot_or_arm.link_positions(q, links))
+
+
+def _alphas(n: int, probs: Any) -> np.ndarray:
+    """Opacity per sample: proportional to its probability (at least 0.08), or uniform."""
+    if probs is None:
+        return np.full(n, min(0.8, max(0.1, 4.0 / max(n, 1))))
+    p = np.clip(_numpy(probs).reshape(n), 0.0, None)
+    return 0.08 + 0.82 * p / p.max() if p.max() > 0 else np.full(n, 0.08)
+
+
+def _draw_chains(ax: Axes, points: np.ndarray, alphas: np.ndarray, start, target, dims) -> None:
+    from matplotlib.collections import LineCollection
+    from matplotlib.colors import to_rgba
+
+    i, j = dims
+    colors = [to_rgba(_SAMPLE_COLOR, a) for a in alphas]
+    # matplotlib's stubs want a Sequence of segments; an (N, M, 2) array is one at run time
+    ax.add_collection(LineCollection(points[..., [i, j]], colors=colors, linewidths=1.5))  # type: ignore[arg-type]
+    ax.scatter(points[:, 1:-1, i].ravel(), points[:, 1:-1, j].ravel(), s=6, color=_SAMPLE_COLOR,
+               alpha=float(alphas.mean()), linewidths=0)  # fmt: skip
+    if start is not None:
+        ax.plot(start[:, i], start[:, j], "--o", color="0.2", lw=1.5, ms=3, label="start")
+    ax.plot(points[0, 0, i], points[0, 0, j], "ks", ms=7, label="base")
+    ax.plot(target[i], target[j], "*", color="tab:red", ms=15, mec="k", label="target")
+    ax.set_aspect("equal", adjustable="datalim")
+    ax.autoscale_view()
+    ax.grid(alpha=0.3)
+
+
+def plot_arm_samples(
+    robot_or_arm: Any,
+    q_samples: Tensor,
+    target: Any,
+    probs: Any = None,
+    start: Tensor | None = None,
+    link: str | None = None,
+) -> Figure:
+    """Arm configurations that solve one target, drawn over each other (Neural IK, Fig. 2 a/c).
+
+    Args:
+        robot_or_arm: a :class:`torchik.PlanarArm` or :class:`torchik.Robot`.
+        q_samples: ``(n, D)`` configurations (e.g. model samples or IK solutions).
+        target: the target position ``(2,)`` or ``(3,)`` (planar arms: x, y).
+        probs: ``(n,)`` probabilities (or any non-negative weights): opacity grows with them.
+        start: ``(D,)`` a start configuration drawn dashed (e.g. ``robot.neutral()``).
+        link: the end link of a Robot (default: its IK end link).
+
+    Returns:
+        A Figure: one x-y axes for planar arms (and robots whose chain stays in z = 0), else
+        three orthogonal projections (top, front, side) of the chain of link origins.
+    """
+    q = q_samples.reshape(-1, q_samples.shape[-1])
+    points = _arm_points(robot_or_arm, q, link)
+    start_points = None if start is None else _arm_points(robot_or_arm, start[None], link)[0]
+    goal = _numpy(target).reshape(-1)
+    planar = points.shape[-1] == 2 or np.abs(points[..., 2]).max() < 1e-9
+    if points.shape[-1] == 2:  # a PlanarArm: pad z
+        points = np.concatenate((points, np.zeros_like(points[..., :1])), axis=-1)
+        if start_points is not None:
+            start_points = np.concatenate((start_points, np.zeros_like(start_points[:, :1])), -1)
+    goal = np.concatenate((goal, np.zeros(3 - goal.size)))
+    views = _PROJECTIONS[:1] if planar else _PROJECTIONS
+    fig = _figure(5.0 * len(views), 5.0)
+    axes = fig.subplots(1, len(views), squeeze=False)[0]
+    alphas = _alphas(len(points), probs)
+    for ax, (a, b, i, j, title) in zip(axes, views, strict=True):
+        _draw_chains(ax, points, alphas, start_points, goal, (i, j))
+        ax.set(xlabel=f"{a} (m)", ylabel=f"{b} (m)", title=None if planar else title)
+    axes[0].legend(loc="best", fontsize="small")
+    weighting = "opacity ~ probability" if probs is not None else "uniform opacity"
+    fig.suptitle(f"{len(points)} configurations for one target ({weighting})")
+    return fig
+
+
+# ---------------------------------------------------------------------------- densities
+def _grid_marginals(model: Any, target: Tensor, grid: int) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Exact marginals ``p(q_j | target)`` of a 1- or 2-joint model on a grid of ``log_prob``.
+
+    Raises NotImplementedError where the model has no density."""
+    lower, upper = model.lower.double(), model.upper.double()
+    axes = [
+        torch.linspace(lo, hi, grid, dtype=torch.float64)
+        for lo, hi in zip(lower, upper, strict=True)
+    ]
+    mesh = torch.stack(torch.meshgrid(*axes, indexing="ij"), dim=-1).reshape(-1, len(axes))
+    with torch.no_grad():
+        ref = model.target_mean
+        logp = model.log_prob(mesh.to(ref), target.to(ref).expand(len(mesh), -1)).double().cpu()
+    density = torch.exp(logp).reshape(*([grid] * len(axes)))
+    out = []
+    for j, values in enumerate(axes):
+        others = [k for k in range(len(axes)) if k != j]
+        marginal = density
+        for k in sorted(others, reverse=True):  # integrate the other joints out (trapezoid)
+            marginal = torch.trapezoid(marginal, axes[k], dim=k)
+        out.append((values.numpy(), marginal.numpy()))
+    return out
+
+
+def plot_joint_densities(
+    model: Any,
+    target: Tensor,
+    grid: int = 400,
+    n: int = 2000,
+    generator: torch.Generator | None = None,
+) -> Figure:
+    """A learned model's per-joint densities for one target (Neural IK, Fig. 2 b/d).
+
+    For a model with ``log_prob`` and at most two joints the exact marginals are drawn
+    (``log_prob`` on a ``grid x grid`` mesh, the other joint integrated out). Otherwise the
+    model is sampled ``n`` times and each joint's samples are shown as a histogram, which
+    estimates the same marginal.
+
+    Args:
+        model: an :class:`torchik.models.IKModel`.
+        target: ``(T,)`` one encoded target (see :func:`torchik.learn.encode_target`).
+        grid: mesh points per joint for the exact marginals.
+        n: samples for the histograms (drawn as well when the exact curve is shown).
+        generator: random generator on the model's device.
+
+    Returns:
+        A Figure with one axes per joint.
+    """
+    target = target.reshape(-1)
+    exact = None
+    if model.spec.dof <= 2:
+        try:
+            exact = _grid_marginals(model, target, grid)
+        except NotImplementedError:
+            exact = None
+    with torch.no_grad():
+        samples = _numpy(model.sample(target.to(model.target_mean), n, generator=generator))
+    dof, names = model.spec.dof, [f"joint {j + 1}" for j in range(model.spec.dof)]
+    cols = min(dof, 4)
+    fig = _figure(3.4 * cols, 2.8 * math.ceil(dof / cols))
+    axes = fig.subplots(math.ceil(dof / cols), cols, squeeze=False).ravel()
+    for j, ax in enumerate(axes[:dof]):
+        lo, hi = model.spec.lower[j], model.spec.upper[j]
+        ax.hist(samples[:, j], bins=60, range=(lo, hi), density=True, color=_SAMPLE_COLOR,
+                alpha=0.45, label=f"{n} samples")  # fmt: skip
+        if exact is not None:
+            ax.plot(*exact[j], color="k", lw=1.5, label="exact marginal")
+        ax.set(xlim=(lo, hi), xlabel=names[j], ylabel="density")
+    for ax in axes[dof:]:
+        fig.delaxes(ax)
+    axes[0].legend(fontsize="small")
+    fig.suptitle(f"{model.family}: per-joint densities for one target")
+    return fig
+
+
+# ---------------------------------------------------------------------------- resimulation
+def _hull(ax: Axes, points: np.ndarray, label: str) -> bool:
+    """Draw the convex hull of ``points (m, 2)``; False where SciPy is missing or it fails."""
+    try:
+        from scipy.spatial import ConvexHull, QhullError
+    except ImportError:
+        return False
+    try:
+        hull = ConvexHull(points)
+    except (QhullError, ValueError):  # too few or collinear points
+        return False
+    loop = points[np.append(hull.vertices, hull.vertices[0])]
+    ax.fill(loop[:, 0], loop[:, 1], color=_SAMPLE_COLOR, alpha=0.12, label=label)
+    ax.plot(loop[:, 0], loop[:, 1], color=_SAMPLE_COLOR, lw=1.2)
+    return True
+
+
+def plot_resimulation(
+    points: Any, target: Any, hull_percentile: float = 97.0, ground_truth: Any = None
+) -> Figure:
+    """Re-simulated end points of samples for one target (planar-arm benchmark, Fig. 4/5).
+
+    Args:
+        points: ``(n, 2)`` end points, FK of the samples.
+        target: ``(2,)`` the target end point.
+        hull_percentile: the hull encloses the points whose distance to the target is within
+            this percentile of the distances (97: the 3 % farthest are left out).
+        ground_truth: ``(2,)`` or ``(m, 2)`` reference end points to mark (e.g. of the true or
+            rejection-sampled configurations).
+
+    Returns:
+        A Figure with one axes. Without SciPy the hull is skipped and the title says so.
+    """
+    pts, goal = _numpy(points).reshape(-1, 2), _numpy(target).reshape(2)
+    distance = np.linalg.norm(pts - goal, axis=1)
+    cutoff = np.percentile(distance, hull_percentile)
+    fig = _figure(5.5, 5.0)
+    ax = fig.subplots()
+    ax.scatter(pts[:, 0], pts[:, 1], s=4, color=_SAMPLE_COLOR, alpha=0.35, linewidths=0,
+               label=f"{len(pts)} re-simulated end points")  # fmt: skip
+    drawn = _hull(ax, pts[distance <= cutoff], f"convex hull of the closest {hull_percentile:g} %")
+    if ground_truth is not None:
+        truth = _numpy(ground_truth).reshape(-1, 2)
+        ax.scatter(truth[:, 0], truth[:, 1], s=30, marker="x", color=_TRUTH_COLOR,
+                   label="ground truth")  # fmt: skip
+    ax.plot(*goal, "*", color="tab:red", ms=15, mec="k", label="target")
+    ax.set(xlabel="x (m)", ylabel="y (m)", aspect="equal")
+    ax.grid(alpha=0.3)
+    ax.legend(fontsize="small", loc="best")
+    note = "" if drawn else " (no hull: SciPy missing or too few points)"
+    ax.set_title(f"median distance to target {np.median(distance) * 1000:.1f} mm{note}")
+    return fig
+
+
+def plot_posterior(
+    samples: Any, ground_truth_samples: Any, labels: Sequence[str] | None = None
+) -> Figure:
+    """Model samples against ground-truth samples (e.g. rejection sampling) of one posterior.
+
+    Args:
+        samples: ``(n, D)`` model samples.
+        ground_truth_samples: ``(m, D)`` samples of the true posterior.
+        labels: ``D`` joint names.
+
+    Returns:
+        For ``D <= 4`` a ``D x D`` grid: marginal histograms on the diagonal, pairwise scatter
+        below it (the upper triangle is removed). For ``D > 4`` one marginal axes per joint.
+    """
+    ours, truth = _numpy(samples), _numpy(ground_truth_samples)
+    d = ours.shape[-1]
+    labels = list(labels) if labels is not None else [f"q{j + 1}" for j in range(d)]
+    if d > 4:
+        return _marginals(ours, truth, labels)
+    fig = _figure(2.6 * d + 1, 2.6 * d)
+    axes = fig.subplots(d, d, squeeze=False)
+    for i in range(d):
+        for j in range(d):
+            ax = axes[i, j]
+            if j > i:
+                fig.delaxes(ax)
+            elif i == j:
+                _histograms(ax, ours[:, i], truth[:, i])
+            else:
+                ax.scatter(truth[:, j], truth[:, i], s=3, color=_TRUTH_COLOR, alpha=0.3)
+                ax.scatter(ours[:, j], ours[:, i], s=3, color=_SAMPLE_COLOR, alpha=0.3)
+            if i == d - 1:
+                ax.set_xlabel(labels[j])
+            if j == 0 and i > 0:
+                ax.set_ylabel(labels[i])
+    axes[0, 0].legend(fontsize="small")
+    fig.suptitle("model samples (blue) vs ground truth (orange)")
+    return fig
+
+
+def _histograms(ax: Axes, ours: np.ndarray, truth: np.ndarray) -> None:
+    lo, hi = min(ours.min(), truth.min()), max(ours.max(), truth.max())
+    for values, color, label in ((truth, _TRUTH_COLOR, "ground truth"),
+                                 (ours, _SAMPLE_COLOR, "model")):  # fmt: skip
+        ax.hist(values, bins=40, range=(lo, hi), density=True, histtype="stepfilled",
+                color=color, alpha=0.45, label=label)  # fmt: skip
+
+
+def _marginals(ours: np.ndarray, truth: np.ndarray, labels: list[str]) -> Figure:
+    d = ours.shape[-1]
+    cols = 4
+    fig = _figure(3.2 * cols, 2.6 * math.ceil(d / cols))
+    axes = fig.subplots(math.ceil(d / cols), cols, squeeze=False).ravel()
+    for j, ax in enumerate(axes[:d]):
+        _histograms(ax, ours[:, j], truth[:, j])
+        ax.set_xlabel(labels[j])
+    for ax in axes[d:]:
+        fig.delaxes(ax)
+    axes[0].legend(fontsize="small")
+    fig.suptitle("model samples vs ground truth: marginals")
+    return fig

@@ -1,0 +1,135 @@
+"""Joint limits and configurations of a :class:`torchik.robot.Robot`: what the limits are for
+each joint type, the neutral and random configurations, and per-joint overrides.
+
+Limits (``lower``, ``upper``, one entry per coordinate of ``q``):
+
+- revolute and prismatic joints: their ``<limit lower upper>``;
+- continuous joints, and revolute joints loaded as unlimited (a ``<limit>`` without bounds,
+  or ``lower > upper``): ``(-π, π]``, marked in the ``continuous`` mask (IK wraps them);
+- prismatic joints loaded as unlimited and a planar joint's ``x``, ``y``: ``(-inf, inf)``;
+- a floating base: position ``(-inf, inf)``, quaternion components ``[-1, 1]``.
+
+:func:`random_configuration` draws every coordinate with finite limits uniformly between them,
+puts those with an infinite range at 0 (give them a range with :func:`with_limits` to sample
+them), and draws a floating base's orientation uniformly over all rotations.
+"""
+
+from __future__ import annotations
+
+import copy
+import math
+from collections.abc import Mapping, Sequence
+
+import torch
+from torch import Tensor
+
+from torchik.description.urdf import Joint
+from torchik.geometry.floating import BASE_COORDINATES
+
+__all__ = ["check_q", "limits_of", "neutral", "random_configuration", "with_limits"]
+
+_BASE_LOWER = (-math.inf,) * 3 + (-1.0,) * 4
+_BASE_UPPER = (math.inf,) * 3 + (1.0,) * 4
+
+
+def limits_of(actuated: Sequence[Joint], base: Joint | None) -> dict[str, list]:
+    """``names``, ``types``, ``lower``, ``upper``, ``continuous`` and ``prismatic`` per
+    coordinate of ``q``: the base's 7 (``<joint>/x`` ... ``<joint>/qz``) first, then joints."""
+    out: dict[str, list] = {k: [] for k in ("names", "types", "lower", "upper")}
+    out.update(continuous=[], prismatic=[])
+    if base is not None:
+        out["names"] += [f"{base.name}/{c}" for c in BASE_COORDINATES]
+        out["types"] += ["floating"] * 7
+        out["lower"] += _BASE_LOWER
+        out["upper"] += _BASE_UPPER
+        out["continuous"] += [False] * 7
+        out["prismatic"] += [True] * 3 + [False] * 4
+    for joint in actuated:
+        wraps = joint.type == "continuous" or (joint.type == "revolute" and joint.lower is None)
+        slides = joint.type == "prismatic"
+        free = math.inf if slides else math.pi
+        out["names"].append(joint.name)
+        out["types"].append(joint.type)
+        out["lower"].append(-free if joint.lower is None else joint.lower)
+        out["upper"].append(free if joint.upper is None else joint.upper)
+        out["continuous"].append(wraps)
+        out["prismatic"].append(slides)
+    return out
+
+
+def neutral(robot) -> Tensor:
+    """``(nq,)``: zeros, or the middle of the range for joints whose range excludes zero; a
+    floating base at the origin with the identity quaternion ``(1, 0, 0, 0)``."""
+    lower, upper = robot.lower, robot.upper
+    inside = (lower <= 0) & (upper >= 0)
+    q = torch.where(inside, torch.zeros_like(lower), (lower + upper) / 2)
+    if robot.floating:
+        q[3] = 1.0
+    return q
+
+
+def random_configuration(robot, n: int, generator: torch.Generator | None = None) -> Tensor:
+    """``(n, nq)``: uniform within finite limits, 0 where the range is infinite, and a
+    uniformly random unit quaternion for a floating base."""
+    device = generator.device if generator is not None else robot.device
+    u = torch.rand(n, robot.dof, generator=generator, dtype=robot.dtype, device=device)
+    finite = torch.isfinite(robot.lower) & torch.isfinite(robot.upper)
+    lower = torch.where(finite, robot.lower, 0.0)
+    q = lower + u.to(robot.device) * torch.where(finite, robot.upper - robot.lower, 0.0)
+    if robot.floating:  # normalised Gaussians are uniform on the 3-sphere
+        quat = torch.randn(n, 4, generator=generator, dtype=robot.dtype, device=device)
+        quat = quat / quat.norm(dim=-1, keepdim=True).clamp_min(1e-12)
+        q = torch.cat((q[:, :3], quat.to(robot.device), q[:, 7:]), dim=-1)
+    return q
+
+
+def with_limits(robot, limits: Mapping[str, tuple[float, float]]):
+    """A copy of ``robot`` whose coordinates named in ``limits`` get ``(lower, upper)``.
+
+    A continuous joint given limits is no longer marked continuous (IK stops wrapping it).
+
+    Raises:
+        ValueError: an unknown name (the message lists the known ones), a floating base's
+            quaternion, or bounds that are not ``lower <= upper`` (infinite bounds are allowed).
+    """
+    index = {name: i for i, name in enumerate(robot.joint_names)}
+    out = copy.deepcopy(robot)
+    lower, upper = out.lower.detach().clone(), out.upper.detach().clone()
+    continuous = out.continuous.clone()
+    for name, bounds in limits.items():
+        if name not in index or robot.joint_types[index[name]] == "floating" and index[name] > 2:
+            raise ValueError(
+                f"with_limits: {name!r} is not a joint or base position of robot "
+                f"{robot.name!r}; accepted: {list(robot.joint_names)}"
+            )
+        low, high = (float(value) for value in bounds)
+        if not low <= high:  # also refuses nan
+            raise ValueError(f"with_limits: {name!r} needs lower <= upper, got ({low}, {high})")
+        i = index[name]
+        lower[i], upper[i], continuous[i] = low, high, False
+    out.continuous.copy_(continuous)
+    out.lower.copy_(lower)
+    out.upper.copy_(upper)
+    out._adopt({"lower": out.lower, "upper": out.upper})
+    return out
+
+
+def check_q(robot, q: Tensor) -> Tensor:
+    """Validate ``q (..., nq)`` for ``robot`` and flatten it to ``(B, nq)``."""
+    if not isinstance(q, Tensor):
+        raise TypeError(f"q must be a torch.Tensor, got {type(q).__name__}")
+    if q.dim() == 0 or q.shape[-1] != robot.dof:
+        raise ValueError(
+            f"q must have shape (..., {robot.dof}) for the {robot.dof} joints "
+            f"{list(robot.joint_names)}, got {tuple(q.shape)}"
+        )
+    if q.dtype != robot.dtype:
+        raise TypeError(
+            f"q has dtype {q.dtype} but the robot is {robot.dtype}: "
+            f"convert one of them (robot.to({q.dtype}) or q.to({robot.dtype}))"
+        )
+    if q.device != robot.device:
+        raise ValueError(
+            f"q is on {q.device} but the robot is on {robot.device}: use robot.to(q.device)"
+        )
+    return q.reshape(math.prod(q.shape[:-1]), robot.dof)

@@ -1,0 +1,525 @@
+"""The robot model: a URDF kinematic tree flattened into buffers of an ``nn.Module``."""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Mapping, Sequence
+from typing import Any, overload
+
+import torch
+from torch import Tensor, nn
+
+from torchik.description.mjcf import parse_mjcf
+from torchik.description.reading import MAX_URDF_BYTES, looks_like_xml
+from torchik.description.urdf import URDFModel, parse_urdf
+from torchik.geometry import floating as flt
+from torchik.geometry.rotations import rotmat_to_quat
+from torchik.kinematics import fused
+from torchik.kinematics import reference as kin
+from torchik.robot import configuration as robot_config
+from torchik.robot.tree import (
+    axis_alignments,
+    expand_planar,
+    flatten_tree,
+    origin_matrices,
+    path_model,
+    split_floating,
+)
+
+__all__ = ["Robot", "load_robot"]
+
+LinkSpec = str | Sequence[str] | None
+
+
+SUPPORTED_DTYPES = (torch.float32, torch.float64)
+
+
+def _check_dtype(dtype: torch.dtype) -> None:
+    if dtype not in SUPPORTED_DTYPES:
+        raise TypeError(
+            f"a Robot supports the dtypes {SUPPORTED_DTYPES}, not {dtype} (whose range or "
+            "precision is too small for kinematics)"
+        )
+
+
+class Robot(nn.Module):
+    """A robot's kinematic tree with batched, differentiable forward kinematics.
+
+    Build one with :meth:`from_urdf` or :func:`load_robot`. Everything numeric lives in buffers
+    (parameters when link origins are made learnable), so ``robot.to(device, dtype)`` moves it.
+    ``q`` must have the robot's dtype and device; its last dimension follows ``joint_names``.
+
+    A floating base (a ``floating`` joint from the root link, or ``floating_base=True``) puts
+    its pose first in ``q`` (:mod:`torchik.geometry.floating`); poses are then in the world frame
+    (the floating joint's parent), and Jacobians have ``nv = nq - 1`` columns. A planar joint ``p``
+    is the coordinates ``p/x``, ``p/y``, ``p/theta`` (links ``p/x``, ``p/y`` between).
+
+    Attributes:
+        model: the parsed description (:class:`torchik.description.URDFModel`, immutable).
+        name: the URDF robot name.
+        root: the root link (the base link of a floating robot).
+        joint_names: the names of ``q``'s coordinates: actuated joints (mimic and fixed joints
+            excluded), after a floating base's ``<joint>/x`` ... ``<joint>/qz``.
+        joint_types: their types (revolute, continuous, prismatic, floating).
+        link_names: every link, in topological order (root first).
+        lower, upper: ``(nq,)`` limits, see :mod:`torchik.robot.configuration`; continuous
+            joints get ``(-π, π]`` and are marked in the ``continuous`` mask; ``prismatic`` marks
+            coordinates in metres.
+
+    Example:
+        >>> robot = load_robot("panda")
+        >>> q = robot.random_configuration(8)
+        >>> robot.forward_kinematics(q, "panda_hand").shape
+        torch.Size([8, 4, 4])
+    """
+
+    lower: Tensor
+    upper: Tensor
+    continuous: Tensor
+    prismatic: Tensor
+    origin_xyz: Tensor
+    origin_rpy: Tensor
+    _source: Tensor
+    _multiplier: Tensor
+    _offset: Tensor
+    _align: Tensor
+    _w_joint: Tensor
+    _w_link: Tensor
+    _base_origin: Tensor
+    _tree_cache: kin.KinematicTree | None
+
+    def __init__(
+        self, model: URDFModel, dtype: torch.dtype | None = None, floating_base: bool = False
+    ):
+        super().__init__()
+        self.model = model
+        fixed, self._base = split_floating(expand_planar(model), floating_base)
+        self.name, self.root, self.link_names = fixed.name, fixed.root, tuple(fixed.links)
+        self._joints = tuple(fixed.joints)
+        self._link_index = {name: i for i, name in enumerate(self.link_names)}
+        self._init_joints()
+        self._init_tree()
+        xyz = torch.tensor([j.origin.xyz for j in self._joints], dtype=torch.float64)
+        rpy = torch.tensor([j.origin.rpy for j in self._joints], dtype=torch.float64)
+        self.register_buffer("origin_xyz", xyz.reshape(-1, 3))
+        self.register_buffer("origin_rpy", rpy.reshape(-1, 3))
+        self._refresh_constants()
+        self._snapshot_float64()
+        dtype = dtype or torch.get_default_dtype()
+        _check_dtype(dtype)
+        self.to(dtype)
+
+    # ---------------------------------------------------------------- construction
+    @classmethod
+    def from_urdf(
+        cls,
+        source: str | os.PathLike,
+        root: str | None = None,
+        dtype: torch.dtype | None = None,
+        tip: str | None = None,
+        max_bytes: int | None = MAX_URDF_BYTES,
+        floating_base: bool = False,
+    ) -> Robot:
+        """Read a URDF file or text (see :func:`torchik.description.parse_urdf`); with ``tip``, only
+        the chain from the root to ``tip`` (see :meth:`chain`), e.g. one arm of a humanoid;
+        ``max_bytes=None`` lifts the size limit for a genuinely huge file;
+        ``floating_base=True`` adds a floating joint ``root_joint`` above the root link (a
+        ``tip`` chain always has a fixed base: its first link)."""
+        model = parse_urdf(source, root=root, max_bytes=max_bytes)
+        if floating_base and tip is None:
+            text = isinstance(source, str) and looks_like_xml(source)
+            where = "the URDF text" if text else ascii(str(source))[1:-1]
+            split_floating(model, True, where)  # a clear error naming the file
+        robot = cls(model, dtype=dtype, floating_base=floating_base and tip is None)
+        return robot if tip is None else robot.chain(robot.root, tip)
+
+    @classmethod
+    def from_mjcf(
+        cls,
+        source: str | os.PathLike | Any,
+        dtype: torch.dtype | None = None,
+        free_joint: str = "floating",
+        limits: Mapping[str, tuple[float, float]] | None = None,
+        sites: bool = True,
+    ) -> Robot:
+        """A robot from a MuJoCo model, through the optional ``mujoco`` package (imported only
+        when called).
+
+        Args:
+            source: A path to an MJCF file, the XML text, or a compiled ``mujoco.MjModel``.
+            dtype: The robot's floating dtype (default: torch's default dtype).
+            free_joint, limits, sites: See :func:`torchik.description.mjcf.parse_mjcf`.
+
+        Returns:
+            The robot; its ``q`` is MuJoCo's ``qpos`` of its hinge and slide joints
+            (:func:`torchik.description.mjcf.qpos_index`).
+        """
+        return cls(parse_mjcf(source, free_joint, limits, sites), dtype=dtype)
+
+    def _init_joints(self) -> None:
+        moving = [j for j in self._joints if j.type != "fixed"]
+        actuated = [j for j in moving if j.mimic is None]
+        limits = robot_config.limits_of(actuated, self._base)
+        self.joint_names, self.joint_types = tuple(limits["names"]), tuple(limits["types"])
+        index = {j.name: i for i, j in enumerate(actuated)}
+        # the parser resolves mimic chains: every mimic names an actuated joint
+        resolved = [
+            (j.name, 1.0, 0.0)
+            if j.mimic is None
+            else (j.mimic.joint, j.mimic.multiplier, j.mimic.offset)
+            for j in moving
+        ]
+        self._moving, self._n_joints = tuple(j.name for j in moving), len(actuated)
+        f64 = torch.float64
+        for name in ("lower", "upper"):
+            self.register_buffer(name, torch.tensor(limits[name], dtype=f64))
+        for name in ("continuous", "prismatic"):
+            self.register_buffer(name, torch.tensor(limits[name], dtype=torch.bool))
+        self.register_buffer(
+            "_source", torch.tensor([index[r[0]] for r in resolved], dtype=torch.long), False
+        )
+        self.register_buffer(
+            "_multiplier", torch.tensor([r[1] for r in resolved], dtype=f64), False
+        )
+        self.register_buffer("_offset", torch.tensor([r[2] for r in resolved], dtype=f64), False)
+        self._identity_map = len(moving) == len(actuated) and all(
+            r[0] == j.name for r, j in zip(resolved, moving, strict=True)
+        )
+        self._kind = tuple(kin.PRISMATIC if j.type == "prismatic" else kin.REVOLUTE for j in moving)
+        base = self._base.origin if self._base is not None else None
+        xyz = torch.tensor([base.xyz if base else (0.0,) * 3], dtype=f64)
+        rpy = torch.tensor([base.rpy if base else (0.0,) * 3], dtype=f64)
+        self.register_buffer("_base_origin", origin_matrices(xyz, rpy)[0], False)
+
+    def _init_tree(self) -> None:
+        """Which moving joint each joint and link hangs from, and the plan of the constants
+        (see :func:`torchik.robot.tree.flatten_tree`); linear in the tree."""
+        plan = flatten_tree(self.root, self._joints, self.link_names)
+        self._parent, self._link_joint = plan["parent"], plan["link_joint"]
+        self._levels, self._link_slot = plan["levels"], plan["link_slot"]
+        self._moving_at, self._moving_parent_slot = plan["moving_at"], plan["moving_parent_slot"]
+        align = axis_alignments([j.axis for j in self._joints if j.type != "fixed"])
+        self.register_buffer("_align", align, False)
+
+    def _constants(
+        self, xyz: Tensor | None = None, rpy: Tensor | None = None
+    ) -> tuple[Tensor, Tensor]:
+        """``w_joint (J, 4, 4)`` and ``w_link (L, 4, 4)`` from joint origins (default: the
+        current ones), in their dtype and on their device; differentiable in the origins."""
+        xyz = self.origin_xyz if xyz is None else xyz
+        origins = origin_matrices(xyz, self.origin_rpy if rpy is None else rpy)
+        align = self._float64["_align"] if hasattr(self, "_float64") else self._align
+        align = align.to(origins.device, origins.dtype)
+        device = origins.device
+        eye = torch.eye(4, dtype=origins.dtype, device=device)
+        frames = [torch.cat((eye[None], align.transpose(-1, -2)))]  # level 0, see _init_levels
+        for joints, parents in self._levels:
+            joints_t = torch.tensor(joints, dtype=torch.long, device=device)
+            parents_t = torch.tensor(parents, dtype=torch.long, device=device)
+            frames.append(frames[-1][parents_t] @ origins[joints_t])
+        static = torch.cat(frames)
+        w_link = static[list(self._link_slot)].transpose(-1, -2)
+        if not self._moving:
+            return eye.new_zeros(0, 4, 4), w_link
+        at = torch.tensor(self._moving_at, dtype=torch.long, device=device)
+        base = static[list(self._moving_parent_slot)] @ origins[at]
+        return (base @ align).transpose(-1, -2), w_link
+
+    def _refresh_constants(self) -> None:
+        with torch.no_grad():
+            w_joint, w_link = self._constants()
+        self.register_buffer("_w_joint", w_joint.contiguous(), False)
+        self.register_buffer("_w_link", w_link.contiguous(), False)
+
+    def _snapshot_float64(self) -> None:
+        """Keep float64 CPU copies of the floating buffers (plain attributes, which ``.to()``
+        leaves alone): a robot built in float32 and moved to float64 gets float64 constants
+        back, not float32 roundings of them (2e-8 m off instead of 1e-15)."""
+        self._float64 = {
+            name: buf.detach().to("cpu", torch.float64, copy=True)
+            for name, buf in self.named_buffers()
+            if buf.is_floating_point()
+        }
+
+    # ---------------------------------------------------------------- properties
+    @overload
+    def chain(self, link: str) -> tuple[str, ...]: ...
+    @overload
+    def chain(self, link: str, tip: str) -> Robot: ...
+    def chain(self, link: str, tip: str | None = None) -> tuple[str, ...] | Robot:
+        """``chain(link)``: the link names from the root to ``link`` (both included).
+        ``chain(base, tip)``: the robot of the joints between ``base`` and ``tip`` alone.
+
+        The sub-robot is rooted at ``base``; its ``q`` holds the actuated joints on the path,
+        in this robot's order, and its FK of any link on the path equals
+        ``inv(T_root_base) @ T_root_link`` of this robot. It is built from :attr:`model` (the
+        description: learned origins are not carried over), with this robot's dtype and device.
+
+        Raises:
+            ValueError: an unknown link, ``base`` not on the path from the root to ``tip``, or a
+                mimic joint on the path following a joint off it.
+
+        Example:
+            >>> arm = load_robot("panda").chain("panda_link2", "panda_hand")
+            >>> arm.root, arm.dof
+            ('panda_link2', 5)
+        """
+        if tip is None:
+            parent = {j.child: j.parent for j in self._joints}
+            names = [self.link_names[self.link_index(link)]]
+            while names[-1] != self.root:
+                names.append(parent[names[-1]])
+            return tuple(reversed(names))
+        for name in (link, tip):
+            self.link_index(name)  # a clear error for an unknown name
+        sub = Robot(path_model(self.model, link, tip), dtype=self.dtype)
+        return sub.to(self.device)
+
+    @property
+    def dof(self) -> int:
+        """The size of ``q``'s last dimension: the number of actuated joints of a fixed-base
+        robot, ``7 +`` that of a floating one (``nq``)."""
+        return len(self.joint_names)
+
+    @property
+    def nq(self) -> int:
+        """The size of a configuration ``q`` (``dof``)."""
+        return self.dof
+
+    @property
+    def nv(self) -> int:
+        """The size of a velocity or step ``v``, and the width of Jacobians: ``nq - 1`` for a
+        floating base (a 6-D twist for its 7 coordinates), else ``nq``."""
+        return self.dof - 1 if self.floating else self.dof
+
+    @property
+    def floating(self) -> bool:
+        """Whether the base pose is part of ``q`` (see :mod:`torchik.geometry.floating`)."""
+        return self._base is not None
+
+    @property
+    def dtype(self) -> torch.dtype:
+        return self.lower.dtype
+
+    @property
+    def device(self) -> torch.device:
+        return self.lower.device
+
+    @property
+    def learnable(self) -> bool:
+        """Whether the joint origins are parameters (see :meth:`learnable_origins`)."""
+        return isinstance(self.origin_xyz, nn.Parameter)
+
+    def learnable_origins(self, enabled: bool = True) -> Robot:
+        """Turn the joint origins (``origin_xyz``, ``origin_rpy``, ``(N, 3)`` over every URDF
+        joint in topological order) into parameters, so gradients reach link lengths and offsets;
+        ``enabled=False`` freezes their current values again. Returns ``self``."""
+        if enabled == self.learnable:
+            return self
+        for name in ("origin_xyz", "origin_rpy"):
+            value = getattr(self, name).detach().clone()
+            delattr(self, name)
+            if enabled:
+                self.register_parameter(name, nn.Parameter(value))
+            else:
+                self.register_buffer(name, value)
+        if not enabled:  # the learned values are the truth now: new float64 constants
+            self._adopt({"origin_xyz": self.origin_xyz, "origin_rpy": self.origin_rpy})
+        self._tree_cache = None
+        return self
+
+    def _adopt(self, values: dict[str, Tensor]) -> None:
+        """Make ``values`` (of ``origin_xyz``, ``origin_rpy``, ``lower``, ``upper``) the float64
+        truth and rebuild the cached constants from the origins (unless they are learnable)."""
+        master = self._float64
+        for name, value in values.items():
+            if value.device.type != "meta":
+                master[name] = value.detach().to("cpu", torch.float64, copy=True)
+        if not self.learnable and self.device.type != "meta":
+            with torch.no_grad():
+                w_joint, w_link = self._constants(master["origin_xyz"], master["origin_rpy"])
+            master["_w_joint"], master["_w_link"] = w_joint, w_link
+            self.register_buffer("_w_joint", w_joint.to(self.device, self.dtype), False)
+            self.register_buffer("_w_link", w_link.to(self.device, self.dtype), False)
+        self._tree_cache = None
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
+        """Load as ``nn.Module`` does, refusing non-finite values, then rebuild the cached
+        transforms from the loaded origins: a saved calibration takes effect."""
+        loaded = {}
+        for name in ("origin_xyz", "origin_rpy", "lower", "upper"):
+            value = state_dict.get(prefix + name)
+            if not isinstance(value, Tensor) or value.shape != getattr(self, name).shape:
+                continue  # nn.Module reports missing keys and wrong shapes
+            bad = value.isnan() if name in ("lower", "upper") else ~torch.isfinite(value)
+            if value.device.type != "meta" and bool(bad.any()):  # infinite limits are fine
+                raise ValueError(f"state_dict entry {prefix + name!r} has non-finite values")
+            loaded[name] = value
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+        self._adopt(loaded)
+
+    def _apply(self, fn, recurse=True):
+        if hasattr(self, "lower"):  # refuse float16 & co. before any buffer is converted
+            _check_dtype(fn(self.lower).dtype)
+        self._tree_cache = None  # buffers move or change dtype: rebuild the flattened tree
+        before = self.lower.dtype if hasattr(self, "lower") else None
+        out = super()._apply(fn, recurse)
+        if before is not None and self.lower.dtype != before and not self.learnable:
+            for name, value in getattr(self, "_float64", {}).items():
+                buf = getattr(self, name)
+                setattr(self, name, value.to(buf.device, buf.dtype))
+        return out
+
+    @property
+    def tree(self) -> kin.KinematicTree:
+        """The flattened tree that the pure functions of :mod:`torchik.kinematics` take.
+
+        Cached (with its per-request index plans) unless the origins are learnable, in which
+        case the constants are recomputed from the parameters at every call.
+        """
+        if self.learnable:
+            return self._make_tree(*self._constants())
+        if getattr(self, "_tree_cache", None) is None:
+            self._tree_cache = self._make_tree(self._w_joint, self._w_link)
+        assert self._tree_cache is not None  # set just above when getattr found none
+        return self._tree_cache
+
+    def _make_tree(self, w_joint: Tensor, w_link: Tensor) -> kin.KinematicTree:
+        return kin.KinematicTree(
+            parent=self._parent,
+            kind=self._kind,
+            w_joint=w_joint,
+            link_joint=self._link_joint,
+            w_link=w_link,
+            source=self._source,
+            multiplier=self._multiplier,
+            offset=self._offset,
+            dof=self._n_joints,
+            identity_map=self._identity_map,
+        )
+
+    # ---------------------------------------------------------------- configurations
+    def neutral(self) -> Tensor:
+        """``(nq,)`` see :func:`torchik.robot.configuration.neutral`."""
+        return robot_config.neutral(self)
+
+    def random_configuration(self, n: int, generator: torch.Generator | None = None) -> Tensor:
+        """``(n, nq)`` see :func:`torchik.robot.configuration.random_configuration`."""
+        return robot_config.random_configuration(self, n, generator)
+
+    def with_limits(self, limits: dict[str, tuple[float, float]]) -> Robot:
+        """A copy with ``{name: (lower, upper)}``, see
+        :func:`torchik.robot.configuration.with_limits`."""
+        return robot_config.with_limits(self, limits)
+
+    def integrate(self, q: Tensor, v: Tensor) -> Tensor:
+        """``q ⊕ v (..., nq)`` for a step ``v (..., nv)``, see
+        :func:`torchik.geometry.floating.integrate`."""
+        return flt.integrate(q, v, self.floating)
+
+    def difference(self, q0: Tensor, q1: Tensor) -> Tensor:
+        """``(..., nv)`` step from ``q0`` to ``q1``, see
+        :func:`torchik.geometry.floating.difference`."""
+        return flt.difference(q0, q1, self.floating)
+
+    # ---------------------------------------------------------------- checks
+    def _check_q(self, q: Tensor) -> Tensor:
+        """Validate ``q (..., dof)`` and flatten it to ``(B, dof)``."""
+        return robot_config.check_q(self, q)
+
+    def link_index(self, link: str) -> int:
+        """Index of ``link`` in ``link_names``; a clear error for unknown names."""
+        try:
+            return self._link_index[link]
+        except (KeyError, TypeError):
+            raise ValueError(
+                f"unknown link {link!r}; the links of '{self.name}' are {list(self.link_names)}"
+            ) from None
+
+    def _links(self, links: LinkSpec) -> tuple[tuple[int, ...], bool]:
+        if links is None:
+            return tuple(range(len(self.link_names))), False
+        if isinstance(links, str):
+            return (self.link_index(links),), True
+        idx = tuple(self.link_index(name) for name in links)
+        if not idx:
+            raise ValueError("links must name at least one link")
+        return idx, False
+
+    # ---------------------------------------------------------------- kinematics
+    def forward_kinematics(self, q: Tensor, links: LinkSpec = None) -> Tensor:
+        """Poses of links in the root frame, ``T_root_link``.
+
+        Args:
+            q: ``(..., dof)`` joint values.
+            links: a link name, a sequence of names, or ``None`` for every link.
+
+        Returns:
+            ``(..., 4, 4)`` for a single name, else ``(..., L, 4, 4)``.
+        """
+        idx, single = self._links(links)
+        flat = self._check_q(q)
+        joints = flat[:, self.dof - self._n_joints :]  # after a floating base's 7
+        kernel = fused if fused.enabled(flat, self.tree) else kin  # opt-in Triton on CUDA
+        poses = kernel.forward_kinematics(joints, self.tree, idx)
+        if self.floating:
+            poses = flt.base_pose(flat[:, :7], self._base_origin)[:, None] @ poses
+        poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
+        return poses[..., 0, :, :] if single else poses
+
+    def link_positions(self, q: Tensor, links: LinkSpec = None) -> Tensor:
+        """Positions of link origins in the root frame: ``(..., 3)`` or ``(..., L, 3)``."""
+        return self.forward_kinematics(q, links)[..., :3, 3]
+
+    def link_poses(self, q: Tensor, links: LinkSpec = None) -> tuple[Tensor, Tensor]:
+        """Positions ``(..., [L,] 3)`` and unit quaternions ``(..., [L,] 4)`` (w, x, y, z; w >= 0)
+        of link origins in the root frame: a compact pose for losses."""
+        pose = self.forward_kinematics(q, links)
+        return pose[..., :3, 3], rotmat_to_quat(pose[..., :3, :3])
+
+    def jacobian(self, q: Tensor, link: str, return_pose: bool = False):
+        """Geometric Jacobian ``(..., 6, nv)`` of ``link``'s origin, linear rows first, in the
+        root frame (see :func:`torchik.kinematics.jacobian`); a floating base's 6 columns are
+        those of its twist in its own frame (see :func:`torchik.geometry.floating.base_jacobian`).
+
+        With ``return_pose=True`` also returns the link pose ``(..., 4, 4)``, computed on the way
+        (what numerical IK needs at every iteration).
+        """
+        idx = self.link_index(link)
+        flat = self._check_q(q)
+        use_fused = fused.enabled(flat, self.tree) and not flat.requires_grad
+        joints = flat[:, self.dof - self._n_joints :]
+        jac, pose = (fused if use_fused else kin).jacobian(joints, self.tree, idx)
+        if self.floating:
+            jac, pose = flt.base_jacobian(flat[:, :7], self._base_origin, jac, pose)
+        jac = jac.reshape(*q.shape[:-1], 6, self.nv)
+        return (jac, pose.reshape(*q.shape[:-1], 4, 4)) if return_pose else jac
+
+    def extra_repr(self) -> str:
+        return (
+            f"name={self.name!r}, dof={self.dof}, floating={self.floating}, "
+            f"links={len(self.link_names)}, "
+            f"dtype={self.dtype}, learnable={self.learnable}"
+        )
+
+
+def load_robot(name: str, dtype: torch.dtype | None = None, **kwargs) -> Robot:
+    """A robot bundled with torchik (no download).
+
+    Args:
+        name: ``"panda"``, ``"ur5"``, ``"digit_arm"``, ``"snake2"``, ``"snake4"``, ``"rail_arm"``,
+            or ``"planar"`` with ``link_lengths=[...]`` (and optional ``lower``/``upper``).
+        dtype: floating dtype of the robot (default: torch's default dtype).
+        **kwargs: options of the planar-arm factory; ``floating_base=True`` for any robot
+            (a quaternion floating base above the root link, as in :meth:`Robot.from_urdf`).
+    """
+    from torchik.description import bundled as robots
+
+    floating = bool(kwargs.pop("floating_base", False))
+    if name == "planar":
+        urdf = robots.planar_arm_urdf(**kwargs)
+    elif kwargs:
+        raise TypeError(f"robot '{name}' takes no options, got {sorted(kwargs)}")
+    else:
+        urdf = robots.rail_arm_urdf() if name == "rail_arm" else robots.bundled_urdf(name)
+    return Robot.from_urdf(urdf, dtype=dtype, floating_base=floating)

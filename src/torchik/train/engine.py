@@ -1,0 +1,406 @@
+"""The optimisation step of :func:`torchik.train.train`, built to keep the hardware busy.
+
+One :class:`Stepper` runs a step without waiting for the device: the loss is accumulated on the
+device and read (with its finiteness check) only when a progress row is written. Around the
+model's ``loss`` it adds what large runs need: bf16 autocast, ``torch.compile``, TF32 matrix
+products, fused AdamW on CUDA, micro-batches (gradient accumulation) and an exponential moving
+average (:class:`EMA`) of the weights. Every piece is deterministic, so a run resumed from a
+checkpoint continues exactly.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import math
+import signal
+import threading
+from collections.abc import Callable, Iterator
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import torch
+from torch import Tensor, nn
+
+from torchik.checks import check_bool, check_choice, check_float, check_int
+from torchik.learn.data import FKStream, IKDataset
+from torchik.train import distributed
+
+if TYPE_CHECKING:
+    from torchik.models.base import IKModel
+
+__all__ = [
+    "EMA",
+    "PRECISIONS",
+    "CtrlC",
+    "Rows",
+    "Stepper",
+    "StreamRows",
+    "TrainConfig",
+    "autocast",
+    "lr_factor",
+    "matmul_precision",
+    "resolve_precision",
+]
+
+PRECISIONS = ("fp32", "bf16", "auto")
+"""Values of ``TrainConfig.precision``: ``"auto"`` is bf16 on CUDA for the families that
+declare ``bf16_safe`` and fp32 everywhere else."""
+
+
+def resolve_precision(precision: str, device: torch.device, model: nn.Module) -> str:
+    """``"fp32"`` or ``"bf16"``: what ``precision`` means for ``model`` on ``device``."""
+    if precision not in PRECISIONS:
+        raise ValueError(f"precision must be one of {PRECISIONS}, got {precision!r}")
+    if precision != "auto":
+        return precision
+    safe = getattr(model, "bf16_safe", False)
+    return "bf16" if device.type == "cuda" and safe else "fp32"
+
+
+def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
+    """bf16 autocast on ``device`` for ``"bf16"``; nothing for ``"fp32"``."""
+    if precision == "bf16":
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+    return contextlib.nullcontext()
+
+
+# ---------------------------------------------------------------------------- settings
+@dataclass(frozen=True)
+class TrainConfig:
+    """Settings of :func:`train`.
+
+    Attributes:
+        steps: optimisation steps.
+        batch_size: rows per step (a fixed data set: epochs of shuffled rows, the last partial
+            batch of an epoch dropped; a stream: fresh rows every step).
+        lr: peak learning rate of AdamW.
+        weight_decay: AdamW's decoupled weight decay.
+        warmup_steps: linear warm-up from ``lr / warmup_steps`` to ``lr``.
+        min_lr_ratio: the cosine decays from ``lr`` to ``lr * min_lr_ratio`` at ``steps``.
+        grad_clip: maximal global gradient norm, ``> 0`` (``None``: no clipping).
+        log_every: steps between progress reports and CSV rows (loss averaged over them); the
+            loss is read from the device (and checked to be finite) only then.
+        val_every: steps between validations (``0``: only at the end).
+        val_targets: validation rows used (the first ones of ``val_set``).
+        patience: stop after this many validations without improvement (``None``: never).
+        checkpoint_every: steps between checkpoints (``0``: only at the end).
+        seed: seeds torch's global RNG (the models' training noise) and the batch sampler.
+        device: where to train (``"cpu"``, ``"cuda"``, ...).
+        normalize: call ``model.set_normalization`` on the training data first (a stream:
+            on ``stats_rows`` pairs drawn apart from it).
+        restore_best: at the end, load the weights of the best validation.
+        progress: show progress on stderr (a tqdm bar on a terminal, lines otherwise).
+        precision: ``"fp32"``, ``"bf16"`` (autocast: matrix products in bfloat16) or
+            ``"auto"`` (bf16 on CUDA for families that declare ``bf16_safe``, else fp32).
+        compile: run the model's loss through ``torch.compile`` (pays off on long runs; the
+            first steps wait for compilation).
+        ema_decay: keep an exponential moving average of the weights with this decay (e.g.
+            ``0.999``); validation, ``best.pt`` and the returned model use the average.
+        micro_batches: split each batch into this many parts whose gradients add up
+            (gradient accumulation: the same step with less memory).
+        tf32: allow TF32 matrix products on CUDA during training.
+        stats_rows: rows drawn from a stream for the normalisation statistics.
+    """
+
+    steps: int = 10_000
+    batch_size: int = 512
+    lr: float = 1e-3
+    weight_decay: float = 0.0
+    warmup_steps: int = 100
+    min_lr_ratio: float = 0.0
+    grad_clip: float | None = 1.0
+    log_every: int = 100
+    val_every: int = 1000
+    val_targets: int = 1000
+    patience: int | None = None
+    checkpoint_every: int = 1000
+    seed: int = 0
+    device: str = "cpu"
+    normalize: bool = True
+    restore_best: bool = True
+    progress: bool = True
+    precision: str = "auto"
+    compile: bool = False
+    ema_decay: float | None = None
+    micro_batches: int = 1
+    tf32: bool = True
+    stats_rows: int = 100_000
+
+    def __post_init__(self) -> None:
+        for name in ("steps", "batch_size", "log_every", "val_targets", "micro_batches"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("warmup_steps", "val_every", "checkpoint_every", "seed", "stats_rows"):
+            check_int(name, getattr(self, name), 0)
+        for name in ("normalize", "restore_best", "progress", "compile", "tf32"):
+            check_bool(name, getattr(self, name))
+        if self.patience is not None:
+            check_int("patience", self.patience, 1)
+        check_float("lr", self.lr, positive=True)
+        check_float("weight_decay", self.weight_decay, 0.0)
+        check_float("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
+        if self.grad_clip is not None:
+            check_float("grad_clip", self.grad_clip, positive=True)
+        if self.ema_decay is not None:
+            check_float("ema_decay", self.ema_decay, 0.0, 1.0, positive=True)
+            if self.ema_decay == 1.0:
+                raise ValueError("ema_decay must be < 1 (1 would never move the average)")
+        check_choice("precision", self.precision, PRECISIONS)
+        if self.micro_batches > self.batch_size:
+            raise ValueError(
+                f"micro_batches={self.micro_batches} exceeds batch_size={self.batch_size}"
+            )
+
+
+def lr_factor(step: int, config: TrainConfig) -> float:
+    """Multiplier of ``config.lr`` at ``step`` (0-based): linear warm-up, then cosine decay."""
+    if step < config.warmup_steps:
+        return (step + 1) / config.warmup_steps
+    span = max(1, config.steps - config.warmup_steps)
+    progress = min(1.0, (step - config.warmup_steps) / span)
+    cosine = 0.5 * (1.0 + math.cos(math.pi * progress))
+    return config.min_lr_ratio + (1.0 - config.min_lr_ratio) * cosine
+
+
+# ---------------------------------------------------------------------------- EMA
+class EMA:
+    """Exponential moving average of a model's floating-point parameters and buffers.
+
+    After optimisation step ``t`` (1-based), every averaged tensor ``a`` of the model's tensor
+    ``w`` becomes ``a + (1 - d_t) (w - a)`` with ``d_t = min(decay, (1 + t) / (10 + t))``: the
+    warm-up keeps early averages from remembering the random initialisation. Updates are one
+    fused ``lerp`` per tensor list on the device, with no host synchronisation.
+
+    Args:
+        model: the model whose weights are averaged (its current weights start the average).
+        decay: the long-run decay ``0 < decay < 1`` (e.g. 0.999: about 1000 steps of memory).
+    """
+
+    def __init__(self, model: nn.Module, decay: float):
+        if not 0.0 < decay < 1.0:
+            raise ValueError(f"ema_decay must be in (0, 1), got {decay}")
+        self.decay = float(decay)
+        self.names = [k for k, v in model.state_dict().items() if v.is_floating_point()]
+        state = model.state_dict()
+        self.shadow = [state[k].detach().clone() for k in self.names]
+
+    def reset(self, model: nn.Module) -> None:
+        """Restart the average at the model's current weights."""
+        with torch.no_grad():
+            torch._foreach_copy_(self.shadow, self._live(model))
+
+    def _live(self, model: nn.Module) -> list[Tensor]:
+        state = model.state_dict()
+        return [state[k] for k in self.names]
+
+    def decay_at(self, step: int) -> float:
+        """The decay ``d_t`` used by the update after step ``step``."""
+        return min(self.decay, (1.0 + step) / (10.0 + step))
+
+    @torch.no_grad()
+    def update(self, model: nn.Module, step: int) -> None:
+        """Fold the model's current weights (after step ``step``) into the average."""
+        torch._foreach_lerp_(self.shadow, self._live(model), 1.0 - self.decay_at(step))
+
+    @contextlib.contextmanager
+    def applied(self, model: nn.Module) -> Iterator[None]:
+        """Within the block the model carries the averaged weights; its own come back after."""
+        live = self._live(model)
+        saved = [t.detach().clone() for t in live]
+        with torch.no_grad():
+            torch._foreach_copy_(live, self.shadow)
+        try:
+            yield
+        finally:
+            with torch.no_grad():
+                torch._foreach_copy_(live, saved)
+
+    def averaged_state(self, model: nn.Module) -> dict[str, Tensor]:
+        """The model's ``state_dict`` with the averaged tensors in place (CPU copies)."""
+        state = {k: v.detach().cpu().clone() for k, v in model.state_dict().items()}
+        state.update(
+            {k: v.detach().cpu().clone() for k, v in zip(self.names, self.shadow, strict=True)}
+        )
+        return state
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"decay": self.decay, "shadow": dict(zip(self.names, self.shadow, strict=True))}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        shadow = state["shadow"]
+        if sorted(shadow) != sorted(self.names):
+            raise ValueError("the saved EMA does not average this model's tensors")
+        with torch.no_grad():
+            for mine, name in zip(self.shadow, self.names, strict=True):
+                mine.copy_(shadow[name])
+
+
+# ---------------------------------------------------------------------------- batches
+class Rows:
+    """Shuffled minibatches of a fixed data set, epoch after epoch. The order is drawn on the
+    CPU by a private generator and copied to the device once per epoch, not once per step."""
+
+    def __init__(self, data: IKDataset, batch_size: int, seed: int, like: Tensor):
+        n = len(data)
+        if n < batch_size:
+            raise ValueError(f"the training set has {n} rows, fewer than batch_size={batch_size}")
+        self.rank, self.world = distributed.world()
+        _check_divisible(batch_size, self.world)
+        self.q, self.target = data.q.to(like), data.target.to(like)
+        self.n, self.batch_size = n, batch_size
+        self.generator = torch.Generator().manual_seed(seed)
+        self._new_order(0)
+
+    def _new_order(self, cursor: int) -> None:
+        """Draw the epoch's order, keeping the generator's state before it (the checkpoint
+        saves that state, a few bytes, rather than the order, 8 bytes per row)."""
+        self._drawn_from: Tensor | None = self.generator.get_state()
+        self._set_order(torch.randperm(self.n, generator=self.generator), cursor)
+
+    def _set_order(self, order: Tensor, cursor: int) -> None:
+        self.order, self.cursor = order, cursor
+        self._device_order = order.to(self.q.device)
+
+    def next(self) -> tuple[Tensor, Tensor]:
+        if self.cursor + self.batch_size > self.n:
+            self._new_order(0)
+        self.cursor += self.batch_size
+        index = self._device_order[self.cursor - self.batch_size : self.cursor]
+        if self.world > 1:  # this rank's rows of the global batch
+            index = index[self.rank :: self.world]
+        return self.q[index], self.target[index]
+
+    def state_dict(self) -> dict[str, Any]:
+        if self._drawn_from is None:  # resumed from a checkpoint that saved the order itself
+            return {"generator": self.generator.get_state(), "order": self.order,
+                    "cursor": self.cursor}  # fmt: skip
+        return {"order_drawn_from": self._drawn_from, "cursor": self.cursor}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "order" in state:  # checkpoints written before 2026-11-26
+            self.generator.set_state(state["generator"])
+            self._set_order(state["order"], state["cursor"])
+            self._drawn_from = None
+            return
+        self.generator.set_state(state["order_drawn_from"])
+        self._new_order(state["cursor"])
+
+
+class StreamRows:
+    """Minibatches of a :class:`~torchik.learn.FKStream` on the training device."""
+
+    def __init__(self, stream: FKStream, batch_size: int, like: Tensor):
+        world = distributed.world()[1]
+        _check_divisible(batch_size, world)
+        self.stream = distributed.shard_stream(stream.to(like.device))
+        self.batch_size, self.dtype = batch_size // world, like.dtype
+
+    def next(self) -> tuple[Tensor, Tensor]:
+        q, target = self.stream.next(self.batch_size)
+        return q.to(self.dtype), target.to(self.dtype)
+
+    def state_dict(self) -> dict[str, Any]:
+        return {"stream": self.stream.state_dict()}
+
+    def load_state_dict(self, state: dict[str, Any]) -> None:
+        if "stream" not in state:
+            raise ValueError("the checkpoint was trained on a fixed data set, not on a stream")
+        self.stream.load_state_dict(state["stream"])
+
+
+def _check_divisible(batch_size: int, world: int) -> None:
+    if batch_size % world:
+        raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes")
+
+
+# ---------------------------------------------------------------------------- the step
+def _optimizer(model: nn.Module, config: TrainConfig, device: torch.device):
+    """AdamW: fused kernels on CUDA (one launch for every parameter), torch's default
+    implementation elsewhere."""
+    kwargs: dict[str, Any] = {"fused": True} if device.type == "cuda" else {}
+    return torch.optim.AdamW(
+        model.parameters(), lr=config.lr, weight_decay=config.weight_decay, **kwargs
+    )
+
+
+class Stepper:
+    """One optimisation step of ``model.loss``, as :class:`~torchik.train.TrainConfig` says.
+
+    Attributes:
+        optimizer: AdamW (fused on CUDA).
+        ema: the :class:`EMA`, or ``None``.
+        precision: ``"fp32"`` or ``"bf16"`` (``config.precision`` resolved for the device).
+    """
+
+    def __init__(self, model: IKModel, config: TrainConfig, device: torch.device):
+        self.model, self.config, self.device = model, config, device
+        self.optimizer = _optimizer(model, config, device)
+        self.precision = resolve_precision(config.precision, device, model)
+        self.ema = EMA(model, config.ema_decay) if config.ema_decay is not None else None
+        self._ddp = distributed.wrap_loss(model, device)  # None in one process
+        self._loss: Callable[[Tensor, Tensor], Tensor] = self._ddp or model.loss
+        if config.compile:
+            self._loss = torch.compile(self._loss, dynamic=False)
+
+    def _micro(self, q: Tensor, target: Tensor) -> Iterator[tuple[Tensor, Tensor]]:
+        k = self.config.micro_batches
+        return zip(q.chunk(k), target.chunk(k), strict=True) if k > 1 else iter([(q, target)])
+
+    def step(self, q: Tensor, target: Tensor) -> Tensor:
+        """Gradients of the loss on the batch ``q (B, D)``, ``target (B, T)``, then an AdamW
+        step; returns the batch loss as a detached 0-d tensor on the device (no host sync)."""
+        self.optimizer.zero_grad(set_to_none=True)
+        k, total = self.config.micro_batches, None
+        for i, (q_part, target_part) in enumerate(self._micro(q, target)):
+            with distributed.no_sync(self._ddp, i == k - 1), autocast(self.device, self.precision):
+                loss = self._loss(q_part, target_part).float()
+            (loss / k if k > 1 else loss).backward()
+            total = loss.detach() if total is None else total + loss.detach()
+        if self.config.grad_clip is not None:
+            nn.utils.clip_grad_norm_(self.model.parameters(), self.config.grad_clip)
+        self.optimizer.step()
+        assert total is not None
+        return total / k if k > 1 else total
+
+
+@contextlib.contextmanager
+def matmul_precision(device: torch.device, tf32: bool) -> Iterator[None]:
+    """TF32 matrix products on CUDA within the block (``tf32``); the global setting comes back
+    after, so training leaves no trace in the caller's process."""
+    if device.type != "cuda" or not tf32:
+        yield
+        return
+    before = torch.get_float32_matmul_precision()
+    torch.set_float32_matmul_precision("high")
+    try:
+        yield
+    finally:
+        torch.set_float32_matmul_precision(before)
+
+
+class CtrlC:
+    """While active, the first Ctrl-C (SIGINT) or SIGTERM (``timeout``, a batch scheduler's
+    warning) only asks the loop to stop after its current step, so a checkpoint can be
+    written; a second one stops at once. Only in the main thread; the caller's handlers come
+    back on exit."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self, active: bool):
+        self.active = active and threading.current_thread() is threading.main_thread()
+        self.requested = False
+        self._old: dict[int, Any] = {}
+
+    def _handle(self, signum: int, frame: Any) -> None:
+        if self.requested:
+            raise KeyboardInterrupt
+        self.requested = True
+
+    def __enter__(self) -> CtrlC:
+        if self.active:
+            self._old = {sig: signal.signal(sig, self._handle) for sig in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc: Any) -> None:
+        for sig, old in self._old.items():
+            signal.signal(sig, old)
+        self._old = {}

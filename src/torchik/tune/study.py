@@ -1,0 +1,469 @@
+"""Hyperparameter search over a model family's config and the training settings, on Optuna.
+
+:func:`tune` runs a study: each trial draws settings from a search space
+(:mod:`torchik.tune.space`), trains the family with :func:`torchik.train.train` and returns the
+objective, to minimise: the validation FK position error (``"position_error"``), or on a planar
+or the rail arm the posterior protocol's posterior mismatch (``"posterior_mismatch"``, MMD² to a
+rejection-sampled ground truth) or re-simulation error (``"resimulation"``). Intermediate
+validations reach the pruner (median or Hyperband) through ``train``'s callback. Samplers:
+TPE (default), a Gaussian process (Optuna's ``GPSampler``, the Bayesian optimisation the
+report ran with scikit-optimize) and random search as a control. Every seed is fixed and stored
+in the study (``user_attrs``): the training seed is the same for every trial, each worker's
+sampler seed is ``seed + worker``.
+
+Storage: by default a journal file ``study.journal`` in the run folder; a study killed at any
+moment continues with ``resume=True``, where only the trials that were running are lost (they
+are marked failed and their settings queued again). Any Optuna storage URL
+(``sqlite:///...``, ``postgresql://...``) lets workers on many machines join one study: run
+the same command on each (each worker's sampler seed then includes its process id, recorded in
+its trials). ``jobs`` runs that many worker processes here. The results
+(:mod:`torchik.tune.results`) are written into the run folder.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import multiprocessing
+import os
+import time
+import warnings
+from collections import Counter
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import torch
+
+from torchik.checks import check_choice, check_int
+from torchik.tune.objective import (
+    InvalidSettings,
+    baseline_params,
+    make_objective,
+    make_problem,
+    problem_robot,
+)
+from torchik.tune.results import search_curve, write_results
+from torchik.tune.space import Param, default_space, parse_space, space_to_json
+
+__all__ = [
+    "JOURNAL",
+    "OBJECTIVES",
+    "PRUNERS",
+    "SAMPLERS",
+    "TuneConfig",
+    "TuneResult",
+    "counted_trials",
+    "open_study",
+    "tune",
+]
+
+OBJECTIVES = ("position_error", "posterior_mismatch", "resimulation")
+SAMPLERS = ("tpe", "gp", "random")
+PRUNERS = ("median", "hyperband", "none")
+JOURNAL = "study.journal"
+"""The embedded storage's file in the run folder (also what ``optuna-dashboard`` opens)."""
+
+
+@dataclass(frozen=True)
+class TuneConfig:
+    """Settings of a study (stored in it, so that a resumed or joined study is the same one).
+
+    Attributes:
+        family: the model family searched.
+        robot: a bundled robot, ``planar:L1,L2,...`` or ``rail_arm``.
+        objective: one of :data:`OBJECTIVES` (the posterior ones need a planar or the rail arm).
+        trials: trials in the study, all workers together (pruned and failed ones count;
+            trials interrupted by a kill do not).
+        steps: training steps of a trial.
+        val_every: steps between validations (the pruner's intermediate values).
+        batch_size: rows per step (searchable too: put it in the space).
+        train_size: training pairs (the report: a 10^4 subset).
+        val_size: validation pairs.
+        preset: the model config the searched settings replace fields of (``None``: the
+            family's default for the robot, ``"tiny"``, ``"small"``).
+        posterior_targets: test targets of the posterior objectives.
+        posterior_samples: ground-truth and model samples per target.
+        sampler: one of :data:`SAMPLERS`.
+        pruner: one of :data:`PRUNERS`.
+        seed: the training seed of every trial; data, targets and samplers derive theirs.
+        threads: torch threads per worker.
+        baseline: a new study's first trial is the config it starts from
+            (:func:`~torchik.tune.objective.baseline_params`), so that its best is never
+            worse than the defaults.
+    """
+
+    family: str
+    robot: str = "planar:1,1,1,1"
+    objective: str = "position_error"
+    trials: int = 20
+    steps: int = 1000
+    val_every: int = 100
+    batch_size: int = 256
+    train_size: int = 10_000
+    val_size: int = 500
+    preset: str | None = None
+    posterior_targets: int = 20
+    posterior_samples: int = 200
+    sampler: str = "tpe"
+    pruner: str = "median"
+    seed: int = 0
+    threads: int = 1
+    baseline: bool = True
+
+    def __post_init__(self) -> None:
+        for name in ("trials", "steps", "val_every", "batch_size", "train_size", "val_size"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("posterior_targets", "posterior_samples", "threads"):
+            check_int(name, getattr(self, name), 1)
+        check_int("seed", self.seed, 0)
+        check_choice("objective", self.objective, OBJECTIVES)
+        check_choice("sampler", self.sampler, SAMPLERS)
+        check_choice("pruner", self.pruner, PRUNERS)
+        if self.preset is not None:
+            check_choice("preset", self.preset, ("tiny", "small"))
+        arm = self.robot == "rail_arm" or self.robot.startswith("planar:")
+        if self.objective != "position_error" and not arm:
+            raise ValueError(f"objective {self.objective!r} needs a planar arm or the rail arm")
+
+    @property
+    def study_name(self) -> str:
+        """The default study name: family, robot and objective."""
+        robot = self.robot.replace(":", "").replace(",", "-").replace("/", "_")
+        return f"{self.family}_{robot}_{self.objective}"
+
+
+@dataclass
+class TuneResult:
+    """What :func:`tune` returns.
+
+    Attributes:
+        best_value: the best objective value (``nan`` where no trial completed).
+        best_config: every setting of the best trial (searched and fixed), as in ``best.json``.
+        trials: trials counted in the study (see :attr:`TuneConfig.trials`).
+        files: the result files written, by kind (``best``, ``trials``, ``history``, ...).
+        seconds: wall time of this call.
+        curve: the best value after each finished trial from the first completed one on
+            (the search curve, :func:`torchik.tune.results.search_curve`).
+        states: trials by state name (``COMPLETE``, ``PRUNED``, ``FAIL``, ...).
+        trial_seconds: the durations of the study's finished trials added up, over every
+            call that ran them (a resumed study's :attr:`seconds` counts this call alone).
+        baseline_value: the objective of the baseline trial (:attr:`TuneConfig.baseline`;
+            ``nan`` where it did not complete).
+    """
+
+    best_value: float
+    best_config: dict[str, Any]
+    trials: int
+    files: dict[str, Path] = field(default_factory=dict)
+    seconds: float = 0.0
+    curve: list[float] = field(default_factory=list)
+    states: dict[str, int] = field(default_factory=dict)
+    trial_seconds: float = 0.0
+    baseline_value: float = math.nan
+
+
+# ---------------------------------------------------------------------------- the study
+def _storage(storage: str | None, out_dir: Path):
+    """An Optuna storage: the run folder's journal file, a ``.journal`` path, or an RDB URL."""
+    import optuna
+    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    if storage is None or storage.endswith(".journal"):
+        path = out_dir / JOURNAL if storage is None else Path(storage)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        return JournalStorage(JournalFileBackend(str(path)))
+    for attempt in range(5):
+        try:
+            with warnings.catch_warnings():  # the heartbeat is marked experimental
+                warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
+                return optuna.storages.RDBStorage(storage, heartbeat_interval=30, grace_period=120)
+        except Exception as err:  # sqlalchemy's errors (no server, bad URL, missing driver)
+            # workers that start together race to create the tables: the loser retries
+            if type(err).__name__ == "IntegrityError" and attempt < 4:
+                time.sleep(0.5 + attempt)
+                continue
+            text = (str(err).strip().splitlines() or [type(err).__name__])[0]
+            raise ConnectionError(f"cannot reach the storage {_safe(storage)}: {text}") from None
+    raise AssertionError("unreachable")
+
+
+def _safe(url: str) -> str:
+    """``url`` without a password."""
+    head, at, tail = url.rpartition("@")
+    if not at or "://" not in head:
+        return url
+    scheme, _, user = head.partition("://")
+    return f"{scheme}://{user.split(':')[0]}:***@{tail}" if ":" in user else url
+
+
+def _sampler(config: TuneConfig, seed: int):
+    import optuna
+
+    startup = max(1, min(10, config.trials // 3))
+    if config.sampler == "gp":
+        return optuna.samplers.GPSampler(seed=seed, n_startup_trials=startup)
+    if config.sampler == "random":
+        return optuna.samplers.RandomSampler(seed=seed)
+    return optuna.samplers.TPESampler(seed=seed, n_startup_trials=startup)
+
+
+def _pruner(config: TuneConfig):
+    import optuna
+
+    if config.pruner == "median":
+        return optuna.pruners.MedianPruner(n_startup_trials=3, n_warmup_steps=0)
+    if config.pruner == "hyperband":
+        every = min(config.val_every, config.steps)
+        return optuna.pruners.HyperbandPruner(min_resource=every, max_resource=config.steps)
+    return optuna.pruners.NopPruner()
+
+
+_IDENTITY = ("family", "robot", "objective")
+"""Settings a study is identified by: joining or resuming one with other values is refused."""
+
+
+def open_study(
+    config: TuneConfig,
+    storage,
+    name: str,
+    create: bool,
+    sampler_seed: int | None = None,
+    must_exist: bool = False,
+):
+    """The study ``name`` in ``storage``, created (with ``config`` and the space stored in its
+    ``user_attrs``) where ``create`` and it does not exist yet.
+
+    Raises:
+        ValueError: it exists with another family, robot or objective; or ``must_exist`` and
+            it does not.
+    """
+    import optuna
+
+    exists = name in optuna.study.get_all_study_names(storage)
+    if must_exist and not exists:
+        raise ValueError(f"there is no study {name!r} to resume")
+    if not (create or exists):
+        raise ValueError(f"there is no study {name!r} in the storage")
+    seed = config.seed if sampler_seed is None else sampler_seed
+    kw = {"sampler": _sampler(config, seed), "pruner": _pruner(config)}
+    study = None
+    if not exists:
+        try:  # another worker may create it at the same moment: then load that one
+            study = optuna.create_study(storage=storage, study_name=name, **kw)
+        except optuna.exceptions.DuplicatedStudyError:
+            pass
+    if study is None:
+        study = optuna.load_study(study_name=name, storage=storage, **kw)
+    saved = study.user_attrs.get("tune_config")
+    if saved is None:
+        study.set_user_attr("tune_config", dataclasses.asdict(config))
+        return study
+    for key in _IDENTITY:
+        if saved.get(key) != getattr(config, key):
+            raise ValueError(
+                f"study {name!r} already exists with {key} {saved.get(key)!r}, not "
+                f"{getattr(config, key)!r}: choose another study name (nothing was changed)"
+            )
+    return study
+
+
+def counted_trials(study) -> int:
+    """Trials that count against the budget: finished, pruned or failed, not interrupted."""
+    from optuna.trial import TrialState
+
+    states = (TrialState.COMPLETE, TrialState.PRUNED, TrialState.FAIL)
+    trials = study.get_trials(deepcopy=False, states=states)
+    return sum(not t.user_attrs.get("interrupted", False) for t in trials)
+
+
+def _requeue_interrupted(study) -> int:
+    """Mark the trials a killed run left running as failed (``interrupted``), and queue the
+    settings of every interrupted trial (killed, or stopped by Ctrl-C) again, once; returns
+    how many were queued."""
+    from optuna.trial import TrialState
+
+    storage = study._storage
+    for trial in study.get_trials(states=(TrialState.RUNNING,)):
+        storage.set_trial_user_attr(trial._trial_id, "interrupted", True)
+        storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
+    trials = study.get_trials()
+    retried = {t.user_attrs["retry_of"] for t in trials if "retry_of" in t.user_attrs}
+    stale = [
+        t
+        for t in trials
+        if t.state == TrialState.FAIL
+        and t.user_attrs.get("interrupted")
+        and t.number not in retried
+    ]
+    for trial in stale:
+        study.enqueue_trial(trial.params, user_attrs={"retry_of": trial.number})
+    return len(stale)
+
+
+def _worker(
+    config: TuneConfig, space: dict, storage_url, out_dir, name, seed, share, bar=None
+) -> None:
+    """One worker: ``share`` trials at most, stopping early once the study has its budget;
+    its sampler's ``seed`` is recorded in each of its trials. A trial stopped by Ctrl-C is
+    marked ``interrupted`` (``resume`` runs it again)."""
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    torch.set_num_threads(config.threads)
+    study = open_study(config, _storage(storage_url, Path(out_dir)), name, False, seed)
+    if share <= 0 or counted_trials(study) >= config.trials:
+        return
+    problem = make_problem(config)
+
+    def stop(study, _trial) -> None:
+        done = counted_trials(study)
+        if bar is not None:
+            bar.advance(done)
+        if done >= config.trials:
+            study.stop()
+
+    objective = make_objective(config, space, problem)
+
+    def run(trial) -> float:
+        trial.set_user_attr("sampler_seed", seed)
+        try:
+            return objective(trial)
+        except KeyboardInterrupt:
+            trial.set_user_attr("interrupted", True)
+            raise
+
+    study.optimize(
+        run, n_trials=share, callbacks=[stop],
+        catch=(FloatingPointError, InvalidSettings), gc_after_trial=False,
+    )  # fmt: skip
+
+
+def _shares(left: int, jobs: int) -> list[int]:
+    return [left // jobs + (i < left % jobs) for i in range(jobs)]
+
+
+def tune(
+    config: TuneConfig,
+    out_dir: str | Path,
+    space: dict[str, Param] | None = None,
+    storage: str | None = None,
+    study_name: str | None = None,
+    resume: bool = False,
+    jobs: int = 1,
+    progress: bool = True,
+) -> TuneResult:
+    """Run (or continue, or join) the study and write its results into ``out_dir``.
+
+    Args:
+        config: the study's settings.
+        out_dir: the run folder: the journal storage (without ``storage``) and the results.
+        space: the search space (default :func:`torchik.tune.default_space`); an
+            existing study keeps the space it was created with (another one is refused).
+        storage: an Optuna storage URL (``sqlite:///f.db``, ``postgresql://...``) or a
+            ``.journal`` file; ``None``: ``out_dir/study.journal``.
+        study_name: default :attr:`TuneConfig.study_name`.
+        resume: continue the study in the run folder's journal (required where it exists),
+            re-queueing the trials a kill interrupted. With a shared ``storage`` an existing
+            study is always joined; ``resume`` only re-queues its running trials (do that
+            once every other worker is stopped).
+        jobs: worker processes on this machine.
+        progress: show a bar of counted trials on stderr.
+
+    Returns:
+        A :class:`TuneResult`.
+
+    Raises:
+        ValueError: bad settings, a study that exists with another family, robot or
+            objective, or (embedded storage) an existing study without ``resume``.
+        ConnectionError: the storage cannot be reached.
+    """
+    from torchik.train.progress import Progress
+
+    check_int("jobs", jobs, 1)
+    start, out = time.perf_counter(), Path(out_dir)
+    dof = problem_robot(config.robot)[0].dof  # an unknown robot fails here, before a study
+    name = study_name or config.study_name
+    study, space = _prepare_study(config, space, storage, out, name, resume, dof)
+    left = max(0, config.trials - counted_trials(study))
+    bar = Progress(config.trials, config.trials - left, enabled=progress,
+                   title=f"tuning {config.family} on {config.robot}: study {name!r}")  # fmt: skip
+    try:
+        _run_workers(config, space, storage, out, name, _shares(left, jobs), study, bar)
+    finally:
+        bar.close()
+    files = write_results(study, out, config)
+    best = study.best_trial if search_curve(study) else None
+    value = float(best.value) if best is not None else math.nan
+    config_ = best.user_attrs.get("config", best.params) if best is not None else {}
+    seconds = time.perf_counter() - start
+    curve = [best for *_, best in search_curve(study)]
+    trials = study.get_trials(deepcopy=False)
+    states = Counter(t.state.name for t in trials)
+    spent = sum(t.duration.total_seconds() for t in trials if t.duration is not None)
+    base = [t.value for t in trials if t.user_attrs.get("baseline") and t.value is not None]
+    return TuneResult(value, config_, counted_trials(study), files, seconds, curve,
+                      dict(states), spent, base[0] if base else math.nan)  # fmt: skip
+
+
+def _prepare_study(config, space, storage, out: Path, name: str, resume: bool, dof: int):
+    import optuna
+
+    optuna.logging.set_verbosity(optuna.logging.WARNING)
+    embedded = storage is None
+    store = _storage(storage, out)
+    exists = name in optuna.study.get_all_study_names(store)
+    if embedded and exists and not resume:
+        raise ValueError(
+            f"{out} already holds study {name!r}: pass --resume to continue it, or another "
+            "--out (nothing was changed)"
+        )
+    if embedded and resume and not exists:
+        raise ValueError(f"--resume: {out / JOURNAL} holds no study {name!r}")
+    study = open_study(config, store, name, True)
+    stored = study.user_attrs.get("space")
+    if stored is None:
+        space = default_space(config.family) if space is None else space
+        study.set_user_attr("space", space_to_json(space))
+        if config.baseline:
+            params = baseline_params(config, space, dof)
+            study.enqueue_trial(params, user_attrs={"baseline": True}, skip_if_exists=True)
+    elif space is not None and space_to_json(space) != stored:
+        raise ValueError(
+            f"study {name!r} searches another space ({json.dumps(stored)}): give its space "
+            "file or none (nothing was changed)"
+        )
+    if resume:
+        _requeue_interrupted(study)
+    return study, parse_space(stored, config.family, base={}) if stored else space
+
+
+def _run_workers(config, space, storage, out, name, shares, study, bar) -> None:
+    """The workers: in this process for one job, else one spawned process each. Worker ``i``'s
+    sampler seed is ``seed + i``; on a shared storage, whose workers on other machines run
+    the same command, the process id is added so that no two workers propose alike."""
+    base = config.seed + (0 if storage is None else 1000 * (os.getpid() % 1_000_000))
+    if len(shares) == 1:
+        _worker(config, space, storage, str(out), name, base, shares[0], bar)
+        return
+    context = multiprocessing.get_context("spawn")
+    procs = [
+        context.Process(target=_worker, args=(config, space, storage, str(out), name, base + i, n))
+        for i, n in enumerate(shares)
+    ]
+    for proc in procs:
+        proc.start()
+    try:
+        while any(p.is_alive() for p in procs):
+            time.sleep(1.0)
+            bar.advance(counted_trials(study))
+    finally:
+        for proc in procs:
+            proc.join(timeout=None if proc.exitcode is not None else 5.0)
+            if proc.is_alive():
+                proc.terminate()
+    failed = [i for i, p in enumerate(procs) if p.exitcode not in (0, None)]
+    if failed:
+        raise RuntimeError(f"tune worker(s) {failed} failed (exit codes "
+                           f"{[procs[i].exitcode for i in failed]})")  # fmt: skip

@@ -1,0 +1,55 @@
+"""experiments.wholebody: the G1 whole-body protocol (targets, success, rows, file)."""
+
+from __future__ import annotations
+
+import torch
+
+import torchik
+from experiments.wholebody import (
+    floating_g1,
+    run_anchor,
+    run_floating,
+    run_torchik,
+    success,
+    targets,
+    wholebody_markdown,
+)
+
+
+def _g1():
+    torch.set_num_threads(1)
+    return torchik.load_robot("g1", dtype=torch.float64)
+
+
+def test_success_is_judged_by_fk_and_limits():
+    robot = _g1()
+    q = robot.random_configuration(3, torch.Generator().manual_seed(0))
+    poses = targets(robot, 3)
+    assert success(robot, q, poses).all()
+    moved = q.clone()
+    moved[:, -1] += 0.2  # a wrist joint: the right hand moves
+    assert not success(robot, moved, poses).any()
+    beyond = q.clone()
+    beyond[0, 0] = robot.upper[0] + 0.1
+    assert success(robot, beyond, poses).tolist()[1:] == [True, True]
+
+
+def test_rows_of_torchik_and_an_anchor():
+    robot = _g1()
+    poses = targets(robot, 3)
+    row = run_torchik(robot, poses, num_seeds=2, repeats=1)
+    assert row["targets"] == 3 and row["success"] == 1.0
+    truth = robot.random_configuration(3, torch.Generator().manual_seed(0))
+    answers = iter(truth)
+    anchor = run_anchor(robot, poses, lambda q0, pose: next(answers), starts=2)
+    assert anchor["success"] == 1.0 and anchor["starts_used"] == 3
+    never = run_anchor(robot, poses[:1], lambda q0, pose: q0, starts=2)
+    assert never["success"] == 0.0 and never["starts_used"] == 2
+
+
+def test_floating_base_rows_and_markdown():
+    assert floating_g1().dof == _g1().dof + 6
+    row = run_floating(3, num_seeds=2)
+    assert row["targets"] == 3 and 0.0 <= row["success"] <= 1.0
+    text = wholebody_markdown({"date": "d"}, {"x": row, "y": {"status": "failed: no"}})
+    assert "| x | 3 |" in text and "failed: no" in text and text.startswith("# Whole-body")

@@ -1,0 +1,302 @@
+"""Whole-body IK (several targets, active joints, posture) on a small two-arm tree, float64."""
+
+from __future__ import annotations
+
+import math
+from types import SimpleNamespace
+
+import pytest
+import torch
+
+from torchik import Robot
+from torchik.ik import solve_ik
+from torchik.ik.wholebody import WholeBodyResult, solve_wholebody
+from torchik.ik.wholebody.solve import integrate
+
+AXES = {"x": "1 0 0", "y": "0 1 0", "z": "0 0 1"}
+
+
+def _arm(side: str, y: float, axes: str) -> list[str]:
+    """An arm hanging off ``torso`` at ``y``: one revolute joint per letter of ``axes``, links
+    0.2 m apart along x, a fixed ``<side>_hand`` 0.1 m beyond the last joint."""
+    parts, parent = [], "torso"
+    for i, axis in enumerate(axes):
+        child = f"{side}_{i}"
+        xyz = f"0 {y} 0.1" if i == 0 else "0.2 0 0"
+        parts.append(
+            f'<link name="{child}"/><joint name="{side}_j{i}" type="revolute">'
+            f'<parent link="{parent}"/><child link="{child}"/><origin xyz="{xyz}"/>'
+            f'<axis xyz="{AXES[axis]}"/><limit lower="-2.5" upper="2.5" effort="1" velocity="1"/>'
+            "</joint>"
+        )
+        parent = child
+    parts.append(
+        f'<link name="{side}_hand"/><joint name="{side}_hand_joint" type="fixed">'
+        f'<parent link="{parent}"/><child link="{side}_hand"/><origin xyz="0.1 0 0"/></joint>'
+    )
+    return parts
+
+
+TWO_ARMS = (
+    '<robot name="two_arms"><link name="base"/><link name="torso"/>'
+    '<joint name="waist" type="revolute"><parent link="base"/><child link="torso"/>'
+    '<axis xyz="0 0 1"/><limit lower="-1" upper="1" effort="1" velocity="1"/></joint>'
+    + "".join(_arm("left", 0.2, "zyxyzx") + _arm("right", -0.2, "zyy"))
+    + "</robot>"
+)
+HANDS = ["left_hand", "right_hand"]
+
+
+@pytest.fixture
+def robot() -> Robot:
+    return Robot.from_urdf(TWO_ARMS, dtype=torch.float64)
+
+
+def _targets(robot: Robot, n: int, seed: int = 0) -> tuple[dict, torch.Tensor]:
+    """Left hand pose, right hand position of ``n`` random configurations."""
+    q = robot.random_configuration(n, torch.Generator().manual_seed(seed))
+    poses = robot.forward_kinematics(q, HANDS)
+    return {"left_hand": poses[:, 0], "right_hand": poses[:, 1, :3, 3]}, q
+
+
+def test_two_targets_are_met_and_checked_by_fk(robot):
+    targets, _ = _targets(robot, 20)
+    g = torch.Generator().manual_seed(1)
+    result = solve_ik(robot, targets, generator=g)
+    assert isinstance(result, WholeBodyResult)
+    assert result.q.shape == (20, 2, robot.dof)
+    assert bool(result.success.any(-1).all())
+    best = result.best()
+    poses = robot.forward_kinematics(best.q[:, 0], HANDS)
+    assert (poses[:, 0, :3, 3] - targets["left_hand"][:, :3, 3]).norm(dim=-1).max() < 1e-3
+    assert (poses[:, 1, :3, 3] - targets["right_hand"]).norm(dim=-1).max() < 1e-3
+    rot = poses[:, 0, :3, :3].transpose(-1, -2) @ targets["left_hand"][:, :3, :3]
+    cos = ((rot.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)
+    assert torch.arccos(cos).max() < math.radians(1.0)
+    assert set(result.position_errors) == set(HANDS)
+    assert torch.equal(
+        result.rotation_errors["right_hand"], torch.zeros(20, 2, dtype=torch.float64)
+    )
+    worst = torch.maximum(result.position_errors["left_hand"], result.position_errors["right_hand"])
+    torch.testing.assert_close(result.position_error, worst)
+
+
+def test_inactive_joints_keep_their_held_values(robot):
+    targets, q_true = _targets(robot, 10, seed=2)
+    names = list(robot.joint_names)
+    active = [name for name in names if name.startswith("left")]
+    rest = q_true.clone()  # the right arm and the waist held where the targets were made
+    rest[:, [names.index(a) for a in active]] = 0.0
+    g = torch.Generator().manual_seed(3)
+    result = solve_ik(
+        robot, targets, active=active, rest=rest, num_seeds=4, max_iters=400, generator=g
+    )
+    held = [i for i, name in enumerate(names) if name not in active]
+    assert torch.equal(result.q[..., held], rest[:, None, held].expand(-1, 4, -1))
+    assert bool(result.success.any(-1).all())
+
+
+def test_a_target_out_of_reach_of_the_active_joints_fails(robot):
+    targets, q_true = _targets(robot, 1, seed=4)
+    rest = q_true + 0.5  # the right arm held away from where its target was made
+    active = [n for n in robot.joint_names if n.startswith("left")]
+    result = solve_ik(robot, targets, active=active, rest=rest.clamp(-1, 1), max_iters=30)
+    assert not bool(result.success.any())
+
+
+def test_posture_pulls_towards_rest_when_redundant(robot):
+    # position targets for both hands: 6 equations, 7 + 3 + 1 = 10 joints
+    targets, q_true = _targets(robot, 16, seed=5)
+    targets["left_hand"] = targets["left_hand"][:, :3, 3]
+    noise = torch.randn(
+        q_true.shape, generator=torch.Generator().manual_seed(6), dtype=q_true.dtype
+    )
+    seeds = torch.clamp(q_true + 0.3 * noise, robot.lower, robot.upper)[:, None]  # not the answer
+    rest = robot.neutral()
+    plain = solve_wholebody(robot, targets, seeds=seeds)
+    pulled = solve_wholebody(robot, targets, seeds=seeds, posture=0.5, posture_iters=40)
+    assert bool(plain.success.all()) and bool(pulled.success.all())
+    d_plain = (plain.q - rest).norm(dim=-1)
+    d_pulled = (pulled.q - rest).norm(dim=-1)
+    assert bool((d_pulled <= d_plain + 1e-9).all())
+    assert float(d_pulled.mean()) < 0.9 * float(d_plain.mean())
+
+
+def test_weights_trade_targets_that_cannot_both_be_met(robot):
+    # both hands at one point: only reachable approximately, the heavier hand wins
+    far = torch.tensor([[0.6, 0.0, 0.1]], dtype=torch.float64)
+    targets = {"left_hand": far, "right_hand": far}
+    g = torch.Generator().manual_seed(7)
+    result = solve_wholebody(robot, targets, weights={"left_hand": 100.0}, generator=g)
+    best = result.best()
+    assert float(best.position_errors["left_hand"]) < float(best.position_errors["right_hand"])
+
+
+@pytest.mark.parametrize(
+    ("kwargs", "error", "match"),
+    [
+        ({"targets": {"nose": "pose"}}, ValueError, "unknown link 'nose'"),
+        ({"weights": {"left_hand": -1.0}}, ValueError, "weight of 'left_hand'"),
+        ({"weights": {"nose": 1.0}}, ValueError, "weights name 'nose'"),
+        (
+            {"targets": {"left_hand": torch.zeros(2, 3), "right_hand": torch.zeros(3, 3)}},
+            ValueError,
+            "target 'right_hand' has batch shape",
+        ),  # fmt: skip
+        ({"targets": {"left_hand": torch.zeros(2, 5)}}, ValueError, "target 'left_hand': target"),
+        ({"targets": {}}, ValueError, "non-empty dict"),
+        ({"active": ["waist", "elbow"]}, ValueError, "unknown active joints"),
+        ({"rest": torch.zeros(3)}, ValueError, "rest must be"),
+        ({"posture": 2.0}, ValueError, "posture"),
+    ],
+)
+def test_bad_input_raises_one_clear_line(robot, kwargs, error, match):
+    targets = kwargs.pop(
+        "targets", {"left_hand": torch.zeros(2, 3), "right_hand": torch.zeros(2, 3)}
+    )
+    with pytest.raises(error, match=match) as info:
+        solve_ik(robot, targets, **kwargs)
+    assert "\n" not in str(info.value)
+
+
+def test_solve_ik_refuses_dict_options_without_a_dict_and_a_link_with_one(robot):
+    target = torch.zeros(3, dtype=torch.float64)
+    with pytest.raises(TypeError, match="options of a dict of targets"):
+        solve_ik(robot, target, "left_hand", position_only=True, posture=0.1)
+    with pytest.raises(ValueError, match="link=None"):
+        solve_ik(robot, {"left_hand": target}, "left_hand")
+
+
+def test_an_inactive_joint_held_outside_its_limits_is_refused(robot):
+    rest = robot.neutral().clone()
+    rest[0] = 3.0
+    targets = {"left_hand": torch.zeros(3, dtype=torch.float64)}
+    with pytest.raises(ValueError, match="inactive joint 'waist'"):
+        solve_ik(robot, targets, active=list(robot.joint_names[1:]), rest=rest)
+
+
+def test_integrate_uses_the_robots_own_when_it_has_one():
+    q, step = torch.zeros(2, 3), torch.ones(2, 3)
+    assert torch.equal(integrate(SimpleNamespace(), q, step), step)
+    floating = SimpleNamespace(integrate=lambda q, v: q + 2 * v)
+    assert torch.equal(integrate(floating, q, step), 2 * step)
+
+
+# ---------------------------------------------------------------- a floating base
+BASE = [f"root_joint/{c}" for c in ("x", "y", "z", "qw", "qx", "qy", "qz")]
+
+
+@pytest.fixture
+def floater() -> Robot:
+    return Robot.from_urdf(TWO_ARMS, dtype=torch.float64, floating_base=True)
+
+
+def _floating_targets(robot: Robot, n: int, seed: int) -> tuple[dict, torch.Tensor]:
+    """Both hands' poses of ``n`` random configurations, the base anywhere in a 2 m cube."""
+    g = torch.Generator().manual_seed(seed)
+    q = robot.random_configuration(n, g)
+    q[:, :3] = 2 * torch.rand(n, 3, generator=g, dtype=q.dtype) - 1
+    return dict(zip(HANDS, robot.forward_kinematics(q, HANDS).unbind(1), strict=True)), q
+
+
+def _fk_errors(robot: Robot, q: torch.Tensor, targets: dict) -> tuple[float, float]:
+    """Worst position (m) and rotation (rad) error of ``q (n, nq)`` by FK."""
+    poses = robot.forward_kinematics(q, HANDS)
+    want = torch.stack([targets[h] for h in HANDS], dim=1)
+    pos = (poses[..., :3, 3] - want[..., :3, 3]).norm(dim=-1).max()
+    rot = poses[..., :3, :3].transpose(-1, -2) @ want[..., :3, :3]
+    cos = ((rot.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)
+    return float(pos), float(torch.arccos(cos).max())
+
+
+def test_floating_base_targets_are_met_with_the_base_free(floater):
+    targets, q_true = _floating_targets(floater, 30, seed=10)
+    result = solve_ik(floater, targets, generator=torch.Generator().manual_seed(11))
+    assert result.q.shape == (30, 2, floater.nq)
+    assert bool(result.success.any(-1).all())
+    best = result.best().q[:, 0]
+    pos, rot = _fk_errors(floater, best, targets)
+    assert pos < 1e-3 and rot < math.radians(1.0)
+    torch.testing.assert_close(result.q[..., 3:7].norm(dim=-1), torch.ones(30, 2).double())
+    assert float((best[:, :3] - floater.neutral()[:3]).norm(dim=-1).min()) > 0.05  # it moved
+
+
+def test_floating_base_given_seeds_keep_a_unit_quaternion(floater):
+    targets, q_true = _floating_targets(floater, 8, seed=12)
+    seeds = floater.random_configuration(8 * 2, torch.Generator().manual_seed(13)).view(8, 2, -1)
+    seeds[..., 3:7] *= 3.0  # any nonzero norm is a rotation; the solver normalises it
+    result = solve_wholebody(floater, targets, seeds=seeds, max_iters=300)
+    torch.testing.assert_close(result.q[..., 3:7].norm(dim=-1), torch.ones(8, 2).double())
+    assert bool(result.success.any(-1).all())
+
+
+def test_floating_base_inactive_joints_and_base_keep_their_values(floater):
+    targets, q_true = _floating_targets(floater, 10, seed=14)
+    names = list(floater.joint_names)
+    left = [name for name in names if name.startswith("left")]
+    g = torch.Generator().manual_seed(15)
+    for active in (["root_joint", *left], left, BASE + left):
+        rest = q_true.clone()
+        rest[:, [names.index(a) for a in left]] = 0.0
+        result = solve_ik(floater, targets, active=active, rest=rest, num_seeds=4, generator=g)
+        held = [i for i, name in enumerate(names) if name not in active and name not in BASE]
+        held += list(range(7)) if active == left else []
+        assert torch.equal(result.q[..., held], rest[:, None, held].expand(-1, 4, -1))
+        assert bool(result.success.any(-1).all())
+
+
+def test_floating_base_half_active_is_refused(floater):
+    targets, _ = _floating_targets(floater, 1, seed=16)
+    with pytest.raises(ValueError, match="floating base moves as a whole"):
+        solve_ik(floater, targets, active=["root_joint/x", "left_j0"])
+
+
+def test_floating_base_posture_pulls_the_joints_towards_rest(floater):
+    targets, q_true = _floating_targets(floater, 12, seed=17)
+    targets = {hand: pose[:, :3, 3] for hand, pose in targets.items()}  # positions: redundant
+    noise = torch.randn(q_true.shape, generator=torch.Generator().manual_seed(18)).double()
+    seeds = q_true + 0.2 * noise  # near, not the answer; the quaternion is normalised
+    seeds = torch.clamp(seeds, floater.lower, floater.upper)[:, None]
+    plain = solve_wholebody(floater, targets, seeds=seeds)
+    pulled = solve_wholebody(floater, targets, seeds=seeds, posture=0.5, posture_iters=40)
+    assert bool(plain.success.all()) and bool(pulled.success.all())
+    rest = floater.neutral()
+    d_plain, d_pulled = (
+        (plain.q[..., 7:] - rest[7:]).norm(dim=-1),
+        (pulled.q[..., 7:] - rest[7:]).norm(dim=-1),
+    )
+    assert float(d_pulled.mean()) < 0.9 * float(d_plain.mean())
+
+
+def test_fit_base_recovers_the_base_of_the_configuration_behind_the_targets(floater):
+    from torchik.ik.wholebody import fit_base
+    from torchik.ik.wholebody.solve import _problem
+
+    targets, q_true = _floating_targets(floater, 20, seed=19)
+    targets["right_hand"] = targets["right_hand"][:, :3, 3]  # a position target counts too
+    problem = _problem(floater, targets, None, None, None, 0.0, False, None, 1, 1e-3, 0.01,
+                       None, None)[0]  # fmt: skip
+    wrong = floater.random_configuration(20, torch.Generator().manual_seed(20))
+    fitted = fit_base(problem, torch.cat((wrong[:, :7], q_true[:, 7:]), dim=-1), torch.arange(20))
+    torch.testing.assert_close(fitted[:, 7:], q_true[:, 7:])
+    pose = floater.forward_kinematics(fitted, floater.root)
+    torch.testing.assert_close(pose, floater.forward_kinematics(q_true, floater.root))
+
+
+def test_free_limit_columns_maps_step_columns_to_coordinates(floater):
+    from torchik.ik.lm import free_limit_columns
+    from torchik.ik.wholebody.solve import _problem
+
+    targets, _ = _floating_targets(floater, 1, seed=21)
+    problem = _problem(floater, targets, None, None, None, 0.0, False, None, 1, 1e-3, 0.01,
+                       None, None)[0]  # fmt: skip
+    q = floater.neutral()[None].clone()
+    q[0, 7] = floater.upper[7]  # the first joint (step column 6) on its upper limit
+    q[0, 3:7] = torch.tensor([0.0, 1.0, 0.0, 0.0])  # quaternion entries at ±1: not limits
+    q[0, 0] = 1e9  # nor is a far base position
+    jac = torch.ones(1, 1, floater.nv, dtype=torch.float64)  # every column pushes upwards
+    error, weights = torch.ones(1, 1, dtype=torch.float64), torch.ones(1, dtype=torch.float64)
+    freed = free_limit_columns(problem, q, jac, error, weights, problem.coordinates)
+    blocked = torch.zeros(floater.nv, dtype=torch.bool)
+    blocked[6] = True
+    assert torch.equal(freed[0, 0] == 0, blocked)

@@ -1,0 +1,147 @@
+"""Datasets: sampling, targets from FK, splits, save/load and the robot hash."""
+
+from __future__ import annotations
+
+import pickle
+
+import pytest
+import torch
+
+from torchik import load_robot
+from torchik.description import RAIL_ARM_PRIOR_STD
+from torchik.learn import (
+    IKDataset,
+    decode_target,
+    encode_target,
+    load_dataset,
+    make_dataset,
+    robot_hash,
+)
+from torchik.learn.data import decode_pose
+
+
+@pytest.fixture(scope="module")
+def panda():
+    return load_robot("panda", dtype=torch.float64)
+
+
+@pytest.mark.parametrize(("targets", "dim"), [("position", 3), ("pose", 9)])
+def test_targets_are_the_fk_of_the_joints(panda, targets, dim):
+    data = make_dataset(panda, 300, targets=targets, seed=1)
+    assert data.q.shape == (300, 7) and data.target.shape == (300, dim)
+    assert data.q.dtype == data.target.dtype == torch.float32
+    expected = encode_target(panda.forward_kinematics(data.q.double(), "panda_hand"), targets)
+    # q was rounded to float32 after FK: allow the FK of that rounding plus target rounding
+    torch.testing.assert_close(data.target.double(), expected, atol=2e-6, rtol=0)
+
+
+def test_uniform_joints_fill_the_limits(panda):
+    q = make_dataset(panda, 4000).q
+    lower, upper = panda.lower.float(), panda.upper.float()
+    assert ((q >= lower) & (q <= upper)).all()
+    span = upper - lower
+    assert ((q.min(0).values - lower) < 0.01 * span).all()
+    assert ((upper - q.max(0).values) < 0.01 * span).all()
+
+
+def test_normal_sampler_std_and_clamping():
+    rail = load_robot("rail_arm")
+    data = make_dataset(rail, 20000, sampler="normal", std=RAIL_ARM_PRIOR_STD, targets="planar")
+    assert data.meta["n_clamped"] == 0 and data.meta["std"] == RAIL_ARM_PRIOR_STD
+    torch.testing.assert_close(data.q.std(0), torch.tensor(RAIL_ARM_PRIOR_STD), atol=0.02, rtol=0)
+    narrow = load_robot("planar", link_lengths=[1.0, 1.0], lower=-0.1, upper=0.1)
+    clamped = make_dataset(narrow, 1000, sampler="normal", std=0.2)
+    assert clamped.meta["n_clamped"] > 0 and clamped.q.abs().max() <= 0.1 + 1e-7
+
+
+def test_planar_targets_match_the_closed_form():
+    arm = load_robot("planar", link_lengths=[1.0, 0.5])
+    data = make_dataset(arm, 100, sampler="normal", std=0.2, targets="planar")
+    angle, lengths = data.q.double().cumsum(-1), torch.tensor([1.0, 0.5], dtype=torch.float64)
+    expected = torch.stack((angle.cos() @ lengths, angle.sin() @ lengths), dim=-1)
+    torch.testing.assert_close(data.target.double(), expected, atol=1e-6, rtol=0)
+
+
+def test_seeds(panda):
+    a, b, c = (make_dataset(panda, 50, seed=s) for s in (3, 3, 4))
+    assert torch.equal(a.q, b.q) and torch.equal(a.target, b.target)
+    assert not torch.equal(a.q, c.q)
+    float32_robot = load_robot("panda", dtype=torch.float32)
+    assert make_dataset(float32_robot, 50, seed=3).target.equal(a.target)  # FK runs in float64
+
+
+def test_bad_arguments(panda):
+    with pytest.raises(ValueError, match="sampler"):
+        make_dataset(panda, 10, sampler="sobol")
+    with pytest.raises(ValueError, match="targets"):
+        make_dataset(panda, 10, targets="quaternion")
+    with pytest.raises(ValueError, match="unknown link"):
+        make_dataset(panda, 10, link="nope")
+
+
+def test_split_parts_never_overlap(panda):
+    data = make_dataset(panda, 1001)
+    parts = data.split((0.8, 0.1, 0.1), seed=5)
+    assert [len(p) for p in parts] == [801, 100, 100]
+    rows = torch.cat([p.q for p in parts])
+    assert torch.unique(rows, dim=0).shape[0] == len(data)  # disjoint and covering
+    again = data.split((0.8, 0.1, 0.1), seed=5)
+    assert all(torch.equal(p.q, r.q) for p, r in zip(parts, again, strict=True))
+    assert not torch.equal(parts[0].q, data.split(seed=6)[0].q)
+    assert parts[2].meta["split"]["part"] == 2
+    with pytest.raises(ValueError, match="fractions"):
+        data.split((0.9, 0.2))
+
+
+def test_save_load_round_trip(panda, tmp_path):
+    data = make_dataset(panda, 64, targets="pose")
+    data.save(tmp_path / "d.pt")
+    back = load_dataset(tmp_path / "d.pt", robot=panda)
+    assert torch.equal(back.q, data.q) and torch.equal(back.target, data.target)
+    assert back.spec == data.spec and back.meta == data.meta
+
+
+def test_load_refuses_another_robot_and_bad_files(panda, tmp_path):
+    make_dataset(panda, 8).save(tmp_path / "d.pt")
+    with pytest.raises(ValueError, match="made for robot 'panda'"):
+        load_dataset(tmp_path / "d.pt", robot=load_robot("ur5"))
+    (tmp_path / "junk.pt").write_bytes(b"not a torch file at all")
+    torch.save(torch.zeros(3), tmp_path / "tensor.pt")
+    (tmp_path / "code.pt").write_bytes(pickle.dumps(_Evil(), protocol=2))
+    for name in ("junk.pt", "tensor.pt", "code.pt"):
+        with pytest.raises(ValueError):
+            load_dataset(tmp_path / name)
+    blob = torch.load(tmp_path / "d.pt", weights_only=True)
+    torch.save({**blob, "format_version": 99}, tmp_path / "new.pt")
+    with pytest.raises(ValueError, match="format 99"):
+        load_dataset(tmp_path / "new.pt")
+
+
+class _Evil:
+    def __reduce__(self):
+        return (exec, ("raise SystemExit('pickled code ran')",))
+
+
+def test_robot_hash():
+    a = robot_hash(load_robot("panda"))
+    assert a == robot_hash(load_robot("panda", dtype=torch.float64))
+    assert len(a) == 64 and a != robot_hash(load_robot("ur5"))
+    h1 = robot_hash(load_robot("planar", link_lengths=[1.0, 1.0]))
+    assert h1 != robot_hash(load_robot("planar", link_lengths=[1.0, 1.0 + 1e-9]))
+
+
+def test_encode_decode_pose(panda):
+    pose = panda.forward_kinematics(panda.random_configuration(5), "panda_hand")
+    target = encode_target(pose, "pose")
+    torch.testing.assert_close(decode_pose(target), pose)
+    position, rotmat = decode_target(encode_target(pose, "planar"), "planar")
+    assert rotmat is None and torch.equal(position[..., 2], torch.zeros(5, dtype=pose.dtype))
+    with pytest.raises(ValueError, match="kind"):
+        encode_target(pose, "euler")
+
+
+def test_dataset_checks_shapes(panda):
+    spec = make_dataset(panda, 2).spec
+    with pytest.raises(ValueError, match=r"\(N, 7\)"):
+        IKDataset(torch.zeros(3, 6), torch.zeros(3, 3), spec)
+    assert len(make_dataset(panda, 0)) == 0

@@ -1,0 +1,100 @@
+"""The pretrained models bundled with torchik: they load, sample within the limits, keep the
+accuracy stated in ``accuracy.json`` (and the README) on held-out targets, and their samples
+refine into exact solutions; the ``make demo`` script runs."""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from torchik import load_robot, solve_ik
+from torchik.learn import evaluate_model
+from torchik.learn.data import decode_pose
+from torchik.models import PRETRAINED, load_pretrained
+from torchik.models.pretrained import evaluate, held_out_targets, measured_accuracy
+
+BOUND = 1.5  # raw errors on 100 targets may exceed the 1000-target measurement by this factor
+
+
+def test_every_listed_model_is_bundled_and_measured():
+    assert set(measured_accuracy()) == set(PRETRAINED)
+
+
+def test_unknown_name_lists_the_available_ones():
+    with pytest.raises(ValueError, match="available: panda, ur5"):
+        load_pretrained("nope")
+
+
+@pytest.mark.parametrize("name", sorted(PRETRAINED))
+def test_loads_and_samples_within_limits(name):
+    model = load_pretrained(name)
+    assert not model.training and model.target_mean.dtype == torch.float32
+    target = held_out_targets(load_robot(model.spec.robot), model.spec.targets, 8, seed=1)
+    q = model.sample(target, 16, generator=torch.Generator().manual_seed(0))
+    assert q.shape == (8, 16, model.spec.dof) and torch.isfinite(q).all()
+    assert (q >= model.lower).all() and (q <= model.upper).all()
+
+
+@pytest.mark.parametrize("name", sorted(PRETRAINED))
+def test_raw_accuracy_within_the_stated_bound(name):
+    stated = measured_accuracy()[name]["accuracy"]
+    measured = evaluate(load_pretrained(name), n_targets=100, n_samples=10)
+    for key, value in stated.items():
+        assert measured[key] <= BOUND * value, (key, measured[key], value)
+
+
+@pytest.mark.parametrize("name", ["panda", "panda_position", "ur5", "digit_arm"])
+def test_samples_stay_diverse(name):
+    """Accuracy from a model that collapsed onto one solution per target would not count:
+    the mean pairwise joint distance of 20 samples per target (measured 1.4 rad for the
+    Digit arm to 5.5 for the UR5) stays well above zero."""
+    model = load_pretrained(name)
+    robot = load_robot(model.spec.robot, dtype=torch.float64)
+    target = held_out_targets(robot, model.spec.targets, 20, seed=3)
+    assert evaluate_model(model, target, robot, 20, 0).diversity > 0.5
+
+
+def test_refined_panda_samples_are_exact():
+    model, robot = load_pretrained("panda"), load_robot("panda", dtype=torch.float64)
+    target = held_out_targets(robot, "pose", 3, seed=7)
+    seeds = model.sample(target, 20, generator=torch.Generator().manual_seed(0))
+    pose = decode_pose(target.double())
+    result = solve_ik(robot, pose, seeds=seeds.double(), early_stop=False, tol_rotation=0.01)
+    best = result.best()  # every pose solved to 1 mm and 0.01 rad
+    assert best.success.all()
+    assert best.position_error.max() <= 1e-3 and best.rotation_error.max() <= 0.01
+    assert result.success.double().mean() >= 0.5  # most samples refine into a solution
+    _, keep = result.distinct()
+    assert (keep.sum(-1) >= 2).all()  # several different solutions per pose
+
+
+def test_demo_prints_the_table_and_saves_pictures(tmp_path, capsys):
+    pytest.importorskip("matplotlib")
+    from torchik.demo import main
+
+    main(["--poses", "2", "--samples", "10", "--out", str(tmp_path)])
+    out = capsys.readouterr().out
+    assert "refined ok" in out and "saved" in out
+    pictures = {p.name: p.stat().st_size for p in tmp_path.iterdir()}
+    assert sorted(pictures) == ["panda_errors.png", "panda_raw_samples.png", "panda_refined.png"]
+    assert min(pictures.values()) > 1000
+
+
+def test_training_text_sums_the_chunks_of_a_continued_model():
+    from torchik.models.pretrained import (
+        measured_accuracy,
+        trained_on,
+        training_chunks,
+        training_text,
+    )
+
+    entry = measured_accuracy()["panda"]  # continued twice on a GPU (train_pretrained --init)
+    chunks = training_chunks(entry)
+    assert len(chunks) == 3 and chunks[-1]["steps"] == entry["recipe"]["steps"]
+    total = sum(c["steps"] for c in chunks)
+    assert f"{total} steps x 8192" in training_text(entry) and "in 3 chunks on H100" in (
+        training_text(entry)
+    )
+    one = measured_accuracy()["snake2"]
+    assert training_text(one) == "20k pairs, 2000 steps x 512, 0.4 min on 1 torch thread"
+    assert trained_on(entry) == "H100 80GB HBM3" and trained_on(one) == "1 torch thread"

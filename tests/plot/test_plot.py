@@ -1,0 +1,104 @@
+"""Every plot function returns a Figure with the expected axes and saves to PNG."""
+
+from __future__ import annotations
+
+import csv
+from pathlib import Path
+
+import pytest
+import torch
+
+import torchik
+from tests.paths import REPO
+from torchik import plot
+from torchik.learn import ProblemSpec
+from torchik.models import MLP, IKNet
+
+pytest.importorskip("matplotlib")
+
+RESULTS = REPO / "benchmarks" / "results"
+
+
+def save(fig, tmp_path: Path, name: str) -> None:
+    path = tmp_path / f"{name}.png"
+    fig.savefig(path, dpi=40)
+    assert path.stat().st_size > 1000
+
+
+def test_arm_samples_planar_and_spatial(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    arm = torchik.PlanarArm(3, [0.5, 0.5, 1.0])
+    q = torch.randn(10, 3, generator=g)
+    fig = plot.plot_arm_samples(arm, q, arm(q[0]), probs=torch.rand(10, generator=g),
+                                start=torch.zeros(3))  # fmt: skip
+    assert len(fig.axes) == 1
+    save(fig, tmp_path, "planar")
+    robot = torchik.load_robot("panda")
+    q = robot.random_configuration(5, g)
+    fig = plot.plot_arm_samples(robot, q, torch.tensor([0.4, 0.0, 0.5]), start=robot.neutral())
+    assert len(fig.axes) == 3
+    save(fig, tmp_path, "panda")
+    snake = torchik.load_robot("snake2")  # a Robot whose chain stays in z = 0: one view
+    assert len(plot.plot_arm_samples(snake, snake.random_configuration(4, g), [0.1, 0.1]).axes) == 1
+
+
+@pytest.mark.parametrize("family, robot, targets, axes", [
+    (IKNet, "snake2", "planar", 2),  # exact marginals from log_prob
+    (IKNet, "panda", "position", 7),  # histograms
+    (MLP, "snake2", "planar", 2),  # no log_prob: histograms
+])  # fmt: skip
+def test_joint_densities(tmp_path, family, robot, targets, axes):
+    torch.manual_seed(0)
+    spec = ProblemSpec.from_robot(torchik.load_robot(robot), targets=targets)
+    model = family(spec, family.tiny_config()).eval()
+    target = torch.zeros(spec.target_dim)
+    fig = plot.plot_joint_densities(model, target, grid=50, n=200)
+    assert len(fig.axes) == axes
+    save(fig, tmp_path, f"{family.family}_{robot}")
+
+
+def test_resimulation_and_posterior(tmp_path):
+    g = torch.Generator().manual_seed(0)
+    points = torch.randn(300, 2, generator=g) * 0.1
+    fig = plot.plot_resimulation(points, [0.0, 0.0], ground_truth=[0.01, 0.02])
+    assert len(fig.axes) == 1 and "no hull" not in fig.axes[0].get_title()
+    save(fig, tmp_path, "resim")
+    samples, truth = torch.randn(200, 3, generator=g), torch.randn(300, 3, generator=g)
+    fig = plot.plot_posterior(samples, truth, labels=["h", "a", "b"])
+    assert len(fig.axes) == 6  # lower triangle with the diagonal of a 3 x 3 grid
+    save(fig, tmp_path, "posterior")
+    assert len(plot.plot_posterior(torch.randn(50, 6), torch.randn(50, 6)).axes) == 6
+
+
+def test_training_curves_from_csv_and_dict(tmp_path):
+    rows = [{"step": s, "loss": 1.0 / s, "lr": 1e-3, "val_loss": "",
+             "val_position_error": 0.1 / s if s % 2 == 0 else "", "seconds": 0.5 * s}
+            for s in range(1, 11)]  # fmt: skip
+    path = tmp_path / "log.csv"
+    with path.open("w", newline="") as f:
+        writer = csv.DictWriter(f, fieldnames=list(rows[0]))
+        writer.writeheader()
+        writer.writerows(rows)
+    fig = plot.plot_training_curves(path)
+    assert len(fig.axes) == 3
+    save(fig, tmp_path, "training")
+    log = {"step": [1, 2, 3], "loss": [3, 2, 1], "seconds": [1, 2, 3], "val_loss": [3, 2, 1]}
+    assert len(plot.plot_training_curves(log).axes) == 3
+    with pytest.raises(FileNotFoundError, match="no training log"):
+        plot.plot_training_curves(tmp_path / "missing.csv")
+    (tmp_path / "empty.csv").write_text("step,loss,seconds\n")
+    with pytest.raises(ValueError, match="has no rows"):
+        plot.plot_training_curves(tmp_path / "empty.csv")
+    (tmp_path / "nostep.csv").write_text("loss,seconds\n1,2\n")
+    with pytest.raises(ValueError, match="no 'step' column"):
+        plot.plot_training_curves(tmp_path / "nostep.csv")
+
+
+@pytest.mark.parametrize("name, tables", [("fk", 1), ("ik", 2)])
+def test_benchmark(tmp_path, name, tables):
+    path = RESULTS / f"{name}.json"
+    if not path.exists():
+        pytest.skip(f"{path} is not in this checkout")
+    fig = plot.plot_benchmark(path)
+    assert len(fig.axes) == tables
+    save(fig, tmp_path, name)

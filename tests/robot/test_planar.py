@@ -1,0 +1,68 @@
+"""The planar report's vectorised FK against the generic Robot FK and closed forms."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from torchik import load_robot
+from torchik.description import RAIL_ARM_LENGTHS
+from torchik.robot import PlanarArm
+
+
+@pytest.mark.parametrize("n", [1, 2, 4, 6, 10])
+def test_planar_arm_agrees_with_generic_robot(n):
+    torch.manual_seed(n)
+    lengths = (torch.rand(n) + 0.2).tolist()
+    arm = PlanarArm(n, lengths).double()
+    robot = arm.to_robot(dtype=torch.float64)
+    theta = torch.randn(64, n, dtype=torch.float64)
+    expected = robot.link_positions(theta, "ee")
+    torch.testing.assert_close(arm(theta), expected[..., :2], atol=1e-12, rtol=0)
+    assert expected[..., 2].abs().max() < 1e-12
+    joints = arm.joint_positions(theta)
+    assert joints.shape == (64, n + 1, 2)
+    torch.testing.assert_close(joints[..., -1, :], arm(theta))
+
+
+def test_rail_arm_agrees_with_generic_robot():
+    arm = PlanarArm.rail_arm().double()
+    robot = arm.to_robot(dtype=torch.float64)
+    std = torch.tensor([0.25, 0.5, 0.5, 0.5], dtype=torch.float64)
+    x = torch.randn(100, 4, dtype=torch.float64) * std
+    torch.testing.assert_close(arm(x), robot.link_positions(x, "ee")[..., :2], atol=1e-12, rtol=0)
+    assert arm.dof == 4 and tuple(arm.link_lengths.tolist()) == RAIL_ARM_LENGTHS
+
+
+def test_closed_form_values():
+    arm = PlanarArm(2, [1.0, 0.5]).double()
+    q = torch.tensor([[0.0, 0.0], [math.pi / 2, 0.0], [0.0, math.pi / 2]], dtype=torch.float64)
+    expected = torch.tensor([[1.5, 0.0], [0.0, 1.5], [1.0, 0.5]], dtype=torch.float64)
+    torch.testing.assert_close(arm(q), expected, atol=1e-15, rtol=0)
+
+
+def test_gradients_finite_for_straight_arm():
+    arm = PlanarArm(6)
+    q = torch.zeros(3, 6, requires_grad=True)
+    arm(q).norm(dim=-1).sum().backward()
+    assert torch.isfinite(q.grad).all()
+
+
+def test_bad_arguments():
+    with pytest.raises(ValueError, match="positive"):
+        PlanarArm(3, [1.0, -1.0, 1.0])
+    with pytest.raises(ValueError, match="at least one"):
+        PlanarArm(0)
+    with pytest.raises(ValueError, match=r"shape \(\.\.\., 3\)"):
+        PlanarArm(3)(torch.zeros(2, 4))
+
+
+def test_load_robot_planar_and_options():
+    robot = load_robot("planar", link_lengths=[1.0, 2.0])
+    assert robot.dof == 2
+    with pytest.raises(TypeError, match="takes no options"):
+        load_robot("panda", link_lengths=[1.0])
+    with pytest.raises(ValueError, match="panda"):
+        load_robot("no_such_robot")

@@ -1,0 +1,153 @@
+"""The training loop: learning, determinism, logs, checkpoints, early stopping, kill/resume."""
+
+from __future__ import annotations
+
+import csv
+import math
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import torchik.train.loop as train_module
+from tests.paths import REPO
+from torchik import load_robot, models
+from torchik.learn import make_dataset
+from torchik.models import MLP, MLPConfig
+from torchik.train import TrainConfig, lr_factor, train
+
+QUIET = {"progress": False, "batch_size": 64, "seed": 3}
+
+
+def _problem(n: int = 1200):
+    """A tiny, fully seeded problem: snake2 positions, an MLP of width 32."""
+    robot = load_robot("snake2", dtype=torch.float64)
+    train_set, val_set, _ = make_dataset(robot, n, seed=0).split((0.8, 0.1, 0.1))
+    torch.manual_seed(0)
+    return robot, MLP(train_set.spec, MLPConfig(depth=2, width=32)), train_set, val_set
+
+
+def _read(path: Path) -> list[dict[str, str]]:
+    with path.open(newline="") as f:
+        return list(csv.DictReader(f))
+
+
+def test_lr_schedule():
+    config = TrainConfig(steps=110, warmup_steps=10, min_lr_ratio=0.1)
+    assert lr_factor(0, config) == pytest.approx(0.1)
+    assert lr_factor(9, config) == pytest.approx(1.0)
+    assert lr_factor(60, config) == pytest.approx(0.55)
+    assert lr_factor(110, config) == pytest.approx(0.1)
+
+
+def test_training_learns_and_is_deterministic():
+    config = TrainConfig(steps=150, lr=3e-3, log_every=50, val_every=75, **QUIET)
+    robot, model, train_set, val_set = _problem()
+    before = train_module.validate(model, val_set, robot)["val_position_error"]
+    first = train(model, train_set, val_set, config, robot=robot)
+    # snake2 positions have two solutions (elbow up/down): a regressor only halves the error
+    assert first.best_val < 0.75 * before and first.steps == 150 and not first.stopped_early
+    again = train(_problem()[1], train_set, val_set, config, robot=robot)
+    assert [r["loss"] for r in first.history] == [r["loss"] for r in again.history]
+    assert first.best_val == again.best_val
+
+
+def test_out_dir_log_and_checkpoints(tmp_path):
+    robot, model, train_set, val_set = _problem()
+    config = TrainConfig(steps=40, log_every=10, val_every=20, checkpoint_every=20, **QUIET)
+    result = train(model, train_set, val_set, config, out_dir=tmp_path, robot=robot)
+    rows = _read(tmp_path / "log.csv")
+    assert [int(r["step"]) for r in rows] == [10, 20, 30, 40]
+    assert rows[0]["val_position_error"] == "nan" and float(rows[1]["val_position_error"]) > 0
+    for name in ("checkpoint.pt", "best.pt"):
+        loaded = models.load(tmp_path / name)  # training checkpoints load as models too
+        assert isinstance(loaded, MLP) and not loaded.training
+    target = val_set.target[:5]
+    best = models.load(tmp_path / "best.pt")
+    assert torch.equal(best.sample(target, 2), result.model.sample(target, 2))  # restore_best
+
+
+def test_early_stopping(monkeypatch):
+    values = iter([0.5, 0.4, 0.45, 0.41, 0.42, 0.3])
+
+    def fake_validate(*args, **kwargs):
+        return {"val_loss": next(values)}
+
+    monkeypatch.setattr(train_module, "validate", fake_validate)
+    _, model, train_set, val_set = _problem()
+    config = TrainConfig(steps=100, val_every=5, patience=3, **QUIET)
+    result = train(model, train_set, val_set, config)
+    assert result.stopped_early and result.steps == 25
+    assert result.best_val == 0.4 and result.best_step == 10
+
+
+def test_refuses_mismatches(tmp_path):
+    robot, model, train_set, _ = _problem()
+    train(model, train_set, config=TrainConfig(steps=2, **QUIET), out_dir=tmp_path)
+    other = MLP(train_set.spec, MLPConfig(depth=1, width=8))
+    with pytest.raises(ValueError, match="config"):
+        train(other, train_set, config=TrainConfig(steps=4, **QUIET), out_dir=tmp_path, resume=True)
+    with pytest.raises(ValueError, match="spec"):
+        train(MLP(make_dataset(load_robot("snake4"), 100).spec), train_set)
+    with pytest.raises(ValueError, match="not the robot"):
+        train(model, train_set, robot=load_robot("snake4"))
+    with pytest.raises(ValueError, match="batch_size"):
+        train(model, train_set.subset(slice(0, 10)), config=TrainConfig(**QUIET))
+
+
+# ---------------------------------------------------------------------------- kill and resume
+RESUME = TrainConfig(
+    steps=30, log_every=1, val_every=5, checkpoint_every=10, warmup_steps=5, **QUIET
+)
+HANG_AT = 14  # the child stops here, four steps after its checkpoint at step 10
+
+
+def _run(out_dir: Path, resume: bool = False, callback=None):
+    robot, model, train_set, val_set = _problem()
+    return train(model, train_set, val_set, RESUME, out_dir, resume, robot, callback)
+
+
+def child(out_dir: str) -> None:
+    """Run in a subprocess: train, and hang after step HANG_AT until the parent kills it."""
+    torch.set_num_threads(1)
+
+    def hang(step, row):
+        if step == HANG_AT:
+            (Path(out_dir) / "hanging").write_text(str(os.getpid()))
+            time.sleep(300)
+
+    _run(Path(out_dir), callback=hang)
+
+
+def test_resume_after_sigkill_continues_exactly(tmp_path):
+    killed, clean = tmp_path / "killed", tmp_path / "clean"
+    code = f"import sys; sys.path.insert(0, {str(REPO)!r}); "
+    code += f"from tests.train import test_loop; test_loop.child({str(killed)!r})"
+    proc = subprocess.Popen([sys.executable, "-c", code])
+    try:
+        deadline = time.monotonic() + 120
+        while not (killed / "hanging").exists():
+            assert proc.poll() is None, "the training subprocess died before hanging"
+            assert time.monotonic() < deadline, "the training subprocess never got to its step"
+            time.sleep(0.05)
+        os.kill(proc.pid, signal.SIGKILL)
+    finally:
+        proc.kill()
+        proc.wait()
+    assert proc.returncode == -signal.SIGKILL
+    assert len(_read(killed / "log.csv")) == HANG_AT  # rows past the checkpoint exist
+    resumed = _run(killed, resume=True)  # one thread, as in the child: bitwise-equal sums
+    uninterrupted = _run(clean)
+    rows, expected = _read(killed / "log.csv"), _read(clean / "log.csv")
+    assert [r["step"] for r in rows] == [str(s) for s in range(1, 31)]
+    for key in ("loss", "lr", "val_loss", "val_position_error"):
+        assert [r[key] for r in rows] == [r[key] for r in expected], key
+    assert resumed.best_val == uninterrupted.best_val and resumed.steps == 30
+    assert not math.isnan(float(rows[-1]["val_position_error"]))
+    state, ref = resumed.model.state_dict(), uninterrupted.model.state_dict()
+    assert all(torch.equal(state[k], ref[k]) for k in ref)
