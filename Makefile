@@ -4,37 +4,47 @@ VENV := .venv
 BIN := $(VENV)/bin
 TORCH := torch==2.13.0
 STAMP := $(VENV)/.stamp
-CODE := $(wildcard src tests benchmarks)
+CODE := $(wildcard src tests benchmarks experiments scripts)
 
 .PHONY: demo test docs bench lint format clean fuzz
 
+PIP := $(BIN)/python -m pip install -q --no-compile  # .pyc files are written on first import
+
 $(BIN)/python:
 	$(PY) -m venv $(VENV)
-	$(BIN)/python -m pip install -q --upgrade pip
-	$(BIN)/python -m pip install -q $(TORCH)
+	$(PIP) --upgrade pip
+	$(PIP) $(TORCH)
+
+$(STAMP)-demo: $(BIN)/python pyproject.toml
+	$(PIP) $(TORCH) -e ".[plot]"
+	touch $@
+
+$(STAMP)-test: $(BIN)/python pyproject.toml
+	$(PIP) $(TORCH) -e ".[test]"
+	touch $@
 
 $(STAMP)-dev: $(BIN)/python pyproject.toml
-	$(BIN)/python -m pip install -q $(TORCH) -e ".[dev]"
+	$(PIP) $(TORCH) -e ".[dev]"
 	touch $@
 
 $(STAMP)-docs: $(STAMP)-dev
-	$(BIN)/python -m pip install -q $(TORCH) -e ".[dev,docs]"
+	$(PIP) $(TORCH) -e ".[dev,docs]"
 	touch $@
 
 $(STAMP)-bench: $(STAMP)-dev
-	$(BIN)/python -m pip install -q $(TORCH) -e ".[dev,bench]"
+	$(PIP) $(TORCH) -e ".[dev,bench]"
 	touch $@
 
-demo: $(STAMP)-dev
+demo: $(STAMP)-demo
 	$(BIN)/python -m torchik.demo
 
-test: $(STAMP)-dev
+test: $(STAMP)-test
 	$(BIN)/python -m pytest -q -n 2 tests --doctest-modules src/torchik
 
 docs: $(STAMP)-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site
 
-fuzz: $(STAMP)-dev
+fuzz: $(STAMP)-test
 	$(BIN)/python -m tests.fuzz.checkpoints --n 1000
 	$(BIN)/python -m tests.fuzz.solve_ik --n 5000
 	TORCHIK_FUZZ_EXAMPLES=$${TORCHIK_FUZZ_EXAMPLES:-10000} $(BIN)/python benchmarks/fuzz_urdf.py

@@ -32,7 +32,8 @@ from torch import Tensor
 
 from experiments.numerical import FK, Problem, errors, run_timed
 from experiments.table import Column, Table, Tables, fmt_pct, fmt_time
-from torchik.ik import IKResult, joint_distance, refine_samples, solve_ik
+from torchik.geometry import joint_distance
+from torchik.ik import IKResult, refine_samples, solve_ik
 from torchik.learn import evaluate_samples, sample_errors
 
 __all__ = ["pose_table"]

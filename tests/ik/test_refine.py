@@ -6,7 +6,8 @@ import pytest
 import torch
 
 from torchik import load_robot
-from torchik.ik import joint_distance, refine_samples, solve_ik
+from torchik.geometry import joint_distance
+from torchik.ik import refine_samples, solve_ik
 
 F64 = torch.float64
 LINK = "panda_hand"

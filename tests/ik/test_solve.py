@@ -12,7 +12,7 @@ import torch
 from tests.paths import DATA
 from torchik import Robot, load_robot
 from torchik.description import END_LINKS
-from torchik.geometry import pose_error
+from torchik.geometry import joint_distance, pose_error
 from torchik.ik import (
     METHODS,
     IKResult,
@@ -20,7 +20,6 @@ from torchik.ik import (
     LevenbergMarquardt,
     LMSettings,
     default_link,
-    joint_distance,
     pose_residual,
     solve_ik,
 )

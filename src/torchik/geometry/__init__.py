@@ -7,7 +7,13 @@ The floating-base coordinates (position and unit quaternion of a base in ``q``) 
 
 from torchik.geometry import floating as floating
 from torchik.geometry.joints import (
+    FULL_TURN_TOL,
+    circular_joints,
+    joint_difference,
+    joint_distance,
+    project_to_limits,
     wrap_angle,
+    wrap_into,
 )
 from torchik.geometry.rotations import (
     axis_angle_to_rotmat,
@@ -61,4 +67,10 @@ __all__ = [
     "skew",
     "unskew",
     "wrap_angle",
+    "wrap_into",
+    "FULL_TURN_TOL",
+    "circular_joints",
+    "joint_difference",
+    "joint_distance",
+    "project_to_limits",
 ]

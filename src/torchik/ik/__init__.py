@@ -20,7 +20,7 @@ from torchik.ik.jacobian import DampedLeastSquares, DLSSettings, JacobianTranspo
 from torchik.ik.lbfgsb import LBFGSB, LBFGSBSettings
 from torchik.ik.lm import LevenbergMarquardt, LMSettings
 from torchik.ik.refine import refine_samples
-from torchik.ik.result import IKResult, joint_distance
+from torchik.ik.result import IKResult
 from torchik.ik.solve import METHODS, default_link, solve_ik
 from torchik.ik.wholebody.problem import WholeBodyProblem
 from torchik.ik.wholebody.solve import WholeBodyResult, solve_wholebody
@@ -46,7 +46,6 @@ __all__ = [
     "WholeBodyProblem",
     "WholeBodyResult",
     "default_link",
-    "joint_distance",
     "pose_residual",
     "refine_samples",
     "solve_ik",

@@ -20,7 +20,7 @@ import torch
 from torch import Tensor
 
 from torchik.checks import check_bool, check_float, check_int
-from torchik.geometry.joints import wrap_angle
+from torchik.geometry.joints import circular_joints, project_to_limits, wrap_angle
 from torchik.ik.seeding import Seeder
 from torchik.robot.robot import Robot
 
@@ -148,7 +148,8 @@ class JointLimits:
     @classmethod
     def of(cls, robot: Robot) -> JointLimits:
         revolute = ~robot.prismatic
-        full = revolute & ~robot.continuous & (robot.upper - robot.lower >= 2 * math.pi - 1e-6)
+        circular = circular_joints(robot.lower, robot.upper, robot.continuous, tol=1e-6)
+        full = revolute & ~robot.continuous & circular
         return cls(robot.lower, robot.upper, robot.continuous, full, ~(robot.continuous | full))
 
     @property
@@ -185,16 +186,11 @@ class JointLimits:
         return replace(self, lower=self.lower[index], upper=self.upper[index])
 
     def project(self, q: Tensor) -> Tensor:
-        """``q (N, dof)`` into the limits."""
+        """``q (N, dof)`` into the limits (:func:`torchik.geometry.joints.project_to_limits`:
+        full-turn joints moved by whole turns, continuous ones wrapped to (-π, π])."""
         if self.per_row:
             return self._project_box(q)
-        out = torch.clamp(q, self.lower, self.upper)
-        if bool(self.full_turn.any()):
-            turned = self.lower + torch.remainder(q - self.lower, 2 * math.pi)
-            out = torch.where(self.full_turn, torch.clamp(turned, self.lower, self.upper), out)
-        if bool(self.continuous.any()):
-            out = torch.where(self.continuous, wrap_angle(q), out)
-        return out
+        return project_to_limits(q, self.lower, self.upper, self.full_turn, self.continuous)
 
     def _project_box(self, q: Tensor) -> Tensor:
         periodic = self.continuous | self.full_turn

@@ -9,26 +9,9 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torchik.geometry.joints import wrap_angle
+from torchik.geometry.joints import joint_distance
 
-__all__ = ["IKResult", "joint_distance"]
-
-
-def joint_distance(q1: Tensor, q2: Tensor, continuous: Tensor) -> Tensor:
-    """Euclidean joint-space distance, the difference of continuous joints wrapped to (-π, π].
-
-    Args:
-        q1: ``(..., dof)`` configurations.
-        q2: ``(..., dof)``, broadcast against ``q1``.
-        continuous: ``(dof,)`` bool mask of continuous joints.
-
-    Returns:
-        ``(...)`` distances.
-    """
-    diff = q1 - q2
-    if bool(continuous.any()):
-        diff = torch.where(continuous, wrap_angle(diff), diff)
-    return diff.norm(dim=-1)
+__all__ = ["IKResult"]
 
 
 def _pairwise_distance(q: Tensor, continuous: Tensor) -> Tensor:

@@ -10,7 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import torch
 from torch import Tensor
 
-from torchik.geometry.joints import wrap_angle
+from torchik.geometry.joints import joint_difference
 from torchik.geometry.rotations import geodesic_distance
 
 if TYPE_CHECKING:
@@ -109,8 +109,7 @@ def _pairwise_wrapped(x: Tensor, continuous: Tensor) -> Tensor:
     rows = max(1, _PAIR_BLOCK // max(1, n * d))
     total = x.new_zeros(b)
     for start in range(0, n, rows):
-        diff = x[:, start : start + rows, None, :] - x[:, None, :, :]
-        diff = torch.where(continuous, wrap_angle(diff), diff)
+        diff = joint_difference(x[:, start : start + rows, None, :], x[:, None, :, :], continuous)
         total += diff.norm(dim=-1).sum(dim=(1, 2))
     return total
 

@@ -28,8 +28,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
-from torchik.geometry.joints import wrap_angle
-from torchik.ik.result import joint_distance
+from torchik.geometry.joints import joint_distance, wrap_angle
 from torchik.ik.solve import solve_ik
 from torchik.learn.metrics import position_error
 from torchik.robot.robot import Robot

@@ -4,7 +4,7 @@ checkpoints, one module per family and the pretrained models bundled with torchi
 Importing this package registers every family with :func:`register`.
 """
 
-from torchik.models.base import IKModel, clamp_to_limits, joint_difference, squash_to_limits
+from torchik.models.base import IKModel, clamp_to_limits, squash_to_limits
 from torchik.models.checkpoint import FORMAT_VERSION
 from torchik.models.cvae import CVAE, CVAEConfig
 from torchik.models.flow import Flow, FlowConfig
@@ -39,7 +39,6 @@ __all__ = [
     "RNNConfig",
     "clamp_to_limits",
     "families",
-    "joint_difference",
     "load",
     "load_pretrained",
     "register",

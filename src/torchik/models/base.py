@@ -29,7 +29,7 @@ import torch
 from torch import Tensor, nn
 
 from torchik.checks import check_int
-from torchik.geometry.joints import wrap_angle
+from torchik.geometry.joints import joint_difference, project_to_limits
 from torchik.learn.spec import ProblemSpec
 from torchik.models.checkpoint import FORMAT_VERSION, content_hash, save_checkpoint
 
@@ -37,7 +37,6 @@ __all__ = [
     "MAX_SAMPLES",
     "IKModel",
     "clamp_to_limits",
-    "joint_difference",
     "squash_to_limits",
 ]
 
@@ -54,7 +53,7 @@ def _limits(spec: ProblemSpec, like: Tensor) -> tuple[Tensor, Tensor, Tensor]:
 
 def _clamp(q: Tensor, lower: Tensor, upper: Tensor, continuous: Tensor) -> Tensor:
     # continuous joints have limits (-pi, pi]: wrapping keeps their value, clamping would not
-    return torch.where(continuous, wrap_angle(q), torch.clamp(q, lower, upper))
+    return project_to_limits(q, lower, upper, canonical=continuous)
 
 
 def _squash(raw: Tensor, lower: Tensor, upper: Tensor, kind: str) -> Tensor:
@@ -90,20 +89,6 @@ def squash_to_limits(raw: Tensor, spec: ProblemSpec, kind: str = "sigmoid") -> T
     """
     lower, upper, _ = _limits(spec, raw)
     return _squash(raw, lower, upper, kind)
-
-
-def joint_difference(q1: Tensor, q2: Tensor, continuous: Tensor) -> Tensor:
-    """``q1 - q2`` with continuous joints' differences wrapped to ``(-pi, pi]``.
-
-    Args:
-        q1, q2: ``(..., D)`` joint values (broadcast).
-        continuous: ``(D,)`` bool mask.
-
-    Returns:
-        ``(..., D)``.
-    """
-    diff = q1 - q2
-    return torch.where(continuous, wrap_angle(diff), diff)
 
 
 # ---------------------------------------------------------------------------- the model

@@ -22,20 +22,20 @@ import math
 import torch
 from torch import Tensor, nn
 
+from torchik.geometry.joints import FULL_TURN_TOL, joint_difference, project_to_limits
 from torchik.learn.spec import ProblemSpec
-from torchik.models.base import IKModel, joint_difference
+from torchik.models.base import IKModel
 
 __all__ = ["ACTIVATIONS", "JointModel", "circular_mask", "mlp", "repeat_targets"]
 
-TWO_PI = 2.0 * math.pi
-_FULL_TURN_TOL = 1e-3
 ACTIVATIONS = {"relu": nn.ReLU, "gelu": nn.GELU, "silu": nn.SiLU, "tanh": nn.Tanh}
 
 
 def circular_mask(spec: ProblemSpec) -> tuple[bool, ...]:
     """Per joint: continuous, or a range of at least a full turn."""
+    # plain floats, not circular_joints: this runs under torch.device("meta") too
     return tuple(
-        bool(c or hi - lo >= TWO_PI - _FULL_TURN_TOL)
+        bool(c or hi - lo >= 2 * math.pi - FULL_TURN_TOL)
         for lo, hi, c in zip(spec.lower, spec.upper, spec.continuous, strict=True)
     )
 
@@ -89,8 +89,7 @@ class JointModel(IKModel):
     def project(self, q: Tensor) -> Tensor:
         """Any real ``q (..., D)`` mapped into ``[lower, upper]``: circular joints wrapped into
         ``[lower, lower + 2 pi)``, the others clamped."""
-        wrapped = self.lower + torch.remainder(q - self.lower, TWO_PI)
-        return torch.clamp(torch.where(self.circular, wrapped, q), self.lower, self.upper)
+        return project_to_limits(q, self.lower, self.upper, wraps=self.circular)
 
     def joint_features(self, q: Tensor) -> Tensor:
         """``q (..., D)`` -> features ``(..., F)``."""

@@ -38,6 +38,8 @@ import torch
 from torch import Tensor
 from torch.special import log_ndtr, ndtr, ndtri
 
+from torchik.geometry.joints import FULL_TURN_TOL, wrap_angle, wrap_into
+
 __all__ = [
     "JointDomain",
     "full_precision",
@@ -50,8 +52,6 @@ __all__ = [
 
 TWO_PI = 2.0 * math.pi
 _LOG_SQRT_2PI = 0.5 * math.log(TWO_PI)
-_FULL_TURN_TOL = 1e-3
-"""A range at least ``2 pi - 1e-3`` wide counts as a full turn (URDF limits are rounded)."""
 _MAX_CIRCULAR_SCALE = math.pi / 2
 
 
@@ -128,7 +128,7 @@ class JointDomain:
     @classmethod
     def from_limits(cls, lower: float, upper: float, continuous: bool = False) -> JointDomain:
         """A domain that is circular for continuous joints and ranges of a full turn or more."""
-        full_turn = upper - lower >= TWO_PI - _FULL_TURN_TOL
+        full_turn = upper - lower >= TWO_PI - FULL_TURN_TOL
         return cls(float(lower), float(upper), bool(continuous or full_turn))
 
     @property
@@ -140,7 +140,7 @@ class JointDomain:
         """``x`` wrapped into ``[lower, lower + 2 pi)`` (circular) or clamped to the limits;
         either way the result lies in ``[lower, upper]``."""
         if self.circular:
-            x = self.lower + torch.remainder(x - self.lower, TWO_PI)
+            x = wrap_into(x, self.lower)
         return torch.clamp(x, self.lower, self.upper)
 
     def contains(self, x: Tensor) -> Tensor:
@@ -162,11 +162,6 @@ def scale_range(domain: JointDomain, min_scale: float) -> tuple[float, float]:
 
 
 # ---------------------------------------------------------------------------- log density
-def _wrap(x: Tensor) -> Tensor:
-    """``x`` wrapped to ``[-pi, pi)``; the shift is piecewise constant, so the gradient is 1."""
-    return x - TWO_PI * torch.floor((x + math.pi) / TWO_PI).detach()
-
-
 def _normal_log_pdf(z: Tensor, scales: Tensor) -> Tensor:
     return -0.5 * z.square() - scales.log() - _LOG_SQRT_2PI
 
@@ -212,7 +207,7 @@ def _log_truncation(a: Tensor, b: Tensor) -> Tensor:
 def _component_log_prob(x: Tensor, means: Tensor, scales: Tensor, domain: JointDomain) -> Tensor:
     """``(..., K)`` log densities of ``x (..., 1)`` under each component."""
     if domain.circular:
-        r = _wrap(x - means)
+        r = wrap_angle(x - means)
         images = torch.stack((r - TWO_PI, r, r + TWO_PI), dim=-1) / scales[..., None]
         return torch.logsumexp(-0.5 * images.square(), dim=-1) - scales.log() - _LOG_SQRT_2PI
     a, b = (domain.lower - means) / scales, (domain.upper - means) / scales
@@ -338,7 +333,7 @@ def _window_weights(
     log_w = _log_weights(weights.double())
     if domain.circular:
         mid = (0.5 * (lo + hi))[..., None]
-        near = mid - _wrap(mid - m)
+        near = mid - wrap_angle(mid - m)
         shifts = torch.tensor([-TWO_PI, 0.0, TWO_PI], dtype=m.dtype, device=m.device)
         m = (near[..., None] + shifts).flatten(-2)
         s, log_w = s.repeat_interleave(3, -1), log_w.repeat_interleave(3, -1)

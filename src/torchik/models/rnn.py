@@ -19,13 +19,13 @@ draws, one joint after another.
 
 from __future__ import annotations
 
-import math
 from dataclasses import dataclass
 
 import torch
 from torch import Tensor, nn
 
 from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_bool, check_choice, check_float, check_int
+from torchik.geometry.joints import wrap_into
 from torchik.learn.spec import ProblemSpec
 from torchik.models.common import ACTIVATIONS, JointModel, circular_mask, mlp, repeat_targets
 from torchik.models.mixture import JointDomain, mixture_log_prob, mixture_sample, scale_range
@@ -130,7 +130,7 @@ class RNN(JointModel):
         logits, raw_scale, raw_mean = out[..., :k], out[..., k : 2 * k], out[..., 2 * k :]
         if domain.circular:
             means = torch.atan2(raw_mean[..., k:], raw_mean[..., :k])
-            means = domain.lower + torch.remainder(means - domain.lower, 2 * math.pi)
+            means = wrap_into(means, domain.lower)
         else:
             means = domain.lower + domain.span * torch.sigmoid(raw_mean)
         lo, hi = scale_range(domain, self.config.min_scale)
