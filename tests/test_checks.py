@@ -3,10 +3,19 @@
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
+import torch
 
-from torchik.checks import check_bool, check_choice, check_float, check_int
+from torchik.checks import (
+    check_bool,
+    check_choice,
+    check_float,
+    check_int,
+    check_threads,
+    intra_op_threads,
+)
 
 
 def test_check_int():
@@ -44,3 +53,26 @@ def test_check_choice_and_bool():
     assert check_bool("flag", False) is False
     with pytest.raises(TypeError, match="flag must be True or False, got int 1"):
         check_bool("flag", 1)
+
+
+def test_check_threads_is_bounded_by_the_cores():
+    cores = os.cpu_count() or 1
+    assert check_threads("threads", cores) == cores
+    with pytest.raises(ValueError, match=f"threads must be at most {cores}, the cores"):
+        check_threads("threads", 100000)
+    with pytest.raises(ValueError, match="threads must be >= 1"):
+        check_threads("threads", 0)
+    with pytest.raises(TypeError, match="threads must be an int"):
+        check_threads("threads", 1.5)
+
+
+def test_intra_op_threads_sets_nothing_by_default_and_restores():
+    before = torch.get_num_threads()
+    with intra_op_threads(None):
+        assert torch.get_num_threads() == before
+    with intra_op_threads(1):
+        assert torch.get_num_threads() == 1
+    assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="at most"), intra_op_threads(10**6):
+        pass
+    assert torch.get_num_threads() == before

@@ -16,10 +16,12 @@ Example:
 
 from __future__ import annotations
 
+import contextlib
 import math
 import numbers
+import os
 import reprlib
-from collections.abc import Collection
+from collections.abc import Collection, Iterator
 from typing import Any
 
 __all__ = [
@@ -29,6 +31,8 @@ __all__ = [
     "check_choice",
     "check_float",
     "check_int",
+    "check_threads",
+    "intra_op_threads",
     "short_repr",
 ]
 
@@ -115,3 +119,54 @@ def check_bool(name: str, value: Any) -> bool:
             f"{name} must be True or False, got {type(value).__name__} {short_repr(value)}"
         )
     return value
+
+
+def check_threads(name: str, value: Any) -> int:
+    """``value`` if it is a thread count this machine can run: an int in ``[1, cores]``
+    (:func:`os.cpu_count`). More threads than cores only slow torch down, and a huge count
+    makes OpenMP fail to create them, killing the interpreter.
+
+    Raises:
+        TypeError: not an int.
+        ValueError: below 1 or above the number of cores (the message says how many).
+    """
+    cores = os.cpu_count() or 1
+    value = check_int(name, value, 1)
+    if value > cores:
+        raise ValueError(f"{name} must be at most {cores}, the cores of this machine; got {value}")
+    return value
+
+
+@contextlib.contextmanager
+def intra_op_threads(n: int | None, name: str = "num_threads") -> Iterator[None]:
+    """Run the block with ``n`` torch intra-op threads, then restore the previous number.
+
+    ``None`` leaves torch's setting alone: nothing is set process-wide unless asked for.
+
+    Raises:
+        TypeError, ValueError: ``n`` is not ``None`` nor a valid :func:`check_threads` count.
+    """
+    if n is not None:
+        check_threads(name, n)
+    previous = torch_threads()
+    if n is None or n == previous:
+        yield
+        return
+    _set_threads(n)
+    try:
+        yield
+    finally:
+        _set_threads(previous)
+
+
+def torch_threads() -> int:
+    """torch's intra-op thread count (imported here so that this module stays import-light)."""
+    import torch
+
+    return torch.get_num_threads()
+
+
+def _set_threads(n: int) -> None:
+    import torch
+
+    torch.set_num_threads(n)

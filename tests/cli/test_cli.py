@@ -438,6 +438,9 @@ def test_train_uses_the_threads_asked_for_and_restores_the_count(tmp_path, capsy
     assert _train(capsys, snake_data, tmp_path / "a")[0] == 0  # default: one thread
     assert _train(capsys, snake_data, tmp_path / "b", "--threads", "2")[0] == 0
     assert seen == [1, 2] and torch.get_num_threads() == before
+    code, _, err = _train(capsys, snake_data, tmp_path / "c", "--threads", "100000")
+    assert code == 1 and "--threads must be at most" in err and err.count("\n") == 1
+    assert not (tmp_path / "c").exists() and torch.get_num_threads() == before
 
 
 def test_eval_of_a_pretrained_model_on_a_fresh_data_set(capsys, snake_data):

@@ -345,6 +345,9 @@ def test_num_threads_is_restored():
     before = torch.get_num_threads()
     solve_ik(robot, target, num_threads=1)
     assert torch.get_num_threads() == before
+    with pytest.raises(ValueError, match="num_threads must be at most .* the cores"):
+        solve_ik(robot, target, num_threads=100000)  # would kill the interpreter in OpenMP
+    assert torch.get_num_threads() == before
     with pytest.raises(ValueError):
         solve_ik(robot, target[:, :3, :], num_threads=1)  # errors inside restore it too
     assert torch.get_num_threads() == before

@@ -13,6 +13,7 @@ from typing import Any
 
 import torch
 
+from torchik.checks import intra_op_threads
 from torchik.cli.common import (
     _INTERRUPTED,
     _NOT_DATA,
@@ -165,14 +166,9 @@ def run(args: argparse.Namespace) -> int:
         _check_minutes(args, distributed.launched())
     if args.nproc > 1 and not distributed.launched():
         return _launch(args)
-    previous = torch.get_num_threads()
-    torch.set_num_threads(args.threads)
-    try:
-        with distributed.group_from_env(args.device) as device:
-            args.device = device
-            return _train(args)
-    finally:
-        torch.set_num_threads(previous)
+    with intra_op_threads(args.threads, "--threads"), distributed.group_from_env(args.device) as d:
+        args.device = d
+        return _train(args)
 
 
 def _launch(args: argparse.Namespace) -> int:

@@ -1,17 +1,14 @@
 """Input checks shared by the IK entry points (:func:`~torchik.ik.solve_ik` and its whole-body
-form in :mod:`torchik.ik.wholebody`): targets, seeds, boxes, and the intra-op thread setting."""
+form in :mod:`torchik.ik.wholebody`): targets, seeds and boxes."""
 
 from __future__ import annotations
-
-import contextlib
 
 import torch
 from torch import Tensor
 
-from torchik.checks import check_int
 from torchik.robot.robot import Robot
 
-__all__ = ["check_bounds", "check_seeds", "check_target", "intra_op_threads"]
+__all__ = ["check_bounds", "check_seeds", "check_target"]
 
 
 def check_target(robot: Robot, target: Tensor, position_only: bool):
@@ -78,19 +75,3 @@ def check_bounds(robot: Robot, lower, upper, batch: torch.Size):
             raise ValueError(f"{name} must broadcast to {want}, got {tuple(value.shape)}") from err
         corners.append(value.reshape(-1, robot.dof))
     return corners[0], corners[1]
-
-
-@contextlib.contextmanager
-def intra_op_threads(n: int | None):
-    """Run the block with ``n`` torch intra-op threads, then restore the previous number."""
-    if n is not None:
-        check_int("num_threads", n, 1)
-    previous = torch.get_num_threads()
-    if n is None or n == previous:
-        yield
-        return
-    torch.set_num_threads(n)
-    try:
-        yield
-    finally:
-        torch.set_num_threads(previous)

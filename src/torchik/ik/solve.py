@@ -10,9 +10,9 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchik.checks import check_bool, check_float, check_int
+from torchik.checks import check_bool, check_float, check_int, intra_op_threads
 from torchik.ik.base import IKProblem, IKSolver
-from torchik.ik.inputs import check_bounds, check_seeds, check_target, intra_op_threads
+from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, make_problem, reshape_result
 from torchik.robot.robot import Robot
@@ -80,7 +80,7 @@ def solve_ik(
     restarts: bool | None = None,
     early_stop: bool | None = None,
     seed_pool: int = 256,
-    num_threads: int | None = 1,
+    num_threads: int | None = None,
     lower: Tensor | None = None,
     upper: Tensor | None = None,
     **wholebody: Any,
@@ -110,10 +110,10 @@ def solve_ik(
         seed_pool: each random seed (and restart) is the configuration nearest to the target,
             in pose space, of a pool of ``seed_pool`` uniform random configurations; ``0``:
             plain uniform random seeds (see :mod:`torchik.ik.seeding`).
-        num_threads: torch intra-op threads during the solve (the previous setting is restored
-            after). The batched operations are small (a few thousand rows of 6x7 matrices), so
-            handing each to several threads costs more than it saves: on a busy 2-core machine
-            two threads made a solve ten times slower. ``None`` keeps torch's setting.
+        num_threads: torch intra-op threads during the solve, at most the machine's cores (the
+            previous setting is restored after; it is process-wide while the solve runs).
+            ``None`` (default) keeps torch's setting. The batched operations are small (a few
+            thousand rows of 6x7 matrices): on a busy machine ``1`` can be much faster.
         lower: ``(..., dof)`` lower corner of a box per target, broadcast against the targets'
             batch shape (e.g. ``q_prev - r`` to stay within ``r`` of a previous solution);
             ``None``: the joint limits. Every slot of the target stays in the box intersected
@@ -133,13 +133,13 @@ def solve_ik(
     Raises:
         TypeError: an argument of the wrong kind (a float ``max_iters``, an int tensor target).
         ValueError: malformed targets or seeds (shape, NaN/inf, non-rotations), an empty box,
-            an unknown link or method, a setting out of range: tolerances must be > 0 and
-            finite (``tol_rotation`` may be ``math.inf``: any orientation), ``max_iters >= 0``
-            (0: evaluate the seeds as given), ``1 <= num_seeds <= MAX_SEEDS``,
-            ``0 <= seed_pool <= MAX_SEED_POOL``, ``num_threads >= 1``; a floating-base robot
-            with a single target (its solvers step additively; give a dict of targets, which
-            :func:`~torchik.ik.wholebody.solve_wholebody` solves on a floating base, or fix the
-            base with ``robot.chain`` or ``Robot.from_urdf`` without ``floating_base``).
+            an unknown link or method, a setting out of range: tolerances must be > 0 and finite
+            (``tol_rotation`` may be ``math.inf``: any orientation), ``max_iters >= 0`` (0: evaluate
+            the seeds as given), ``1 <= num_seeds <= MAX_SEEDS``, ``0 <= seed_pool <=
+            MAX_SEED_POOL``, ``1 <= num_threads <= cores``; a floating-base robot with a single
+            target (its solvers step additively; give a dict of targets, which
+            :func:`~torchik.ik.wholebody.solve_wholebody` solves on a floating base, or fix the base
+            with ``robot.chain`` or ``Robot.from_urdf`` without ``floating_base``).
 
     Example:
         >>> import torchik

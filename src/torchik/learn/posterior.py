@@ -31,6 +31,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchik.checks import intra_op_threads
+
 __all__ = [
     "OneJointPosterior",
     "PosteriorSamples",
@@ -110,14 +112,10 @@ def rejection_sample(
     Returns:
         A :class:`PosteriorSamples`; a target's samples do not depend on the other targets.
     """
-    previous = torch.get_num_threads()
-    torch.set_num_threads(num_threads or previous)
-    try:
+    with intra_op_threads(num_threads):
         return _rejection_sample(
             forward, prior_std, targets, n_accept, radius, generator, max_draws, prior_mean, chunk
         )
-    finally:
-        torch.set_num_threads(previous)
 
 
 def _rejection_sample(

@@ -34,9 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import torch
-
-from torchik.checks import check_choice, check_int
+from torchik.checks import check_choice, check_int, check_threads, intra_op_threads
 from torchik.tune.objective import (
     InvalidSettings,
     baseline_params,
@@ -115,8 +113,9 @@ class TuneConfig:
     def __post_init__(self) -> None:
         for name in ("trials", "steps", "val_every", "batch_size", "train_size", "val_size"):
             check_int(name, getattr(self, name), 1)
-        for name in ("posterior_targets", "posterior_samples", "threads"):
+        for name in ("posterior_targets", "posterior_samples"):
             check_int(name, getattr(self, name), 1)
+        check_threads("threads", self.threads)
         check_int("seed", self.seed, 0)
         check_choice("objective", self.objective, OBJECTIVES)
         check_choice("sampler", self.sampler, SAMPLERS)
@@ -311,7 +310,12 @@ def _worker(
     import optuna
 
     optuna.logging.set_verbosity(optuna.logging.WARNING)
-    torch.set_num_threads(config.threads)
+    with intra_op_threads(config.threads, "threads"):  # restored after: the caller's process
+        _optimize(config, space, storage_url, out_dir, name, seed, share, bar)
+
+
+def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed, share, bar):
+    """The body of :func:`_worker`, with the worker's threads set."""
     study = open_study(config, _storage(storage_url, Path(out_dir)), name, False, seed)
     if share <= 0 or counted_trials(study) >= config.trials:
         return

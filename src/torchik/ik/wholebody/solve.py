@@ -32,11 +32,11 @@ from typing import cast
 import torch
 from torch import Tensor
 
-from torchik.checks import check_float, check_int
+from torchik.checks import check_float, check_int, intra_op_threads
 from torchik.geometry.floating import velocity_coordinates
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik.base import IKProblem, JointLimits, Linearization, State, pose_residual
-from torchik.ik.inputs import check_bounds, check_seeds, check_target, intra_op_threads
+from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import reshape_result
@@ -275,7 +275,7 @@ def solve_wholebody(
     tol_rotation: float = math.radians(1.0),
     max_iters: int | None = None,
     generator: torch.Generator | None = None,
-    num_threads: int | None = 1,
+    num_threads: int | None = None,
     lower: Tensor | None = None,
     upper: Tensor | None = None,
 ) -> WholeBodyResult:
