@@ -30,7 +30,7 @@ from experiments.wholebody import (
     targets,
     wholebody_markdown,
 )
-from torchik.ik import solve_ik
+from torchik.ik import solve_wholebody
 
 
 def placo_solver(robot, iters: int):
@@ -115,7 +115,7 @@ def main() -> None:
     stamp["anchors"] = {d: dist_version(d) for d in ("placo", "mink", "mujoco", "daqp", "pin")}
     robot = torchik.load_robot("g1", dtype=torch.float64)
     poses = targets(robot, args.targets)
-    solve_ik(robot, dict(zip(HANDS, poses[:10].unbind(1), strict=True)))  # warm-up
+    solve_wholebody(robot, dict(zip(HANDS, poses[:10].unbind(1), strict=True)))  # warm-up
     rows = {f"torchik ({k} seeds)": run_torchik(robot, poses, k) for k in (2, 4)}
     for k in (2, 4):
         rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)

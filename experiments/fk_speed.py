@@ -126,7 +126,7 @@ def torchik_methods(
     )
 
     def fk(q: torch.Tensor) -> torch.Tensor:
-        return robots[q.dtype].forward_kinematics(q, links=link)
+        return robots[q.dtype].forward_kinematics(q, link=link)
 
     def jac(q: torch.Tensor) -> torch.Tensor:
         return robots[q.dtype].jacobian(q, link)

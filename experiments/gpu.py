@@ -1,11 +1,11 @@
 """GPU kinematics throughput (``benchmarks/gpu.py``): FK paths and the IK loop's host checks.
 
-FK, FK + backward and Jacobian per second on the reference path and on the fused Triton
-kernels (``TORCHIK_FUSED``), and full-pose numerical IK with a host check every iteration
+FK, FK + backward and Jacobian per second on the reference path and on the fused Triton kernels
+(:attr:`torchik.robot.Robot.backend`), and full-pose numerical IK with a host check every iteration
 against every ``sync_every`` iterations (the default: 8 on a GPU). Every time is
 :func:`experiments.timing.time_call`'s median. Goals on an H100 (issue 19): FK pose ≥ 5 G
-configurations/s at 4 M, FK + backward and Jacobian ≥ 2 G/s; IK on 1000 Panda poses ≥ 99.9 % in
-≤ 10 ms, 100 k in ≤ 100 ms, one pose in ≤ 2 ms.
+configurations/s at 4 M, FK + backward and Jacobian ≥ 2 G/s; IK on 1000 Panda poses ≥ 99.9 % in ≤ 10
+ms, 100 k in ≤ 100 ms, one pose in ≤ 2 ms.
 
 Example:
     >>> from torchik import load_robot
@@ -17,7 +17,6 @@ Example:
 
 from __future__ import annotations
 
-import os
 from collections.abc import Callable, Sequence
 from functools import partial
 from typing import Any
@@ -51,7 +50,7 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
     for n in sizes:
         q = robot.random_configuration(n).to(robot.device)
         for path in ("reference", "fused"):
-            os.environ["TORCHIK_FUSED"] = "1" if path == "fused" else "0"
+            robot.backend = path if path == "reference" or q.is_cuda else "auto"
             qg = q.clone().requires_grad_()
 
             def backward(qg: torch.Tensor = qg) -> None:
@@ -63,7 +62,7 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
                 ("Jacobian", lambda q=q: robot.jacobian(q, link)),
             ):
                 rows.append({"what": what, "path": path, "n": n, **_rate(fn, n, seconds)})
-    os.environ.pop("TORCHIK_FUSED", None)
+    robot.backend = "auto"
     return rows
 
 

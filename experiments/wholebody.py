@@ -29,7 +29,7 @@ import torch
 from torch import Tensor
 
 from torchik.description import bundled_urdf
-from torchik.ik import solve_ik
+from torchik.ik import solve_wholebody
 from torchik.robot import Robot
 
 __all__ = [
@@ -72,12 +72,13 @@ def success(robot: Any, q: Tensor, poses: Tensor, links: Sequence[str] = HANDS) 
 
 
 def run_torchik(robot: Any, poses: Tensor, num_seeds: int, repeats: int = 3) -> dict[str, Any]:
-    """One batched ``solve_ik`` over every target; the median CPU time of ``repeats`` runs."""
+    """One batched ``solve_wholebody`` of every target; the median CPU time of ``repeats``
+    runs."""
     times = []
     for _ in range(repeats):
         g = torch.Generator().manual_seed(1)
         start = time.process_time()
-        result = solve_ik(robot, dict(zip(HANDS, poses.unbind(1), strict=True)), generator=g,
+        result = solve_wholebody(robot, dict(zip(HANDS, poses.unbind(1), strict=True)), generator=g,
                           num_seeds=num_seeds)  # fmt: skip
         times.append(time.process_time() - start)
     seconds = sorted(times)[len(times) // 2]
@@ -120,7 +121,7 @@ def run_floating(n: int, num_seeds: int) -> dict[str, Any]:
     )
     g = torch.Generator().manual_seed(1)
     start = time.process_time()
-    result = solve_ik(robot, dict(zip(links, poses.unbind(1), strict=True)), generator=g,
+    result = solve_wholebody(robot, dict(zip(links, poses.unbind(1), strict=True)), generator=g,
                       num_seeds=num_seeds)  # fmt: skip
     seconds = time.process_time() - start
     note = "emulated floating base (6 joints), both feet's and hands' poses"
@@ -140,7 +141,7 @@ def run_quaternion(n: int, num_seeds: int) -> dict[str, Any]:
     poses = robot.forward_kinematics(q, links)
     g = torch.Generator().manual_seed(1)
     start = time.process_time()
-    result = solve_ik(robot, dict(zip(links, poses.unbind(1), strict=True)), generator=g,
+    result = solve_wholebody(robot, dict(zip(links, poses.unbind(1), strict=True)), generator=g,
                       num_seeds=num_seeds)  # fmt: skip
     seconds = time.process_time() - start
     ok = torch.stack([success(robot, result.q[:, k], poses, links) for k in range(num_seeds)])
@@ -178,7 +179,7 @@ def wholebody_markdown(stamp: dict[str, Any], rows: dict[str, dict[str, Any]]) -
              "CPU time (`time.process_time`), `torch.set_num_threads(1)`, on a shared machine. "
              "Success checked here by FK in float64: both hands within 1 mm and 1°, every "
              "joint within limits. Targets: FK poses of configurations uniform in the limits "
-             "(seed 0). torchik: one batched `solve_ik` call, its own seeds (the nearest of a "
+             "(seed 0). torchik: one batched call, its own seeds (the nearest of a "
              "uniform random pool, never the answer). Anchors: the same targets, uniform random "
              "starts (seed 1), each iterated through the library's documented loop; the next "
              "start only when FK says the last one failed. The emulated floating-base rows put "

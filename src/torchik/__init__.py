@@ -28,6 +28,7 @@ from torchik.description.reading import URDFError
 from torchik.description.urdf import URDFWarning, parse_urdf
 from torchik.ik.result import IKResult
 from torchik.ik.solve import solve_ik
+from torchik.ik.wholebody.solve import solve_wholebody
 from torchik.learn.data import IKDataset, load_dataset, make_dataset
 from torchik.robot.planar import PlanarArm
 from torchik.robot.robot import Robot, load_robot
@@ -46,6 +47,7 @@ __all__ = [
     "make_dataset",
     "parse_urdf",
     "solve_ik",
+    "solve_wholebody",
 ]
 
 _SUBMODULES = ("models", "plot", "seq2seq", "train", "tune", "viewer")

@@ -1,5 +1,5 @@
 """The default end link in the library's entry points, and one chain out of a tree:
-``robot.chain(base, tip)`` and ``Robot.from_urdf(..., tip=...)``."""
+``robot.chain(base, link)`` and ``Robot.from_urdf(..., link=...)``."""
 
 from __future__ import annotations
 
@@ -46,7 +46,7 @@ def test_one_arm_of_a_tree_has_the_same_fk():
 
 def test_from_urdf_with_a_tip_drops_the_other_frames():
     full = Robot.from_urdf(URDF / "ur10_robot.urdf", dtype=torch.float64)
-    arm = Robot.from_urdf(URDF / "ur10_robot.urdf", dtype=torch.float64, tip="tool0")
+    arm = Robot.from_urdf(URDF / "ur10_robot.urdf", dtype=torch.float64, link="tool0")
     assert arm.root == "world" and arm.link_names[-1] == "tool0" and arm.dof == 6
     assert "base" not in arm.link_names and "ee_link" not in arm.link_names
     _same_fk(full, arm, "world", torch.Generator().manual_seed(2))
@@ -54,7 +54,7 @@ def test_from_urdf_with_a_tip_drops_the_other_frames():
 
 def test_chain_with_one_link_still_names_the_links():
     robot = torchik.load_robot("panda")
-    assert robot.chain("panda_link2") == ("panda_link0", "panda_link1", "panda_link2")
+    assert robot.links_to("panda_link2") == ("panda_link0", "panda_link1", "panda_link2")
     assert robot.chain("panda_link2", "panda_hand").dof == 5
 
 

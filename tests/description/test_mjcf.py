@@ -135,7 +135,13 @@ def test_hand_written_model_matches_mj_kinematics():
         robot.lower[1:3], torch.deg2rad(torch.tensor([-90.0, -45.0], dtype=F64))
     )
     # two hinges with anchors: one helper link per joint, then a fixed joint back to the body
-    assert robot.chain("shoulder") == ("world", "base", "shoulder/pan", "shoulder/tilt", "shoulder")
+    assert robot.links_to("shoulder") == (
+        "world",
+        "base",
+        "shoulder/pan",
+        "shoulder/tilt",
+        "shoulder",
+    )
     assert "body3" in robot.link_names  # the unnamed body
     q = robot.random_configuration(5, torch.Generator().manual_seed(2))
     q[0] = torch.tensor([0.05, 0.0, 0.0, 0.0], dtype=F64)  # q = qpos: the ref pose, as in the file

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import os
-
 import torch
 
 from experiments.gpu import fk_rows, gpu_table, ik_rows
@@ -18,7 +16,7 @@ def test_fk_and_ik_rows_and_table():
         ("FK pose", "reference"), ("FK + backward", "reference"), ("Jacobian", "reference")
     ]  # fmt: skip
     assert len(rows) == 6 and all(r["G_per_s"] > 0 and r["n"] == 8 for r in rows)
-    assert "TORCHIK_FUSED" not in os.environ  # the switch is put back
+    assert robot.backend == "auto"  # the setting is put back
     rows += ik_rows(robot, "ee", [5], seconds=0.01)
     table = gpu_table(rows)
     assert len(table.rows) == 8 and table.rows[-1]["success"] == 1.0

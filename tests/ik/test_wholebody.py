@@ -62,7 +62,7 @@ def _targets(robot: Robot, n: int, seed: int = 0) -> tuple[dict, torch.Tensor]:
 def test_two_targets_are_met_and_checked_by_fk(robot):
     targets, _ = _targets(robot, 20)
     g = torch.Generator().manual_seed(1)
-    result = solve_ik(robot, targets, generator=g)
+    result = solve_wholebody(robot, targets, generator=g)
     assert isinstance(result, WholeBodyResult)
     assert result.q.shape == (20, 2, robot.dof)
     assert bool(result.success.any(-1).all())
@@ -88,7 +88,7 @@ def test_inactive_joints_keep_their_held_values(robot):
     rest = q_true.clone()  # the right arm and the waist held where the targets were made
     rest[:, [names.index(a) for a in active]] = 0.0
     g = torch.Generator().manual_seed(3)
-    result = solve_ik(
+    result = solve_wholebody(
         robot, targets, active=active, rest=rest, num_seeds=4, max_iters=400, generator=g
     )
     held = [i for i, name in enumerate(names) if name not in active]
@@ -100,7 +100,7 @@ def test_a_target_out_of_reach_of_the_active_joints_fails(robot):
     targets, q_true = _targets(robot, 1, seed=4)
     rest = q_true + 0.5  # the right arm held away from where its target was made
     active = [n for n in robot.joint_names if n.startswith("left")]
-    result = solve_ik(robot, targets, active=active, rest=rest.clamp(-1, 1), max_iters=30)
+    result = solve_wholebody(robot, targets, active=active, rest=rest.clamp(-1, 1), max_iters=30)
     assert not bool(result.success.any())
 
 
@@ -155,16 +155,16 @@ def test_bad_input_raises_one_clear_line(robot, kwargs, error, match):
         "targets", {"left_hand": torch.zeros(2, 3), "right_hand": torch.zeros(2, 3)}
     )
     with pytest.raises(error, match=match) as info:
-        solve_ik(robot, targets, **kwargs)
+        solve_wholebody(robot, targets, **kwargs)
     assert "\n" not in str(info.value)
 
 
-def test_solve_ik_refuses_dict_options_without_a_dict_and_a_link_with_one(robot):
+def test_solve_ik_places_one_link_and_points_to_solve_wholebody(robot):
     target = torch.zeros(3, dtype=torch.float64)
-    with pytest.raises(TypeError, match="options of a dict of targets"):
+    with pytest.raises(TypeError, match=r"several links at once: torchik.solve_wholebody"):
+        solve_ik(robot, {"left_hand": target})
+    with pytest.raises(TypeError, match="posture"):
         solve_ik(robot, target, "left_hand", position_only=True, posture=0.1)
-    with pytest.raises(ValueError, match="link=None"):
-        solve_ik(robot, {"left_hand": target}, "left_hand")
 
 
 def test_an_inactive_joint_held_outside_its_limits_is_refused(robot):
@@ -172,7 +172,7 @@ def test_an_inactive_joint_held_outside_its_limits_is_refused(robot):
     rest[0] = 3.0
     targets = {"left_hand": torch.zeros(3, dtype=torch.float64)}
     with pytest.raises(ValueError, match="inactive joint 'waist'"):
-        solve_ik(robot, targets, active=list(robot.joint_names[1:]), rest=rest)
+        solve_wholebody(robot, targets, active=list(robot.joint_names[1:]), rest=rest)
 
 
 def test_integrate_uses_the_robots_own_when_it_has_one():
@@ -211,7 +211,7 @@ def _fk_errors(robot: Robot, q: torch.Tensor, targets: dict) -> tuple[float, flo
 
 def test_floating_base_targets_are_met_with_the_base_free(floater):
     targets, q_true = _floating_targets(floater, 30, seed=10)
-    result = solve_ik(floater, targets, generator=torch.Generator().manual_seed(11))
+    result = solve_wholebody(floater, targets, generator=torch.Generator().manual_seed(11))
     assert result.q.shape == (30, 2, floater.nq)
     assert bool(result.success.any(-1).all())
     best = result.best().q[:, 0]
@@ -238,7 +238,9 @@ def test_floating_base_inactive_joints_and_base_keep_their_values(floater):
     for active in (["root_joint", *left], left, BASE + left):
         rest = q_true.clone()
         rest[:, [names.index(a) for a in left]] = 0.0
-        result = solve_ik(floater, targets, active=active, rest=rest, num_seeds=4, generator=g)
+        result = solve_wholebody(
+            floater, targets, active=active, rest=rest, num_seeds=4, generator=g
+        )
         held = [i for i, name in enumerate(names) if name not in active and name not in BASE]
         held += list(range(7)) if active == left else []
         assert torch.equal(result.q[..., held], rest[:, None, held].expand(-1, 4, -1))
@@ -248,7 +250,7 @@ def test_floating_base_inactive_joints_and_base_keep_their_values(floater):
 def test_floating_base_half_active_is_refused(floater):
     targets, _ = _floating_targets(floater, 1, seed=16)
     with pytest.raises(ValueError, match="floating base moves as a whole"):
-        solve_ik(floater, targets, active=["root_joint/x", "left_j0"])
+        solve_wholebody(floater, targets, active=["root_joint/x", "left_j0"])
 
 
 def test_floating_base_posture_pulls_the_joints_towards_rest(floater):

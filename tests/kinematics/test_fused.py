@@ -78,13 +78,22 @@ def test_fused_gradcheck_and_float32():
     torch.testing.assert_close(out.double(), ref, atol=2e-6, rtol=0)
 
 
-def test_fused_empty_batch_and_opt_in(monkeypatch):
+def test_fused_empty_batch_and_the_backend_choice(monkeypatch):
     from torchik.kinematics import fused
 
     robot = _robot("panda")
     assert fused.forward_kinematics(robot.neutral()[:0], robot.tree, (1,)).shape == (0, 1, 4, 4)
-    q = robot.neutral()[None]
-    monkeypatch.setenv("TORCHIK_FUSED", "1")
-    assert not fused.enabled(q)  # a CPU tensor never takes the kernels
-    monkeypatch.delenv("TORCHIK_FUSED")
-    assert not fused.enabled(q)
+    q = robot.random_configuration(5, generator=torch.Generator().manual_seed(4))
+    assert robot.backend == "auto" and robot._kernels(q, robot.tree) is kinematics  # CPU: ref
+    robot.backend = "fused"  # in Triton's interpreter here
+    assert robot._kernels(q, robot.tree) is fused
+    fk = robot.forward_kinematics(q, "panda_hand")
+    robot.backend = "reference"
+    torch.testing.assert_close(fk, robot.forward_kinematics(q, "panda_hand"), atol=1e-12, rtol=0)
+    with pytest.raises(ValueError, match="backend must be one of"):
+        robot.backend = "triton"
+    monkeypatch.delenv("TRITON_INTERPRET")
+    robot.backend = "fused"
+    if not torch.cuda.is_available():
+        with pytest.raises(ValueError, match="runs on CUDA tensors"):
+            robot.forward_kinematics(q, "panda_hand")

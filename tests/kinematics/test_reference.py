@@ -194,7 +194,13 @@ def test_learnable_origins_receive_gradients_and_match(dtype):
         "origin_xyz",
         "origin_rpy",
     }
+    calls = []
+    constants = robot._constants
+    robot._constants = lambda *a: calls.append(1) or constants(*a)  # count the builds
     after = robot.forward_kinematics(q)
+    robot.jacobian(q.detach(), robot.link_names[-1])
+    assert len(calls) == 2  # once per call: FK and the Jacobian
+    del robot._constants
     torch.testing.assert_close(
         before, after, atol=1e-12 if dtype == torch.float64 else 1e-5, rtol=0
     )
@@ -325,12 +331,12 @@ def test_small_batch_jacobian_agrees_with_batched_kernel(urdf):
 def test_chain_and_model():
     robot = Robot.from_urdf(DATA / "urdf" / "two_branches.urdf", dtype=torch.float64)
     end = robot.link_names[-1]
-    chain = robot.chain(end)
+    chain = robot.links_to(end)
     assert chain[0] == robot.root and chain[-1] == end
-    assert robot.chain(robot.root) == (robot.root,)
+    assert robot.links_to(robot.root) == (robot.root,)
     assert robot.model.links == robot.link_names
     with pytest.raises(ValueError, match="unknown link"):
-        robot.chain("nope")
+        robot.links_to("nope")
 
 
 def test_float32_robot_moved_to_float64_keeps_full_precision():

@@ -178,7 +178,7 @@ def test_solve_ik_refuses_a_floating_base_clearly() -> None:
 
     robot = floater()
     target = robot.forward_kinematics(robot.neutral(), "tool")
-    with pytest.raises(ValueError, match="floating-base.*accepted: a dict.*a fixed base.*chain"):
+    with pytest.raises(ValueError, match="floating-base.*accepted: solve_wholebody.*chain"):
         torchik.solve_ik(robot, target, "tool")
 
 

@@ -8,7 +8,7 @@ import pytest
 import torch
 
 from torchik import load_robot
-from torchik.description import RAIL_ARM_LENGTHS
+from torchik.description import RAIL_ARM_LENGTHS, planar_arm_urdf
 from torchik.robot import PlanarArm
 
 
@@ -66,3 +66,21 @@ def test_load_robot_planar_and_options():
         load_robot("panda", link_lengths=[1.0])
     with pytest.raises(ValueError, match="panda"):
         load_robot("no_such_robot")
+
+
+def test_load_robot_reads_urdf_and_mjcf_files(tmp_path):
+    urdf = tmp_path / "arm.urdf"
+    urdf.write_text(planar_arm_urdf([1.0, 0.5], name="arm"))
+    robot = load_robot(urdf, dtype=torch.float64)
+    assert (robot.name, robot.dof) == ("arm", 2)
+    with pytest.raises(ValueError, match="no bundled robot named .* and no such file; bundled: "):
+        load_robot(tmp_path / "missing.urdf")
+    pytest.importorskip("mujoco", reason="MJCF files need the mjcf extra (mujoco)")
+    mjcf = tmp_path / "arm.xml"
+    mjcf.write_text(
+        '<mujoco><worldbody><body name="a"><joint name="j" type="hinge" range="-1 1"/>'
+        '<geom size="0.1"/></body></worldbody></mujoco>'
+    )
+    assert load_robot(mjcf).joint_names == ("j",)
+    with pytest.raises(ValueError, match="floating_base is for URDF"):
+        load_robot(mjcf, floating_base=True)

@@ -76,6 +76,35 @@ def looks_like_xml(text: str) -> bool:
     return text.lstrip().startswith("<") or "<robot" in text
 
 
+class _Root(Exception):
+    """Raised by :func:`xml_root_tag`'s handler to stop at the first element."""
+
+
+def xml_root_tag(source: str | os.PathLike, max_bytes: int | None = MAX_URDF_BYTES) -> str:
+    """The name of the root element of an XML file (``"robot"`` for URDF, ``"mujoco"`` for
+    MJCF), read safely (:func:`read_source`) without building the tree.
+
+    Raises:
+        URDFError: the file cannot be read, or holds no element.
+    """
+    data, _ = read_source(source, max_bytes)
+
+    def first(name: str, _attrs: object) -> None:
+        raise _Root(name)
+
+    parser = expat.ParserCreate()
+    parser.SetParamEntityParsing(expat.XML_PARAM_ENTITY_PARSING_NEVER)
+    parser.StartDoctypeDeclHandler = _refuse_doctype
+    parser.StartElementHandler = first
+    try:
+        parser.Parse(data, True)
+    except _Root as found:
+        return str(found.args[0])
+    except (expat.ExpatError, LookupError, ValueError, UnicodeError) as err:
+        raise URDFError(f"not well-formed XML: {err}") from None
+    raise URDFError("the file holds no XML element")
+
+
 def parse_xml(data: str | bytes) -> ET.Element:
     """Parse XML with expat, refusing DTDs so that no entity is ever declared or expanded."""
     if not data.strip():

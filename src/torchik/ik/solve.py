@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping
 from functools import partial
-from typing import Any
 
 import torch
 from torch import Tensor
@@ -66,7 +65,7 @@ def _make_solver(method: str | IKSolver, **overrides) -> IKSolver:
 
 def solve_ik(
     robot: Robot,
-    target: Tensor | Mapping[str, Tensor],
+    target: Tensor,
     link: str | None = None,
     *,
     position_only: bool = False,
@@ -83,7 +82,6 @@ def solve_ik(
     num_threads: int | None = None,
     lower: Tensor | None = None,
     upper: Tensor | None = None,
-    **wholebody: Any,
 ) -> IKResult:
     """Numerical inverse kinematics for a batch of targets, several slots per target.
 
@@ -121,25 +119,23 @@ def solve_ik(
             A continuous joint's box may lie anywhere on the real line (see
             :meth:`JointLimits.within`); its result is still wrapped to (-π, π].
         upper: ``(..., dof)`` upper corner, likewise.
-        **wholebody: with a dict ``target`` ``{link: pose or position}`` (several links at
-            once), the options of :func:`torchik.ik.wholebody.solve_wholebody` (``weights``,
-            ``active``, ``rest``, ``posture``, ``posture_iters``); ``link`` must be ``None``,
-            ``method`` ``"lm"``, and ``restarts``, ``early_stop`` are not used.
 
     Returns:
         An :class:`IKResult` with ``q (..., K, dof)``. Unreachable targets give
         ``success=False`` with the best effort, not an exception.
 
     Raises:
-        TypeError: an argument of the wrong kind (a float ``max_iters``, an int tensor target).
+        TypeError: an argument of the wrong kind (a float ``max_iters``, an int tensor target;
+            a dict of targets: several links at once are
+            :func:`~torchik.ik.wholebody.solve_wholebody`'s).
         ValueError: malformed targets or seeds (shape, NaN/inf, non-rotations), an empty box,
             an unknown link or method, a setting out of range: tolerances must be > 0 and finite
             (``tol_rotation`` may be ``math.inf``: any orientation), ``max_iters >= 0`` (0: evaluate
             the seeds as given), ``1 <= num_seeds <= MAX_SEEDS``, ``0 <= seed_pool <=
             MAX_SEED_POOL``, ``1 <= num_threads <= cores``; a floating-base robot with a single
-            target (its solvers step additively; give a dict of targets, which
-            :func:`~torchik.ik.wholebody.solve_wholebody` solves on a floating base, or fix the base
-            with ``robot.chain`` or ``Robot.from_urdf`` without ``floating_base``).
+            target (its solvers step additively; :func:`~torchik.ik.wholebody.solve_wholebody`
+            solves targets on a floating base, or fix the base with ``robot.chain`` or
+            ``Robot.from_urdf`` without ``floating_base``).
 
     Example:
         >>> import torchik
@@ -150,12 +146,11 @@ def solve_ik(
         >>> result.q.shape, bool(result.success.any(-1).all())
         (torch.Size([5, 2, 7]), True)
     """
-    if isinstance(target, Mapping) or wholebody:
-        return _solve_targets(robot, target, link, method, wholebody, position_only=position_only,
-                              seeds=seeds, num_seeds=num_seeds, tol_position=tol_position,
-                              tol_rotation=tol_rotation, max_iters=max_iters, generator=generator,
-                              num_threads=num_threads, lower=lower, upper=upper,
-                              seed_pool=seed_pool)  # fmt: skip
+    if isinstance(target, Mapping):
+        raise TypeError(
+            "solve_ik places one link; several links at once: "
+            "torchik.solve_wholebody(robot, {link: target, ...})"
+        )
     with torch.no_grad(), intra_op_threads(num_threads):
         _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
         link = default_link(robot) if link is None else link
@@ -163,8 +158,8 @@ def solve_ik(
         if getattr(robot, "floating", False):
             raise ValueError(
                 f"solve_ik does not take floating-base robots ({robot.name!r} has nq="
-                f"{robot.nq}, nv={robot.nv}) with a single target; accepted: a dict of "
-                f"targets {{{link!r}: target}}, or a fixed base, e.g. "
+                f"{robot.nq}, nv={robot.nv}); accepted: solve_wholebody(robot, "
+                f"{{{link!r}: target}}), or a fixed base, e.g. "
                 f"robot.chain({robot.root!r}, {link!r})"
             )
         batch, position, rotmat = check_target(robot, target, position_only)
@@ -183,17 +178,6 @@ def solve_ik(
         bounds = check_bounds(robot, lower, upper, batch)
         run = Run(solver, make, position, rotmat, k, restarts, seed_pool, generator, bounds)
         return reshape_result(run.given(q0) if q0 is not None else run.random(), batch)
-
-
-def _solve_targets(robot, targets, link, method, wholebody, **options) -> IKResult:
-    """Several links at once: :func:`torchik.ik.wholebody.solve_wholebody`."""
-    from torchik.ik.wholebody.solve import solve_wholebody
-
-    if not isinstance(targets, Mapping):
-        raise TypeError(f"solve_ik got {sorted(wholebody)}, options of a dict of targets only")
-    if link is not None or method != "lm":
-        raise ValueError("with a dict of targets, name the links in it (link=None), method='lm'")
-    return solve_wholebody(robot, targets, **options, **wholebody)
 
 
 def _empty_result(problem: IKProblem, k: int) -> IKResult:

@@ -13,12 +13,11 @@ no new kernel), in the dtype of ``q`` (float32 or float64).
   :mod:`torchik.kinematics`).
 - :func:`jacobian`: the geometric Jacobian ``(B, 6, D)`` of one link and its pose.
 
-Use. :func:`enabled` says whether :func:`torchik.kinematics.forward_kinematics` and
-:func:`~torchik.kinematics.jacobian` take this path: a CUDA tensor, Triton importable, and
-``TORCHIK_FUSED=1`` in the environment (opt-in until measured on a GPU; see
-``benchmarks/README.md``). Without a GPU the kernels run in Triton's interpreter
-(``TRITON_INTERPRET=1`` set before the first kernel is made), which is how the tests check them
-against :mod:`torchik.kinematics` on the CPU.
+Use. A robot takes this path when its :attr:`~torchik.robot.Robot.backend` says so: by default
+(``"auto"``) for CUDA tensors when Triton is installed, where :func:`supports` allows it. Without
+a GPU the kernels run in Triton's interpreter (``TRITON_INTERPRET=1`` set before Triton is
+imported, ``backend="fused"``), which is how the tests check them against
+:mod:`torchik.kinematics.reference` on the CPU.
 """
 
 from __future__ import annotations
@@ -34,7 +33,7 @@ from torch import Tensor
 from torchik.kinematics import reference as kinematics
 from torchik.kinematics.reference import REVOLUTE, KinematicTree
 
-__all__ = ["available", "enabled", "forward_kinematics", "jacobian"]
+__all__ = ["available", "forward_kinematics", "jacobian", "runs_on", "supports"]
 
 BLOCK = 128
 """Configurations per program instance."""
@@ -53,11 +52,18 @@ def available() -> bool:
     return True
 
 
-def enabled(q: Tensor, tree: KinematicTree | None = None) -> bool:
-    """Whether FK of ``q`` takes the fused kernels: a CUDA tensor, ``TORCHIK_FUSED=1``, Triton
-    present, no ``torch.func`` transform, forward-mode AD or ``torch.compile`` tracing at work,
-    and (given the ``tree``) constants that need no gradient."""
-    if not q.is_cuda or os.environ.get("TORCHIK_FUSED") != "1" or not available():
+def runs_on(q: Tensor) -> bool:
+    """Whether the kernels can run on ``q``'s device: CUDA, or any device in Triton's
+    interpreter (``TRITON_INTERPRET=1``, which Triton reads when it is imported)."""
+    return q.is_cuda or os.environ.get("TRITON_INTERPRET") == "1"
+
+
+def supports(q: Tensor, tree: KinematicTree | None = None) -> bool:
+    """Whether FK of ``q`` can take the fused kernels: Triton present, a device they run on
+    (:func:`runs_on`), no ``torch.func`` transform, forward-mode AD or ``torch.compile``
+    tracing at work, and (given the ``tree``) constants that need no gradient. Which robots
+    use them is :attr:`torchik.robot.Robot.backend`'s choice."""
+    if not runs_on(q) or not available():
         return False
     if torch.compiler.is_compiling() or kinematics._is_functorch_wrapped(q):
         return False

@@ -49,7 +49,7 @@ def _numpy(x: Any) -> np.ndarray:
 # ---------------------------------------------------------------------------- arms
 def _chain_links(robot: Any, link: str) -> list[str]:
     """The links from the root to ``link`` (the branch that carries it)."""
-    return list(robot.chain(link))
+    return list(robot.links_to(link))
 
 
 def _arm_points(robot_or_arm: Any, q: Tensor, link: str | None) -> np.ndarray:

@@ -2,15 +2,16 @@
 
 from __future__ import annotations
 
+import math
 import os
 from collections.abc import Mapping, Sequence
-from typing import Any, overload
+from typing import Any
 
 import torch
 from torch import Tensor, nn
 
 from torchik.description.mjcf import parse_mjcf
-from torchik.description.reading import MAX_URDF_BYTES, looks_like_xml
+from torchik.description.reading import MAX_URDF_BYTES, looks_like_xml, xml_root_tag
 from torchik.description.urdf import URDFModel, parse_urdf
 from torchik.geometry import floating as flt
 from torchik.geometry.rotations import rotmat_to_quat
@@ -32,6 +33,16 @@ LinkSpec = str | Sequence[str] | None
 
 
 SUPPORTED_DTYPES = (torch.float32, torch.float64)
+
+
+BACKENDS = ("auto", "reference", "fused")
+"""The values of :attr:`Robot.backend`."""
+
+
+def _check_backend(backend: str) -> str:
+    if backend not in BACKENDS:
+        raise ValueError(f"backend must be one of {list(BACKENDS)}, got {backend!r}")
+    return backend
 
 
 def _check_dtype(dtype: torch.dtype) -> None:
@@ -89,9 +100,16 @@ class Robot(nn.Module):
     _tree_cache: kin.KinematicTree | None
 
     def __init__(
-        self, model: URDFModel, dtype: torch.dtype | None = None, floating_base: bool = False
+        self,
+        model: URDFModel,
+        dtype: torch.dtype | None = None,
+        floating_base: bool = False,
+        backend: str = "auto",
     ):
         super().__init__()
+        self._master: dict[str, Tensor] = {}  # float64 CPU truth of every floating buffer
+        self._tree_cache: kin.KinematicTree | None = None  # derived; see _derive
+        self._backend = _check_backend(backend)
         self.model = model
         fixed, self._base = split_floating(expand_planar(model), floating_base)
         self.name, self.root, self.link_names = fixed.name, fixed.root, tuple(fixed.links)
@@ -104,7 +122,11 @@ class Robot(nn.Module):
         self.register_buffer("origin_xyz", xyz.reshape(-1, 3))
         self.register_buffer("origin_rpy", rpy.reshape(-1, 3))
         self._refresh_constants()
-        self._snapshot_float64()
+        self._master = {
+            name: buf.detach().to("cpu", torch.float64, copy=True)
+            for name, buf in self.named_buffers()
+            if buf.is_floating_point()
+        }
         dtype = dtype or torch.get_default_dtype()
         _check_dtype(dtype)
         self.to(dtype)
@@ -116,22 +138,25 @@ class Robot(nn.Module):
         source: str | os.PathLike,
         root: str | None = None,
         dtype: torch.dtype | None = None,
-        tip: str | None = None,
+        link: str | None = None,
         max_bytes: int | None = MAX_URDF_BYTES,
         floating_base: bool = False,
+        backend: str = "auto",
     ) -> Robot:
-        """Read a URDF file or text (see :func:`torchik.description.parse_urdf`); with ``tip``, only
-        the chain from the root to ``tip`` (see :meth:`chain`), e.g. one arm of a humanoid;
-        ``max_bytes=None`` lifts the size limit for a genuinely huge file;
+        """Read a URDF file or text (see :func:`torchik.description.parse_urdf`); with ``link``,
+        only the chain from the root to ``link`` (see :meth:`chain`), e.g. one arm of a
+        humanoid; ``max_bytes=None`` lifts the size limit for a genuinely huge file;
         ``floating_base=True`` adds a floating joint ``root_joint`` above the root link (a
-        ``tip`` chain always has a fixed base: its first link)."""
+        chain to ``link`` always has a fixed base: its first link); ``backend``: see
+        :attr:`backend`."""
         model = parse_urdf(source, root=root, max_bytes=max_bytes)
-        if floating_base and tip is None:
+        if floating_base and link is None:
             text = isinstance(source, str) and looks_like_xml(source)
             where = "the URDF text" if text else ascii(str(source))[1:-1]
             split_floating(model, True, where)  # a clear error naming the file
-        robot = cls(model, dtype=dtype, floating_base=floating_base and tip is None)
-        return robot if tip is None else robot.chain(robot.root, tip)
+        floating = floating_base and link is None
+        robot = cls(model, dtype=dtype, floating_base=floating, backend=backend)
+        return robot if link is None else robot.chain(robot.root, link)
 
     @classmethod
     def from_mjcf(
@@ -141,6 +166,7 @@ class Robot(nn.Module):
         free_joint: str = "floating",
         limits: Mapping[str, tuple[float, float]] | None = None,
         sites: bool = True,
+        backend: str = "auto",
     ) -> Robot:
         """A robot from a MuJoCo model, through the optional ``mujoco`` package (imported only
         when called).
@@ -149,12 +175,13 @@ class Robot(nn.Module):
             source: A path to an MJCF file, the XML text, or a compiled ``mujoco.MjModel``.
             dtype: The robot's floating dtype (default: torch's default dtype).
             free_joint, limits, sites: See :func:`torchik.description.mjcf.parse_mjcf`.
+            backend: See :attr:`backend`.
 
         Returns:
             The robot; its ``q`` is MuJoCo's ``qpos`` of its hinge and slide joints
             (:func:`torchik.description.mjcf.qpos_index`).
         """
-        return cls(parse_mjcf(source, free_joint, limits, sites), dtype=dtype)
+        return cls(parse_mjcf(source, free_joint, limits, sites), dtype=dtype, backend=backend)
 
     def _init_joints(self) -> None:
         moving = [j for j in self._joints if j.type != "fixed"]
@@ -208,8 +235,7 @@ class Robot(nn.Module):
         current ones), in their dtype and on their device; differentiable in the origins."""
         xyz = self.origin_xyz if xyz is None else xyz
         origins = origin_matrices(xyz, self.origin_rpy if rpy is None else rpy)
-        align = self._float64["_align"] if hasattr(self, "_float64") else self._align
-        align = align.to(origins.device, origins.dtype)
+        align = self._master.get("_align", self._align).to(origins.device, origins.dtype)
         device = origins.device
         eye = torch.eye(4, dtype=origins.dtype, device=device)
         frames = [torch.cat((eye[None], align.transpose(-1, -2)))]  # level 0, see _init_levels
@@ -231,48 +257,44 @@ class Robot(nn.Module):
         self.register_buffer("_w_joint", w_joint.contiguous(), False)
         self.register_buffer("_w_link", w_link.contiguous(), False)
 
-    def _snapshot_float64(self) -> None:
-        """Keep float64 CPU copies of the floating buffers (plain attributes, which ``.to()``
-        leaves alone): a robot built in float32 and moved to float64 gets float64 constants
-        back, not float32 roundings of them (2e-8 m off instead of 1e-15)."""
-        self._float64 = {
-            name: buf.detach().to("cpu", torch.float64, copy=True)
-            for name, buf in self.named_buffers()
-            if buf.is_floating_point()
-        }
-
     # ---------------------------------------------------------------- properties
-    @overload
-    def chain(self, link: str) -> tuple[str, ...]: ...
-    @overload
-    def chain(self, link: str, tip: str) -> Robot: ...
-    def chain(self, link: str, tip: str | None = None) -> tuple[str, ...] | Robot:
-        """``chain(link)``: the link names from the root to ``link`` (both included).
-        ``chain(base, tip)``: the robot of the joints between ``base`` and ``tip`` alone.
+    def links_to(self, link: str) -> tuple[str, ...]:
+        """The link names from the root to ``link``, both included.
+
+        Raises:
+            ValueError: an unknown link (the message lists the links).
+
+        Example:
+            >>> load_robot("panda").links_to("panda_link2")
+            ('panda_link0', 'panda_link1', 'panda_link2')
+        """
+        parent = {j.child: j.parent for j in self._joints}
+        names = [self.link_names[self.link_index(link)]]
+        while names[-1] != self.root:
+            names.append(parent[names[-1]])
+        return tuple(reversed(names))
+
+    def chain(self, base: str, link: str) -> Robot:
+        """The robot of the joints between ``base`` and ``link`` alone.
 
         The sub-robot is rooted at ``base``; its ``q`` holds the actuated joints on the path,
         in this robot's order, and its FK of any link on the path equals
         ``inv(T_root_base) @ T_root_link`` of this robot. It is built from :attr:`model` (the
-        description: learned origins are not carried over), with this robot's dtype and device.
+        description: learned origins are not carried over), with this robot's dtype, device and
+        backend.
 
         Raises:
-            ValueError: an unknown link, ``base`` not on the path from the root to ``tip``, or a
-                mimic joint on the path following a joint off it.
+            ValueError: an unknown link, ``base`` not on the path from the root to ``link``, or
+                a mimic joint on the path following a joint off it.
 
         Example:
             >>> arm = load_robot("panda").chain("panda_link2", "panda_hand")
             >>> arm.root, arm.dof
             ('panda_link2', 5)
         """
-        if tip is None:
-            parent = {j.child: j.parent for j in self._joints}
-            names = [self.link_names[self.link_index(link)]]
-            while names[-1] != self.root:
-                names.append(parent[names[-1]])
-            return tuple(reversed(names))
-        for name in (link, tip):
+        for name in (base, link):
             self.link_index(name)  # a clear error for an unknown name
-        sub = Robot(path_model(self.model, link, tip), dtype=self.dtype)
+        sub = Robot(path_model(self.model, base, link), dtype=self.dtype, backend=self.backend)
         return sub.to(self.device)
 
     @property
@@ -330,8 +352,9 @@ class Robot(nn.Module):
 
     def _adopt(self, values: dict[str, Tensor]) -> None:
         """Make ``values`` (of ``origin_xyz``, ``origin_rpy``, ``lower``, ``upper``) the float64
-        truth and rebuild the cached constants from the origins (unless they are learnable)."""
-        master = self._float64
+        truth, rebuild the constants from the origins (unless they are learnable), and
+        :meth:`_derive` the buffers from it."""
+        master = self._master
         for name, value in values.items():
             if value.device.type != "meta":
                 master[name] = value.detach().to("cpu", torch.float64, copy=True)
@@ -339,9 +362,21 @@ class Robot(nn.Module):
             with torch.no_grad():
                 w_joint, w_link = self._constants(master["origin_xyz"], master["origin_rpy"])
             master["_w_joint"], master["_w_link"] = w_joint, w_link
-            self.register_buffer("_w_joint", w_joint.to(self.device, self.dtype), False)
-            self.register_buffer("_w_link", w_link.to(self.device, self.dtype), False)
+        self._derive()
+
+    def _derive(self) -> None:
+        """The one invalidation: every floating buffer (not a learnable parameter) is its
+        float64 master in the robot's dtype and device, and the flattened tree is rebuilt on
+        its next use. A robot built in float32 and moved to float64 so gets float64 constants
+        back, not float32 roundings of them (2e-8 m off instead of 1e-15)."""
         self._tree_cache = None
+        if self.device.type == "meta":
+            return
+        params = dict(self.named_parameters(recurse=False))
+        for name, value in self._master.items():
+            if name not in params:
+                buf = getattr(self, name)
+                setattr(self, name, value.to(buf.device, buf.dtype))
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Load as ``nn.Module`` does, refusing non-finite values, then rebuild the cached
@@ -359,15 +394,12 @@ class Robot(nn.Module):
         self._adopt(loaded)
 
     def _apply(self, fn, recurse=True):
-        if hasattr(self, "lower"):  # refuse float16 & co. before any buffer is converted
-            _check_dtype(fn(self.lower).dtype)
-        self._tree_cache = None  # buffers move or change dtype: rebuild the flattened tree
-        before = self.lower.dtype if hasattr(self, "lower") else None
+        _check_dtype(fn(self.lower).dtype)  # refuse float16 & co. before anything is converted
+        before = self.lower.dtype
         out = super()._apply(fn, recurse)
-        if before is not None and self.lower.dtype != before and not self.learnable:
-            for name, value in getattr(self, "_float64", {}).items():
-                buf = getattr(self, name)
-                setattr(self, name, value.to(buf.device, buf.dtype))
+        if self.lower.dtype != before and not self.learnable:
+            self._derive()  # values from the float64 masters, not roundings of the old dtype
+        self._tree_cache = None  # buffers moved or changed dtype: rebuild the flattened tree
         return out
 
     @property
@@ -379,9 +411,8 @@ class Robot(nn.Module):
         """
         if self.learnable:
             return self._make_tree(*self._constants())
-        if getattr(self, "_tree_cache", None) is None:
+        if self._tree_cache is None:
             self._tree_cache = self._make_tree(self._w_joint, self._w_link)
-        assert self._tree_cache is not None  # set just above when getattr found none
         return self._tree_cache
 
     def _make_tree(self, w_joint: Tensor, w_link: Tensor) -> kin.KinematicTree:
@@ -436,45 +467,78 @@ class Robot(nn.Module):
                 f"unknown link {link!r}; the links of '{self.name}' are {list(self.link_names)}"
             ) from None
 
-    def _links(self, links: LinkSpec) -> tuple[tuple[int, ...], bool]:
-        if links is None:
+    def _links(self, link: LinkSpec) -> tuple[tuple[int, ...], bool]:
+        if link is None:
             return tuple(range(len(self.link_names))), False
-        if isinstance(links, str):
-            return (self.link_index(links),), True
-        idx = tuple(self.link_index(name) for name in links)
+        if isinstance(link, str):
+            return (self.link_index(link),), True
+        idx = tuple(self.link_index(name) for name in link)
         if not idx:
-            raise ValueError("links must name at least one link")
+            raise ValueError("link must name at least one link")
         return idx, False
 
+    # ---------------------------------------------------------------- backend
+    @property
+    def backend(self) -> str:
+        """Which FK and Jacobian code runs: ``"auto"`` (default), ``"reference"`` or ``"fused"``.
+
+        ``"reference"`` is :mod:`torchik.kinematics.reference` (pure PyTorch, any device,
+        ``torch.func`` and ``torch.compile`` friendly). ``"fused"`` is the generated Triton
+        kernels of :mod:`torchik.kinematics.fused` (CUDA tensors, or Triton's interpreter
+        with ``TRITON_INTERPRET=1``; an error elsewhere). ``"auto"`` takes the fused kernels
+        for CUDA tensors when Triton is installed, the reference otherwise. Both fall back to
+        the reference where the kernels cannot serve (``torch.func`` transforms, forward-mode
+        AD, ``torch.compile`` tracing, learnable origins; a Jacobian that needs a gradient).
+        Set it on a robot (``robot.backend = "reference"``) or pass it to a constructor.
+        """
+        return self._backend
+
+    @backend.setter
+    def backend(self, value: str) -> None:
+        self._backend = _check_backend(value)
+
+    def _kernels(self, q: Tensor, tree: kin.KinematicTree) -> Any:
+        """The module whose ``forward_kinematics`` / ``jacobian`` serve ``q``."""
+        if self._backend == "reference" or (self._backend == "auto" and not q.is_cuda):
+            return kin
+        if fused.supports(q, tree):
+            return fused
+        if self._backend == "fused" and not fused.runs_on(q):
+            raise ValueError(
+                f"the fused backend runs on CUDA tensors (or in Triton's interpreter, "
+                f"TRITON_INTERPRET=1), not on {q.device}; use robot.backend = 'reference'"
+            )
+        return kin
+
     # ---------------------------------------------------------------- kinematics
-    def forward_kinematics(self, q: Tensor, links: LinkSpec = None) -> Tensor:
+    def forward_kinematics(self, q: Tensor, link: LinkSpec = None) -> Tensor:
         """Poses of links in the root frame, ``T_root_link``.
 
         Args:
             q: ``(..., dof)`` joint values.
-            links: a link name, a sequence of names, or ``None`` for every link.
+            link: a link name, a sequence of names, or ``None`` for every link.
 
         Returns:
             ``(..., 4, 4)`` for a single name, else ``(..., L, 4, 4)``.
         """
-        idx, single = self._links(links)
+        idx, single = self._links(link)
         flat = self._check_q(q)
         joints = flat[:, self.dof - self._n_joints :]  # after a floating base's 7
-        kernel = fused if fused.enabled(flat, self.tree) else kin  # opt-in Triton on CUDA
-        poses = kernel.forward_kinematics(joints, self.tree, idx)
+        tree = self.tree  # once: learnable origins build their constants at every access
+        poses = self._kernels(flat, tree).forward_kinematics(joints, tree, idx)
         if self.floating:
             poses = flt.base_pose(flat[:, :7], self._base_origin)[:, None] @ poses
         poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
         return poses[..., 0, :, :] if single else poses
 
-    def link_positions(self, q: Tensor, links: LinkSpec = None) -> Tensor:
+    def link_positions(self, q: Tensor, link: LinkSpec = None) -> Tensor:
         """Positions of link origins in the root frame: ``(..., 3)`` or ``(..., L, 3)``."""
-        return self.forward_kinematics(q, links)[..., :3, 3]
+        return self.forward_kinematics(q, link)[..., :3, 3]
 
-    def link_poses(self, q: Tensor, links: LinkSpec = None) -> tuple[Tensor, Tensor]:
+    def link_poses(self, q: Tensor, link: LinkSpec = None) -> tuple[Tensor, Tensor]:
         """Positions ``(..., [L,] 3)`` and unit quaternions ``(..., [L,] 4)`` (w, x, y, z; w >= 0)
         of link origins in the root frame: a compact pose for losses."""
-        pose = self.forward_kinematics(q, links)
+        pose = self.forward_kinematics(q, link)
         return pose[..., :3, 3], rotmat_to_quat(pose[..., :3, :3])
 
     def jacobian(self, q: Tensor, link: str, return_pose: bool = False):
@@ -487,39 +551,87 @@ class Robot(nn.Module):
         """
         idx = self.link_index(link)
         flat = self._check_q(q)
-        use_fused = fused.enabled(flat, self.tree) and not flat.requires_grad
+        tree = self.tree
+        kernels = self._kernels(flat, tree) if not flat.requires_grad else kin  # no fused backward
         joints = flat[:, self.dof - self._n_joints :]
-        jac, pose = (fused if use_fused else kin).jacobian(joints, self.tree, idx)
+        jac, pose = kernels.jacobian(joints, tree, idx)
         if self.floating:
             jac, pose = flt.base_jacobian(flat[:, :7], self._base_origin, jac, pose)
         jac = jac.reshape(*q.shape[:-1], 6, self.nv)
         return (jac, pose.reshape(*q.shape[:-1], 4, 4)) if return_pose else jac
 
     def extra_repr(self) -> str:
+        backend = "" if self._backend == "auto" else f", backend={self._backend!r}"
         return (
             f"name={self.name!r}, dof={self.dof}, floating={self.floating}, "
             f"links={len(self.link_names)}, "
-            f"dtype={self.dtype}, learnable={self.learnable}"
+            f"dtype={self.dtype}, learnable={self.learnable}{backend}"
         )
 
 
-def load_robot(name: str, dtype: torch.dtype | None = None, **kwargs) -> Robot:
-    """A robot bundled with torchik (no download).
+def load_robot(
+    name: str | os.PathLike,
+    dtype: torch.dtype | None = None,
+    *,
+    link_lengths: Sequence[float] | None = None,
+    lower: float = -math.pi,
+    upper: float = math.pi,
+    limits: bool = True,
+    floating_base: bool = False,
+    backend: str = "auto",
+) -> Robot:
+    """A robot by name (bundled with torchik, no download), or from a description file.
 
     Args:
-        name: ``"panda"``, ``"ur5"``, ``"digit_arm"``, ``"snake2"``, ``"snake4"``, ``"rail_arm"``,
-            or ``"planar"`` with ``link_lengths=[...]`` (and optional ``lower``/``upper``).
+        name: a bundled robot (:func:`torchik.list_robots`: ``"panda"``, ``"ur5"``,
+            ``"digit_arm"``, ``"snake2"``, ``"snake4"``, ``"rail_arm"``, ``"g1"``),
+            ``"planar"`` (with ``link_lengths``), or the path of a URDF or MJCF file (told
+            apart by their root element; :meth:`Robot.from_urdf` and :meth:`Robot.from_mjcf`
+            take more options).
         dtype: floating dtype of the robot (default: torch's default dtype).
-        **kwargs: options of the planar-arm factory; ``floating_base=True`` for any robot
-            (a quaternion floating base above the root link, as in :meth:`Robot.from_urdf`).
-    """
-    from torchik.description import bundled as robots
+        link_lengths: the links of a ``"planar"`` arm (m), with the joint limits ``lower``
+            and ``upper`` (rad); ``limits=False`` makes its joints continuous instead.
+        floating_base: a quaternion floating base above the root link (bundled robots and
+            URDF files, as in :meth:`Robot.from_urdf`).
+        backend: see :attr:`Robot.backend`.
 
-    floating = bool(kwargs.pop("floating_base", False))
+    Raises:
+        ValueError: an unknown name that is no file either (the message lists the bundled
+            names), or a planar arm without ``link_lengths``.
+        TypeError: planar options for another robot.
+
+    Example:
+        >>> load_robot("planar", link_lengths=[1.0, 0.5]).dof
+        2
+    """
+    from torchik.description import bundled
+
+    planar = link_lengths is not None or (lower, upper, limits) != (-math.pi, math.pi, True)
+    if planar and name != "planar":
+        raise TypeError(f"robot {name!r} takes no options: link_lengths, lower, upper, limits are "
+                        "for 'planar'")  # fmt: skip
     if name == "planar":
-        urdf = robots.planar_arm_urdf(**kwargs)
-    elif kwargs:
-        raise TypeError(f"robot '{name}' takes no options, got {sorted(kwargs)}")
+        if link_lengths is None:
+            raise ValueError("a 'planar' arm needs link_lengths=[...]")
+        urdf = bundled.planar_arm_urdf(link_lengths, lower, upper, limits=limits)
+    elif isinstance(name, str) and name in bundled.BUNDLED:
+        urdf = bundled.bundled_urdf(name)
     else:
-        urdf = robots.rail_arm_urdf() if name == "rail_arm" else robots.bundled_urdf(name)
-    return Robot.from_urdf(urdf, dtype=dtype, floating_base=floating)
+        return _load_file(name, dtype, floating_base, backend)
+    return Robot.from_urdf(urdf, dtype=dtype, floating_base=floating_base, backend=backend)
+
+
+def _load_file(path: str | os.PathLike, dtype, floating_base: bool, backend: str) -> Robot:
+    """:func:`load_robot` of a name that is not bundled: a URDF or MJCF file."""
+    from torchik.description.bundled import list_robots
+
+    if not os.path.isfile(path):
+        raise ValueError(
+            f"no bundled robot named {ascii(str(path))[1:-1]!r} and no such file; bundled: "
+            f"{', '.join(list_robots())} (or 'planar' with link_lengths=...)"
+        )
+    if xml_root_tag(path) == "mujoco":
+        if floating_base:
+            raise ValueError("floating_base is for URDF files: an MJCF file's free joint is one")
+        return Robot.from_mjcf(path, dtype=dtype, backend=backend)
+    return Robot.from_urdf(path, dtype=dtype, floating_base=floating_base, backend=backend)

@@ -1,12 +1,12 @@
 """Whole-body IK: several links placed at once, chosen joints, a posture in the null space.
 
-``solve_ik(robot, {"left_hand": T1, "right_hand": T2}, ...)`` lands here. The residuals and
-geometric Jacobians of every target are stacked into one least-squares problem per row, each
-target's rows scaled by the square root of its weight, and the problem runs through the same
-batched loop and Levenberg-Marquardt step as single-link IK (:class:`IKSolver`,
-:func:`~torchik.ik.lm.damped_step`, :func:`~torchik.ik.lm.free_limit_columns`). Inactive joints
-get a zero-width box at their held value (:meth:`JointLimits.within`) and zero Jacobian
-columns, so no step ever moves them.
+``solve_wholebody(robot, {"left_hand": T1, "right_hand": T2}, ...)`` places several links. The
+residuals and geometric Jacobians of every target are stacked into one least-squares problem per
+row, each target's rows scaled by the square root of its weight, and the problem runs through the
+same batched loop and Levenberg-Marquardt step as single-link IK (:class:`IKSolver`,
+:func:`~torchik.ik.lm.damped_step`, :func:`~torchik.ik.lm.free_limit_columns`). Inactive joints get
+a zero-width box at their held value (:meth:`JointLimits.within`) and zero Jacobian columns, so no
+step ever moves them.
 
 The posture term pulls the active joints towards a rest configuration without disturbing the
 targets: each LM step gets ``N z`` added, ``z = posture (q_rest - q)`` and ``N = I - Jᵀ(J Jᵀ +
