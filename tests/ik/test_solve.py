@@ -15,8 +15,12 @@ from torchik.description import END_LINKS
 from torchik.geometry import joint_distance, pose_error
 from torchik.ik import (
     METHODS,
+    DLSSettings,
+    GDSettings,
     IKResult,
     JointLimits,
+    JTSettings,
+    LBFGSBSettings,
     LevenbergMarquardt,
     LMSettings,
     default_link,
@@ -495,3 +499,20 @@ def test_box_arguments_are_checked():
         solve_ik(robot, target, lower=torch.zeros(3, 7, dtype=F64))
     with pytest.raises(ValueError, match="empty"):
         solve_ik(robot, target, lower=robot.upper, upper=robot.lower)
+
+
+@pytest.mark.parametrize(
+    ("settings", "match"),
+    [
+        (lambda: LMSettings(damping=-1.0), r"damping must be in \[0.0, inf\]"),
+        (lambda: LMSettings(adaptive=1), "adaptive must be True or False"),
+        (lambda: LMSettings(patience=0), "patience must be >= 1"),
+        (lambda: DLSSettings(max_step=math.nan), "max_step must be finite"),
+        (lambda: GDSettings(learning_rate=-0.1), r"learning_rate must be in \[0.0, inf\]"),
+        (lambda: LBFGSBSettings(scipy_max_iters=0), "scipy_max_iters must be >= 1"),
+        (lambda: JTSettings(max_iters=1.5), "max_iters must be an int"),
+    ],
+)
+def test_every_settings_field_is_checked_by_its_own_rule(settings, match):
+    with pytest.raises((TypeError, ValueError), match=match):
+        settings()

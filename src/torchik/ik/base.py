@@ -13,7 +13,7 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, fields, replace
+from dataclasses import dataclass, replace
 from typing import ClassVar, overload
 
 import torch
@@ -75,22 +75,19 @@ class SolverSettings:
     sync_every: int = 0
 
     def __post_init__(self) -> None:
-        """Every field by its annotation: ints >= 0 (>= 1 for the counts in ``_AT_LEAST_ONE``),
-        floats finite and >= 0, bools True or False; one line naming the field otherwise."""
-        for field in fields(self):
-            value, kind = getattr(self, field.name), getattr(field.type, "__name__", field.type)
-            if kind == "bool":
-                check_bool(field.name, value)
-            elif kind == "int":
-                check_int(field.name, value, 1 if field.name in _AT_LEAST_ONE else 0)
-            elif kind == "float":
-                check_float(field.name, value, 0.0)
+        """Each field checked by its own rule (a solver's settings check theirs after these);
+        one line naming the field otherwise."""
+        for name in ("max_iters", "attempt_iters", "round_iters", "sync_every"):
+            check_int(name, getattr(self, name), 0)
+        for name in ("patience", "initial_seeds", "retry_seeds"):
+            check_int(name, getattr(self, name), 1)
+        for name in ("rotation_weight", "min_improvement"):
+            check_float(name, getattr(self, name), 0.0)
+        check_bool("early_stop", self.early_stop)
 
 
 CUDA_SYNC_EVERY = 8
 """Iterations between host checks of the IK loop on an accelerator (``sync_every=0``)."""
-
-_AT_LEAST_ONE = ("patience", "initial_seeds", "retry_seeds", "scipy_max_iters")
 
 
 def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor | None):

@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from torchik.checks import check_float
 from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, State
 
 __all__ = ["GradientDescent", "GDSettings"]
@@ -27,6 +28,11 @@ class GDSettings(SolverSettings):
     min_improvement: float = 1e-3
     learning_rate: float = 1.0
     max_step: float = 0.2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_float("learning_rate", self.learning_rate, 0.0)
+        check_float("max_step", self.max_step, 0.0)
 
 
 class GradientDescent(IKSolver):

@@ -6,6 +6,7 @@ from dataclasses import dataclass
 
 from torch import Tensor
 
+from torchik.checks import check_float
 from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, State
 from torchik.ik.lm import damped_step
 
@@ -31,6 +32,11 @@ class DLSSettings(SolverSettings):
     rotation_weight: float = 0.5
     damping: float = 0.05
     max_step: float = 0.5
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_float("damping", self.damping, 0.0)
+        check_float("max_step", self.max_step, 0.0)
 
 
 class DampedLeastSquares(IKSolver):
@@ -61,6 +67,10 @@ class JTSettings(SolverSettings):
     patience: int = 30
     min_improvement: float = 1e-3
     max_step: float = 0.2
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_float("max_step", self.max_step, 0.0)
 
 
 class JacobianTranspose(IKSolver):

@@ -8,6 +8,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torchik.checks import check_float, check_int
 from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, State
 
 __all__ = ["LBFGSB", "LBFGSBSettings"]
@@ -40,6 +41,12 @@ class LBFGSBSettings(SolverSettings):
     scipy_max_iters: int = 100
     ftol: float = 1e-15
     gtol: float = 1e-12
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        check_int("scipy_max_iters", self.scipy_max_iters, 1)
+        check_float("ftol", self.ftol, 0.0)
+        check_float("gtol", self.gtol, 0.0)
 
 
 class LBFGSB(IKSolver):

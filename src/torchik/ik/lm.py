@@ -7,6 +7,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from torchik.checks import check_bool, check_float
 from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, State
 
 __all__ = ["LevenbergMarquardt", "LMSettings", "damped_step", "free_limit_columns"]
@@ -96,6 +97,12 @@ class LMSettings(SolverSettings):
     decrease: float = 2.0
     mu_min: float = 1e-3
     mu_max: float = 1e4
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        for name in ("damping", "damping_floor", "increase", "decrease", "mu_min", "mu_max"):
+            check_float(name, getattr(self, name), 0.0)
+        check_bool("adaptive", self.adaptive)
 
 
 class LevenbergMarquardt(IKSolver):
