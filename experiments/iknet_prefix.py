@@ -62,7 +62,7 @@ def resolved_error(
         lower[:, :kept], upper[:, :kept] = q[:, :kept], q[:, :kept]
         result = solve_ik(robot, target, link, position_only=True, seeds=q[:, None],
                           lower=lower, upper=upper, restarts=True, tol_position=TOL,
-                          generator=generator)  # fmt: skip
+                          generator=generator, num_threads=1)  # fmt: skip
         q = result.best().q[..., 0, :]
     return (robot.link_positions(q, [link])[:, 0] - target).norm(dim=-1)
 

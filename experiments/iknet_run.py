@@ -270,7 +270,7 @@ def solver_rows(name: str, data: RobotData, log: Callable[[str], None]) -> list[
         def solve() -> torch.Tensor:  # the best slot per target, same seeds at every call
             gen = torch.Generator().manual_seed(SEEDS["solver"])
             return solve_ik(data.robot64, target, link, position_only=True, generator=gen,
-                            **options).best().q  # fmt: skip
+                            num_threads=1, **options).best().q  # fmt: skip
 
         return solve
 

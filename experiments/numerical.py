@@ -222,7 +222,7 @@ def torchik_solver(
         else:
             given["seeds"] = starts.to(robot.dtype)
         result = solve_ik(robot, targets.to(robot.dtype), link, position_only=position_only,
-                          **given, **options)  # fmt: skip
+                          num_threads=1, **given, **options)  # fmt: skip
         return result.q.detach()
 
     opts = ", ".join(
@@ -354,7 +354,7 @@ def many_solutions_table(
     def run() -> Tensor:
         gen = torch.Generator().manual_seed(1)
         result = solve_ik(robot, target, link, num_seeds=slots, early_stop=False,
-                          max_iters=max_iters, generator=gen)  # fmt: skip
+                          max_iters=max_iters, generator=gen, num_threads=1)  # fmt: skip
         q, keep = result.distinct(min_distance)
         return q[keep]
 

@@ -170,7 +170,7 @@ REFINED_COLUMNS = [
 def refined_row(table: Table, setup: Setup, samples: Tensor, raw: tuple, tol: tuple) -> None:
     """Refine every sample at tolerance ``tol = (m, rad)``, time it, judge it, add a row."""
     robot, p, (tol_p, tol_r) = setup.robot, setup.problem, tol
-    options = {"tol_position": tol_p, "tol_rotation": tol_r}
+    options = {"tol_position": tol_p, "tol_rotation": tol_r, "num_threads": 1}
     refine = lambda: refine_samples(robot, p.targets, samples, p.link, **options)  # noqa: E731
     result, timing, _ = run_timed(refine, setup.min_run_time)
     errs = errors(p, result.q)
@@ -229,7 +229,7 @@ def one_pose(setup: Setup, draw: Draw | None, top_up: bool, pose: Tensor, many: 
     if draw is None:  # solve_ik's own seeding
         gen = torch.Generator().manual_seed(seed)
         result = solve_ik(robot, pose, link, num_seeds=many, early_stop=False,
-                          tol_rotation=ROT_TOL, generator=gen)  # fmt: skip
+                          tol_rotation=ROT_TOL, generator=gen, num_threads=1)  # fmt: skip
         return {"q": result.q, "seeds": many, "draw": 0.0}
     qs, solved, seeds, draw_s = [], 0, 0, 0.0
     for round_ in range(TOP_UP_ROUNDS if top_up else 1):
@@ -237,7 +237,7 @@ def one_pose(setup: Setup, draw: Draw | None, top_up: bool, pose: Tensor, many: 
         start = time.perf_counter()
         q0 = draw(pose, n, seed + round_)
         draw_s += time.perf_counter() - start
-        result = refine_samples(robot, pose, q0, link, tol_rotation=ROT_TOL)
+        result = refine_samples(robot, pose, q0, link, tol_rotation=ROT_TOL, num_threads=1)
         qs.append(result.q[result.success] if top_up else result.q)
         solved, seeds = solved + int(result.success.sum()), seeds + n
         if solved >= many:
@@ -353,11 +353,13 @@ def one_each_table(setup: Setup, k: int) -> Table:
         start = time.perf_counter()
         seeds = sample(model, p.targets, k, seed=11)
         took = time.perf_counter() - start
-        return solve_ik(robot, p.targets, p.link, seeds=seeds, tol_rotation=ROT_TOL), took
+        ik = solve_ik(robot, p.targets, p.link, seeds=seeds, tol_rotation=ROT_TOL, num_threads=1)
+        return ik, took
 
     def own() -> tuple[IKResult, float]:
         gen = torch.Generator().manual_seed(1)
-        return solve_ik(robot, p.targets, p.link, tol_rotation=ROT_TOL, generator=gen), 0.0
+        ik = solve_ik(robot, p.targets, p.link, tol_rotation=ROT_TOL, generator=gen, num_threads=1)
+        return ik, 0.0
 
     for name, fn, seeds in (
         (f"{setup.label}: {k} samples per pose as seeds, solve_ik", with_model, k),

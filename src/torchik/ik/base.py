@@ -27,6 +27,7 @@ from torchik.robot.robot import Robot
 __all__ = [
     "IKProblem",
     "JointLimits",
+    "LinkTarget",
     "IKSolver",
     "Linearization",
     "SolverSettings",
@@ -213,70 +214,117 @@ class JointLimits:
         return lower + u.to(lower.device) * (upper - lower)
 
 
+@dataclass(frozen=True)
+class LinkTarget:
+    """One link to place and its target in every row of a problem.
+
+    Attributes:
+        link: the link whose origin is placed.
+        position: ``(N, 3)`` target positions.
+        rotmat: ``(N, 3, 3)`` target rotations, or ``None`` to place the origin only.
+        weight: weight ``>= 0`` of its residual in the cost (several links: whole-body IK).
+    """
+
+    link: str
+    position: Tensor
+    rotmat: Tensor | None = None
+    weight: float = 1.0
+
+    @property
+    def size(self) -> int:
+        """Rows of its residual: 3 for a position, 6 for a pose."""
+        return 3 if self.rotmat is None else 6
+
+    def rows(self, index: Tensor) -> LinkTarget:
+        """The target of the rows ``index`` (long)."""
+        rotmat = None if self.rotmat is None else self.rotmat[index]
+        return replace(self, position=self.position[index], rotmat=rotmat)
+
+    def residual(self, pose: Tensor) -> tuple[Tensor, Tensor]:
+        """:func:`pose_residual` of the link's ``pose (N, 4, 4)`` against the target."""
+        return pose_residual(pose, self.position, self.rotmat)
+
+    def weights(self, rotation_weight: float) -> Tensor:
+        """``(3,)`` or ``(6,)`` square roots of the residual weights: ``sqrt(weight)`` times 1
+        for the position rows and ``rotation_weight`` for the rotation rows."""
+        rows = [1.0] * 3 + ([] if self.rotmat is None else [rotation_weight] * 3)
+        w = self.position.new_tensor(rows)
+        return w if self.weight == 1.0 else math.sqrt(self.weight) * w
+
+
 @dataclass
 class IKProblem:
-    """The rows of a batched IK problem (targets repeated once per slot).
+    """The rows of a batched IK problem (targets repeated once per slot): the links to place,
+    each with its target in every row.
 
     Attributes:
         robot: the robot.
-        link: name of the link whose origin is placed.
-        target_position: ``(N, 3)``.
-        target_rotmat: ``(N, 3, 3)``, or ``None`` for position-only problems.
+        targets: the links and their targets (one for :func:`~torchik.ik.solve_ik`, several
+            for :func:`~torchik.ik.wholebody.solve_wholebody`).
         group: ``(N,)`` long, the target each row belongs to (``early_stop`` groups).
-        tol_position: success threshold on the position error (m).
-        tol_rotation: success threshold on the rotation angle (rad); ignored if position-only.
+        tol_position: success threshold on every link's position error (m).
+        tol_rotation: success threshold on every pose target's rotation angle (rad).
         limits: how ``q`` is kept in the limits (default: :meth:`JointLimits.of` the robot;
             :meth:`JointLimits.within` for a box per row).
     """
 
     robot: Robot
-    link: str
-    target_position: Tensor
-    target_rotmat: Tensor | None
+    targets: tuple[LinkTarget, ...]
     group: Tensor
     tol_position: float
     tol_rotation: float
     limits: JointLimits = None  # type: ignore[assignment]
 
     def __post_init__(self):
+        if not self.targets:
+            raise ValueError("an IK problem needs at least one link target")
         if self.limits is None:
             self.limits = JointLimits.of(self.robot)
 
     @property
+    def target(self) -> LinkTarget:
+        """The target of a single-link problem."""
+        if len(self.targets) != 1:
+            raise ValueError(f"this problem places {len(self.targets)} links, not one")
+        return self.targets[0]
+
+    @property
     def position_only(self) -> bool:
-        return self.target_rotmat is None
+        """Whether no target has a rotation."""
+        return all(t.rotmat is None for t in self.targets)
 
     def __len__(self) -> int:
-        return self.target_position.shape[0]
+        return self.targets[0].position.shape[0]
 
     def rows(self, index: Tensor) -> IKProblem:
         """The sub-problem of the rows ``index`` (long)."""
-        rotmat = None if self.target_rotmat is None else self.target_rotmat[index]
         return replace(
             self,
-            target_position=self.target_position[index],
-            target_rotmat=rotmat,
+            targets=tuple(t.rows(index) for t in self.targets),
             group=self.group[index],
             limits=self.limits.rows(index),
         )
 
     def weights(self, rotation_weight: float) -> Tensor:
-        """``(m,)`` residual weights: 1 for position rows, ``rotation_weight`` for rotation."""
-        w = [1.0] * 3 + ([] if self.position_only else [rotation_weight] * 3)
-        return self.target_position.new_tensor(w)
-
-    def residual(self, pose: Tensor) -> tuple[Tensor, Tensor]:
-        """:func:`pose_residual` of ``pose (N, 4, 4)`` against the targets."""
-        return pose_residual(pose, self.target_position, self.target_rotmat)
+        """``(m,)`` square roots of the residual weights, target after target."""
+        parts = [t.weights(rotation_weight) for t in self.targets]
+        return parts[0] if len(parts) == 1 else torch.cat(parts)
 
     def project(self, q: Tensor) -> Tensor:
         """``q (N, dof)`` into the limits (see :class:`JointLimits`)."""
         return self.limits.project(q)
 
     def converged(self, lin: Linearization) -> Tensor:
-        """``(B,)`` bool: the rows of ``lin`` within both tolerances."""
-        tol_rot = math.inf if self.position_only else self.tol_rotation
-        return (lin.error[:, :3].norm(dim=-1) < self.tol_position) & (lin.angle < tol_rot)
+        """``(B,)`` bool: every target within both tolerances (``lin.angle`` is ``(B, n)``)."""
+        done, start = None, 0
+        for i, t in enumerate(self.targets):
+            ok = lin.error[:, start : start + 3].norm(dim=-1) < self.tol_position
+            if t.rotmat is not None:
+                ok = ok & (lin.angle[:, i] < self.tol_rotation)
+            done = ok if done is None else done & ok
+            start += t.size
+        assert done is not None  # at least one target (__post_init__)
+        return done
 
 
 @dataclass
@@ -284,8 +332,9 @@ class Linearization:
     """What a step needs at the current rows.
 
     Attributes:
-        error: ``(B, m)`` residual (``m = 6``, or 3 if position-only), unweighted.
-        angle: ``(B,)`` rotation error (rad).
+        error: ``(B, m)`` residual, unweighted: 6 rows per pose target, 3 per position target,
+            target after target.
+        angle: ``(B, n)`` rotation error (rad) of each of the ``n`` targets (0 for positions).
         cost: ``(B,)`` weighted squared norm of ``error``.
         jacobian: ``(B, m, dof)`` d(residual)/dq up to sign (the geometric Jacobian), or ``None``.
         gradient: ``(B, dof)`` gradient of ``cost / 2``, for solvers that use autograd.
@@ -296,6 +345,11 @@ class Linearization:
     cost: Tensor
     jacobian: Tensor | None = None
     gradient: Tensor | None = None
+
+
+def _stack(parts: list[Tensor], dim: int) -> Tensor:
+    """``torch.cat`` of the targets' parts; one target's as it is (no copy: the hot path)."""
+    return parts[0] if len(parts) == 1 else torch.cat(parts, dim=dim)
 
 
 def _index_state(state: State, index: Tensor) -> State:
@@ -323,13 +377,19 @@ class IKSolver(ABC):
 
     # ---------------------------------------------------------------- what subclasses supply
     def linearize(self, problem: IKProblem, q: Tensor) -> Linearization:
-        """Residual, angle, cost and geometric Jacobian of the rows at ``q (B, dof)``."""
-        jac, pose = problem.robot.jacobian(q, problem.link, return_pose=True)
-        error, angle = problem.residual(pose)
-        if problem.position_only:
-            jac = jac[:, :3]
+        """Residual, angle, cost and geometric Jacobian of the rows at ``q (B, dof)``, the
+        targets' rows stacked."""
+        errors, angles, jacobians = [], [], []
+        for target in problem.targets:
+            jac, pose = problem.robot.jacobian(q, target.link, return_pose=True)
+            error, angle = target.residual(pose)
+            errors.append(error)
+            angles.append(angle)
+            jacobians.append(jac if target.rotmat is not None else jac[:, :3])
+        error, jac = _stack(errors, -1), _stack(jacobians, -2)
         w = problem.weights(self.settings.rotation_weight)
-        return Linearization(error, angle, ((w * error) ** 2).sum(dim=-1), jacobian=jac)
+        cost = ((w * error) ** 2).sum(dim=-1)
+        return Linearization(error, torch.stack(angles, dim=-1), cost, jacobian=jac)
 
     def initial_state(self, q: Tensor) -> State:
         """Per-row solver state for fresh seeds ``q (B, dof)`` (batch-first tensors)."""

@@ -46,7 +46,10 @@ class GradientDescent(IKSolver):
     def linearize(self, problem: IKProblem, q: Tensor) -> Linearization:
         with torch.enable_grad():
             q = q.detach().requires_grad_(True)
-            error, angle = problem.residual(problem.robot.forward_kinematics(q, problem.link))
+            fk = problem.robot.forward_kinematics
+            parts = [t.residual(fk(q, t.link)) for t in problem.targets]
+            error = torch.cat([e for e, _ in parts], dim=-1)
+            angle = torch.stack([a for _, a in parts], dim=-1)
             cost = ((problem.weights(self.settings.rotation_weight) * error) ** 2).sum(dim=-1)
             (grad,) = torch.autograd.grad(0.5 * cost.sum(), q)
         grad = torch.where(torch.isfinite(grad), grad, 0.0)

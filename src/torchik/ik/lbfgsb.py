@@ -97,20 +97,19 @@ class _RowCost:
         self.last_within = False
 
     def __call__(self, x: np.ndarray) -> tuple[float, np.ndarray]:
-        p = self.problem
+        p, t = self.problem, self.problem.target
         q = torch.as_tensor(x, dtype=p.robot.dtype, device=p.robot.device)[None]
-        jac, pose = p.robot.jacobian(q, p.link, return_pose=True)
-        error, angle = p.residual(pose)
+        jac, pose = p.robot.jacobian(q, t.link, return_pose=True)
+        error, angle = t.residual(pose)
         e_pos = error[0, :3]
         cost, grad = (e_pos * e_pos).sum(), -2.0 * jac[0, :3].T @ e_pos
-        if not p.position_only:
-            assert p.target_rotmat is not None  # not position_only
-            rot, target = pose[0, :3, :3], p.target_rotmat[0]
+        if t.rotmat is not None:
+            rot, target = pose[0, :3, :3], t.rotmat[0]
             sin_axis = 0.5 * torch.linalg.cross(rot, target, dim=0).sum(dim=1)
             cost = cost + 2.0 * self.w2 * (1.0 - torch.cos(angle[0]))
             grad = grad - 2.0 * self.w2 * jac[0, 3:].T @ sin_axis
         self.last_x = x.copy()
-        within_rot = p.position_only or float(angle[0]) < p.tol_rotation
+        within_rot = t.rotmat is None or float(angle[0]) < p.tol_rotation
         self.last_within = float(e_pos.norm()) < p.tol_position and within_rot
         return float(cost), grad.double().cpu().numpy()
 

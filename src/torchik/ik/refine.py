@@ -25,6 +25,7 @@ def refine_samples(
     tol_position: float = 1e-3,
     tol_rotation: float = math.radians(1.0),
     max_iters: int | None = None,
+    num_threads: int | None = None,
 ) -> IKResult:
     """Polish every sample with a numerical solver: slot ``k`` is sample ``k`` refined.
 
@@ -46,6 +47,7 @@ def refine_samples(
         tol_position: success threshold (m); the solver stops a slot once within both.
         tol_rotation: success threshold (rad) on the geodesic rotation error.
         max_iters: override the solver's iteration budget.
+        num_threads: torch intra-op threads during the solve (see :func:`~torchik.ik.solve_ik`).
 
     Returns:
         An :class:`IKResult` with ``q (..., K, dof)``, slot for slot the refined samples.
@@ -65,5 +67,5 @@ def refine_samples(
     return solve_ik(
         robot, target, link, position_only=position_only, seeds=samples, method=method,
         tol_position=tol_position, tol_rotation=tol_rotation, max_iters=max_iters,
-        early_stop=False, restarts=False,
+        early_stop=False, restarts=False, num_threads=num_threads,
     )  # fmt: skip

@@ -17,7 +17,7 @@ import torch
 from torch import Tensor
 
 from torchik.geometry.rotations import geodesic_distance
-from torchik.ik.base import IKProblem, IKSolver, JointLimits
+from torchik.ik.base import IKProblem, IKSolver, JointLimits, LinkTarget
 from torchik.ik.result import IKResult
 from torchik.ik.seeding import Seeder, nearest_seeder, uniform_seeder
 
@@ -88,7 +88,8 @@ def make_problem(
     limits = JointLimits.of(robot)
     if bounds is not None:
         limits = limits.within(bounds[0][group], bounds[1][group])
-    return IKProblem(robot, link, position[group], rot, group, tol_position, tol_rotation, limits)
+    target = LinkTarget(link, position[group], rot)
+    return IKProblem(robot, (target,), group, tol_position, tol_rotation, limits)
 
 
 def _first_attempt(n_rows: int, device) -> tuple[Tensor, Tensor]:
@@ -103,10 +104,11 @@ def _seeder(problem: IKProblem, k: int, seed_pool: int, solver: IKSolver, genera
     if not seed_pool or problem.limits.per_row:
         return _uniform(problem, generator)
     # the rows repeat each target k times: slot 0 rows give the targets
-    position = problem.target_position[::k]
-    rotmat = None if problem.target_rotmat is None else problem.target_rotmat[::k]
+    target = problem.target
+    position = target.position[::k]
+    rotmat = None if target.rotmat is None else target.rotmat[::k]
     w = solver.settings.rotation_weight
-    return nearest_seeder(robot, problem.link, position, rotmat, k, seed_pool, w, generator)
+    return nearest_seeder(robot, target.link, position, rotmat, k, seed_pool, w, generator)
 
 
 def _uniform(problem: IKProblem, generator) -> Seeder:
@@ -176,16 +178,15 @@ def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> 
 
 def evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) -> IKResult:
     """Success and errors from forward kinematics of the final ``q (N, dof)``."""
-    robot = problem.robot
+    robot, target = problem.robot, problem.target
     q = problem.limits.canonical(q)
     with torch.no_grad():
-        pose = robot.forward_kinematics(q, problem.link)
-        pos_err = (pose[:, :3, 3] - problem.target_position).norm(dim=-1)
-        if problem.position_only:
+        pose = robot.forward_kinematics(q, target.link)
+        pos_err = (pose[:, :3, 3] - target.position).norm(dim=-1)
+        if target.rotmat is None:
             rot_err, tol_rot = torch.zeros_like(pos_err), math.inf
         else:
-            assert problem.target_rotmat is not None  # not position_only
-            rot_err = geodesic_distance(pose[:, :3, :3], problem.target_rotmat)
+            rot_err = geodesic_distance(pose[:, :3, :3], target.rotmat)
             tol_rot = problem.tol_rotation
         within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
     success = (pos_err < problem.tol_position) & (rot_err < tol_rot) & within

@@ -181,7 +181,7 @@ def solve_ik(
 
 
 def _empty_result(problem: IKProblem, k: int) -> IKResult:
-    q = problem.target_position.new_zeros(0, k, problem.robot.dof)
+    q = problem.target.position.new_zeros(0, k, problem.robot.dof)
     zeros = q.new_zeros(0, k)
     tol_rot = math.inf if problem.position_only else problem.tol_rotation
     return IKResult(

@@ -75,10 +75,10 @@ def _place_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
 def _target_poses(problem: WholeBodyProblem, rows: Tensor) -> Tensor:
     """``(n, L, 4, 4)`` the targets of ``rows`` (identity rotation for position targets)."""
     poses = []
-    for position, rotmat in zip(problem.positions, problem.rotmats, strict=True):
-        rot = torch.eye(3, dtype=position.dtype, device=position.device)
-        rot = rot.expand(rows.shape[0], 3, 3) if rotmat is None else rotmat[rows]
-        poses.append(pose_to_matrix(position[rows], rot))
+    for t in problem.targets:
+        rot = torch.eye(3, dtype=t.position.dtype, device=t.position.device)
+        rot = rot.expand(rows.shape[0], 3, 3) if t.rotmat is None else t.rotmat[rows]
+        poses.append(pose_to_matrix(t.position[rows], rot))
     return torch.stack(poses, dim=1)
 
 
@@ -88,16 +88,16 @@ def _pose_features(problem: WholeBodyProblem, pool: Tensor, rows: Tensor):
     ``Σ_i w_i (|p_i - p_ti|² + ρ² (3 - tr(R_tiᵀ R_i)))`` (as :func:`nearest_in_pools`), the
     poses in the frame of the reference target on a floating base."""
     rho = LMSettings().rotation_weight
-    poses = problem.robot.forward_kinematics(pool, list(problem.links))
+    poses = problem.robot.forward_kinematics(pool, [t.link for t in problem.targets])
     targets = _target_poses(problem, rows)
     if problem.robot.floating:
         poses, targets = _relative(problem, poses), _relative(problem, targets)
     a, b = [], []
-    for i, weight in enumerate(problem.weights_):
-        p, target = poses[:, i, :3, 3], targets[:, i, :3, 3]
+    for i, t in enumerate(problem.targets):
+        weight, p, target = t.weight, poses[:, i, :3, 3], targets[:, i, :3, 3]
         a += [-2.0 * weight * target, weight * torch.ones_like(target[:, :1])]
         b += [p, (p * p).sum(-1, keepdim=True)]
-        if problem.rotmats[i] is not None:
+        if t.rotmat is not None:
             a.append(-weight * rho**2 * targets[:, i, :3, :3].flatten(-2))
             b.append(poses[:, i, :3, :3].flatten(-2))
     return torch.cat(a, dim=-1).float(), torch.cat(b, dim=-1).float()
@@ -106,8 +106,8 @@ def _pose_features(problem: WholeBodyProblem, pool: Tensor, rows: Tensor):
 def _relative(problem: WholeBodyProblem, poses: Tensor) -> Tensor:
     """``poses (n, L, 4, 4)`` in the frame of the reference target: the first pose target of
     positive weight (the first target of positive weight, translated only, if none)."""
-    weighted = [i for i, w in enumerate(problem.weights_) if w > 0]
-    posed = [i for i in weighted if problem.rotmats[i] is not None]
+    weighted = [i for i, t in enumerate(problem.targets) if t.weight > 0]
+    posed = [i for i in weighted if problem.targets[i].rotmat is not None]
     frame = poses[:, (posed or weighted)[0]].clone()
     if not posed:
         frame[:, :3, :3] = torch.eye(3, dtype=frame.dtype, device=frame.device)
@@ -130,13 +130,14 @@ def fit_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
     robot, rho = problem.robot, LMSettings().rotation_weight
     neutral = robot.neutral()
     q = torch.cat((neutral[:7].expand(q.shape[0], 7), q[:, 7:]), dim=-1)
-    poses, targets = robot.forward_kinematics(q, list(problem.links)), _target_poses(problem, rows)
-    w = q.new_tensor(problem.weights_)
+    links = [t.link for t in problem.targets]
+    poses, targets = robot.forward_kinematics(q, links), _target_poses(problem, rows)
+    w = q.new_tensor([t.weight for t in problem.targets])
     x, p = poses[..., :3, 3], targets[..., :3, 3]
     x_mean, p_mean = (w[:, None] * x).sum(1) / w.sum(), (w[:, None] * p).sum(1) / w.sum()
     m = ((p - p_mean[:, None]) * w[:, None]).transpose(-1, -2) @ (x - x_mean[:, None])
-    for i, rotmat in enumerate(problem.rotmats):
-        if rotmat is not None:
+    for i, t in enumerate(problem.targets):
+        if t.rotmat is not None:
             m = m + w[i] * rho**2 * targets[:, i, :3, :3] @ poses[:, i, :3, :3].transpose(-1, -2)
     u, _, vh = torch.linalg.svd(m)
     sign = torch.linalg.det(u @ vh)

@@ -35,7 +35,7 @@ from torch import Tensor
 from torchik.checks import check_float, check_int, intra_op_threads
 from torchik.geometry.floating import velocity_coordinates
 from torchik.geometry.rotations import geodesic_distance
-from torchik.ik.base import IKProblem, JointLimits, Linearization, State, pose_residual
+from torchik.ik.base import IKProblem, JointLimits, Linearization, LinkTarget, State
 from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.result import IKResult
@@ -69,21 +69,11 @@ class WholeBodyLM(LevenbergMarquardt):
     the inactive joints' columns zeroed and the posture step (see the module docstring)."""
 
     def linearize(self, problem: IKProblem, q: Tensor) -> Linearization:
+        """The stacked targets' linearization, the inactive joints' columns zeroed."""
         assert isinstance(problem, WholeBodyProblem)
-        errors, angles, jacobians = [], [], []
-        for link, position, rotmat in zip(
-            problem.links, problem.positions, problem.rotmats, strict=True
-        ):
-            jac, pose = problem.robot.jacobian(q, link, return_pose=True)
-            error, angle = pose_residual(pose, position, rotmat)
-            errors.append(error)
-            angles.append(angle)
-            jacobians.append(jac if rotmat is not None else jac[:, :3])
-        error, jac = torch.cat(errors, dim=-1), torch.cat(jacobians, dim=-2)
-        jac = jac * problem.columns
-        w = problem.weights(self.settings.rotation_weight)
-        cost = ((w * error) ** 2).sum(dim=-1)
-        return Linearization(error, torch.stack(angles, dim=-1), cost, jacobian=jac)
+        lin = super().linearize(problem, q)
+        assert lin.jacobian is not None  # IKSolver.linearize sets it
+        return replace(lin, jacobian=lin.jacobian * problem.columns)
 
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         assert isinstance(problem, WholeBodyProblem) and lin.jacobian is not None
@@ -238,13 +228,12 @@ def evaluate_targets(
     """Success and errors of ``q (N, dof)`` by forward kinematics of every target link."""
     robot = problem.robot
     q = problem.limits.canonical(q)
-    poses = robot.forward_kinematics(q, list(problem.links))
+    poses = robot.forward_kinematics(q, [t.link for t in problem.targets])
     pos_errs, rot_errs = {}, {}
-    for i, link in enumerate(problem.links):
-        pos_errs[link] = (poses[:, i, :3, 3] - problem.positions[i]).norm(dim=-1)
-        rotmat, rot = problem.rotmats[i], poses[:, i, :3, :3]
-        no_rot = torch.zeros_like(pos_errs[link])
-        rot_errs[link] = no_rot if rotmat is None else geodesic_distance(rot, rotmat)
+    for i, t in enumerate(problem.targets):
+        pos_errs[t.link] = (poses[:, i, :3, 3] - t.position).norm(dim=-1)
+        rot, no_rot = poses[:, i, :3, :3], torch.zeros_like(pos_errs[t.link])
+        rot_errs[t.link] = no_rot if t.rotmat is None else geodesic_distance(rot, t.rotmat)
     pos_err = torch.stack(list(pos_errs.values())).amax(dim=0)
     rot_err = torch.stack(list(rot_errs.values())).amax(dim=0)
     within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
@@ -371,11 +360,12 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
         limits = replace(limits, lower=limits.lower[group], upper=limits.upper[group])
     if all(r is None for r in rotmats):
         tol_rotation = math.inf
-    rotmats = [None if r is None else r[group] for r in rotmats]
-    positions = [p[group] for p in positions]
+    link_targets = tuple(
+        LinkTarget(link, p[group], None if r is None else r[group], w)
+        for link, p, r, w in zip(links, positions, rotmats, ws, strict=True)
+    )
     problem = WholeBodyProblem(
-        robot, links[0], positions[0], rotmats[0], group, tol_position, tol_rotation, limits,
-        links=links, positions=tuple(positions), rotmats=tuple(rotmats), weights_=tuple(ws),
+        robot, link_targets, group, tol_position, tol_rotation, limits,
         active=mask, rest=rest[group], posture=float(posture), coordinates=coordinates,
         columns=mask[coordinates.clamp_min(0)],  # a base's columns: mask[0], the whole base
     )  # fmt: skip
