@@ -51,7 +51,9 @@ def test_masked_loop_agrees_with_the_host_loop(panda):
         results[every] = solve_ik(panda, targets, method=solver, generator=g, restarts=False)
     a, b = results[1], results[5]
     assert torch.equal(a.success, b.success)
-    torch.testing.assert_close(a.q, b.q, atol=1e-12, rtol=0)  # frozen rows keep their q
+    # frozen rows keep their q; the others step in a batch of another size, whose batched
+    # products round differently (7.9e-11 seen on the CPU and on CUDA): not bit for bit
+    torch.testing.assert_close(a.q, b.q, atol=1e-9, rtol=0)
     assert torch.equal(a.iterations, b.iterations)
 
 

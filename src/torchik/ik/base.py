@@ -13,14 +13,16 @@ from __future__ import annotations
 import math
 from abc import ABC, abstractmethod
 from collections.abc import Callable
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
+from functools import cached_property
 from typing import ClassVar, overload
 
 import torch
 from torch import Tensor
 
-from torchik.checks import check_bool, check_float, check_int
+from torchik.checks import check_bool, check_choice, check_float, check_int
 from torchik.geometry.joints import circular_joints, project_to_limits, wrap_angle
+from torchik.ik.fixed import run_fixed
 from torchik.ik.seeding import Seeder
 from torchik.robot.robot import Robot
 
@@ -62,6 +64,10 @@ class SolverSettings:
         sync_every: the loop consults the host (drops finished rows, re-seeds stalled ones)
             every this many iterations; in between, finished rows are frozen by masks on the
             device (``0``: automatic, 1 on the CPU, :data:`CUDA_SYNC_EVERY` on other devices).
+        loop: ``"host"``: the loop above, whose active set shrinks as rows finish (the CPU's
+            best); ``"fixed"``: every row steps every iteration, finished rows frozen by masks,
+            the host read once per ``sync_every`` iterations, chunks captured in CUDA graphs
+            on CUDA (:mod:`torchik.ik.fixed`); ``"auto"``: host on the CPU, fixed elsewhere.
     """
 
     max_iters: int = 100
@@ -74,10 +80,12 @@ class SolverSettings:
     initial_seeds: int = 2
     retry_seeds: int = 8
     sync_every: int = 0
+    loop: str = "auto"
 
     def __post_init__(self) -> None:
         """Each field checked by its own rule (a solver's settings check theirs after these);
         one line naming the field otherwise."""
+        check_choice("loop", self.loop, LOOPS)
         for name in ("max_iters", "attempt_iters", "round_iters", "sync_every"):
             check_int(name, getattr(self, name), 0)
         for name in ("patience", "initial_seeds", "retry_seeds"):
@@ -89,6 +97,9 @@ class SolverSettings:
 
 CUDA_SYNC_EVERY = 8
 """Iterations between host checks of the IK loop on an accelerator (``sync_every=0``)."""
+
+LOOPS = ("auto", "host", "fixed")
+"""The values of :attr:`SolverSettings.loop`."""
 
 
 def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor | None):
@@ -183,23 +194,33 @@ class JointLimits:
             return self
         return replace(self, lower=self.lower[index], upper=self.upper[index])
 
+    @cached_property
+    def _masks(self) -> tuple[Tensor | None, Tensor | None, Tensor | None]:
+        """The full-turn, continuous and periodic (either) masks, ``None`` where no joint is
+        one: read once (a host sync), so that :meth:`project` never reads the device."""
+        periodic = self.continuous | self.full_turn
+        return tuple(
+            m if bool(m.any()) else None for m in (self.full_turn, self.continuous, periodic)
+        )  # type: ignore[return-value]
+
     def project(self, q: Tensor) -> Tensor:
         """``q (N, dof)`` into the limits (:func:`torchik.geometry.joints.project_to_limits`:
         full-turn joints moved by whole turns, continuous ones wrapped to (-π, π])."""
         if self.per_row:
             return self._project_box(q)
-        return project_to_limits(q, self.lower, self.upper, self.full_turn, self.continuous)
+        full, continuous, _ = self._masks
+        return project_to_limits(q, self.lower, self.upper, full, continuous)
 
     def _project_box(self, q: Tensor) -> Tensor:
-        periodic = self.continuous | self.full_turn
-        if bool(periodic.any()):
+        periodic = self._masks[2]
+        if periodic is not None:
             center = 0.5 * (self.lower + self.upper)
             q = torch.where(periodic, center + wrap_angle(q - center), q)
         return torch.clamp(q, self.lower, self.upper)
 
     def canonical(self, q: Tensor) -> Tensor:
         """``q (N, dof)`` from :meth:`project` with continuous joints back in (-π, π]."""
-        if self.per_row and bool(self.continuous.any()):
+        if self.per_row and self._masks[1] is not None:
             return torch.where(self.continuous, wrap_angle(q), q)
         return q
 
@@ -274,6 +295,7 @@ class IKProblem:
     tol_position: float
     tol_rotation: float
     limits: JointLimits = None  # type: ignore[assignment]
+    _weights: dict[float, Tensor] = field(default_factory=dict, init=False, repr=False)
 
     def __post_init__(self):
         if not self.targets:
@@ -306,9 +328,12 @@ class IKProblem:
         )
 
     def weights(self, rotation_weight: float) -> Tensor:
-        """``(m,)`` square roots of the residual weights, target after target."""
-        parts = [t.weights(rotation_weight) for t in self.targets]
-        return parts[0] if len(parts) == 1 else torch.cat(parts)
+        """``(m,)`` square roots of the residual weights, target after target (made once per
+        problem: no tensor from host data inside the loop)."""
+        if rotation_weight not in self._weights:
+            parts = [t.weights(rotation_weight) for t in self.targets]
+            self._weights[rotation_weight] = parts[0] if len(parts) == 1 else torch.cat(parts)
+        return self._weights[rotation_weight]
 
     def project(self, q: Tensor) -> Tensor:
         """``q (N, dof)`` into the limits (see :class:`JointLimits`)."""
@@ -365,6 +390,8 @@ class IKSolver(ABC):
     """
 
     Settings: ClassVar[type[SolverSettings]] = SolverSettings
+    fixed_shape: ClassVar[bool] = True
+    """Whether the solver can run the fixed-shape loop (:mod:`torchik.ik.fixed`)."""
 
     def __init__(self, settings: SolverSettings | None = None, **overrides):
         settings = settings if settings is not None else self.Settings()
@@ -426,6 +453,9 @@ class IKSolver(ABC):
         s = self.settings
         max_iters = s.max_iters if max_iters is None else check_int("max_iters", max_iters)
         sync_every = s.sync_every or (1 if q.device.type == "cpu" else CUDA_SYNC_EVERY)
+        if self._fixed(q):
+            chunk = s.sync_every or CUDA_SYNC_EVERY
+            return run_fixed(self, problem, q, reseed, max_iters, chunk)
         q = problem.project(q)
         best = _Best(q, max_iters)
         ids = torch.arange(len(problem), device=q.device)
@@ -455,6 +485,19 @@ class IKSolver(ABC):
                 if host:
                     q = self._restart_stalled(q, ids, stalled, state, track, reseed)
         return best.q, best.iterations
+
+    @property
+    def capturable(self) -> bool:
+        """Whether chunks of the fixed-shape loop can be captured in a CUDA graph: a solver
+        whose per-row state is a fixed set of tensors (see :mod:`torchik.ik.fixed`)."""
+        return self.fixed_shape
+
+    def _fixed(self, q: Tensor) -> bool:
+        """Whether this solve takes the fixed-shape loop (see :attr:`SolverSettings.loop`)."""
+        loop = self.settings.loop
+        if loop == "auto":
+            loop = "host" if q.device.type == "cpu" else "fixed"
+        return loop == "fixed" and self.fixed_shape
 
     def _track_progress(self, cost: Tensor, track: State) -> Tensor:
         """Count the iterations without progress of each row (on the device); returns the

@@ -43,6 +43,11 @@ class GradientDescent(IKSolver):
     Settings = GDSettings
     settings: GDSettings
 
+    @property
+    def capturable(self) -> bool:
+        """No: autograd inside a captured graph is not attempted (it runs eagerly)."""
+        return False
+
     def linearize(self, problem: IKProblem, q: Tensor) -> Linearization:
         with torch.enable_grad():
             q = q.detach().requires_grad_(True)

@@ -61,6 +61,7 @@ class LBFGSB(IKSolver):
 
     Settings = LBFGSBSettings
     settings: LBFGSBSettings
+    fixed_shape = False  # a SciPy loop over rows on the host
 
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         minimize = _scipy_minimize()

@@ -113,6 +113,11 @@ class LevenbergMarquardt(IKSolver):
     Settings = LMSettings
     settings: LMSettings
 
+    @property
+    def capturable(self) -> bool:
+        """Not with ``adaptive``: its first step adds state (the last accepted ``q``)."""
+        return not self.settings.adaptive
+
     def initial_state(self, q: Tensor) -> State:
         if not self.settings.adaptive:
             return {}

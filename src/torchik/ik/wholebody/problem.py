@@ -4,6 +4,7 @@ a posture."""
 from __future__ import annotations
 
 from dataclasses import dataclass, replace
+from functools import cached_property
 
 import torch
 from torch import Tensor
@@ -42,10 +43,15 @@ class WholeBodyProblem(IKProblem):
         assert isinstance(part, WholeBodyProblem)  # super().rows replaces fields of self's class
         return replace(part, rest=self.rest[index])
 
+    @cached_property
+    def moves_base(self) -> bool:
+        """Whether a floating base moves (read once: :meth:`project` never reads the device)."""
+        return bool(self.robot.floating and bool(self.active[0]))
+
     def project(self, q: Tensor) -> Tensor:
         """``q (N, nq)`` into the limits, a moving floating base's quaternion normalised (a
         held one stays exactly where its box holds it)."""
         q = super().project(q)
-        if not self.robot.floating or not bool(self.active[0]):
+        if not self.moves_base:
             return q
         return torch.cat((q[:, :3], quat_normalize(q[:, 3:7]), q[:, 7:]), dim=-1)

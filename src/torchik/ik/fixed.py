@@ -1,0 +1,318 @@
+"""The IK loop at a fixed shape, for accelerators: no shrinking index sets, no host reads.
+
+The host loop (:meth:`IKSolver.solve <torchik.ik.base.IKSolver.solve>` on the CPU) drops the
+rows that finished and re-seeds the stalled ones, which needs the host at every check: on a
+GPU each check stalls the device, and the many tiny kernels of an iteration wait on their
+launches (a 1000-pose solve was 3 450 launches for 5.9 ms of GPU work). Here every row steps in
+every iteration and finished rows are frozen by masks (their ``q`` never changes again, so the
+answers are the host loop's up to the rounding of batched products over another batch). The
+iterations run in chunks of ``sync_every``; between chunks stalled rows get fresh seeds (drawn
+for every row and kept where stalled: no boolean indexing) and the host reads one flag: whether
+every row has finished.
+
+On CUDA a chunk of iterations is captured once in a CUDA graph, per (solver settings, problem
+structure, rows, dtype, device, robot), and replayed: one launch per chunk. A later solve of
+the same shape copies its targets and seeds into the graph's buffers and replays it. Elsewhere,
+and for solvers whose state is not a fixed set of tensors, the same chunk runs eagerly (the
+fallback the CPU tests run).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchik.ik.seeding import Seeder
+
+# The solver and the problem are torchik.ik.base's IKSolver and IKProblem, which call this
+# module: they are typed Any here so that the two modules do not import each other.
+IKSolver = Any
+IKProblem = Any
+
+__all__ = ["Carry", "MAX_GRAPHS", "run_fixed"]
+
+MAX_GRAPHS = 8
+"""Captured chunks kept (least recently used first out): a graph holds its buffers' memory."""
+
+
+@dataclass
+class Carry:
+    """Every tensor the iterations read and write, at fixed shapes (``N`` rows).
+
+    Attributes:
+        q: ``(N, dof)`` current configurations.
+        best_q: ``(N, dof)`` the best ``q`` met per row (the converged one once converged).
+        best_cost: ``(N,)`` its weighted cost.
+        iterations: ``(N,)`` long, the iteration each row finished at (``max_iters`` if never).
+        finished_groups: ``(N,)`` bool, the targets (groups) with a converged slot (indices
+            ``< T`` used).
+        finished: ``(N,)`` bool, the rows that stepped for the last time.
+        it: ``()`` long, the next iteration's number.
+        seed_cost, stall, age, attempt: the restart bookkeeping of
+            :meth:`IKSolver._track_progress`; ``stalled`` ``(N,)`` bool its last verdict.
+        state: the solver's per-row state (see :meth:`IKSolver.initial_state`).
+    """
+
+    q: Tensor
+    best_q: Tensor
+    best_cost: Tensor
+    iterations: Tensor
+    finished_groups: Tensor
+    finished: Tensor
+    it: Tensor
+    seed_cost: Tensor
+    stall: Tensor
+    age: Tensor
+    attempt: Tensor
+    stalled: Tensor
+    state: dict[str, Tensor] = field(default_factory=dict)
+
+    @classmethod
+    def start(cls, q: Tensor, state: dict[str, Tensor], max_iters: int) -> Carry:
+        """The carry of fresh seeds ``q (N, dof)`` (already in the limits)."""
+        n, device = q.shape[0], q.device
+        zeros = torch.zeros(n, dtype=torch.long, device=device)
+        no = torch.zeros(n, dtype=torch.bool, device=device)
+        inf = q.new_full((n,), torch.inf)
+        return cls(
+            q.clone(), q.clone(), inf.clone(), torch.full_like(zeros, max_iters),
+            no.clone(), no.clone(), torch.zeros((), dtype=torch.long, device=device),
+            inf.clone(), zeros.clone(), zeros.clone(), zeros.clone(), no.clone(), dict(state),
+        )  # fmt: skip
+
+    def tensors(self) -> list[Tensor]:
+        """Every tensor, in a fixed order (the state's by key)."""
+        own = [getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "state"]
+        return own + [self.state[k] for k in sorted(self.state)]
+
+
+def iterate(solver: IKSolver, problem: IKProblem, c: Carry, max_iters: int, track: bool) -> None:
+    """One iteration on every row of ``c``, in place (the tensors of ``c`` keep their storage,
+    as a captured graph needs): linearize, note the best, freeze the finished rows, step the
+    others; count stalls if ``track``. No host read."""
+    lin = solver.linearize(problem, c.q)
+    done = problem.converged(lin)
+    better = (lin.cost < c.best_cost) | done
+    c.best_q.copy_(torch.where(better[:, None], c.q, c.best_q))
+    c.best_cost.copy_(torch.where(better, lin.cost, c.best_cost))
+    finished = done
+    if solver.settings.early_stop:
+        hits = torch.zeros_like(c.iterations).index_add_(0, problem.group, done.long())
+        c.finished_groups.logical_or_(hits > 0)
+        finished = c.finished_groups[problem.group]
+    first = finished & (c.iterations == max_iters) & (c.it < max_iters)
+    c.iterations.copy_(torch.where(first, c.it, c.iterations))
+    c.finished.copy_(finished)
+    state = dict(c.state)
+    stepped = problem.project(solver.step(problem, c.q, lin, state))
+    for key, value in state.items():  # the step may assign new tensors: copy them back
+        if key in c.state:
+            c.state[key].copy_(value)
+        else:  # a key the first step adds (adaptive LM): eager runs only, see capturable
+            c.state[key] = value.clone()
+    c.q.copy_(torch.where(finished[:, None], c.q, stepped))
+    if track:
+        c.stalled.copy_(_stalled(solver, lin.cost, c))
+    c.it.add_(1)
+
+
+def _stalled(solver: IKSolver, cost: Tensor, c: Carry) -> Tensor:
+    """:meth:`IKSolver._track_progress` on the carry's counters (in place)."""
+    s = solver.settings
+    progress = cost < (1.0 - s.min_improvement) * c.seed_cost
+    c.seed_cost.copy_(torch.where(progress, cost, c.seed_cost))
+    c.stall.copy_(torch.where(progress, 0, c.stall + 1))
+    stalled = c.stall >= s.patience
+    if s.attempt_iters:
+        c.age.add_(1)
+        stalled = stalled | (c.age >= s.attempt_iters)
+    return stalled & ~c.finished
+
+
+def restart(solver: IKSolver, c: Carry, reseed: Seeder, ids: Tensor) -> None:
+    """Fresh seeds for the stalled rows, without a host read: seeds are drawn for every row
+    and kept where a row stalled; its counters and solver state start over."""
+    stalled = c.stalled
+    attempt = c.attempt + stalled.long()
+    fresh = reseed(ids, attempt).to(c.q)
+    c.attempt.copy_(attempt)
+    c.q.copy_(torch.where(stalled[:, None], fresh, c.q))
+    c.seed_cost.copy_(torch.where(stalled, torch.inf, c.seed_cost))
+    c.stall.masked_fill_(stalled, 0)
+    c.age.masked_fill_(stalled, 0)
+    for key, value in solver.initial_state(c.q).items():
+        mask = stalled.view(-1, *([1] * (value.dim() - 1)))
+        c.state[key].copy_(torch.where(mask, value, c.state[key]))
+    c.stalled.zero_()
+
+
+def run_fixed(
+    solver: IKSolver,
+    problem: IKProblem,
+    q: Tensor,
+    reseed: Seeder | None,
+    max_iters: int,
+    chunk: int,
+) -> tuple[Tensor, Tensor]:
+    """The fixed-shape loop: ``max_iters`` steps and ``max_iters + 1`` evaluations, in chunks
+    of ``chunk`` iterations, stopping after the chunk in which every row finished.
+
+    Args:
+        solver: the solver (its :meth:`~torchik.ik.base.IKSolver.linearize` and ``step``).
+        problem: ``N`` rows.
+        q: ``(N, dof)`` seeds.
+        reseed: fresh seeds for stalled rows (every row drawn), or ``None``.
+        max_iters: the iterations.
+        chunk: iterations between host checks (and restarts).
+
+    Returns:
+        The best ``q (N, dof)`` per row and the ``(N,)`` iterations each ran, as
+        :meth:`~torchik.ik.base.IKSolver.solve`.
+    """
+    q = problem.project(q)
+    ids = torch.arange(q.shape[0], device=q.device)
+    track = reseed is not None
+    carry = Carry.start(q, solver.initial_state(q), max_iters)
+    runner = _Runner.for_(solver, problem, carry, max_iters, track)
+    c = runner.carry
+    evaluations = 0
+    while evaluations < max_iters + 1:
+        n = min(chunk, max_iters + 1 - evaluations)
+        runner.run(n)
+        evaluations += n
+        if bool(c.finished.all()):  # the one host read of a chunk
+            break
+        if track and evaluations < max_iters + 1:
+            restart(solver, c, reseed, ids)  # type: ignore[arg-type]
+    return c.best_q.clone(), c.iterations.clone()
+
+
+# ---------------------------------------------------------------------------- capture
+class _Runner:
+    """Runs chunks of :func:`iterate` on its own buffers: a captured CUDA graph where it can,
+    eagerly otherwise. Captured runners are cached and reused by later solves of the same
+    shape (:data:`MAX_GRAPHS`)."""
+
+    _cache: OrderedDict[tuple, _Runner] = OrderedDict()
+
+    def __init__(self, solver, problem, carry: Carry, max_iters: int, track: bool):
+        self.solver, self.problem, self.carry = solver, problem, carry
+        self.max_iters, self.track = max_iters, track
+        self.graphs: dict[int, Any] = {}  # chunk length -> torch.cuda.CUDAGraph
+
+    @classmethod
+    def for_(cls, solver, problem, carry: Carry, max_iters: int, track: bool) -> _Runner:
+        """A runner of this solve's ``problem`` from ``carry``: eager on them, or a cached
+        capturing runner (CUDA, capturable solvers) whose buffers are loaded with them."""
+        if not capturable(solver, carry.q):
+            return cls(solver, problem, carry, max_iters, track)
+        key = _key(solver, problem, carry.q, max_iters, track)
+        runner = cls._cache.get(key)
+        if runner is None or runner.tree() is not problem.robot.tree:
+            runner = cls(solver, _clone(problem), _clone(carry), max_iters, track)
+            runner.tree = weakref.ref(problem.robot.tree)  # type: ignore[method-assign]
+            cls._cache[key] = runner
+            while len(cls._cache) > MAX_GRAPHS:
+                cls._cache.popitem(last=False)
+        cls._cache.move_to_end(key)
+        runner.load(problem, carry)
+        return runner
+
+    def tree(self) -> Any:  # a weak reference to the robot's tree for cached runners
+        return None
+
+    def load(self, problem, carry: Carry) -> None:
+        """Copy ``problem`` and ``carry`` into the buffers a captured graph reads."""
+        _copy_into(self.problem, problem)
+        for dst, src in zip(self.carry.tensors(), carry.tensors(), strict=True):
+            dst.copy_(src)
+
+    def run(self, n: int) -> None:
+        """``n`` iterations: a replay of the chunk's graph (captured on first use, after one
+        eager chunk that warms the libraries up), else eagerly."""
+        if not capturable(self.solver, self.carry.q):
+            self._eager(n)
+        elif n in self.graphs:
+            self.graphs[n].replay()
+        else:
+            self._capture(n)
+
+    def _eager(self, n: int) -> None:
+        for _ in range(n):
+            iterate(self.solver, self.problem, self.carry, self.max_iters, self.track)
+
+    def _capture(self, n: int) -> None:
+        """Run this chunk eagerly on a side stream (the warm-up CUDA graphs need), then
+        capture the same chunk for the next times."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            self._eager(n)
+        torch.cuda.current_stream().wait_stream(side)
+        saved = [t.clone() for t in self.carry.tensors()]  # capture runs nothing, but be safe
+        graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(graph):
+            self._eager(n)
+        for dst, src in zip(self.carry.tensors(), saved, strict=True):
+            dst.copy_(src)
+        self.graphs[n] = graph
+
+
+def capturable(solver: IKSolver, q: Tensor) -> bool:
+    """Whether chunks of ``solver`` on ``q``'s device are captured in CUDA graphs: CUDA, and a
+    solver whose state keys do not change while it runs (``solver.capturable``)."""
+    return q.is_cuda and bool(getattr(solver, "capturable", False))
+
+
+def _key(solver, problem, q: Tensor, max_iters: int, track: bool) -> tuple:
+    """What a captured chunk depends on beyond the data in its buffers."""
+    targets = tuple((t.link, t.rotmat is None, t.weight) for t in problem.targets)
+    extra = tuple(
+        (f.name, getattr(problem, f.name))
+        for f in dataclasses.fields(problem)
+        if isinstance(getattr(problem, f.name), float | int | bool | str)
+    )
+    return (
+        type(solver), solver.settings, type(problem), id(problem.robot.tree), targets, extra,
+        problem.limits.per_row, tuple(q.shape), q.dtype, q.device, max_iters, track,
+    )  # fmt: skip
+
+
+def _clone(obj: Any) -> Any:
+    """A deep copy of the tensors of a problem (dataclasses and tuples of them), the robot
+    shared: the buffers of a captured graph."""
+    if isinstance(obj, Tensor):
+        return obj.clone()
+    if isinstance(obj, tuple):
+        return tuple(_clone(x) for x in obj)
+    if isinstance(obj, dict):
+        return {k: _clone(v) for k, v in obj.items()}
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        changes = {f.name: _clone(getattr(obj, f.name)) for f in _data_fields(obj)}
+        return dataclasses.replace(obj, **changes)
+    return obj
+
+
+def _copy_into(dst: Any, src: Any) -> None:
+    """Copy the tensors of ``src`` into those of ``dst`` (same structure and shapes)."""
+    if isinstance(dst, Tensor):
+        dst.copy_(src)
+    elif isinstance(dst, tuple):
+        for a, b in zip(dst, src, strict=True):
+            _copy_into(a, b)
+    elif isinstance(dst, dict):
+        for key in dst:
+            _copy_into(dst[key], src[key])
+    elif dataclasses.is_dataclass(dst) and not isinstance(dst, type):
+        for f in _data_fields(dst):
+            _copy_into(getattr(dst, f.name), getattr(src, f.name))
+
+
+def _data_fields(obj: Any) -> list[dataclasses.Field]:
+    return [f for f in dataclasses.fields(obj) if f.init and f.name != "robot"]

@@ -1,0 +1,171 @@
+"""The fixed-shape IK loop (issue 34, part 1): every row steps, finished rows frozen by masks,
+no host read inside a chunk; on CUDA the chunks are captured in CUDA graphs.
+
+On the CPU the loop runs eagerly (the fallback of the capture code) and must give the host
+loop's answers: the same successes and iteration counts, ``q`` equal up to the rounding of
+batched products over a different batch (the host loop drops finished rows, this one keeps
+them frozen), float64.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from torchik import load_robot, solve_ik
+from torchik.ik import (
+    LBFGSB,
+    DampedLeastSquares,
+    GradientDescent,
+    LevenbergMarquardt,
+    SolverSettings,
+)
+from torchik.ik.fixed import Carry, _clone, _copy_into, _Runner, capturable, iterate
+from torchik.ik.rounds import make_problem
+
+TOL = 1e-9  # batched solves over a different batch round differently (~1e-11 seen)
+
+
+@pytest.fixture(scope="module")
+def panda():
+    return load_robot("panda", dtype=torch.float64)
+
+
+def _targets(robot, n, seed, link="panda_hand"):
+    q = robot.random_configuration(n, generator=torch.Generator().manual_seed(seed))
+    return robot.forward_kinematics(q, link)
+
+
+def _both(solve, **options):
+    out = {}
+    for loop in ("host", "fixed"):
+        out[loop] = solve(LevenbergMarquardt(loop=loop, patience=1000, **options))
+    return out["host"], out["fixed"]
+
+
+@pytest.mark.parametrize("early_stop", [True, False])
+def test_fixed_loop_equals_the_host_loop(panda, early_stop):
+    targets = _targets(panda, 96, seed=3)
+
+    def solve(solver):
+        g = torch.Generator().manual_seed(0)
+        return solve_ik(panda, targets, method=solver, generator=g, restarts=False,
+                        early_stop=early_stop, num_seeds=3)  # fmt: skip
+
+    host, fixed = _both(solve)
+    assert torch.equal(host.success, fixed.success) and bool(host.success.any())
+    assert torch.equal(host.iterations, fixed.iterations)
+    torch.testing.assert_close(fixed.q, host.q, atol=TOL, rtol=0)
+
+
+def test_fixed_loop_equals_the_host_loop_for_several_links():
+    robot = load_robot("g1", dtype=torch.float64)
+    hands = ["left_rubber_hand", "right_rubber_hand"]
+    poses = _targets(robot, 12, seed=5, link=hands)
+    targets = dict(zip(hands, poses.unbind(1), strict=True))
+    seeds = robot.random_configuration(12 * 2, generator=torch.Generator().manual_seed(6))
+    results = []
+    for loop in ("host", "fixed"):
+        from torchik.ik.wholebody import solve as wholebody
+
+        solver = wholebody.WholeBodyLM(loop=loop, max_iters=60)
+        problem, k, batch, q0 = wholebody._problem(
+            robot, targets, None, None, None, 0.0, False, seeds.view(12, 2, -1), 2, 1e-3,
+            0.0175, None, None,
+        )  # fmt: skip
+        results.append(solver.solve(problem, q0, None))
+    (q_host, it_host), (q_fixed, it_fixed) = results
+    assert torch.equal(it_host, it_fixed)
+    torch.testing.assert_close(q_fixed, q_host, atol=TOL, rtol=0)
+
+
+def test_fixed_loop_with_restarts_solves_like_the_host_loop(panda):
+    targets = _targets(panda, 64, seed=9)
+    for loop in ("host", "fixed"):
+        solver = LevenbergMarquardt(loop=loop)
+        res = solve_ik(panda, targets, method=solver, generator=torch.Generator().manual_seed(1))
+        assert bool(res.success.any(-1).all()), loop
+
+
+def test_which_solvers_take_and_capture_the_fixed_loop(panda):
+    q = panda.neutral()[None]
+    assert LevenbergMarquardt().capturable and DampedLeastSquares().capturable
+    assert not LevenbergMarquardt(adaptive=True).capturable  # its first step adds state
+    assert not GradientDescent().capturable  # autograd: eager only
+    assert not capturable(LevenbergMarquardt(), q)  # not on the CPU: the eager fallback
+    assert not LBFGSB(loop="fixed")._fixed(q)  # a SciPy loop over rows stays on the host
+    assert LevenbergMarquardt(loop="fixed")._fixed(q)
+    assert not LevenbergMarquardt()._fixed(q)  # auto: the host loop on the CPU
+    with pytest.raises(ValueError, match=r"loop must be one of \['auto', 'fixed', 'host'\]"):
+        SolverSettings(loop="graph")
+
+
+def test_the_cpu_fallback_runs_eagerly_and_caches_nothing(panda):
+    _Runner._cache.clear()
+    targets = _targets(panda, 8, seed=4)
+    solve_ik(panda, targets, method=LevenbergMarquardt(loop="fixed"))
+    assert not _Runner._cache
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_an_iteration_reads_nothing_back_from_the_device(panda):
+    targets = _targets(panda, 16, seed=8)
+    problem = make_problem(panda, "panda_hand", targets[:, :3, 3], targets[:, :3, :3], 2,
+                           1e-3, 0.0175)  # fmt: skip
+    solver = LevenbergMarquardt(loop="fixed")
+    q = problem.project(panda.random_configuration(32, generator=torch.Generator().manual_seed(1)))
+    carry = Carry.start(q, solver.initial_state(q), 60)
+    iterate(solver, problem, carry, 60, True)  # warm-up: masks and weights read once
+    with _Recorder() as seen:
+        iterate(solver, problem, carry, 60, True)
+    syncs = [
+        op for op in seen.ops if any(s in op for s in ("local_scalar", "is_nonzero", "nonzero"))
+    ]
+    assert not syncs, syncs
+
+
+def test_problem_buffers_clone_and_copy(panda):
+    targets = _targets(panda, 4, seed=2)
+    a = make_problem(panda, "panda_hand", targets[:, :3, 3], targets[:, :3, :3], 2, 1e-3, 0.01)
+    b = _clone(a)
+    assert b.targets[0].position is not a.targets[0].position and b.robot is a.robot
+    other = _targets(panda, 4, seed=3)
+    c = make_problem(panda, "panda_hand", other[:, :3, 3], other[:, :3, :3], 2, 1e-3, 0.01)
+    storage = b.targets[0].position.data_ptr()
+    _copy_into(b, c)
+    assert b.targets[0].position.data_ptr() == storage  # written in place, as a graph reads it
+    assert torch.equal(b.targets[0].position, c.targets[0].position)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CI has none)")
+def test_captured_chunks_equal_the_eager_loop_and_are_reused():
+    robot = load_robot("panda", dtype=torch.float64).to("cuda")
+    _Runner._cache.clear()
+    targets = _targets(robot, 200, seed=1)
+    results = []
+    for loop in ("fixed", "fixed", "host"):
+        g = torch.Generator(device="cuda").manual_seed(0)
+        solver = LevenbergMarquardt(loop=loop, patience=1000)
+        results.append(solve_ik(robot, targets, method=solver, generator=g, restarts=False))
+    first, again, host = results
+    assert len(_Runner._cache) >= 1  # captured, and the second solve replayed the same graph
+    assert torch.equal(first.success, again.success) and torch.equal(first.q, again.q)
+    torch.testing.assert_close(first.q, host.q, atol=1e-8, rtol=0)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        runner = next(iter(_Runner._cache.values()))
+        for graph in runner.graphs.values():
+            graph.replay()  # a replay never syncs
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
