@@ -6,7 +6,7 @@ TORCH := torch==2.13.0
 STAMP := $(VENV)/.stamp
 CODE := $(wildcard src tests benchmarks experiments scripts)
 
-.PHONY: demo test docs bench lint format clean fuzz
+.PHONY: demo test docs bench lint format clean fuzz gpu-check gpu-check-dry
 
 PIP := $(BIN)/python -m pip install -q --no-compile  # .pyc files are written on first import
 
@@ -60,6 +60,15 @@ format: $(STAMP)-dev
 
 bench: $(STAMP)-bench
 	$(BIN)/python benchmarks/run.py
+
+# On a GPU machine, with its own Python (PY=python3; no .venv there): tests, kinematics and
+# training throughput, results into $(OUT) (default benchmarks/results). At most 8 minutes.
+gpu-check:
+	bash scripts/gpu_check.sh
+
+# The same steps, tiny, on this machine's CPU: what gpu-check will run, checked here first.
+gpu-check-dry: $(STAMP)-test
+	PY=$(BIN)/python OUT=$${OUT:-/tmp/torchik-gpu-check-dry} bash scripts/gpu_check.sh --dry-run
 
 clean:
 	rm -rf $(VENV) build dist site *.egg-info src/*.egg-info .pytest_cache .ruff_cache

@@ -1,9 +1,10 @@
-"""GPU kinematics (issue 19): FK, FK + backward and Jacobian throughput, reference path against
-the fused Triton kernels, and numerical IK with host checks every iteration against every
-``sync_every`` iterations (the protocol and its goals: :mod:`experiments.gpu`). Writes
-``benchmarks/results/gpu.{md,json}``.
+"""GPU kinematics (issues 19, 34): FK, FK of every link, FK + backward and Jacobian throughput,
+reference path against the fused Triton kernels; numerical IK by the host loop and the
+fixed-shape loop (eager, and captured in CUDA graphs); whole-body IK of the G1's two hands (the
+protocol and its goals: :mod:`experiments.gpu`). Writes ``benchmarks/results/gpu.{md,json}``.
 
-Run on a GPU machine (Triton installed, as with the CUDA torch wheels):
+Run on a GPU machine (Triton installed, as with the CUDA torch wheels); ``make gpu-check``
+runs it:
 
     python benchmarks/gpu.py                 # Panda, float32, 1 M and 4 M configurations
     python benchmarks/gpu.py --quick         # a smoke run (small sizes; also on the CPU)
@@ -17,7 +18,7 @@ from pathlib import Path
 import torch
 from common import RESULTS_DIR, Report, log
 
-from experiments.gpu import fk_rows, gpu_table, ik_rows
+from experiments.gpu import fk_rows, gpu_table, ik_rows, wholebody_rows
 from torchik import load_robot
 
 
@@ -35,7 +36,10 @@ def main() -> None:
     ik_sizes = [100] if args.quick else [1, 1000, 10_000, 100_000]
     rows = fk_rows(robot, link, fk_sizes, args.seconds)
     rows += ik_rows(robot, link, ik_sizes, args.seconds)
-    report = Report("gpu", "GPU kinematics (issue 19)", tables=[gpu_table(rows)])
+    g1 = load_robot("g1", dtype=torch.float32).to(device)
+    hands = ["left_rubber_hand", "right_rubber_hand"]
+    rows += wholebody_rows(g1, hands, 20 if args.quick else 1000, args.seconds)
+    report = Report("gpu", "GPU kinematics (issues 19, 34)", tables=[gpu_table(rows)])
     md, _ = report.write(args.out)
     log(f"wrote {md}")
     print(md.read_text())

@@ -1,18 +1,21 @@
-"""GPU kinematics throughput (``benchmarks/gpu.py``): FK paths and the IK loop's host checks.
+"""GPU kinematics throughput (``benchmarks/gpu.py``): FK paths, IK loops, whole-body IK.
 
-FK, FK + backward and Jacobian per second on the reference path and on the fused Triton kernels
-(:attr:`torchik.robot.Robot.backend`), and full-pose numerical IK with a host check every iteration
-against every ``sync_every`` iterations (the default: 8 on a GPU). Every time is
-:func:`experiments.timing.time_call`'s median. Goals on an H100 (issue 19): FK pose ≥ 5 G
-configurations/s at 4 M, FK + backward and Jacobian ≥ 2 G/s; IK on 1000 Panda poses ≥ 99.9 % in ≤ 10
-ms, 100 k in ≤ 100 ms, one pose in ≤ 2 ms.
+FK (one link, every link), FK + backward and the Jacobian per second on the reference path and
+on the fused Triton kernels (:attr:`torchik.robot.Robot.backend`, CUDA only); full-pose
+numerical IK by each loop of :data:`LOOPS` (the host loop, the fixed-shape loop eager and
+captured in CUDA graphs); whole-body IK by the host and the fixed loop. Times are medians of
+CUDA events on CUDA (:func:`experiments.timing.time_cuda`), of
+:func:`experiments.timing.time_call` elsewhere. Goals on an H100 or H200 (issue 34): FK pose
+≥ 8 G configurations/s at 4 M, FK + backward ≥ 4, Jacobian ≥ 3, every link ≥ 2 G/s; IK of 1 /
+1000 / 100 000 Panda poses in ≤ 1 / 5 / 50 ms at ≥ 99.9 %; whole-body IK of the G1's two hands,
+1000 targets, in ≤ 20 ms.
 
 Example:
     >>> from torchik import load_robot
     >>> robot = load_robot("snake2")
     >>> rows = ik_rows(robot, "ee", [10], seconds=0.01)
     >>> [row["path"] for row in rows], rows[0]["success"] == 1.0
-    (['sync_every=1', 'sync_every=auto'], True)
+    (['host loop', 'fixed, eager', 'fixed, CUDA graphs'], True)
 """
 
 from __future__ import annotations
@@ -24,18 +27,21 @@ from typing import Any
 import torch
 
 from experiments.table import Column, Table
-from experiments.timing import time_call
+from experiments.timing import time_call, time_cuda
 
-__all__ = ["fk_rows", "gpu_table", "ik_rows"]
+__all__ = ["LOOPS", "fk_rows", "gpu_table", "ik_rows", "wholebody_rows"]
 
 
-def _rate(fn: Callable[[], object], n: int, seconds: float) -> dict[str, float]:
-    t = time_call(fn, min_run_time=seconds)
+def _rate(fn: Callable[[], object], n: int, seconds: float, cuda: bool) -> dict[str, float]:
+    """Milliseconds per call and configurations per second: CUDA events on CUDA
+    (:func:`~experiments.timing.time_cuda`), else :func:`~experiments.timing.time_call`."""
+    t = (time_cuda if cuda else time_call)(fn, min_run_time=seconds)
     return {"ms": t.median * 1e3, "G_per_s": n / t.median / 1e9}
 
 
 def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list[dict[str, Any]]:
-    """FK pose, FK + backward and Jacobian rates of ``n`` configurations, both FK paths.
+    """FK pose (one link and every link), FK + backward and Jacobian rates of ``n``
+    configurations, on both FK paths (``robot.backend``; the fused kernels on CUDA only).
 
     Args:
         robot: the robot, on its device.
@@ -46,11 +52,11 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
     Returns:
         Rows ``what``, ``path`` (``reference`` or ``fused``), ``n``, ``ms``, ``G_per_s``.
     """
-    rows = []
+    rows, cuda = [], robot.device.type == "cuda"
     for n in sizes:
         q = robot.random_configuration(n).to(robot.device)
-        for path in ("reference", "fused"):
-            robot.backend = path if path == "reference" or q.is_cuda else "auto"
+        for path in ("reference", "fused") if cuda else ("reference",):
+            robot.backend = path
             qg = q.clone().requires_grad_()
 
             def backward(qg: torch.Tensor = qg) -> None:
@@ -58,44 +64,76 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
 
             for what, fn in (
                 ("FK pose", lambda q=q: robot.forward_kinematics(q, link)),
+                ("FK all links", lambda q=q: robot.forward_kinematics(q)),
                 ("FK + backward", backward),
                 ("Jacobian", lambda q=q: robot.jacobian(q, link)),
             ):
-                rows.append({"what": what, "path": path, "n": n, **_rate(fn, n, seconds)})
+                rows.append({"what": what, "path": path, "n": n, **_rate(fn, n, seconds, cuda)})
     robot.backend = "auto"
     return rows
 
 
+LOOPS = {
+    "host loop": {"loop": "host", "sync_every": 1},
+    "fixed, eager": {"loop": "fixed", "capture": False},
+    "fixed, CUDA graphs": {"loop": "fixed"},
+}
+"""The IK loops of :func:`ik_rows`: the host loop that drops finished rows at every iteration,
+the fixed-shape loop launching every operation, and the same captured in CUDA graphs (eager
+off CUDA)."""
+
+
 def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list[dict[str, Any]]:
-    """Full-pose IK of ``n`` FK poses (seed ``n``), host check every iteration or the default.
+    """Full-pose IK of ``n`` FK poses (seed ``n``) by each of :data:`LOOPS`.
 
     Returns:
-        Rows ``what``, ``path`` (``sync_every=1`` or ``sync_every=auto``), ``n``, ``ms``,
-        ``success`` (share of targets solved).
+        Rows ``what``, ``path`` (the loop), ``n``, ``ms``, ``success`` (share of targets
+        solved).
     """
     from torchik.ik import LevenbergMarquardt, solve_ik
 
-    rows = []
+    rows, cuda = [], robot.device.type == "cuda"
     for n in sizes:
         g = torch.Generator().manual_seed(n)
         q = robot.random_configuration(n, generator=g).to(robot.device)
         targets = robot.forward_kinematics(q, link)
-        for every in (1, 0):  # host check every iteration; the default (8 on a GPU)
-            solver = LevenbergMarquardt(sync_every=every)
-            result = solve_ik(robot, targets, link, method=solver, num_threads=None)
-            t = time_call(partial(solve_ik, robot, targets, link, method=solver),
-                          min_run_time=seconds)  # fmt: skip
+        for name, settings in LOOPS.items():
+            solver = LevenbergMarquardt(**settings)
+            solve = partial(solve_ik, robot, targets, link, method=solver)
+            result = solve()
             rows.append({
-                "what": "IK full pose", "path": f"sync_every={every or 'auto'}", "n": n,
-                "ms": t.median * 1e3, "success": result.success.any(-1).double().mean().item(),
+                "what": "IK full pose", "path": name, "n": n, **_rate(solve, n, seconds, cuda),
+                "success": result.success.any(-1).double().mean().item(),
             })  # fmt: skip
+    return rows
+
+
+def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> list[dict]:
+    """Whole-body IK of ``n`` targets of every link in ``links`` (FK poses, seed ``n``), by the
+    host loop and the fixed loop (:data:`LOOPS`' first and last)."""
+    from torchik.ik import solve_wholebody
+
+    cuda = robot.device.type == "cuda"
+    g = torch.Generator().manual_seed(n)
+    poses = robot.forward_kinematics(robot.random_configuration(n, generator=g), list(links))
+    targets = dict(zip(links, poses.unbind(1), strict=True))
+    rows = []
+    for name in ("host loop", "fixed, CUDA graphs"):
+        loop = LOOPS[name]["loop"]
+        solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
+                        loop=loop)  # fmt: skip
+        solved = solve().success.any(-1).double().mean().item()
+        rows.append({
+            "what": f"whole-body IK, {len(links)} links", "path": name, "n": n,
+            **_rate(solve, n, seconds, cuda), "success": solved,
+        })  # fmt: skip
     return rows
 
 
 def gpu_table(rows: list[dict[str, Any]]) -> Table:
     """The rows of :func:`fk_rows` and :func:`ik_rows` as one table."""
     table = Table(
-        "GPU kinematics (issue 19)",
+        "GPU kinematics (issues 19, 34)",
         [
             Column("path", "path"),
             Column("n", "n", lambda x: f"{x:,}"),

@@ -19,10 +19,11 @@ from experiments.table import Column, Table
 
 __all__ = ["FAMILIES", "OPTIONS", "speed_intro", "speed_key", "speed_table"]
 
-OPTIONS = ("eager", "compile", "bf16", "stream")
+OPTIONS = ("eager", "compile", "graphs", "bf16", "stream")
 """A mode is ``before`` (the ``--baseline`` revision) or today's engine with options joined by
-``+``, e.g. ``compile+bf16`` (``eager``: none)."""
-FAMILIES = ("iknet", "flow", "mlp", "mdn", "rnn", "cvae", "inn")
+``+``, e.g. ``compile+bf16`` (``eager``: none; ``graphs``: ``torch.compile`` with
+``mode="reduce-overhead"``, CUDA graphs of the loss and its backward)."""
+FAMILIES = ("iknet", "flow", "fm", "mlp", "mdn", "rnn", "cvae", "inn")
 
 
 def speed_table(device: str, threads: int, batch: int) -> Table:

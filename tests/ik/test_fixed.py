@@ -92,6 +92,7 @@ def test_which_solvers_take_and_capture_the_fixed_loop(panda):
     q = panda.neutral()[None]
     assert LevenbergMarquardt().capturable and DampedLeastSquares().capturable
     assert not LevenbergMarquardt(adaptive=True).capturable  # its first step adds state
+    assert not LevenbergMarquardt(capture=False).capturable
     assert not GradientDescent().capturable  # autograd: eager only
     assert not capturable(LevenbergMarquardt(), q)  # not on the CPU: the eager fallback
     assert not LBFGSB(loop="fixed")._fixed(q)  # a SciPy loop over rows stays on the host

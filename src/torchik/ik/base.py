@@ -68,6 +68,8 @@ class SolverSettings:
             best); ``"fixed"``: every row steps every iteration, finished rows frozen by masks,
             the host read once per ``sync_every`` iterations, chunks captured in CUDA graphs
             on CUDA (:mod:`torchik.ik.fixed`); ``"auto"``: host on the CPU, fixed elsewhere.
+        capture: capture the fixed loop's chunks in CUDA graphs on CUDA (``False``: launch
+            every operation, e.g. to measure what the graphs save).
     """
 
     max_iters: int = 100
@@ -81,6 +83,7 @@ class SolverSettings:
     retry_seeds: int = 8
     sync_every: int = 0
     loop: str = "auto"
+    capture: bool = True
 
     def __post_init__(self) -> None:
         """Each field checked by its own rule (a solver's settings check theirs after these);
@@ -93,6 +96,7 @@ class SolverSettings:
         for name in ("rotation_weight", "min_improvement"):
             check_float(name, getattr(self, name), 0.0)
         check_bool("early_stop", self.early_stop)
+        check_bool("capture", self.capture)
 
 
 CUDA_SYNC_EVERY = 8
@@ -489,8 +493,9 @@ class IKSolver(ABC):
     @property
     def capturable(self) -> bool:
         """Whether chunks of the fixed-shape loop can be captured in a CUDA graph: a solver
-        whose per-row state is a fixed set of tensors (see :mod:`torchik.ik.fixed`)."""
-        return self.fixed_shape
+        whose per-row state is a fixed set of tensors (see :mod:`torchik.ik.fixed`), and
+        ``settings.capture``."""
+        return self.fixed_shape and self.settings.capture
 
     def _fixed(self, q: Tensor) -> bool:
         """Whether this solve takes the fixed-shape loop (see :attr:`SolverSettings.loop`)."""

@@ -20,6 +20,7 @@ fallback the CPU tests run).
 from __future__ import annotations
 
 import dataclasses
+import warnings
 import weakref
 from collections import OrderedDict
 from dataclasses import dataclass, field
@@ -235,8 +236,8 @@ class _Runner:
 
     def run(self, n: int) -> None:
         """``n`` iterations: a replay of the chunk's graph (captured on first use, after one
-        eager chunk that warms the libraries up), else eagerly."""
-        if not capturable(self.solver, self.carry.q):
+        eager chunk that warms the libraries up), else eagerly (also where a capture failed)."""
+        if not capturable(self.solver, self.carry.q) or self.graphs.get(n, 0) is None:
             self._eager(n)
         elif n in self.graphs:
             self.graphs[n].replay()
@@ -257,11 +258,18 @@ class _Runner:
         torch.cuda.current_stream().wait_stream(side)
         saved = [t.clone() for t in self.carry.tensors()]  # capture runs nothing, but be safe
         graph = torch.cuda.CUDAGraph()
-        with torch.cuda.graph(graph):
-            self._eager(n)
+        try:
+            with torch.cuda.graph(graph):
+                self._eager(n)
+        except RuntimeError as err:  # an operation that cannot be captured: run eagerly
+            torch.cuda.synchronize()
+            warnings.warn(f"the IK loop runs eagerly: CUDA graph capture failed ({err})",
+                          RuntimeWarning, stacklevel=4)  # fmt: skip
+            self.graphs[n] = None
+        else:
+            self.graphs[n] = graph
         for dst, src in zip(self.carry.tensors(), saved, strict=True):
             dst.copy_(src)
-        self.graphs[n] = graph
 
 
 def capturable(solver: IKSolver, q: Tensor) -> bool:

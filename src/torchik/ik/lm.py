@@ -116,7 +116,7 @@ class LevenbergMarquardt(IKSolver):
     @property
     def capturable(self) -> bool:
         """Not with ``adaptive``: its first step adds state (the last accepted ``q``)."""
-        return not self.settings.adaptive
+        return self.settings.capture and not self.settings.adaptive
 
     def initial_state(self, q: Tensor) -> State:
         if not self.settings.adaptive:

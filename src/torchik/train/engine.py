@@ -29,6 +29,7 @@ if TYPE_CHECKING:
     from torchik.models.base import IKModel
 
 __all__ = [
+    "COMPILE_MODES",
     "EMA",
     "PRECISIONS",
     "CtrlC",
@@ -43,6 +44,8 @@ __all__ = [
 ]
 
 PRECISIONS = ("fp32", "bf16", "auto")
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+"""The modes of ``torch.compile`` that :attr:`TrainConfig.compile_mode` takes."""
 """Values of ``TrainConfig.precision``: ``"auto"`` is bf16 on CUDA for the families that
 declare ``bf16_safe`` and fp32 everywhere else."""
 
@@ -94,6 +97,9 @@ class TrainConfig:
             ``"auto"`` (bf16 on CUDA for families that declare ``bf16_safe``, else fp32).
         compile: run the model's loss through ``torch.compile`` (pays off on long runs; the
             first steps wait for compilation).
+        compile_mode: ``torch.compile``'s mode: ``"default"``, ``"reduce-overhead"`` (CUDA
+            graphs of the loss and its backward on CUDA: small models' steps stop waiting on
+            launches) or ``"max-autotune"``.
         ema_decay: keep an exponential moving average of the weights with this decay (e.g.
             ``0.999``); validation, ``best.pt`` and the returned model use the average.
         micro_batches: split each batch into this many parts whose gradients add up
@@ -121,6 +127,7 @@ class TrainConfig:
     progress: bool = True
     precision: str = "auto"
     compile: bool = False
+    compile_mode: str = "default"
     ema_decay: float | None = None
     micro_batches: int = 1
     tf32: bool = True
@@ -145,6 +152,7 @@ class TrainConfig:
             if self.ema_decay == 1.0:
                 raise ValueError("ema_decay must be < 1 (1 would never move the average)")
         check_choice("precision", self.precision, PRECISIONS)
+        check_choice("compile_mode", self.compile_mode, COMPILE_MODES)
         if self.micro_batches > self.batch_size:
             raise ValueError(
                 f"micro_batches={self.micro_batches} exceeds batch_size={self.batch_size}"
@@ -339,7 +347,7 @@ class Stepper:
         self._ddp = distributed.wrap_loss(model, device)  # None in one process
         self._loss: Callable[[Tensor, Tensor], Tensor] = self._ddp or model.loss
         if config.compile:
-            self._loss = torch.compile(self._loss, dynamic=False)
+            self._loss = torch.compile(self._loss, dynamic=False, mode=config.compile_mode)
 
     def _micro(self, q: Tensor, target: Tensor) -> Iterator[tuple[Tensor, Tensor]]:
         k = self.config.micro_batches

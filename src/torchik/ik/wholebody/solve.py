@@ -267,6 +267,7 @@ def solve_wholebody(
     num_threads: int | None = None,
     lower: Tensor | None = None,
     upper: Tensor | None = None,
+    loop: str = "auto",
 ) -> WholeBodyResult:
     """Whole-body IK: place several links at once (what ``solve_ik`` does with a dict).
 
@@ -299,6 +300,8 @@ def solve_wholebody(
         num_threads: torch intra-op threads during the solve (``None``: torch's setting).
         lower: ``(..., dof)`` box per target within the limits (see ``solve_ik``).
         upper: likewise.
+        loop: the solver's loop (see :attr:`torchik.ik.SolverSettings.loop`: ``"auto"`` is
+            the host loop on the CPU, the fixed-shape loop, captured on CUDA, elsewhere).
 
     Returns:
         A :class:`WholeBodyResult` with ``q (..., K, dof)``; ``success`` means every target
@@ -328,7 +331,7 @@ def solve_wholebody(
             robot, targets, weights, active, rest, posture, position_only,
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
-        solver = WholeBodyLM(max_iters=MAX_ITERS if max_iters is None else max_iters)
+        solver = WholeBodyLM(max_iters=MAX_ITERS if max_iters is None else max_iters, loop=loop)
         reseed = None if seeds is not None else wholebody_seeder(problem, k, seed_pool, generator)
         if q0 is None:
             assert reseed is not None  # no seeds given: random ones

@@ -1,0 +1,76 @@
+#!/usr/bin/env bash
+# `make gpu-check`: everything only a GPU machine can check, in one call of at most 8 minutes
+# on an H100 (issue 34). Run from the repository root on the GPU machine, with the Python that
+# holds its CUDA torch and Triton (no .venv: such a machine has no package registry):
+#
+#   OUT=/where/results/go bash scripts/gpu_check.sh            # PY=python3 by default
+#   PY=.venv/bin/python bash scripts/gpu_check.sh --dry-run    # here: the same steps, tiny, CPU
+#
+# 1. the GPU-relevant tests on the GPU: the kinematics (fused kernels on CUDA tensors), IK and
+#    training-engine suites, and every test marked `cuda` (CUDA graph capture, no host syncs);
+# 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, timed
+#    with CUDA events -> $OUT/gpu.md, gpu.json;
+# 3. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
+#    batch 4096, fp32 / bf16 / on-device stream / CUDA graphs -> $OUT/train_speed_cuda.md, .json.
+# Each step has its own time limit; a failed step is reported and the next one still runs; the
+# exit status is 1 if any step failed. Copy $OUT's files into benchmarks/results/ afterwards.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+PY=${PY:-python3}
+OUT=${OUT:-benchmarks/results}
+DRY=0
+[ "${1:-}" = "--dry-run" ] && DRY=1
+export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
+mkdir -p "$OUT"
+failed=()
+start=$(date +%s)
+
+step() { echo "== $1 ($(($(date +%s) - start)) s)"; }
+run() {  # run NAME SECONDS CMD...: a step with its own limit; pytest's 5 (nothing collected) passes
+  local name=$1 limit=$2
+  shift 2
+  timeout "$limit" "$@"
+  local code=$?
+  if [ "$code" != 0 ] && [ "$code" != 5 ]; then
+    failed+=("$name (exit $code)")
+  fi
+}
+
+step "device"
+$PY -c 'import torch, torchik, sys
+print("python", sys.version.split()[0], "torch", torch.__version__, "torchik", torchik.__version__)
+print("cuda", torch.cuda.is_available(), torch.cuda.get_device_name() if torch.cuda.is_available() else "-")
+try:
+    import triton; print("triton", triton.__version__)
+except ImportError:
+    print("triton: not installed (the fused kernels are off)")'
+
+if [ "$DRY" = 1 ]; then
+  tests=(tests/ik/test_fixed.py tests/kinematics/test_fused.py tests/experiments/test_gpu.py)
+  workers=2 quick=(--quick --seconds 0.02) device=cpu batch=64 steps=2 families=(mlp)
+  modes=(eager stream)
+else
+  tests=(tests/kinematics tests/ik tests/train/test_engine.py tests/experiments/test_gpu.py)
+  workers=8 quick=() device=cuda batch=4096 steps=50 families=(fm iknet)
+  modes=(eager bf16 stream stream+bf16 stream+graphs)
+fi
+
+step "tests: kinematics, IK, engine"
+run tests 240 "$PY" -m pytest -q -n "$workers" -p no:cacheprovider "${tests[@]}"
+step "tests: every test marked cuda"
+run cuda-tests 120 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests
+
+step "kinematics and IK throughput (benchmarks/gpu.py)"
+run gpu 200 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
+
+step "training throughput (benchmarks/train_speed.py)"
+run train_speed 200 "$PY" benchmarks/train_speed.py --device "$device" --size paper \
+  --families "${families[@]}" --modes "${modes[@]}" --batch "$batch" --steps "$steps" \
+  --warmup 5 --repeats 1 --threads 4 --suffix "$device" --out "$OUT"
+
+step "done"
+if [ ${#failed[@]} -gt 0 ]; then
+  echo "failed: ${failed[*]}"
+  exit 1
+fi
+echo "all steps passed; results in $OUT"
