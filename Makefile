@@ -39,7 +39,7 @@ demo: $(STAMP)-demo
 	$(BIN)/python -m torchik.demo
 
 test: $(STAMP)-test
-	$(BIN)/python -m pytest -q -n 2 tests --doctest-modules src/torchik
+	$(BIN)/python -m pytest -q -n 2 tests --doctest-modules src/torchik experiments
 
 docs: $(STAMP)-docs
 	NO_MKDOCS_2_WARNING=1 $(BIN)/mkdocs build --strict --site-dir site

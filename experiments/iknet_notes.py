@@ -4,12 +4,13 @@ from __future__ import annotations
 
 import json
 import math
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from experiments.table import Column, Table, fmt_time
 
-if TYPE_CHECKING:
-    from experiments.iknet_run import IKNetRun
+IKNetRun = Any
+"""The settings of :class:`experiments.iknet_run.IKNetRun` (which imports this module: typed
+by name here so that the two do not import each other)."""
 
 __all__ = ["iknet_tables", "size_table", "variants_tables"]
 

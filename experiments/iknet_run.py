@@ -7,11 +7,11 @@ turned into steps by timing a few), every family's rows at temperature 1 (and IK
 ``temperatures``), torchik's numerical solvers on the same targets, and the validation curve.
 
 Example:
-    >>> settings = IKNetRun(steps={"digit_arm": 2}, train_size={"digit_arm": 64}, samples=2,
-    ...                     temperatures=(), work=str(getfixture("tmp_path")))
+    >>> settings = IKNetRun(steps={"digit_arm": 2}, train_size={"digit_arm": 64}, batch=32,
+    ...                     samples=2, temperatures=(), work=str(getfixture("tmp_path")))
     >>> rows, curve = run_robot("digit_arm", settings, timing=False)
-    >>> [row["method"] for row in rows], len(iknet_tables(rows, curve, [], settings))
-    (['IKNet'], 2)
+    >>> [row["method"] for row in rows], len(curve) > 0
+    (['IKNet'], True)
 """
 
 from __future__ import annotations
@@ -28,7 +28,6 @@ from typing import Any, NamedTuple
 import torch
 
 from experiments.iknet import iknet_table, sampler_rows
-from experiments.iknet_notes import iknet_tables, size_table
 from experiments.table import fmt_time
 
 __all__ = [
@@ -39,12 +38,10 @@ __all__ = [
     "ROBOTS",
     "SEEDS",
     "RobotData",
-    "iknet_tables",
     "kept_rows",
     "robot_data",
     "row_fields",
     "run_robot",
-    "size_table",
     "train_model",
 ]
 
