@@ -170,3 +170,20 @@ def test_captured_chunks_equal_the_eager_loop_and_are_reused():
             graph.replay()  # a replay never syncs
     finally:
         torch.cuda.set_sync_debug_mode("default")
+
+
+def test_the_fixed_loop_keeps_retries_on_the_device(panda, monkeypatch):
+    """No rounds with host checks between them: one call of the loop, stalled slots re-seeded
+    inside it, and every target solved."""
+    from torchik.ik import base
+
+    calls = []
+    solve = base.IKSolver.solve
+    monkeypatch.setattr(base.IKSolver, "solve", lambda *a, **k: calls.append(1) or solve(*a, **k))
+    targets = _targets(panda, 64, seed=12)
+    result = solve_ik(panda, targets, method=LevenbergMarquardt(loop="fixed"),
+                      generator=torch.Generator().manual_seed(3))  # fmt: skip
+    assert len(calls) == 1 and bool(result.success.any(-1).all())
+    calls.clear()
+    solve_ik(panda, targets, generator=torch.Generator().manual_seed(3))  # host: in rounds
+    assert len(calls) > 1

@@ -40,8 +40,11 @@ class Run:
 
     @property
     def staged(self) -> bool:
+        """Rounds with host checks between them: the host loop under ``early_stop``. The
+        fixed-shape loop (accelerators) keeps its retries on the device instead: one call,
+        whose stalled slots are re-seeded between chunks (:mod:`torchik.ik.fixed`)."""
         s = self.solver.settings
-        return s.early_stop and s.round_iters > 0
+        return s.early_stop and s.round_iters > 0 and not self.solver._fixed(self.position)
 
     def problem(self, k: int, todo: Tensor | None = None) -> IKProblem:
         """The rows of ``k`` slots for every target, or for the targets ``todo`` (long)."""
