@@ -316,8 +316,9 @@ def test_functions_are_at_most_60_lines_of_code():
     assert not too_long, f"functions over {MAX_FUNCTION_LINES} lines of code: {too_long}"
 
 
-MAX_BENCHMARK_LINES = 1900
-"""Half of the 3.8 k lines benchmarks/ had when its protocols lived there (issue 16)."""
+MAX_BENCHMARK_LINES = 1940
+"""Half of the 3.8 k lines benchmarks/ had when its protocols lived there (issue 16), plus the
+40-line mjcf_load.py (issue 35)."""
 
 
 def test_benchmarks_stay_thin():

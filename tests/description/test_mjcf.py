@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from torchik import Robot
-from torchik.description import MJCFError, bundled_urdf, parse_mjcf, qpos_index
+from torchik.description import MJCFError, bundled_urdf, mjcf_names, parse_mjcf, qpos_index
 
 mujoco = pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
 
@@ -373,7 +373,8 @@ BAD_BODIES = {
     "body, inside",
     [("", inner) for inner in BAD_NUMBERS] + [(a, '<joint name="j"/>') for a in BAD_BODIES],
 )
-def test_numbers_must_be_finite_and_within_the_magnitude_limit(body, inside):
+def test_numbers_must_be_finite_and_within_the_magnitude_limit(body, inside, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo logs a NaN's warning to MUJOCO_LOG.TXT there
     xml = _scene(f'<body name="b" {body}>{inside}<geom size="0.1"/></body>')
     expected = BAD_NUMBERS.get(inside) if not body else BAD_BODIES[body]
     with pytest.raises(MJCFError, match=re.escape(expected)) as info:
@@ -441,3 +442,12 @@ def test_mujocos_multi_line_message_is_one_line():
     with pytest.raises(MJCFError, match="MuJoCo cannot compile it") as info:
         parse_mjcf('<mujoco><worldbody><body name="b"><body name="b"/></body></worldbody></mujoco>')
     assert "\n" not in str(info.value)
+
+
+def test_mjcf_names_are_the_link_and_joint_names():
+    model = mujoco.MjModel.from_xml_string(ARM)
+    bodies, joints = mjcf_names(model)
+    assert bodies == ["world", "base", "shoulder", "body3", "tool"]
+    assert joints == ["rail", "pan", "tilt", "spin"]
+    robot = Robot.from_mjcf(model)
+    assert set(bodies) <= set(robot.link_names) and set(joints) == set(robot.joint_names)

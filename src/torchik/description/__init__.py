@@ -18,6 +18,7 @@ from torchik.description.end_link import (
 from torchik.description.mjcf import (
     FREE_JOINT_OPTIONS,
     MJCFError,
+    mjcf_names,
     parse_mjcf,
     qpos_index,
 )
@@ -49,6 +50,7 @@ __all__ = [
     "MAX_URDF_BYTES",
     "Mimic",
     "MJCFError",
+    "mjcf_names",
     "Origin",
     "parse_mjcf",
     "parse_urdf",

@@ -54,7 +54,7 @@ from torchik.files import FileRefused, read_regular_file
 from torchik.geometry.floating import BASE_COORDINATES
 from torchik.geometry.rotations import quat_to_rotmat, rotmat_to_rpy
 
-__all__ = ["MJCFError", "parse_mjcf", "qpos_index", "FREE_JOINT_OPTIONS"]
+__all__ = ["MJCFError", "parse_mjcf", "qpos_index", "mjcf_names", "FREE_JOINT_OPTIONS"]
 
 FREE_JOINT_OPTIONS = ("floating", "fixed", "error")
 _ACCEPTED = "hinge, slide and free joints"
@@ -121,7 +121,7 @@ def qpos_index(model: Any, joint_names: tuple[str, ...] | list[str]) -> list[int
     Returns:
         Indices into ``qpos``: ``q = qpos[..., index]`` (a ``list``, for numpy or torch).
     """
-    _, joints = _names(model)
+    _, joints = mjcf_names(model)
     where = {name: int(model.jnt_qposadr[j]) for j, name in enumerate(joints)}
     for j, name in enumerate(joints):  # a free joint's 7 coordinates, as torchik names them
         if int(model.jnt_type[j]) == _FREE:
@@ -224,8 +224,17 @@ def _exists(path: Path) -> bool:
 # --------------------------------------------------------------------------- body tree -> model
 
 
-def _names(model: Any) -> tuple[list[str], list[str]]:
-    """Body and joint names, unnamed ones made up from their ids (see the module docstring)."""
+def mjcf_names(model: Any) -> tuple[list[str], list[str]]:
+    """The names torchik gives MuJoCo's bodies and joints: the link and joint names of
+    :func:`parse_mjcf`'s model, by MuJoCo id.
+
+    Args:
+        model: a compiled ``mujoco.MjModel``.
+
+    Returns:
+        ``(bodies, joints)``: body 0 is ``"world"`` when unnamed; other unnamed bodies and
+        joints are ``"body<id>"`` and ``"joint<id>"`` (suffixed ``_1``, ... when taken).
+    """
     bodies = [model.body(b).name for b in range(model.nbody)]
     joints = [model.joint(j).name for j in range(model.njnt)]
     bodies[0] = bodies[0] or "world"
@@ -250,7 +259,7 @@ def _fresh(name: str, taken: set[str]) -> str:
 def _build(
     model: Any, free_joint: str, limits: dict[str, tuple[float, float]], sites: bool
 ) -> URDFModel:
-    bodies, joint_names = _names(model)
+    bodies, joint_names = mjcf_names(model)
     unknown = sorted(set(limits) - set(joint_names))
     if unknown:
         raise MJCFError(f"limits= names {unknown}, which are not joints of the model")
