@@ -13,6 +13,7 @@ from torchik.description.bundled import (
     rail_arm_urdf,
 )
 from torchik.description.end_link import (
+    TOOL_FRAME,
     default_end_link,
 )
 from torchik.description.mjcf import (
@@ -59,6 +60,7 @@ __all__ = [
     "RAIL_ARM_LENGTHS",
     "RAIL_ARM_PRIOR_STD",
     "rail_arm_urdf",
+    "TOOL_FRAME",
     "read_visuals",
     "URDFError",
     "URDFModel",
