@@ -441,6 +441,7 @@ def run_corpus(
     """
     results, worker = [], _Worker()
     for i, entry in enumerate(entries):
+        start = time.perf_counter()
         record = worker.ask(entry["path"], timeout)
         if record is None:
             worker.stop()
@@ -448,7 +449,7 @@ def run_corpus(
             failed = {"status": "timeout", "message": f"no answer within {timeout:g} s"}
             record = {"path": entry["path"], "status": "checked"}
             record.update({option: failed for option in FREE_JOINT_OPTIONS})
-        results.append({**entry, **record})
+        results.append({**entry, **record, "wall_s": time.perf_counter() - start})
         if log is not None:
             statuses = [
                 record.get(o, {}).get("status", record["status"]) for o in FREE_JOINT_OPTIONS
@@ -467,11 +468,13 @@ def _counts(records: list[dict[str, Any]], option: str) -> dict[str, int]:
     for status in STATUSES:
         out[status] = sum(r[option]["status"] == status for r in checked)
     out["loads"] = out["exact"] + out["wrong"]
+    out["check_s"] = sum(r.get("wall_s", 0.0) for r in records)  # both options, in a worker
     return out
 
 
 def _count_table(results: list[dict[str, Any]], option: str) -> Table:
     columns = [Column(k, k) for k in ("files", "skipped", "checked", "loads", *STATUSES)]
+    columns.append(Column("check_s", "seconds", lambda s: f"{s:.1f}"))
     title = f"free_joint={option!r}" + (" (the default)" if option == "floating" else "")
     table = Table(f"Files per package, {title}", columns)
     packages = sorted({r["package"] for r in results})

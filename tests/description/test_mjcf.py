@@ -451,3 +451,18 @@ def test_mjcf_names_are_the_link_and_joint_names():
     assert joints == ["rail", "pan", "tilt", "spin"]
     robot = Robot.from_mjcf(model)
     assert set(bodies) <= set(robot.link_names) and set(joints) == set(robot.joint_names)
+
+
+def test_is_mjcf_reads_the_root_element_only(tmp_path):
+    import os
+
+    from torchik.description import is_mjcf
+
+    (tmp_path / "arm.xml").write_text('<?xml version="1.0"?>\n<!-- an arm -->\n' + ARM)
+    (tmp_path / "arm.urdf").write_text(bundled_urdf("ur5"))
+    assert is_mjcf(tmp_path / "arm.xml") and is_mjcf(str(tmp_path / "arm.xml")) and is_mjcf(ARM)
+    assert not is_mjcf(tmp_path / "arm.urdf") and not is_mjcf(bundled_urdf("ur5"))
+    assert not is_mjcf(tmp_path / "missing.xml") and not is_mjcf(tmp_path)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo.xml")
+        assert not is_mjcf(tmp_path / "fifo.xml")  # refused at once, never waited on

@@ -105,8 +105,10 @@ def _common(parser: argparse.ArgumentParser, device: bool = True, seed: bool = T
 
 # ---------------------------------------------------------------------------- robots and inputs
 def _urdf_model(name: str):
-    """The parsed URDF of a bundled robot, ``planar:L1,L2,...`` or a URDF file."""
+    """The parsed description of a bundled robot, ``planar:L1,L2,...``, a URDF or an MJCF file
+    (told apart by content: an MJCF file's root element is ``<mujoco>``)."""
     from torchik.description import bundled as robots
+    from torchik.description.mjcf import is_mjcf, parse_mjcf
     from torchik.description.urdf import parse_urdf
 
     if name in robots.BUNDLED:
@@ -117,12 +119,12 @@ def _urdf_model(name: str):
         except ValueError:
             raise ValueError(f"planar arm lengths must be numbers, got {name!r}") from None
         return parse_urdf(robots.planar_arm_urdf(lengths))
-    if os.path.exists(name) or name.lower().endswith(".urdf"):
-        return parse_urdf(Path(name))
+    if os.path.exists(name) or name.lower().endswith((".urdf", ".xml", ".mjcf")):
+        return parse_mjcf(Path(name)) if is_mjcf(name) else parse_urdf(Path(name))
     known = ", ".join(robots.list_robots())
     raise ValueError(
         f"unknown robot {name!r}: use a bundled robot ({known}), 'planar:L1,L2,...' or the "
-        "path of a URDF file"
+        "path of a URDF or MJCF file"
     )
 
 
@@ -172,7 +174,7 @@ def _end_link(args, robot) -> str:
     link = default_end_link(robot)
     if _is_file(getattr(args, "stream", None) or args.robot):
         print(
-            f"torchik: end link {link} (the deepest leaf of the longest moving chain; --link "
+            f"torchik: end link {link} (the tool frame of the longest moving chain; --link "
             "chooses another)",
             file=sys.stderr,
         )

@@ -20,7 +20,9 @@ def add_parser(sub) -> None:
         epilog="The page is served on 127.0.0.1 only; from another computer forward the port: "
         "ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080.",
     )
-    p.add_argument("robot", help="bundled name or a URDF file (its visual geometry is drawn)")
+    p.add_argument(
+        "robot", help="bundled name, a URDF file (its visual geometry is drawn) or an MJCF file"
+    )
     p.add_argument(
         "--model",
         help="'pretrained', a bundled model's name or a checkpoint file (default: numerical IK)",

@@ -19,6 +19,7 @@ from torchik.description.end_link import (
 from torchik.description.mjcf import (
     FREE_JOINT_OPTIONS,
     MJCFError,
+    is_mjcf,
     mjcf_names,
     parse_mjcf,
     qpos_index,
@@ -51,6 +52,7 @@ __all__ = [
     "MAX_URDF_BYTES",
     "Mimic",
     "MJCFError",
+    "is_mjcf",
     "mjcf_names",
     "Origin",
     "parse_mjcf",

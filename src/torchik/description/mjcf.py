@@ -54,7 +54,7 @@ from torchik.files import FileRefused, read_regular_file
 from torchik.geometry.floating import BASE_COORDINATES
 from torchik.geometry.rotations import quat_to_rotmat, rotmat_to_rpy
 
-__all__ = ["MJCFError", "parse_mjcf", "qpos_index", "mjcf_names", "FREE_JOINT_OPTIONS"]
+__all__ = ["MJCFError", "parse_mjcf", "qpos_index", "mjcf_names", "is_mjcf", "FREE_JOINT_OPTIONS"]
 
 FREE_JOINT_OPTIONS = ("floating", "fixed", "error")
 _ACCEPTED = "hinge, slide and free joints"
@@ -131,6 +131,31 @@ def qpos_index(model: Any, joint_names: tuple[str, ...] | list[str]) -> list[int
     if missing:
         raise ValueError(f"joints {missing} are not joints of this MuJoCo model")
     return [where[name] for name in joint_names]
+
+
+def is_mjcf(source: str | os.PathLike) -> bool:
+    """Whether ``source`` (XML text or a file) is MJCF: its root element is ``<mujoco>``.
+
+    Reads at most the first 64 KiB of a regular file (never waits on a FIFO) and needs no
+    ``mujoco``: what tells an MJCF file from a URDF before choosing the reader.
+
+    Example:
+        >>> is_mjcf("<mujoco model='arm'><worldbody/></mujoco>"), is_mjcf("<robot name='r'/>")
+        (True, False)
+    """
+    if isinstance(source, str) and source.lstrip().startswith("<"):
+        head = source[:65536]
+    else:
+        try:
+            fd = os.open(source, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+            with os.fdopen(fd, "rb") as file:
+                if not stat.S_ISREG(os.fstat(fd).st_mode):
+                    return False
+                head = file.read(65536).decode("utf-8", errors="replace")
+        except (OSError, ValueError):
+            return False
+    found = _ROOT_TAG.search(_SKIPPED.sub("", head))
+    return found is not None and found.group(1) == "mujoco"
 
 
 # --------------------------------------------------------------------------- compiling
