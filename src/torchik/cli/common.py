@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchik.checks import check_device
+
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 _TARGET_KINDS = ("position", "pose", "planar")
 _NOT_DATA = "--data takes a file written by 'torchik dataset ROBOT -n N --out FILE'"
@@ -31,25 +33,11 @@ class _Parser(argparse.ArgumentParser):
 
 # ---------------------------------------------------------------------------- argument types
 def _device_arg(text: str) -> str:
-    """A torch device this machine has: cpu, cuda[:N] (with a GPU) or mps (on a Mac)."""
+    """A torch device this machine has (:func:`torchik.checks.check_device`)."""
     try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise argparse.ArgumentTypeError(
-            f"unknown device {text!r} (use cpu, cuda, cuda:N or mps)"
-        ) from None
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise argparse.ArgumentTypeError(f"{text!r}: no CUDA GPU is available here")
-        if device.index is not None and device.index >= count:
-            raise argparse.ArgumentTypeError(f"{text!r}: this machine has {count} CUDA GPU(s)")
-    elif device.type == "mps" and not torch.backends.mps.is_available():
-        raise argparse.ArgumentTypeError(f"{text!r}: MPS is not available here")
-    elif device.type not in ("cpu", "cuda", "mps"):
-        raise argparse.ArgumentTypeError(
-            f"device {text!r} cannot run torchik (use cpu, cuda, cuda:N or mps)"
-        )
+        check_device("device", text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     return text
 
 

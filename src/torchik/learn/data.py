@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from torchik._version import __version__
+from torchik.checks import check_device
 from torchik.files import atomic_save
 from torchik.geometry.rotations import rotmat_to_6d, sixd_to_rotmat
 from torchik.geometry.transforms import pose_to_matrix
@@ -346,7 +347,8 @@ class FKStream:
             raise TypeError(f"fk_dtype must be torch.float32 or torch.float64, got {fk_dtype}")
         self.sampler, self.std, self.seed = sampler, std, int(seed)
         self._fk_dtype = fk_dtype
-        self._robot = _fk_copy(robot, fk_dtype, torch.device(device or robot.device))
+        device = robot.device if device is None else check_device("device", device)
+        self._robot = _fk_copy(robot, fk_dtype, device)
         self.generator = torch.Generator(self.device).manual_seed(self.seed)
         self.drawn = 0
 
@@ -358,7 +360,7 @@ class FKStream:
     def to(self, device: str | torch.device) -> FKStream:
         """The stream on ``device``, restarted at its seed (a generator cannot change device);
         ``self`` where it is there already."""
-        device = torch.device(device)
+        device = check_device("device", device)
         if device == self.device or (device.index is None and device.type == self.device.type):
             return self
         new = copy.copy(self)
