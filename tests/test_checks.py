@@ -11,6 +11,7 @@ import torch
 from torchik.checks import (
     check_bool,
     check_choice,
+    check_device,
     check_float,
     check_int,
     check_threads,
@@ -76,3 +77,36 @@ def test_intra_op_threads_sets_nothing_by_default_and_restores():
     with pytest.raises(ValueError, match="at most"), intra_op_threads(10**6):
         pass
     assert torch.get_num_threads() == before
+
+
+@pytest.mark.parametrize(
+    "device, words",
+    [("banana", "is not a device"), ("meta", "cannot run torchik"), ("cuda:99", "CUDA GPU"),
+     ("cuda", "CUDA GPU"), ("mps", "MPS is not available")],
+)  # fmt: skip
+def test_check_device_says_in_one_line_why_a_device_cannot_be_used(device, words):
+    if device.startswith("cuda") and device != "cuda:99" and torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    if device == "mps" and torch.backends.mps.is_available():
+        pytest.skip("this machine has MPS")
+    with pytest.raises(ValueError, match=f"^where '{device}'.*{words}") as info:
+        check_device("where", device)
+    assert "\n" not in str(info.value)
+    assert check_device("where", torch.device("cpu")) == torch.device("cpu")
+    with pytest.raises(TypeError, match="where must be a str or a torch.device, got 0"):
+        check_device("where", 0)
+
+
+def test_fk_stream_and_train_config_check_their_device():
+    from torchik import load_robot
+    from torchik.learn import FKStream
+    from torchik.train import TrainConfig
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    with pytest.raises(ValueError, match="^device 'cuda': no CUDA GPU is available here$"):
+        FKStream(load_robot("snake2"), device="cuda")
+    with pytest.raises(ValueError, match="^device 'cuda': no CUDA GPU is available here$"):
+        TrainConfig(device="cuda")
+    with pytest.raises(ValueError, match="^device 'banana' is not a device"):
+        FKStream(load_robot("snake2")).to("banana")

@@ -22,3 +22,12 @@ def test_readme_python_snippets_run():
     for i, block in enumerate(blocks):
         code = block.replace('"my_robot.urdf"', repr(user_file))
         exec(compile(code, f"README.md, snippet {i + 1}", "exec"), {})
+
+
+def test_readme_lists_every_bundled_robot():
+    from torchik import list_robots
+
+    text = (REPO / "README.md").read_text()
+    (paragraph,) = [p for p in text.split("\n\n") if p.startswith("Bundled robots:")]
+    missing = [name for name in list_robots() if f"`{name}`" not in paragraph]
+    assert not missing, f"the README's robot list lacks {missing}"

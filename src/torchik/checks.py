@@ -22,13 +22,17 @@ import numbers
 import os
 import reprlib
 from collections.abc import Collection, Iterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    import torch
 
 __all__ = [
     "MAX_LAYERS",
     "MAX_WIDTH",
     "check_bool",
     "check_choice",
+    "check_device",
     "check_float",
     "check_int",
     "check_threads",
@@ -170,3 +174,44 @@ def _set_threads(n: int) -> None:
     import torch
 
     torch.set_num_threads(n)
+
+
+def check_device(name: str, device: Any) -> torch.device:
+    """``device`` as a ``torch.device`` if this machine can run torchik there: ``cpu``,
+    ``cuda``/``cuda:N`` with such a GPU, ``mps`` where available (torch is imported here, so
+    that this module stays import-light).
+
+    Example:
+        >>> check_device("device", "cpu")
+        device(type='cpu')
+        >>> check_device("device", "banana")
+        Traceback (most recent call last):
+        ...
+        ValueError: device 'banana' is not a device (use cpu, cuda, cuda:N or mps)
+
+    Raises:
+        TypeError: not a ``str`` nor a ``torch.device``.
+        ValueError: unknown, or absent here (no CUDA GPU, no such GPU index, no MPS).
+    """
+    import torch
+
+    if not isinstance(device, str | torch.device):
+        raise TypeError(f"{name} must be a str or a torch.device, got {short_repr(device)}")
+    text = str(device)
+    try:
+        out = torch.device(device)
+    except (RuntimeError, ValueError):
+        raise ValueError(
+            f"{name} {text!r} is not a device (use cpu, cuda, cuda:N or mps)"
+        ) from None
+    if out.type == "cuda":
+        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+        if count == 0:
+            raise ValueError(f"{name} {text!r}: no CUDA GPU is available here")
+        if out.index is not None and out.index >= count:
+            raise ValueError(f"{name} {text!r}: this machine has {count} CUDA GPU(s)")
+    elif out.type == "mps" and not torch.backends.mps.is_available():
+        raise ValueError(f"{name} {text!r}: MPS is not available here")
+    elif out.type not in ("cpu", "cuda", "mps"):
+        raise ValueError(f"{name} {text!r} cannot run torchik (use cpu, cuda, cuda:N or mps)")
+    return out

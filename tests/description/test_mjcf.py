@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from torchik import Robot
-from torchik.description import MJCFError, bundled_urdf, parse_mjcf, qpos_index
+from torchik.description import MJCFError, bundled_urdf, mjcf_names, parse_mjcf, qpos_index
 
 mujoco = pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
 
@@ -77,7 +77,7 @@ def _mujoco_poses(model, robot: Robot, q: torch.Tensor) -> torch.Tensor:
     data = mujoco.MjData(model)
     values = _all_joint_values(robot, q)
     index = qpos_index(model, list(values))
-    q_all = torch.stack(list(values.values()), dim=-1)
+    q_all = torch.stack(list(values.values()), dim=-1) if values else q[..., :0]
     out = torch.zeros(q.shape[0], model.nbody, 4, 4, dtype=F64)
     for b, row in enumerate(q_all.tolist()):
         data.qpos[:] = model.qpos0
@@ -275,3 +275,200 @@ def test_unreadable_sources(tmp_path):
         parse_mjcf(tmp_path / "missing.xml")
     with pytest.raises(MJCFError, match="the MJCF text: MuJoCo cannot compile it"):
         parse_mjcf("<mujoco><worldbody><body><joint type='nope'/></body></worldbody></mujoco>")
+
+
+# Free joints beside other top-level bodies (issue 35): one floating base, the world's only child
+# body, or a one-line refusal naming the joint; free_joint="fixed" matches MuJoCo at qpos0.
+TORSO = """<body name="torso" pos="0 0 1"><freejoint name="root"/><geom size="0.2"/>
+  <body name="leg" pos="0.2 0 -0.2"><joint name="hip" axis="0 1 0" range="-1 1"/>
+  <geom size="0.05"/></body></body>"""
+ARM_BODY = """<body name="arm" pos="2 0 0.5"><joint name="shoulder" axis="0 0 1" range="-1.5 1.5"/>
+  <geom size="0.04"/><body name="forearm" pos="0.4 0 0">
+  <joint name="elbow" axis="0 1 0" range="-2 2"/><geom size="0.03"/>
+  <site name="tip" pos="0.3 0 0"/></body></body>"""
+
+
+def _free(name: str, pos: str, quat: str = "1 0 0 0") -> str:
+    return (
+        f'<body name="{name}" pos="{pos}" quat="{quat}"><freejoint name="{name}_free"/>'
+        f'<geom size="0.05"/><body name="{name}_handle" pos="0 0 0.1"><geom size="0.02"/>'
+        "</body></body>"
+    )
+
+
+def _scene(*bodies: str, world: str = "") -> str:
+    return f"<mujoco><worldbody>{world}{''.join(bodies)}</worldbody></mujoco>"
+
+
+BESIDE_OTHERS = {  # scene -> (the refused free joint, its body, another top-level body)
+    "arm_then_free_object": (
+        _scene(ARM_BODY, _free("obj", "1 0 0.1", "0.924 0 0 0.383")),
+        ("obj_free", "obj", "arm"),
+    ),
+    "table_then_two_free": (
+        _scene(
+            '<body name="table" pos="0 0 0.4"><geom type="box" size="0.5 0.5 0.02"/></body>',
+            _free("a", "0.2 0 0.5"),
+            _free("b", "-0.2 0.1 0.5", "0.707 0.707 0 0"),
+        ),
+        ("a_free", "a", "table"),
+    ),
+    "free_first_then_static_body": (
+        _scene(TORSO, '<body name="post" pos="2 0 0.5"><geom size="0.1"/></body>'),
+        ("root", "torso", "post"),
+    ),
+    "free_first_then_hinged_body": (_scene(TORSO, ARM_BODY), ("root", "torso", "arm")),
+    "two_free_bodies": (_scene(TORSO, _free("ball", "1 0 0.1")), ("root", "torso", "ball")),
+}
+
+
+@pytest.mark.parametrize("scene", sorted(BESIDE_OTHERS))
+def test_a_free_joint_beside_other_top_level_bodies_is_refused_or_fixed(scene):
+    xml, (joint, body, other) = BESIDE_OTHERS[scene]
+    with pytest.raises(MJCFError) as info:
+        Robot.from_mjcf(xml)
+    message = str(info.value)
+    assert "\n" not in message
+    assert f"free joint {joint!r} in body {body!r}" in message and repr(other) in message
+    assert "free_joint='fixed'" in message
+    model = mujoco.MjModel.from_xml_string(xml)
+    robot = Robot.from_mjcf(xml, free_joint="fixed", dtype=F64)  # every free body at qpos0
+    q = robot.random_configuration(3, torch.Generator().manual_seed(5))
+    bodies = [model.body(b).name for b in range(model.nbody)]
+    torch.testing.assert_close(
+        robot.forward_kinematics(q, bodies), _mujoco_poses(model, robot, q), atol=1e-12, rtol=0
+    )
+
+
+def test_a_single_free_root_loads_with_a_site_on_the_world():
+    xml = _scene(TORSO, world='<site name="origin_marker" pos="0 1 0"/>')
+    model = mujoco.MjModel.from_xml_string(xml)
+    robot = Robot.from_mjcf(xml, dtype=F64)
+    assert robot.floating and robot.root == "torso" and "origin_marker" not in robot.link_names
+    q = robot.random_configuration(4, torch.Generator().manual_seed(6))
+    q[:, :3] = torch.randn(4, 3, dtype=F64, generator=torch.Generator().manual_seed(7))
+    torch.testing.assert_close(
+        robot.forward_kinematics(q, ["torso", "leg"]),
+        _mujoco_poses(model, robot, q)[:, 1:],
+        atol=1e-12,
+        rtol=0,
+    )
+    fixed = Robot.from_mjcf(xml, free_joint="fixed", dtype=F64)
+    assert "origin_marker" in fixed.link_names  # a fixed-base robot keeps the world's sites
+
+
+BAD_NUMBERS = {  # a body / joint / site / equality fragment -> what the message names
+    '<joint name="j" axis="nan 0 1" range="-1 1"/>': "joint 'j' in body 'b': axis",
+    '<joint name="j" axis="0 0 inf" range="-1 1"/>': "joint 'j' in body 'b': axis",
+    '<joint name="j" ref="nan" range="-1 1"/>': "joint 'j' in body 'b': ref",
+    '<joint name="j" pos="1e12 0 0" range="-1 1"/>': "joint 'j' in body 'b': pos",
+    '<joint name="j" type="slide" range="-1e300 1e300"/>': "joint 'j' in body 'b': range",
+    '<joint name="j" range="-1 1"/><site name="s" pos="inf 0 0"/>': "site 's' pos",
+    '<joint name="j" range="-1 1"/><site name="s" euler="0 nan 0"/>': "site 's' orientation",
+}
+BAD_BODIES = {
+    'euler="nan 0 0"': "body 'b' orientation",
+    'zaxis="nan 0 1"': "body 'b' orientation",
+    'axisangle="0 0 1 inf"': "body 'b' orientation",
+    'quat="nan 1 0 0"': "body 'b' orientation",
+    'pos="1e300 0 0"': "body 'b' pos",
+}
+
+
+@pytest.mark.parametrize(
+    "body, inside",
+    [("", inner) for inner in BAD_NUMBERS] + [(a, '<joint name="j"/>') for a in BAD_BODIES],
+)
+def test_numbers_must_be_finite_and_within_the_magnitude_limit(body, inside, tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)  # MuJoCo logs a NaN's warning to MUJOCO_LOG.TXT there
+    xml = _scene(f'<body name="b" {body}>{inside}<geom size="0.1"/></body>')
+    expected = BAD_NUMBERS.get(inside) if not body else BAD_BODIES[body]
+    with pytest.raises(MJCFError, match=re.escape(expected)) as info:
+        parse_mjcf(xml)
+    assert "\n" not in str(info.value) and re.search(
+        r"not finite|beyond the supported", str(info.value)
+    )
+
+
+def test_joint_equality_coefficients_and_limits_are_range_checked():
+    xml = GRIPPER.replace('polycoef="0 1 0.5 0 0"', 'polycoef="0 1 0 0 0"')
+    parse_mjcf(xml)  # linear: c mimics a
+    with pytest.raises(MJCFError, match=r"joint equality of 'c' and 'a' \(polycoef\) is .*1e\+300"):
+        parse_mjcf(xml.replace('polycoef="0 1 0 0 0"', 'polycoef="0 1e300 0 0 0"'))
+    with pytest.raises(MJCFError, match=r"limits= for joint 'b' is not finite"):
+        parse_mjcf(GRIPPER, limits={"b": (float("nan"), 1.0)})
+    with pytest.raises(MJCFError, match=r"limits= for joint 'b' must be a pair of numbers"):
+        parse_mjcf(GRIPPER, limits={"b": (0.0,)})
+
+
+FIFO_SCRIPT = """import sys
+from torchik.description import MJCFError, parse_mjcf
+try:
+    parse_mjcf(sys.argv[1])
+except MJCFError as err:
+    print(err)
+"""
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="no FIFOs on this system")
+@pytest.mark.parametrize(
+    "reference",
+    ['<include file="part.xml"/>', '<asset><mesh name="m" file="part.stl"/></asset>'],
+)
+def test_a_fifo_in_an_include_or_an_asset_is_refused_not_waited_on(tmp_path, reference):
+    import os
+    import subprocess
+
+    name = "part.xml" if "include" in reference else "part.stl"
+    os.mkfifo(tmp_path / name)
+    main = tmp_path / "main.xml"
+    main.write_text(f"<mujoco>{reference}<worldbody/></mujoco>")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join(sys.path)}
+    # MuJoCo itself would wait for a writer forever: a subprocess with a timeout
+    done = subprocess.run(
+        [sys.executable, "-c", FIFO_SCRIPT, str(main)],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env=env,
+    )
+    assert f"file='{name}'> is not a regular file" in done.stdout, done.stderr[-500:]
+
+
+def test_a_urdf_given_to_from_mjcf_is_named_a_urdf(tmp_path):
+    path = tmp_path / "arm.urdf"
+    path.write_text(bundled_urdf("ur5"))
+    with pytest.raises(MJCFError, match=r"arm\.urdf is a URDF .*Robot\.from_urdf"):
+        Robot.from_mjcf(path)
+    with pytest.raises(MJCFError, match=r"is a URDF"):
+        parse_mjcf(bundled_urdf("ur5"))
+
+
+def test_mujocos_multi_line_message_is_one_line():
+    with pytest.raises(MJCFError, match="MuJoCo cannot compile it") as info:
+        parse_mjcf('<mujoco><worldbody><body name="b"><body name="b"/></body></worldbody></mujoco>')
+    assert "\n" not in str(info.value)
+
+
+def test_mjcf_names_are_the_link_and_joint_names():
+    model = mujoco.MjModel.from_xml_string(ARM)
+    bodies, joints = mjcf_names(model)
+    assert bodies == ["world", "base", "shoulder", "body3", "tool"]
+    assert joints == ["rail", "pan", "tilt", "spin"]
+    robot = Robot.from_mjcf(model)
+    assert set(bodies) <= set(robot.link_names) and set(joints) == set(robot.joint_names)
+
+
+def test_is_mjcf_reads_the_root_element_only(tmp_path):
+    import os
+
+    from torchik.description import is_mjcf
+
+    (tmp_path / "arm.xml").write_text('<?xml version="1.0"?>\n<!-- an arm -->\n' + ARM)
+    (tmp_path / "arm.urdf").write_text(bundled_urdf("ur5"))
+    assert is_mjcf(tmp_path / "arm.xml") and is_mjcf(str(tmp_path / "arm.xml")) and is_mjcf(ARM)
+    assert not is_mjcf(tmp_path / "arm.urdf") and not is_mjcf(bundled_urdf("ur5"))
+    assert not is_mjcf(tmp_path / "missing.xml") and not is_mjcf(tmp_path)
+    if hasattr(os, "mkfifo"):
+        os.mkfifo(tmp_path / "fifo.xml")
+        assert not is_mjcf(tmp_path / "fifo.xml")  # refused at once, never waited on

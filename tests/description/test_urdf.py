@@ -169,6 +169,15 @@ def test_unreadable_sources_raise_urdf_error(tmp_path: Path, source, words: str)
         parse_urdf(source)
 
 
+def test_an_mjcf_file_is_named_mjcf(tmp_path: Path) -> None:
+    path = tmp_path / "arm.xml"
+    path.write_text('<mujoco model="arm"><worldbody/></mujoco>')
+    with pytest.raises(URDFError, match=r"arm\.xml: .*<mujoco>: this is MJCF .*Robot\.from_mjcf"):
+        parse_urdf(path)
+    with pytest.raises(URDFError, match=r"expected <robot>"):
+        parse_urdf("<sdf version='1.6'/>")
+
+
 def test_extreme_axes_are_normalised_exactly() -> None:
     for value in ("1e200", "1e-200", "5e-324", "1.7e308"):
         body = f'<axis xyz="{value} {value} {value}"/>'

@@ -145,3 +145,32 @@ def test_dataset_checks_shapes(panda):
     with pytest.raises(ValueError, match=r"\(N, 7\)"):
         IKDataset(torch.zeros(3, 6), torch.zeros(3, 3), spec)
     assert len(make_dataset(panda, 0)) == 0
+
+
+def test_as_target_takes_poses_positions_and_encoded_targets():
+    from torchik.learn import as_target, encode_target
+
+    g = torch.Generator().manual_seed(0)
+    robot = load_robot("panda", dtype=torch.float64)
+    pose = robot.forward_kinematics(robot.random_configuration(5, g), "panda_hand")
+    for kind in ("position", "pose", "planar"):
+        encoded = encode_target(pose, kind)
+        assert torch.equal(as_target(pose, kind), encoded)
+        assert torch.equal(as_target(encoded, kind), encoded)
+    assert torch.equal(as_target(pose[:, :3, 3], "planar"), pose[:, :2, 3])
+    with pytest.raises(ValueError, match=r"pose targets must be \(\.\.\., 4, 4\) poses"):
+        as_target(pose[:, :3, 3], "pose")  # a position has no rotation
+    with pytest.raises(ValueError, match="kind must be"):
+        as_target(pose, "joint")
+
+
+def test_a_model_samples_from_poses_as_from_its_targets():
+    from torchik.learn import encode_target
+    from torchik.models import load_pretrained
+
+    model = load_pretrained("panda")
+    robot = load_robot("panda", dtype=torch.float64)
+    pose = robot.forward_kinematics(robot.random_configuration(3, torch.Generator()), "panda_hand")
+    a = model.sample(pose, 4, generator=torch.Generator().manual_seed(1))  # float64 poses
+    b = model.sample(encode_target(pose, "pose").float(), 4, torch.Generator().manual_seed(1))
+    assert a.shape == (3, 4, 7) and torch.equal(a, b)

@@ -266,3 +266,12 @@ def test_refinement_both_ways_leaves_a_branch_that_ends():
     torch.testing.assert_close(both.q, elbow_down.expand(3, 40, 2), atol=1e-4, rtol=0)
     start = refine_path(robot, targets, seeds, radius=0.1, start=elbow_up[0])  # forwards only
     torch.testing.assert_close(start.q, forwards.q)
+
+
+def test_follow_path_names_the_models_that_follow_paths():
+    from torchik.models import MLP, MLPConfig
+
+    data = make_dataset(load_robot("snake2"), 64, seed=0)
+    targets = data.target[:3]
+    with pytest.raises(TypeError, match=r"IKNet models do \(.*'digit_arm_iknet'.*'mlp' model does"):
+        follow_path(MLP(data.spec, MLPConfig(depth=1, width=8)), targets, 2, 0.1)

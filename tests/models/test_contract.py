@@ -402,3 +402,32 @@ def test_sample_refuses_a_bad_number_of_samples(family):
     for n, error in ((0, ValueError), (-1, ValueError), (2**40, ValueError), (2.5, TypeError)):
         with pytest.raises(error, match="n must be"):
             model.sample(target, n)
+
+
+@pytest.mark.parametrize(("family", "problem"), [(f, "panda-pose") for f in FAMILIES])
+def test_data_of_another_dtype_is_converted_to_the_models(family, problem):
+    """The policy (issue 35): targets and the configurations a model scores or learns from are
+    data, converted to the model's dtype and device; FK's configurations must match the robot."""
+    model, data = _model(family, problem), _data(problem)
+    model.eval()
+    target64, q64 = data.target[:3].double(), data.q[:3].double()
+    with torch.no_grad():
+        q = model.sample(target64, 2, generator=_generator())
+        assert q.dtype == torch.float32 and q.shape == (3, 2, data.spec.dof)
+        assert torch.equal(q, model.sample(data.target[:3], 2, generator=_generator()))
+        try:
+            assert model.log_prob(q64, target64).dtype == torch.float32
+        except NotImplementedError:
+            pass
+    model.train()
+    assert torch.isfinite(model.loss(q64, target64))
+
+
+def test_fk_of_an_integer_q_suggests_converting_q_not_the_robot():
+    robot = load_robot("panda")
+    with pytest.raises(TypeError, match=r"convert q \(q\.to\(torch\.float32\)\)$"):
+        robot.forward_kinematics(torch.zeros(7, dtype=torch.int64))
+    with pytest.raises(
+        TypeError, match=r"q\.to\(torch\.float32\)\) or robot\.to\(torch\.float64\)"
+    ):
+        robot.forward_kinematics(torch.zeros(7, dtype=torch.float64))

@@ -255,7 +255,8 @@ def test_progress_lines_show_samples_per_second_and_a_title():
     progress.close()
     lines = out.getvalue().splitlines()
     assert lines[0] == "training x"
-    assert "samples/s" in lines[1] and "loss 1.5" in lines[1] and "ETA" in lines[1]
+    assert lines[1].startswith("step      10/100")  # the first steps done: a line at once
+    assert "samples/s" in lines[2] and "loss 1.5" in lines[2] and "ETA" in lines[2]
     quiet = io.StringIO()
     progress = Progress(100, rows_per_step=8, stream=quiet, heartbeat=0.0)
     progress.advance(1)  # no report asked for: the heartbeat prints one anyway

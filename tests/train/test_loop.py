@@ -151,3 +151,29 @@ def test_resume_after_sigkill_continues_exactly(tmp_path):
     assert not math.isnan(float(rows[-1]["val_position_error"]))
     state, ref = resumed.model.state_dict(), uninterrupted.model.state_dict()
     assert all(torch.equal(state[k], ref[k]) for k in ref)
+
+
+def test_a_run_says_its_first_step_and_that_it_resumed_and_leaves_no_empty_log(tmp_path, capsys):
+    from torchik.train import TrainingInterrupted
+
+    data = make_dataset(load_robot("snake2"), 400, seed=0)
+    config = TrainConfig(steps=20, log_every=100, checkpoint_every=2, warmup_steps=2,
+                         batch_size=64, seed=3)  # fmt: skip
+
+    def interrupt(step, metrics):
+        if step == 3:  # Ctrl-C before the first log row
+            os.kill(os.getpid(), signal.SIGINT)
+
+    def model():
+        torch.manual_seed(0)
+        return MLP(data.spec, MLPConfig(depth=1, width=8))
+
+    with pytest.raises(TrainingInterrupted):
+        train(model(), data, config=config, out_dir=tmp_path, callback=interrupt)
+    lines = capsys.readouterr().err.splitlines()
+    assert lines[0].startswith("training mlp") and lines[1].startswith("step       1/20")
+    assert not (tmp_path / "log.csv").exists()  # was a header and no row: plot failed on it
+    train(model(), data, config=config, out_dir=tmp_path, resume=True)
+    err = capsys.readouterr().err
+    assert err.startswith(f"resumed at step 3 of 20 from {tmp_path / 'checkpoint.pt'}\n")
+    assert [row["step"] for row in _read(tmp_path / "log.csv")] == ["20"]

@@ -205,3 +205,23 @@ def test_torchik_view_serves_the_page_on_localhost_until_interrupted():
                 process.kill()  # never leave the test waiting on a server
                 raise
     assert process.returncode == 130
+
+
+def test_an_mjcf_file_opens_without_urdf_visuals(tmp_path):
+    pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
+    from torchik.viewer.app import open_robot
+
+    path = tmp_path / "arm.xml"
+    path.write_text(
+        '<mujoco model="xml_arm"><worldbody><body name="a"><joint name="j" range="-1 1"/>'
+        '<geom size="0.1"/><body name="b" pos="0.3 0 0"><joint name="k" range="-1 1"/>'
+        '<geom size="0.1"/></body></body></worldbody></mujoco>'
+    )
+    robot, urdf = open_robot(path)
+    assert robot.name == "xml_arm" and robot.dof == 2 and urdf is None
+    viewer = Viewer(robot, None, port=0, urdf=urdf, n=2)
+    try:
+        viewer.solve()
+        assert viewer.skipped == []
+    finally:
+        viewer.close()

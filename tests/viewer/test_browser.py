@@ -20,7 +20,11 @@ pytest.importorskip("viser", reason="the viewer needs the view extra (viser)")
 from torchik.cli import main  # noqa: E402
 from torchik.geometry import quat_to_rotmat  # noqa: E402
 from torchik.viewer import view  # noqa: E402
-from torchik.viewer.browser import find_chromium, headless_browser  # noqa: E402
+from torchik.viewer.browser import (  # noqa: E402
+    find_chromium,
+    headless_browser,
+    require_chromium,
+)
 
 WIDTH, HEIGHT = 480, 360
 INK = 40  # summed |RGB difference| above which a pixel counts as drawn
@@ -95,11 +99,31 @@ def test_a_real_browser_draws_the_robot_and_follows_the_target(tmp_path, monkeyp
         assert str(saved) in viewer.panel.saved.content
 
 
-def test_cli_screenshot_writes_a_png_without_a_person(tmp_path):
+def test_cli_screenshot_writes_a_png_without_a_person(tmp_path, capsys):
     _need_chromium()
     out = tmp_path / "snake.png"
     argv = ["view", "snake2", "--port", "0", "-n", "4", "--size", "320", "240"]
     assert main([*argv, "--position", "0.1", "0.05", "0", "--screenshot", str(out)]) == 0
+    err = capsys.readouterr().err  # each slow stage says what it does before it starts
+    assert "starting the viewer of snake2" in err and "headless Chromium" in err
     picture = iio.imread(out)
     assert picture.shape == (240, 320, 3)
     assert (picture.astype(int).sum(-1) < 3 * 255 - INK).mean() > 0.01  # not a blank page
+
+
+def test_cli_screenshot_without_chromium_says_so_before_starting_anything(
+    tmp_path, monkeypatch, capsys
+):
+    import torchik.viewer.app
+
+    def never(*args, **kwargs):
+        raise AssertionError("the viewer started before Chromium was checked")
+
+    monkeypatch.setenv("TORCHIK_CHROMIUM", str(tmp_path / "no-such-browser"))
+    monkeypatch.setattr(torchik.viewer.app.Viewer, "__init__", never)
+    code = main(["view", "snake2", "--port", "0", "--screenshot", str(tmp_path / "x.png")])
+    out, err = capsys.readouterr()
+    assert code == 1 and out == "" and len(err.strip().splitlines()) == 1
+    assert "no Chromium found" in err and "TORCHIK_CHROMIUM" in err
+    with pytest.raises(RuntimeError, match="no Chromium found"):
+        require_chromium()

@@ -16,6 +16,8 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchik.checks import check_device
+
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report it
 _TARGET_KINDS = ("position", "pose", "planar")
 _NOT_DATA = "--data takes a file written by 'torchik dataset ROBOT -n N --out FILE'"
@@ -31,25 +33,11 @@ class _Parser(argparse.ArgumentParser):
 
 # ---------------------------------------------------------------------------- argument types
 def _device_arg(text: str) -> str:
-    """A torch device this machine has: cpu, cuda[:N] (with a GPU) or mps (on a Mac)."""
+    """A torch device this machine has (:func:`torchik.checks.check_device`)."""
     try:
-        device = torch.device(text)
-    except (RuntimeError, ValueError):
-        raise argparse.ArgumentTypeError(
-            f"unknown device {text!r} (use cpu, cuda, cuda:N or mps)"
-        ) from None
-    if device.type == "cuda":
-        count = torch.cuda.device_count() if torch.cuda.is_available() else 0
-        if count == 0:
-            raise argparse.ArgumentTypeError(f"{text!r}: no CUDA GPU is available here")
-        if device.index is not None and device.index >= count:
-            raise argparse.ArgumentTypeError(f"{text!r}: this machine has {count} CUDA GPU(s)")
-    elif device.type == "mps" and not torch.backends.mps.is_available():
-        raise argparse.ArgumentTypeError(f"{text!r}: MPS is not available here")
-    elif device.type not in ("cpu", "cuda", "mps"):
-        raise argparse.ArgumentTypeError(
-            f"device {text!r} cannot run torchik (use cpu, cuda, cuda:N or mps)"
-        )
+        check_device("device", text)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
     return text
 
 
@@ -105,8 +93,10 @@ def _common(parser: argparse.ArgumentParser, device: bool = True, seed: bool = T
 
 # ---------------------------------------------------------------------------- robots and inputs
 def _urdf_model(name: str):
-    """The parsed URDF of a bundled robot, ``planar:L1,L2,...`` or a URDF file."""
+    """The parsed description of a bundled robot, ``planar:L1,L2,...``, a URDF or an MJCF file
+    (told apart by content: an MJCF file's root element is ``<mujoco>``)."""
     from torchik.description import bundled as robots
+    from torchik.description.mjcf import is_mjcf, parse_mjcf
     from torchik.description.urdf import parse_urdf
 
     if name in robots.BUNDLED:
@@ -117,12 +107,12 @@ def _urdf_model(name: str):
         except ValueError:
             raise ValueError(f"planar arm lengths must be numbers, got {name!r}") from None
         return parse_urdf(robots.planar_arm_urdf(lengths))
-    if os.path.exists(name) or name.lower().endswith(".urdf"):
-        return parse_urdf(Path(name))
+    if os.path.exists(name) or name.lower().endswith((".urdf", ".xml", ".mjcf")):
+        return parse_mjcf(Path(name)) if is_mjcf(name) else parse_urdf(Path(name))
     known = ", ".join(robots.list_robots())
     raise ValueError(
         f"unknown robot {name!r}: use a bundled robot ({known}), 'planar:L1,L2,...' or the "
-        "path of a URDF file"
+        "path of a URDF or MJCF file"
     )
 
 
@@ -172,7 +162,7 @@ def _end_link(args, robot) -> str:
     link = default_end_link(robot)
     if _is_file(getattr(args, "stream", None) or args.robot):
         print(
-            f"torchik: end link {link} (the deepest leaf of the longest moving chain; --link "
+            f"torchik: end link {link} (the tool frame of the longest moving chain; --link "
             "chooses another)",
             file=sys.stderr,
         )
@@ -241,18 +231,13 @@ def _is_planar(robot, link: str) -> bool:
 
 
 def _encode_for(model, target: Tensor, position_only: bool) -> Tensor:
-    """The model's ``(T,)`` encoding of a ``--position``/``--pose`` target."""
-    from torchik.learn.data import encode_target
+    """The model's ``(T,)`` encoding of a ``--position``/``--pose`` target
+    (:func:`torchik.learn.as_target`), in the model's dtype and device."""
+    from torchik.learn.data import as_target
 
-    kind = model.spec.targets
-    if kind == "pose" and position_only:
+    if model.spec.targets == "pose" and position_only:
         raise ValueError("this model was trained on full poses: pass --pose, not --position")
-    pose = torch.eye(4, dtype=target.dtype)
-    if position_only:
-        pose[:3, 3] = target
-    else:
-        pose = target
-    return encode_target(pose, kind).to(model.target_mean)
+    return as_target(target, model.spec.targets).to(model.target_mean)
 
 
 # ---------------------------------------------------------------------------- models

@@ -9,7 +9,7 @@ from torchik.cli.common import _TARGET_KINDS, _common, _end_link, _positive_int,
 
 def add_parser(sub) -> None:
     p = sub.add_parser("dataset", help="sample joints and their FK targets into a file")
-    p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
+    p.add_argument("robot", help="bundled name, planar:L1,L2,..., a URDF or an MJCF file")
     p.add_argument("-n", type=_positive_int, required=True, help="number of samples")
     p.add_argument("--out", required=True, help="output file (e.g. panda.pt)")
     p.add_argument("--targets", choices=_TARGET_KINDS, default="position")

@@ -11,7 +11,7 @@ from torchik.cli.common import _end_link, _positive_int, _urdf_model
 
 def add_parser(sub) -> None:
     p = sub.add_parser("info", help="joints, limits, links, end link and reach of a robot")
-    p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
+    p.add_argument("robot", help="bundled name, planar:L1,L2,..., a URDF or an MJCF file")
     p.add_argument("--samples", type=_positive_int, default=10000, help="FK samples for the reach")
     p.add_argument("--link", help="link for the reach (default: the robot's end link)")
     p.set_defaults(func=run)
@@ -30,24 +30,33 @@ def run(args: argparse.Namespace) -> int:
         link, why = None, str(err)
     print(f"robot     {robot.name}  (root {robot.root}, {robot.dof} dof, end link {link or '?'})")
     print(f"joints    {robot.dof} actuated of {len(model.joints)}")
-    for row in _joint_rows(model):
+    for row in _joint_rows(model, robot):
         print("  " + row)
     print(f"links     {len(robot.link_names)}: {', '.join(robot.link_names)}")
     print(_reach_text(robot, link, args.samples) if link else f"reach     ? ({why})")
     return 0
 
 
-def _joint_rows(model) -> list[str]:
+def _joint_rows(model, robot) -> list[str]:
+    """One row per joint; a continuous joint shows the range ``q`` is drawn from (±π, as
+    ``robot.lower``/``upper``), a floating or planar joint the coordinates it becomes."""
+    bounds = zip(robot.lower.tolist(), robot.upper.tolist(), strict=True)
+    limits = dict(zip(robot.joint_names, bounds, strict=True))
     rows = [f"{'name':<20} {'type':<11} {'lower':>9} {'upper':>9}  unit  note"]
     for j in model.joints:
-        unit = "m" if j.type == "prismatic" else "rad"
+        unit, note = ("m" if j.type == "prismatic" else "rad"), ""
         if j.type == "fixed":
             lo = hi = unit = ""
-        elif j.type == "continuous":
-            lo, hi = "-inf", "inf"
+        elif j.type in ("floating", "planar"):
+            lo = hi = unit = "-"
+            names = [n for n in robot.joint_names if n.startswith(f"{j.name}/")]
+            note = f"coordinates {', '.join(names)}"
         else:
-            lo, hi = f"{j.lower:.4f}", f"{j.upper:.4f}"
-        note = f"mimics {j.mimic.joint}" if j.mimic is not None else ""
+            lower, upper = limits.get(j.name, (j.lower, j.upper))
+            lo, hi = f"{lower:.4f}", f"{upper:.4f}"
+            note = "wraps around (any angle)" if j.type == "continuous" else ""
+        if j.mimic is not None:
+            note = f"mimics {j.mimic.joint}"
         rows.append(f"{j.name:<20} {j.type:<11} {lo:>9} {hi:>9}  {unit:<4}  {note}".rstrip())
     return rows
 

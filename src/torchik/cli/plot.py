@@ -29,7 +29,7 @@ def add_parser(sub) -> None:
     p = sub.add_parser("plot", help="write a PNG figure (needs matplotlib)")
     kinds = p.add_subparsers(dest="kind", required=True, metavar="KIND", parser_class=_Parser)
     arm = kinds.add_parser("arm", help="arm configurations solving one target")
-    arm.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
+    arm.add_argument("robot", help="bundled name, planar:L1,L2,..., a URDF or an MJCF file")
     arm.add_argument("--model", help="draw samples of this model (default: numerical IK)")
     arm.add_argument("--link", help="link to place (default: the robot's end link)")
     for name, text in (("densities", "per-joint densities"), ("resim", "re-simulated ends")):

@@ -34,7 +34,7 @@ def add_parser(sub) -> None:
         epilog=f"Exit status: 0 with a solution within tolerance, {_UNSOLVED} without one, 1 on "
                "errors, 2 for malformed arguments.",
     )  # fmt: skip
-    p.add_argument("robot", help="bundled name, planar:L1,L2,... or a URDF file")
+    p.add_argument("robot", help="bundled name, planar:L1,L2,..., a URDF or an MJCF file")
     _add_target(p)
     p.add_argument("--link", help="link to place (default: the robot's end link)")
     p.add_argument("--model", help="'pretrained' or a model file (default: numerical IK)")
@@ -42,8 +42,12 @@ def add_parser(sub) -> None:
                    help="solutions (seeds or samples), default 100")  # fmt: skip
     p.add_argument("--refine", action="store_true", help="refine model samples numerically")
     p.add_argument("--method", choices=METHODS, default="lm", help="numerical solver")
-    p.add_argument("--tol-position", type=_non_negative, default=1e-3, help="m (default 1e-3)")
-    p.add_argument("--tol-rotation", type=_non_negative, default=1.0, help="degrees (default 1)")
+    p.add_argument("--tol-position", type=_non_negative, default=1e-3,
+                   help="position tolerance in metres (default 1e-3)")  # fmt: skip
+    p.add_argument("--tol-rotation-deg", "--tol-rotation", dest="tol_rotation",
+                   type=_non_negative, default=1.0,
+                   help="rotation tolerance in degrees (default 1; --tol-rotation is the same "
+                        "flag; solve_ik's tol_rotation is in radians)")  # fmt: skip
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
     _common(p)
     p.set_defaults(func=run)
@@ -52,6 +56,11 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     robot = _robot(args.robot).to(args.device)
     link = _end_link(args, robot)
+    if idle := _idle_joints(robot, link):
+        shown = ", ".join(idle[:8]) + (f" and {len(idle) - 8} more" if len(idle) > 8 else "")
+        joints = "1 joint does" if len(idle) == 1 else f"{len(idle)} joints do"
+        print(f"torchik: {joints} not move {link} ({shown}): their values are the solver's "
+              "random starts", file=sys.stderr)  # fmt: skip
     target, position_only = _target(args, robot, link)
     solve = _solve_numerically if args.model is None else _solve_with_model
     result, method = solve(args, robot, target.to(robot.device), position_only, link)
@@ -67,6 +76,16 @@ def run(args: argparse.Namespace) -> int:
               f"exit status {_UNSOLVED}", file=sys.stderr)  # fmt: skip
         return _UNSOLVED
     return 0
+
+
+def _idle_joints(robot, link: str) -> list[str]:
+    """The coordinates of ``q`` that do not move ``link`` (another leg's, the other arm's)."""
+    on_path, moving = set(robot.links_to(link)), set()
+    for joint in robot.model.joints:
+        if joint.child in on_path and joint.type != "fixed":
+            moving.add(joint.mimic.joint if joint.mimic is not None else joint.name)
+    # a floating base's or a planar joint's coordinates are named <joint>/x, ...
+    return [n for n in robot.joint_names if n not in moving and n.rsplit("/", 1)[0] not in moving]
 
 
 def _solve_numerically(args, robot, target, position_only, link):

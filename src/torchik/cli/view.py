@@ -20,7 +20,9 @@ def add_parser(sub) -> None:
         epilog="The page is served on 127.0.0.1 only; from another computer forward the port: "
         "ssh -L 8080:127.0.0.1:8080 HOST, then open http://127.0.0.1:8080.",
     )
-    p.add_argument("robot", help="bundled name or a URDF file (its visual geometry is drawn)")
+    p.add_argument(
+        "robot", help="bundled name, a URDF file (its visual geometry is drawn) or an MJCF file"
+    )
     p.add_argument(
         "--model",
         help="'pretrained', a bundled model's name or a checkpoint file (default: numerical IK)",
@@ -83,6 +85,11 @@ def run(args: argparse.Namespace) -> int:
     from torchik.viewer.scene import load_solutions
 
     target = _target(args)
+    if args.screenshot:  # before the seconds the viewer takes to start, and before its logs
+        from torchik.viewer.browser import require_chromium
+
+        require_chromium()
+        _say(f"starting the viewer of {args.robot} for {args.screenshot}...")
     robot, urdf = open_robot(args.robot)
     frames = load_solutions(args.play, robot) if args.play else None
     viewer = Viewer(
@@ -113,10 +120,16 @@ def run(args: argparse.Namespace) -> int:
         viewer.close()
 
 
+def _say(message: str) -> None:
+    print(f"torchik: {message}", file=sys.stderr, flush=True)
+
+
 def _screenshot(viewer, path: str, width: int, height: int) -> int:
     from torchik.viewer.browser import headless_browser
 
+    _say("opening the page in a headless Chromium (software WebGL: some 10-40 s)...")
     with headless_browser(viewer, width, height):
+        _say(f"rendering {width}x{height}...")
         viewer.screenshot(path, width, height)
     print(f"torchik: wrote {path}")
     return 0

@@ -13,11 +13,14 @@ from torchik.description.bundled import (
     rail_arm_urdf,
 )
 from torchik.description.end_link import (
+    TOOL_FRAME,
     default_end_link,
 )
 from torchik.description.mjcf import (
     FREE_JOINT_OPTIONS,
     MJCFError,
+    is_mjcf,
+    mjcf_names,
     parse_mjcf,
     qpos_index,
 )
@@ -49,6 +52,8 @@ __all__ = [
     "MAX_URDF_BYTES",
     "Mimic",
     "MJCFError",
+    "is_mjcf",
+    "mjcf_names",
     "Origin",
     "parse_mjcf",
     "parse_urdf",
@@ -57,6 +62,7 @@ __all__ = [
     "RAIL_ARM_LENGTHS",
     "RAIL_ARM_PRIOR_STD",
     "rail_arm_urdf",
+    "TOOL_FRAME",
     "read_visuals",
     "URDFError",
     "URDFModel",

@@ -100,7 +100,10 @@ def bundled_urdf(name: str) -> str:
         return rail_arm_urdf()
     if name not in BUNDLED:
         available = ", ".join(sorted(BUNDLED))
-        raise ValueError(f"no bundled robot named {name!r}; available: {available}")
+        files = ""
+        if any(c in name for c in "/\\.") or name.lower().endswith((".urdf", ".xml")):
+            files = "; a file loads with torchik.Robot.from_urdf(path) (MJCF: Robot.from_mjcf)"
+        raise ValueError(f"no bundled robot named {name!r}; available: {available}{files}")
     resource = resources.files("torchik.description") / "robots" / f"{name}.urdf"
     return resource.read_text(encoding="utf-8")
 

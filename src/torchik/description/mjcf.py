@@ -20,6 +20,17 @@ A joint equality (active at the start, linear, between two joints: what MuJoCo m
 ``<mimic>``) makes its first joint a mimic joint of the second, outside ``q``; other equality
 constraints are left out (their joints stay coordinates of ``q``).
 
+A free joint is a floating base (``free_joint="floating"``, the default) only in the world's
+only child body: then ``q`` starts with its 7 coordinates, the body is the root link, and sites
+fixed to the world are left out (the world is not a link of a floating robot). Any other free
+joint (an arm beside a free object, two free bodies) is refused in one line that names it:
+``free_joint="fixed"`` keeps every free body at its pose in the file (MuJoCo's ``qpos0``).
+
+Every number read from the compiled model (positions, orientations, axes, ``ref``, ranges,
+joint-equality coefficients, ``limits=``) must be finite and within ``MAX_MAGNITUDE``
+(``1e9``), as in a URDF; a file that MuJoCo would wait on forever (an ``<include>`` or asset
+``file`` that is a FIFO or a device) is refused before MuJoCo opens it.
+
 Sites become links fixed to their bodies (``sites=False`` leaves them out). Unnamed bodies,
 joints and sites are called ``"body<id>"``, ``"joint<id>"`` and ``"site<id>"`` (MuJoCo ids); a
 made-up name, or a site's, that a link or joint already holds gets a ``_1``, ``_2``, ... suffix.
@@ -28,6 +39,8 @@ made-up name, or a site's, that a link or joint already holds gets a ``_1``, ``_
 from __future__ import annotations
 
 import os
+import re
+import stat
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -35,12 +48,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchik.description.reading import URDFError
+from torchik.description.reading import MAX_MAGNITUDE, MAX_URDF_BYTES, URDFError, xml_root_tag
 from torchik.description.urdf import Joint, Mimic, Origin, URDFModel
+from torchik.files import FileRefused, read_regular_file
 from torchik.geometry.floating import BASE_COORDINATES
 from torchik.geometry.rotations import quat_to_rotmat, rotmat_to_rpy
 
-__all__ = ["MJCFError", "parse_mjcf", "qpos_index", "FREE_JOINT_OPTIONS"]
+__all__ = ["MJCFError", "parse_mjcf", "qpos_index", "mjcf_names", "is_mjcf", "FREE_JOINT_OPTIONS"]
 
 FREE_JOINT_OPTIONS = ("floating", "fixed", "error")
 _ACCEPTED = "hinge, slide and free joints"
@@ -66,13 +80,15 @@ def parse_mjcf(
             ``mujoco.MjModel`` (full precision: a saved XML rounds to 6 digits).
         free_joint: ``"floating"`` makes a free joint a floating base (its 7 ``qpos``, position
             and quaternion ``w, x, y, z`` in the world, are the base's ``q``, named
-            ``<joint>/x`` ... ``<joint>/qz``); ``"fixed"`` keeps such a body fixed at its pose in
-            the file (MuJoCo's ``qpos0``), for models of an arm on a free base; ``"error"``
-            refuses free joints.
+            ``<joint>/x`` ... ``<joint>/qz``) when its body is the world's only child body, and
+            refuses any other free joint; ``"fixed"`` keeps every free body fixed at its pose in
+            the file (MuJoCo's ``qpos0``), for an arm beside free objects; ``"error"`` refuses
+            free joints.
         limits: ``{joint: (lower, upper)}`` overriding the file's ranges (in radians or metres,
             in ``qpos`` units); required for a slide joint that has no range.
         sites: Whether each ``<site>`` becomes a link (fixed to its body, named after the site,
             or ``"site<id>"``): end-effector frames such as Menagerie's ``attachment_site``.
+            A floating robot leaves out the sites fixed to the world.
 
     Returns:
         The model: links are the bodies (and the helper links above) in MuJoCo's body order,
@@ -80,9 +96,11 @@ def parse_mjcf(
 
     Raises:
         ImportError: If the ``mujoco`` package is missing (``pip install torchik[mjcf]``).
-        MJCFError: If MuJoCo refuses the file, or it has a ball joint, a free joint (without
-            ``free_joint="error"``), a slide joint with no range, or ``limits`` names an unknown
-            joint; the message names the file and the element.
+        MJCFError: If the file is a URDF, or refers to a file that is not a regular file,
+            MuJoCo refuses it, or it has a ball joint, a free joint that is not the only
+            top-level body's (or any, with ``free_joint="error"``), a slide joint with no
+            range, a number that is not finite or beyond ``1e9``, or ``limits`` names an
+            unknown joint; the message names the file and the element.
     """
     if free_joint not in FREE_JOINT_OPTIONS:
         raise ValueError(f"free_joint must be one of {FREE_JOINT_OPTIONS}, not {free_joint!r}")
@@ -103,7 +121,7 @@ def qpos_index(model: Any, joint_names: tuple[str, ...] | list[str]) -> list[int
     Returns:
         Indices into ``qpos``: ``q = qpos[..., index]`` (a ``list``, for numpy or torch).
     """
-    _, joints = _names(model)
+    _, joints = mjcf_names(model)
     where = {name: int(model.jnt_qposadr[j]) for j, name in enumerate(joints)}
     for j, name in enumerate(joints):  # a free joint's 7 coordinates, as torchik names them
         if int(model.jnt_type[j]) == _FREE:
@@ -113,6 +131,23 @@ def qpos_index(model: Any, joint_names: tuple[str, ...] | list[str]) -> list[int
     if missing:
         raise ValueError(f"joints {missing} are not joints of this MuJoCo model")
     return [where[name] for name in joint_names]
+
+
+def is_mjcf(source: str | os.PathLike) -> bool:
+    """Whether ``source`` (XML text or a file) is MJCF: its root element is ``<mujoco>``.
+
+    Reads the root element only (:func:`torchik.description.reading.xml_root_tag`: a regular
+    file, never a FIFO) and needs no ``mujoco``: what tells an MJCF file from a URDF before
+    choosing the reader.
+
+    Example:
+        >>> is_mjcf("<mujoco model='arm'><worldbody/></mujoco>"), is_mjcf("<robot name='r'/>")
+        (True, False)
+    """
+    try:
+        return xml_root_tag(source) == "mujoco"
+    except URDFError:  # unreadable, not XML, a FIFO: not an MJCF file to load
+        return False
 
 
 # --------------------------------------------------------------------------- compiling
@@ -135,23 +170,92 @@ def _compile(source: str | os.PathLike | Any) -> tuple[Any, str]:
         return source, "the MjModel"
     text = isinstance(source, str) and source.lstrip().startswith("<")
     label = "the MJCF text" if text else ascii(str(source))[1:-1]
+    if text:
+        _check_text(str(source), Path.cwd(), label)
+    else:
+        _check_text(_read(Path(source), label), Path(source).parent, label)
     try:
         if text:
             return mujoco.MjModel.from_xml_string(str(source)), label
-        if not Path(source).is_file():
-            raise MJCFError(f"MJCF file not found: {label}")
         return mujoco.MjModel.from_xml_path(str(source)), label
     except ValueError as err:
-        if isinstance(err, MJCFError):
-            raise
-        raise MJCFError(f"{label}: MuJoCo cannot compile it: {err}") from None
+        message = " ".join(str(err).split())  # MuJoCo's message may span lines
+        raise MJCFError(f"{label}: MuJoCo cannot compile it: {message}") from None
+
+
+def _read(path: Path, label: str) -> str:
+    """The text of a regular file (never a FIFO: MuJoCo would wait for a writer forever)."""
+    try:
+        return read_regular_file(path, MAX_URDF_BYTES).decode("utf-8", errors="replace")
+    except FileNotFoundError:
+        raise MJCFError(f"MJCF file not found: {label}") from None
+    except (FileRefused, OSError, ValueError) as err:
+        reason = err.strerror if isinstance(err, OSError) and err.strerror else err
+        raise MJCFError(f"cannot read MJCF file {label}: {reason}") from None
+
+
+_FILE = re.compile(r"""<\s*([\w:.-]+)\s[^>]*?\bfile\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+_DIR = re.compile(r"""\b(meshdir|texturedir|assetdir)\s*=\s*(?:"([^"]*)"|'([^']*)')""")
+
+
+def _check_text(text: str, folder: Path, label: str) -> None:
+    """Refuse a URDF, and a referenced file MuJoCo would block on, before MuJoCo opens it:
+    every ``file=`` (``<include>``, meshes, textures), resolved against the including file's
+    folder, the main file's and the compiler's ``meshdir``/``texturedir``/``assetdir``, must be
+    a regular file where it exists; included files are followed."""
+    if _root_tag(text) == "robot":
+        raise MJCFError(
+            f"{label} is a URDF (its root element is <robot>), not MJCF: load it with "
+            "Robot.from_urdf"
+        )
+    pending, seen = [(text, folder)], set()
+    while pending:
+        text, here = pending.pop()
+        prefixes = {""} | {a or b for _, a, b in _DIR.findall(text)}
+        for tag, double, single in _FILE.findall(text):
+            name = double or single
+            for path in {d / p / name for d in (here, folder) for p in prefixes}:
+                if not _exists(path):
+                    continue
+                if not stat.S_ISREG(path.stat().st_mode):
+                    raise MJCFError(
+                        f"{label}: <{tag} file={name!r}> is not a regular file (a FIFO or a "
+                        "device is never read)"
+                    )
+                if tag == "include" and path.resolve() not in seen:
+                    seen.add(path.resolve())
+                    pending.append((_read(path, ascii(str(path))[1:-1]), path.parent))
+
+
+def _root_tag(text: str) -> str | None:
+    try:
+        return xml_root_tag(text)
+    except URDFError:  # not well-formed: MuJoCo says why
+        return None
+
+
+def _exists(path: Path) -> bool:
+    try:
+        path.stat()
+    except (OSError, ValueError):  # missing (MuJoCo says so), or a NUL in the name
+        return False
+    return True
 
 
 # --------------------------------------------------------------------------- body tree -> model
 
 
-def _names(model: Any) -> tuple[list[str], list[str]]:
-    """Body and joint names, unnamed ones made up from their ids (see the module docstring)."""
+def mjcf_names(model: Any) -> tuple[list[str], list[str]]:
+    """The names torchik gives MuJoCo's bodies and joints: the link and joint names of
+    :func:`parse_mjcf`'s model, by MuJoCo id.
+
+    Args:
+        model: a compiled ``mujoco.MjModel``.
+
+    Returns:
+        ``(bodies, joints)``: body 0 is ``"world"`` when unnamed; other unnamed bodies and
+        joints are ``"body<id>"`` and ``"joint<id>"`` (suffixed ``_1``, ... when taken).
+    """
     bodies = [model.body(b).name for b in range(model.nbody)]
     joints = [model.joint(j).name for j in range(model.njnt)]
     bodies[0] = bodies[0] or "world"
@@ -176,17 +280,51 @@ def _fresh(name: str, taken: set[str]) -> str:
 def _build(
     model: Any, free_joint: str, limits: dict[str, tuple[float, float]], sites: bool
 ) -> URDFModel:
-    bodies, joint_names = _names(model)
+    bodies, joint_names = mjcf_names(model)
     unknown = sorted(set(limits) - set(joint_names))
     if unknown:
         raise MJCFError(f"limits= names {unknown}, which are not joints of the model")
+    floating = free_joint == "floating" and _floating_base(model, bodies, joint_names)
     builder = _Builder(model, bodies, joint_names, free_joint, limits)
     builder.mimics = _joint_mimics(model, joint_names)
     for body in range(1, model.nbody):  # ids are depth-first: parents come first
         builder.add_body(body)
     for site in range(model.nsite if sites else 0):
-        builder.add_site(site)
+        if not (floating and int(model.site_bodyid[site]) == 0):  # the world is no link then
+            builder.add_site(site)
     return URDFModel(model.names.split(b"\0")[0].decode() or "mjcf", bodies[0], *builder.done())
+
+
+def _floating_base(model: Any, bodies: list[str], joint_names: list[str]) -> bool:
+    """Whether the model has a free joint, refusing one that cannot be its floating base:
+    torchik's ``q`` holds one floating base, the world's only child body."""
+    top = [b for b in range(1, model.nbody) if int(model.body_parentid[b]) == 0]
+    free = [j for j in range(model.njnt) if int(model.jnt_type[j]) == _FREE]
+    for j in free:
+        body = int(model.jnt_bodyid[j])
+        if top == [body]:
+            continue
+        others = [repr(bodies[b]) for b in top if b != body]
+        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
+        where = f"the world also holds {shown}" if body in top else "it is not a top-level body"
+        raise MJCFError(
+            f"free joint {joint_names[j]!r} in body {bodies[body]!r} cannot be the floating "
+            f"base ({where}); torchik's q holds one floating base, the world's only child "
+            "body: pass free_joint='fixed' to keep free bodies at their pose in the file"
+        )
+    return bool(free)
+
+
+def _checked(values: Any, what: str) -> Tensor:
+    """``values`` as float64, refused unless finite and within ``MAX_MAGNITUDE``: the URDF
+    reader's rule, so that poses and limits stay finite even in float32."""
+    out = torch.as_tensor(values, dtype=torch.float64)
+    shown = " ".join(f"{v:g}" for v in out.reshape(-1).tolist())
+    if not bool(torch.isfinite(out).all()):
+        raise MJCFError(f"{what} is not finite: {shown}")
+    if bool((out.abs() > MAX_MAGNITUDE).any()):
+        raise MJCFError(f"{what} is {shown}, beyond the supported ±{MAX_MAGNITUDE:g}")
+    return out
 
 
 def _joint_mimics(model: Any, joint_names: list[str]) -> dict[int, Mimic]:
@@ -202,7 +340,10 @@ def _joint_mimics(model: Any, joint_names: list[str]) -> dict[int, Mimic]:
         if follower in mimics:
             raise MJCFError(f"joint {joint_names[follower]!r} is in two joint equalities")
         y0, x0 = (float(model.qpos0[model.jnt_qposadr[j]]) for j in (follower, leader))
-        mimics[follower] = Mimic(joint_names[leader], a1, y0 + a0 - a1 * x0)
+        what = f"the joint equality of {joint_names[follower]!r} and {joint_names[leader]!r}"
+        a0, a1 = _checked([a0, a1], f"{what} (polycoef)").tolist()
+        offset = float(_checked(y0 + a0 - a1 * x0, f"{what} (its offset)"))
+        mimics[follower] = Mimic(joint_names[leader], a1, offset)
     for follower, mimic in mimics.items():
         if joint_names.index(mimic.joint) in mimics:
             raise MJCFError(
@@ -210,6 +351,16 @@ def _joint_mimics(model: Any, joint_names: list[str]) -> dict[int, Mimic]:
                 "joint; torchik accepts joint equalities whose second joint is free of any"
             )
     return mimics
+
+
+def _pair(values: Any, what: str) -> tuple[float, float]:
+    """``(lower, upper)`` from a user's pair of numbers, checked as :func:`_checked` does."""
+    try:
+        lower, upper = (float(v) for v in values)
+    except (TypeError, ValueError):
+        raise MJCFError(f"{what} must be a pair of numbers (lower, upper)") from None
+    _checked([lower, upper], what)
+    return lower, upper
 
 
 def _translation(xyz: Any) -> Tensor:
@@ -263,7 +414,9 @@ class _Builder:
 
     def add_body(self, body: int) -> None:
         m, name = self.model, self.bodies[body]
-        pending = _pose(m.body_pos[body], m.body_quat[body])  # parent frame -> next joint frame
+        pos = _checked(m.body_pos[body], f"body {name!r} pos")
+        quat = _checked(m.body_quat[body], f"body {name!r} orientation (quat w x y z)")
+        pending = _pose(pos, quat)  # parent frame -> next joint frame
         parent = self.bodies[int(m.body_parentid[body])]
         first = int(m.body_jntadr[body])
         moving = [j for j in range(first, first + int(m.body_jntnum[body])) if self._moves(j)]
@@ -273,11 +426,14 @@ class _Builder:
                 self._add_floating(j, parent, name)
                 parent, pending = name, torch.eye(4, dtype=torch.float64)
                 continue
-            axis = torch.as_tensor(m.jnt_axis[j], dtype=torch.float64)
-            anchor = torch.as_tensor(m.jnt_pos[j], dtype=torch.float64)
+            what = f"joint {self.joint_names[j]!r} in body {name!r}"
+            axis = _checked(m.jnt_axis[j], f"{what}: axis")
+            anchor = _checked(m.jnt_pos[j], f"{what}: pos")
             if kind == _SLIDE:
                 anchor = torch.zeros(3, dtype=torch.float64)  # a translation has no centre
-            ref = float(m.qpos0[m.jnt_qposadr[j]])  # MuJoCo moves by qpos - qpos0
+            ref = float(
+                _checked(m.qpos0[m.jnt_qposadr[j]], f"{what}: ref")
+            )  # moves by qpos - qpos0
             origin = pending @ _translation(anchor) @ _motion(kind, axis, -ref)
             last = k == len(moving) - 1 and not anchor.any()
             child = name if last else _fresh(f"{name}/{self.joint_names[j]}", self.taken_links)
@@ -290,7 +446,9 @@ class _Builder:
         m = self.model
         name = _fresh(m.site(site).name or f"site{site}", self.taken_links)
         parent = self.bodies[int(m.site_bodyid[site])]
-        self._add_fixed(parent, name, _pose(m.site_pos[site], m.site_quat[site]))
+        pos = _checked(m.site_pos[site], f"site {name!r} pos")
+        quat = _checked(m.site_quat[site], f"site {name!r} orientation (quat w x y z)")
+        self._add_fixed(parent, name, _pose(pos, quat))
 
     def _add_fixed(self, parent: str, child: str, origin: Tensor) -> None:
         fixed = _fresh(f"{child}_fixed", self.taken_joints)
@@ -311,12 +469,7 @@ class _Builder:
         return kind in (_HINGE, _SLIDE) or (kind == _FREE and self.free_joint == "floating")
 
     def _add_floating(self, j: int, parent: str, child: str) -> None:
-        if parent != self.bodies[0]:
-            raise MJCFError(
-                f"free joint {self.joint_names[j]!r} in body {child!r} is not in a child of the "
-                "world body; accepted: a free joint in a top-level body"
-            )
-        self.links.append(child)
+        self.links.append(child)  # the world's only child body: _floating_base checked it
         self.joints.append(Joint(self.joint_names[j], "floating", parent, child))
 
     def _add_joint(self, j, kind, parent, child, origin, axis) -> None:
@@ -335,12 +488,13 @@ class _Builder:
     def _limits(self, j: int, kind: int) -> tuple[float | None, float | None]:
         name = self.joint_names[j]
         if name in self.limits:
-            lower, upper = (float(v) for v in self.limits[name])
+            lower, upper = _pair(self.limits[name], f"limits= for joint {name!r}")
             if not lower <= upper:
                 raise MJCFError(f"limits= gives joint {name!r} lower {lower:g} > upper {upper:g}")
             return lower, upper
         if self.model.jnt_limited[j]:
-            lower, upper = (float(v) for v in self.model.jnt_range[j])
+            where = f"joint {name!r} in body {self.bodies[self.model.jnt_bodyid[j]]!r}: range"
+            lower, upper = _checked(self.model.jnt_range[j], where).tolist()
             return lower, upper
         if kind == _SLIDE and j not in self.mimics:  # a mimic's own limits are never used
             raise MJCFError(

@@ -150,6 +150,11 @@ def parse_urdf(
 
 def _build_model(robot: ET.Element, root: str | None, notes: list[str]) -> URDFModel:
     """Validate the ``<robot>`` element and order its tree from ``root``."""
+    if robot.tag == "mujoco":
+        raise URDFError(
+            "the root element is <mujoco>: this is MJCF (MuJoCo), not URDF; load it with "
+            "Robot.from_mjcf"
+        )
     if robot.tag != "robot":
         raise URDFError(f"the root element is <{robot.tag}>, expected <robot>")
     name = _required(robot, "name", "<robot>")

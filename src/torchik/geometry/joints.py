@@ -145,7 +145,8 @@ def project_to_limits(
     Args:
         q: ``(..., D)`` joint values.
         lower, upper: ``(D,)`` limits (or broadcast against ``q``).
-        wraps: ``(D,)`` bool mask of the joints moved by whole turns (``None``: none).
+        wraps: ``(D,)`` bool mask of the joints moved by whole turns (``None``: none; the
+            function never reads a mask's values, so that it can run in a CUDA graph).
         canonical: ``(D,)`` bool mask of the joints put in ``(-pi, pi]`` (``None``: none).
 
     Returns:
@@ -156,11 +157,7 @@ def project_to_limits(
         >>> project_to_limits(torch.tensor([2.0, 7.5]), lower, upper, torch.tensor([False, True]))
         tensor([1.0000, 1.2168])
     """
-    if wraps is not None and bool(wraps.any()):
-        q_in = torch.where(wraps, wrap_into(q, lower), q)
-    else:
-        q_in = q
+    # no test of the masks' contents (a host read): pass None where no joint is in one
+    q_in = q if wraps is None else torch.where(wraps, wrap_into(q, lower), q)
     out = torch.clamp(q_in, lower, upper)
-    if canonical is not None and bool(canonical.any()):
-        out = torch.where(canonical, wrap_angle(q), out)
-    return out
+    return out if canonical is None else torch.where(canonical, wrap_angle(q), out)

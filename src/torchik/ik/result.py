@@ -14,6 +14,10 @@ from torchik.geometry.joints import joint_distance
 __all__ = ["IKResult"]
 
 
+def _median(x: Tensor) -> float:
+    return x.reshape(-1).double().median().item()
+
+
 def _pairwise_distance(q: Tensor, continuous: Tensor) -> Tensor:
     """``(..., K, K)`` :func:`joint_distance` between the slots of ``q (..., K, dof)``."""
     if bool(continuous.any()):
@@ -52,21 +56,32 @@ class IKResult:
     tol_rotation: float
     continuous: Tensor
 
+    def __init_subclass__(cls, **kwargs) -> None:
+        """A subclass keeps the one-line :meth:`__repr__`: ``@dataclass`` would write one that
+        prints every tensor (430 lines for a whole-body result), but it never replaces a
+        ``__repr__`` the class holds itself."""
+        super().__init_subclass__(**kwargs)
+        if "__repr__" not in cls.__dict__:
+            cls.__repr__ = IKResult.__repr__  # type: ignore[method-assign]
+
     def __repr__(self) -> str:
-        """One line: shapes, targets solved, the median error of each target's best slot."""
+        """One line: shapes, targets solved, the median errors of each target's best slot."""
         *batch, k, dof = self.q.shape
         targets = math.prod(batch)
         solved = int(self.success.any(dim=-1).sum())
         tol = f"{1000 * self.tol_position:g} mm"
-        if math.isfinite(self.tol_rotation):
+        pose = math.isfinite(self.tol_rotation)
+        if pose:
             tol += f" / {math.degrees(self.tol_rotation):g} deg"
         text = (
-            f"IKResult(q {tuple(self.q.shape)}: {targets} target(s) x {k} slot(s) x {dof} "
-            f"joints; {solved} of {targets} solved within {tol}"
+            f"{type(self).__name__}(q {tuple(self.q.shape)}: {targets} target(s) x {k} slot(s) "
+            f"x {dof} joints; {solved} of {targets} solved within {tol}"
         )
         if targets and k:
-            best = self.position_error.reshape(targets, k).amin(dim=-1).median().item()
-            text += f"; median best position error {1000 * best:.3g} mm"
+            best = self.best()
+            text += f"; median best position error {1000 * _median(best.position_error):.3g} mm"
+            if pose:
+                text += f", rotation {math.degrees(_median(best.rotation_error)):.3g} deg"
         return text + ")"
 
     @property

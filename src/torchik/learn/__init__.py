@@ -6,6 +6,7 @@ from torchik.learn.data import (
     DATA_FORMAT_VERSION,
     FKStream,
     IKDataset,
+    as_target,
     decode_target,
     encode_target,
     load_dataset,
@@ -56,6 +57,7 @@ from torchik.learn.spec import (
 )
 
 __all__ = [
+    "as_target",
     "accuracy",
     "best_of_n",
     "convex_hull_area",

@@ -19,6 +19,7 @@ import torch
 from torch import Tensor
 
 from torchik._version import __version__
+from torchik.checks import check_device
 from torchik.files import atomic_save
 from torchik.geometry.rotations import rotmat_to_6d, sixd_to_rotmat
 from torchik.geometry.transforms import pose_to_matrix
@@ -29,6 +30,7 @@ if TYPE_CHECKING:
 
 __all__ = [
     "DATA_FORMAT_VERSION",
+    "as_target",
     "FKStream",
     "IKDataset",
     "decode_target",
@@ -62,6 +64,43 @@ def encode_target(pose: Tensor, kind: str) -> Tensor:
     if kind == "planar":
         return pose[..., :2, 3]
     raise ValueError(f"kind must be 'position', 'pose' or 'planar', got {kind!r}")
+
+
+def as_target(target: Tensor, kind: str) -> Tensor:
+    """Model targets of ``kind`` from what a user holds: poses ``(..., 4, 4)`` are encoded
+    (:func:`encode_target`), positions ``(..., 3)`` serve position targets (and planar ones,
+    their x and y), and targets already encoded ``(..., T)`` pass through.
+
+    Args:
+        target: poses, positions or encoded targets.
+        kind: ``"position"``, ``"pose"`` or ``"planar"``.
+
+    Returns:
+        ``(..., T)``.
+
+    Raises:
+        ValueError: positions for pose targets (a rotation is needed), or a shape that is none
+            of these.
+
+    Example:
+        >>> as_target(torch.eye(4).expand(2, 4, 4), "position")
+        tensor([[0., 0., 0.],
+                [0., 0., 0.]])
+    """
+    size = {"position": 3, "pose": 9, "planar": 2}.get(kind)
+    if size is None:
+        raise ValueError(f"kind must be 'position', 'pose' or 'planar', got {kind!r}")
+    if target.dim() >= 2 and target.shape[-2:] == (4, 4):
+        return encode_target(target, kind)
+    if target.dim() >= 1 and target.shape[-1] == size:
+        return target
+    if kind == "planar" and target.dim() >= 1 and target.shape[-1] == 3:
+        return target[..., :2]
+    want = {"position": "(..., 3) positions", "pose": "(..., 9) pose targets",
+            "planar": "(..., 2) or (..., 3) points"}[kind]  # fmt: skip
+    raise ValueError(
+        f"{kind} targets must be (..., 4, 4) poses or {want}, got shape {tuple(target.shape)}"
+    )
 
 
 def decode_target(target: Tensor, kind: str) -> tuple[Tensor, Tensor | None]:
@@ -346,7 +385,8 @@ class FKStream:
             raise TypeError(f"fk_dtype must be torch.float32 or torch.float64, got {fk_dtype}")
         self.sampler, self.std, self.seed = sampler, std, int(seed)
         self._fk_dtype = fk_dtype
-        self._robot = _fk_copy(robot, fk_dtype, torch.device(device or robot.device))
+        device = robot.device if device is None else check_device("device", device)
+        self._robot = _fk_copy(robot, fk_dtype, device)
         self.generator = torch.Generator(self.device).manual_seed(self.seed)
         self.drawn = 0
 
@@ -358,7 +398,7 @@ class FKStream:
     def to(self, device: str | torch.device) -> FKStream:
         """The stream on ``device``, restarted at its seed (a generator cannot change device);
         ``self`` where it is there already."""
-        device = torch.device(device)
+        device = check_device("device", device)
         if device == self.device or (device.index is None and device.type == self.device.type):
             return self
         new = copy.copy(self)

@@ -255,9 +255,18 @@ def follow_path(
 
     Returns:
         A :class:`PathResult` with ``q (P, S, D)``.
+
+    Raises:
+        TypeError: ``model`` has no ``sample_within`` (only IKNet models follow paths).
     """
     from torchik.learn.data import decode_target
 
+    if not callable(getattr(model, "sample_within", None)):
+        raise TypeError(
+            f"follow_path needs a model that samples within a window (sample_within): IKNet "
+            f"models do (e.g. load_pretrained('digit_arm_iknet')), a "
+            f"{getattr(model, 'family', type(model).__name__)!r} model does not"
+        )
     robot, link = _fk_robot(model, robot), model.spec.link
     targets = targets.to(model.target_mean)
     position, _ = decode_target(targets, model.spec.targets)

@@ -22,7 +22,10 @@ refusal is a :class:`ValueError` naming the file.
 from __future__ import annotations
 
 import dataclasses
+import functools
+import inspect
 import os
+from collections.abc import Callable
 from typing import Any, ClassVar
 
 import torch
@@ -30,6 +33,7 @@ from torch import Tensor, nn
 
 from torchik.checks import check_int
 from torchik.geometry.joints import joint_difference, project_to_limits
+from torchik.learn.data import as_target
 from torchik.learn.spec import ProblemSpec
 from torchik.models.checkpoint import FORMAT_VERSION, content_hash, save_checkpoint
 
@@ -92,6 +96,36 @@ def squash_to_limits(raw: Tensor, spec: ProblemSpec, kind: str = "sigmoid") -> T
 
 
 # ---------------------------------------------------------------------------- the model
+def _as_model_data(method: Callable[..., Any]) -> Callable[..., Any]:
+    """``method`` with its tensor arguments (targets and configurations: data) moved to the
+    model's dtype and device, that of its ``target_mean`` buffer. The policy: data given to a
+    model is converted to the model's dtype and device; configurations given to FK must match
+    the robot's dtype (:func:`torchik.robot.configuration.check_q` says how)."""
+    if getattr(method, "_takes_any_dtype", False):
+        return method
+
+    signature = inspect.signature(method)
+
+    @functools.wraps(method)
+    def converted(self: IKModel, *args: Any, **kwargs: Any) -> Any:
+        like = self.target_mean
+
+        def to_model(x: Any) -> Any:
+            if isinstance(x, Tensor) and x.dtype != torch.bool and x.dtype != like.dtype:
+                return x.to(like)
+            return x.to(like.device) if isinstance(x, Tensor) else x
+
+        bound = signature.bind(self, *args, **kwargs)
+        target = bound.arguments.get("target")
+        if isinstance(target, Tensor):  # poses and positions become the model's targets
+            bound.arguments["target"] = as_target(target, self.spec.targets)
+        args = tuple(to_model(x) for x in bound.args[1:])
+        return method(self, *args, **{k: to_model(v) for k, v in bound.kwargs.items()})
+
+    converted._takes_any_dtype = True  # type: ignore[attr-defined]
+    return converted
+
+
 class IKModel(nn.Module):
     """Base class of learned inverse kinematics: targets ``(..., T)`` -> joints ``(..., D)``.
 
@@ -121,6 +155,15 @@ class IKModel(nn.Module):
     lower: Tensor
     upper: Tensor
     continuous: Tensor
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Every family's :meth:`sample`, :meth:`log_prob` and :meth:`loss` take their data
+        (targets, and the configurations scored or learned from) in any dtype and on any
+        device: :func:`_as_model_data` converts them to the model's, as ``nn.Linear`` cannot."""
+        super().__init_subclass__(**kwargs)
+        for name in ("sample", "log_prob", "loss"):
+            if name in cls.__dict__:
+                setattr(cls, name, _as_model_data(cls.__dict__[name]))
 
     def __init__(self, spec: ProblemSpec, config: Any = None):
         super().__init__()

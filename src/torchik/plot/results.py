@@ -44,7 +44,9 @@ def _read_log(source: str | os.PathLike | Mapping[str, Sequence[float]]) -> dict
         raise FileNotFoundError(f"no training log at {os.fspath(source)!r}")
     rows = read_log(path)
     if not rows:
-        raise ValueError(f"{os.fspath(source)!r} has no rows")
+        raise ValueError(
+            f"{os.fspath(source)!r} has no rows yet: the run stopped before its first log row"
+        )
     return {k: np.array([r[k] for r in rows]) for k in rows[0]}
 
 

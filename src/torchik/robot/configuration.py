@@ -124,9 +124,11 @@ def check_q(robot, q: Tensor) -> Tensor:
             f"{list(robot.joint_names)}, got {tuple(q.shape)}"
         )
     if q.dtype != robot.dtype:
+        kinematic = q.dtype in (torch.float32, torch.float64)  # what a Robot can be moved to
+        other = f" or robot.to({q.dtype})" if kinematic else ""
         raise TypeError(
-            f"q has dtype {q.dtype} but the robot is {robot.dtype}: "
-            f"convert one of them (robot.to({q.dtype}) or q.to({robot.dtype}))"
+            f"q has dtype {q.dtype} but the robot is {robot.dtype}: convert q "
+            f"(q.to({robot.dtype})){other}"
         )
     if q.device != robot.device:
         raise ValueError(

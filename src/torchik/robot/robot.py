@@ -10,8 +10,8 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from torchik.description.mjcf import parse_mjcf
-from torchik.description.reading import MAX_URDF_BYTES, looks_like_xml, xml_root_tag
+from torchik.description.mjcf import is_mjcf, parse_mjcf
+from torchik.description.reading import MAX_URDF_BYTES, looks_like_xml
 from torchik.description.urdf import URDFModel, parse_urdf
 from torchik.geometry import floating as flt
 from torchik.geometry.rotations import rotmat_to_quat
@@ -630,7 +630,7 @@ def _load_file(path: str | os.PathLike, dtype, floating_base: bool, backend: str
             f"no bundled robot named {ascii(str(path))[1:-1]!r} and no such file; bundled: "
             f"{', '.join(list_robots())} (or 'planar' with link_lengths=...)"
         )
-    if xml_root_tag(path) == "mujoco":
+    if is_mjcf(path):
         if floating_base:
             raise ValueError("floating_base is for URDF files: an MJCF file's free joint is one")
         return Robot.from_mjcf(path, dtype=dtype, backend=backend)

@@ -117,6 +117,7 @@ def split_floating(
     """
     first = model.joints[0] if model.joints else None
     floating = first is not None and first.type == "floating"
+    _check_one_floating(model, first if floating else None)
     if floating_base and floating:
         raise URDFError(
             f"{where}: <joint name={first.name!r}> is floating already; accepted: "  # type: ignore[union-attr]
@@ -127,6 +128,26 @@ def split_floating(
     if not floating:
         return model, None
     return URDFModel(model.name, first.child, model.links[1:], model.joints[1:]), first  # type: ignore[union-attr]
+
+
+def _check_one_floating(model: URDFModel, base: Joint | None) -> None:
+    """Refuse a floating joint other than ``base`` (the root link's first joint) and, with a
+    base, any other joint from the root link: torchik's q holds one floating base, the root
+    link's only joint (a model built by hand, or from MJCF, gets the URDF parser's rule)."""
+    for joint in model.joints:
+        if joint is base:
+            continue
+        if joint.type == "floating":
+            raise URDFError(
+                f"joint {joint.name!r} is floating but is not the only joint of the root link "
+                f"{model.root!r}; accepted: one floating joint, from the root link to the base"
+            )
+        if base is not None and joint.parent == model.root:
+            raise URDFError(
+                f"joint {joint.name!r} hangs from the root link {model.root!r} beside the "
+                f"floating joint {base.name!r}; accepted: one floating joint, the root link's "
+                "only joint"
+            )
 
 
 def flatten_tree(root: str, joints: Sequence[Joint], link_names: Sequence[str]) -> dict[str, tuple]:
@@ -147,6 +168,11 @@ def flatten_tree(root: str, joints: Sequence[Joint], link_names: Sequence[str]) 
     levels: list[tuple[list[int], list[int]]] = []
     parent: list[int] = []
     for k, joint in enumerate(joints):
+        if joint.parent not in link_joint:  # a hand-built model out of order, never a KeyError
+            raise URDFError(
+                f"joint {joint.name!r} hangs from link {joint.parent!r}, which is not above it "
+                f"in the tree rooted at {root!r}"
+            )
         if joint.type != "fixed":
             parent.append(link_joint[joint.parent])
             link_joint[joint.child] = len(parent) - 1

@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor, nn
 
-from torchik.checks import check_bool, check_choice, check_float, check_int
+from torchik.checks import check_bool, check_choice, check_device, check_float, check_int
 from torchik.learn.data import FKStream, IKDataset
 from torchik.train import distributed
 
@@ -153,6 +153,7 @@ class TrainConfig:
                 raise ValueError("ema_decay must be < 1 (1 would never move the average)")
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("compile_mode", self.compile_mode, COMPILE_MODES)
+        check_device("device", self.device)
         if self.micro_batches > self.batch_size:
             raise ValueError(
                 f"micro_batches={self.micro_batches} exceeds batch_size={self.batch_size}"

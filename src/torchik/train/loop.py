@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import math
+import sys
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -351,15 +352,22 @@ def train(
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
     run = _Run(model, rows, config)
-    if not (resume and out is not None and _resume(run, out)):
+    if resume and out is not None and _resume(run, out):
+        if config.progress and distributed.is_main():
+            print(f"resumed at step {run.step} of {config.steps} from {out / CHECKPOINT}",
+                  file=sys.stderr, flush=True)  # fmt: skip
+    else:
         torch.manual_seed(config.seed)
         if config.normalize:
             _normalize(model, rows, config)
         if run.ema is not None:  # the average starts from the normalised initial weights
             run.ema.reset(model)
     history = read_log(out / LOG, run.step) if out is not None and run.step else []
-    if out is not None and distributed.is_main():
-        write_log(out / LOG, history)  # drops rows a killed run logged after its checkpoint
+    if out is not None and distributed.is_main():  # rows a killed run logged after its
+        if history:  # checkpoint are dropped; no rows: no file until the first (not a header)
+            write_log(out / LOG, history)
+        else:
+            (out / LOG).unlink(missing_ok=True)
     val = val_set.subset(slice(0, config.val_targets)) if val_set is not None else None
     device = model.target_mean.device
     with matmul_precision(device, config.tf32), CtrlC(out is not None) as ctrl_c:

@@ -40,7 +40,8 @@ class Progress:
         stream: where to write (default ``sys.stderr``).
         bar: ``True``/``False`` forces a tqdm bar or plain lines; ``None``: a bar on a terminal.
         heartbeat: plain lines only: seconds without a report after which :meth:`advance`
-            prints the step, rates and ETA by itself (a slow start never looks frozen).
+            prints the step, rates and ETA by itself (a slow start never looks frozen); the
+            first step done prints one too.
     """
 
     def __init__(
@@ -82,8 +83,9 @@ class Progress:
         """Step ``step`` is done (cheap: call it every step)."""
         if self._bar is not None and step > self.step:
             self._bar.update(step - self.step)
+        first = self.step == self.start and step > self.start
         self.step = step
-        if self._bar is None and time.perf_counter() - self._last_line > self.heartbeat:
+        if self._bar is None and (first or time.perf_counter() - self._last_line > self.heartbeat):
             self.report({})
 
     def report(self, fields: dict[str, str]) -> None:
@@ -123,10 +125,12 @@ def read_log(path: Path, upto: float = math.inf) -> list[dict[str, float]]:
 
 
 def write_log(path: Path, rows: list[dict[str, float]], append: bool = False) -> None:
-    """Write ``rows`` (``repr`` of each float, so values read back exactly), or append them.
+    """Write ``rows`` (``repr`` of each float, so values read back exactly), or append them
+    (to a new file: after the header).
 
     The columns are :data:`LOG_COLUMNS`: the training log ``log.csv`` of
     :func:`torchik.train.train`."""
+    append = append and path.exists()
     with path.open("a" if append else "w", newline="") as f:
         writer = csv.DictWriter(f, fieldnames=LOG_COLUMNS)
         if not append:

@@ -21,6 +21,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torchik.description.mjcf import is_mjcf
 from torchik.description.visuals import Visual, read_visuals
 from torchik.robot.robot import Robot
 from torchik.viewer.scene import (
@@ -52,8 +53,9 @@ def _viser() -> Any:
 
 
 def open_robot(robot: Robot | str | os.PathLike, urdf: str | os.PathLike | None = None):
-    """``(robot, urdf)``: a float64 CPU robot from a :class:`~torchik.Robot`, a bundled name or a
-    URDF file, and the URDF file its visuals come from (``urdf`` if given, else the file named).
+    """``(robot, urdf)``: a float64 CPU robot from a :class:`~torchik.Robot`, a bundled name, a
+    URDF or an MJCF file, and the URDF file its visuals come from (``urdf`` if given, else the
+    URDF file named; an MJCF file has none).
 
     Raises:
         URDFError: a missing or malformed URDF file.
@@ -69,6 +71,8 @@ def open_robot(robot: Robot | str | os.PathLike, urdf: str | os.PathLike | None 
         from torchik.robot.robot import load_robot
 
         return load_robot(name, dtype=torch.float64), urdf
+    if is_mjcf(name):  # no URDF visuals: frames only, unless urdf= names a URDF to draw
+        return Robot.from_mjcf(Path(name), dtype=torch.float64), urdf
     return Robot.from_urdf(Path(name), dtype=torch.float64), urdf or Path(name)
 
 

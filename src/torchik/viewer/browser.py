@@ -13,7 +13,7 @@ import time
 from collections.abc import Iterator
 from typing import Any
 
-__all__ = ["find_chromium", "headless_browser"]
+__all__ = ["find_chromium", "headless_browser", "require_chromium"]
 
 NAMES = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable")
 FLAGS = (
@@ -41,6 +41,21 @@ def find_chromium() -> str | None:
     return next((path for path in found if path), None)
 
 
+def require_chromium() -> str:
+    """:func:`find_chromium`'s path, checked before any work (a viewer takes seconds to start).
+
+    Raises:
+        RuntimeError: no Chromium is installed (one line: how to install it).
+    """
+    binary = find_chromium()
+    if binary is None:
+        raise RuntimeError(
+            "no Chromium found for a headless screenshot: install it (Debian: apt-get install "
+            "chromium) or set TORCHIK_CHROMIUM to its path"
+        )
+    return binary
+
+
 @contextlib.contextmanager
 def headless_browser(
     viewer: Any, width: int = 960, height: int = 720, timeout: float = 45.0
@@ -58,12 +73,7 @@ def headless_browser(
     Raises:
         RuntimeError: no Chromium is installed, or the page did not connect in time.
     """
-    binary = find_chromium()
-    if binary is None:
-        raise RuntimeError(
-            "no Chromium found for a headless screenshot: install it (Debian: apt-get install "
-            "chromium) or set TORCHIK_CHROMIUM to its path"
-        )
+    binary = require_chromium()
     before = set(viewer.server.get_clients())
     # Chromium's helper processes can still write to the profile while it is removed: a
     # leftover file there must not fail the screenshot (it failed CI once)

@@ -221,17 +221,13 @@ def solve_ghosts(
 
 
 def _encode(model: Any, target: Tensor, position_only: bool) -> Tensor:
-    """The model's ``(T,)`` encoding of a ``(4, 4)`` pose or ``(3,)`` position."""
-    from torchik.learn.data import encode_target
+    """The model's ``(T,)`` encoding of a ``(4, 4)`` pose or ``(3,)`` position
+    (:func:`torchik.learn.as_target`), in the model's dtype and device."""
+    from torchik.learn.data import as_target
 
-    pose = torch.eye(4, dtype=target.dtype)
-    if position_only:
-        if model.spec.targets == "pose":
-            raise ValueError("this model was trained on full poses: leave position-only mode")
-        pose[:3, 3] = target.cpu()
-    else:
-        pose = target.cpu()
-    return encode_target(pose, model.spec.targets).to(model.target_mean)
+    if position_only and model.spec.targets == "pose":
+        raise ValueError("this model was trained on full poses: leave position-only mode")
+    return as_target(target, model.spec.targets).to(model.target_mean)
 
 
 # ---------------------------------------------------------------------------- inputs

@@ -1,0 +1,84 @@
+"""The robot a command takes (issue 35): an MJCF file like a URDF, continuous joints' ranges in
+``info``, the joints that do not move ``--link`` in ``solve``, the rotation tolerance's unit."""
+
+from __future__ import annotations
+
+import pytest
+
+import torchik
+from tests.cli.test_cli import URDF, assert_one_line_error, run
+
+ARM_XML = """<mujoco model="xml_arm"><compiler angle="radian"/><worldbody>
+  <body name="base" pos="0 0 0.1">
+  <joint name="yaw" axis="0 0 1" range="-3 3"/><geom size="0.05"/>
+  <body name="upper" pos="0 0 0.3"><joint name="pitch" axis="0 1 0" range="-2 2"/>
+  <geom size="0.04"/><body name="fore" pos="0.3 0 0"><joint name="elbow" axis="0 1 0"
+  range="-2.5 2.5"/><geom size="0.03"/><site name="tool0" pos="0.25 0 0"/></body></body>
+  </body></worldbody></mujoco>"""
+
+
+@pytest.fixture
+def arm_xml(tmp_path):
+    pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
+    path = tmp_path / "arm.xml"
+    path.write_text(ARM_XML)
+    return str(path)
+
+
+def test_every_robot_command_takes_an_mjcf_file(arm_xml, tmp_path, capsys):
+    code, out, err = run(capsys, "info", arm_xml, "--samples", "200")
+    assert code == 0, err
+    assert "xml_arm" in out and "3 dof" in out and "end link tool0" in out
+    code, out, err = run(capsys, "solve", arm_xml, "--position", "0.5", "0.1", "0.4", "-n", "4")
+    assert code == 0 and "xml_arm tool0: 4 solutions" in out, err
+    code, out, err = run(capsys, "dataset", arm_xml, "-n", "8", "--out", str(tmp_path / "d.pt"))
+    assert code == 0 and "link tool0" in out, err
+
+
+def test_an_mjcf_file_torchik_refuses_is_one_line(tmp_path, capsys):
+    pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
+    path = tmp_path / "two.xml"
+    obj = '<body name="obj" pos="1 0 0"><freejoint name="obj_free"/><geom size="0.1"/></body>'
+    path.write_text(ARM_XML.replace("</worldbody>", f"{obj}</worldbody>"))
+    code, _, err = run(capsys, "solve", str(path), "--position", "0.3", "0.1", "0.5")
+    assert_one_line_error(code, err)
+    assert "free joint 'obj_free'" in err and "free_joint='fixed'" in err
+
+
+def test_info_shows_the_range_a_continuous_joint_is_drawn_from(capsys):
+    code, out, err = run(capsys, "info", str(URDF / "prismatic_continuous.urdf"), "--samples", "50")
+    assert code == 0, err
+    (row,) = [line for line in out.splitlines() if line.strip().startswith("spin ")]
+    assert "-3.1416" in row and "3.1416" in row and "inf" not in row and "wraps around" in row
+
+
+def test_solve_names_the_joints_that_do_not_move_the_link(capsys):
+    code, out, err = run(capsys, "solve", str(URDF / "two_branches.urdf"), "--link", "left_tip",
+                         "--position", "0.1", "0.0", "0.5", "-n", "2")  # fmt: skip
+    assert "2 joints do not move left_tip (right_pitch, right_roll)" in err
+    assert "random starts" in err
+    code, out, err = run(capsys, "solve", str(URDF / "two_branches.urdf"), "--position", "0.1",
+                         "0.0", "0.5", "-n", "2")  # fmt: skip
+    assert "1 joint does not move right_tip (left_pitch)" in err  # the default end link
+    code, out, err = run(capsys, "solve", "panda", "--position", "0.4", "0.1", "0.5", "-n", "2")
+    assert "not move" not in err  # every joint of an arm moves its hand
+
+
+def test_the_rotation_tolerance_is_in_degrees_under_both_names(capsys):
+    results = []
+    for flag in ("--tol-rotation-deg", "--tol-rotation"):
+        code, out, err = run(capsys, "solve", "panda", "--pose", "0.36", "0.0", "0.64", "0.2706",
+                             "-0.6533", "-0.2706", "0.6533", flag, "5", "-n", "3",
+                             "--format", "json")  # fmt: skip
+        assert code == 0, err
+        results.append(out)
+    assert results[0] == results[1]
+    code, out, _ = run(capsys, "solve", "--help")
+    assert "rotation tolerance in degrees" in " ".join(out.split())
+
+
+def test_load_robot_of_a_path_loads_the_file():
+    robot = torchik.load_robot(str(URDF / "ur10_robot.urdf"))
+    assert robot.name == "ur10" and robot.dof == 6
+    with pytest.raises(ValueError, match="no bundled robot named 'kuka' and no such file; bundl"):
+        torchik.load_robot("kuka")

@@ -1,0 +1,52 @@
+"""torchik.ik.result: IKResult prints one short line, and so does every dataclass subclass
+(a whole-body result printed ~430 lines of tensors)."""
+
+from __future__ import annotations
+
+import math
+from dataclasses import dataclass
+
+import torch
+
+from torchik.ik import IKResult
+from torchik.ik.wholebody.solve import WholeBodyResult
+
+
+def _fields(targets: int = 2, k: int = 3, dof: int = 43) -> dict:
+    g = torch.Generator().manual_seed(0)
+    q = torch.rand(targets, k, dof, generator=g, dtype=torch.float64)
+    position = torch.tensor([[2e-4, 5e-3, 1e-2], [3e-4, 1e-4, 2.0]], dtype=torch.float64)
+    return {
+        "q": q, "success": position < 1e-3, "position_error": position,
+        "rotation_error": torch.full_like(position, math.radians(0.5)),
+        "iterations": torch.ones_like(position, dtype=torch.long), "tol_position": 1e-3,
+        "tol_rotation": math.radians(1.0), "continuous": torch.zeros(dof, dtype=torch.bool),
+    }  # fmt: skip
+
+
+def test_a_whole_body_result_prints_one_short_line():
+    links = {"left_hand": torch.zeros(2, 3), "right_foot": torch.zeros(2, 3)}
+    result = WholeBodyResult(**_fields(), position_errors=links, rotation_errors=links)
+    text = repr(result)
+    assert "\n" not in text and len(text) < 250 and "tensor" not in text
+    assert text.startswith("WholeBodyResult(q (2, 3, 43): 2 target(s) x 3 slot(s) x 43 joints")
+    assert "2 of 2 solved within 1 mm / 1 deg" in text
+    assert "median best position error 0.1 mm, rotation 0.5 deg" in text
+    assert str(result.best()).startswith("WholeBodyResult(q (2, 1, 43)")
+
+
+def test_any_dataclass_subclass_keeps_the_summary_unless_it_writes_its_own():
+    @dataclass
+    class Mine(IKResult):
+        note: str = ""
+
+    assert repr(Mine(**_fields(), note="x")).startswith("Mine(q (2, 3, 43)")
+
+    @dataclass
+    class Own(IKResult):
+        def __repr__(self) -> str:
+            return "own"
+
+    assert repr(Own(**_fields())) == "own"
+    plain = IKResult(**{**_fields(), "tol_rotation": math.inf})
+    assert "deg" not in repr(plain) and repr(plain).endswith("position error 0.1 mm)")
