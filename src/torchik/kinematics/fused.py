@@ -257,7 +257,13 @@ def _jacobian_kernel(tree: KinematicTree, link: int) -> Any:
 
 
 def _structure(tree: KinematicTree) -> tuple:
-    return (tree.parent, tree.kind, tree.link_joint, tree.dof, tuple(tree.source.tolist()))
+    """What a kernel is generated from (read from the device once per tree)."""
+
+    def build() -> tuple:
+        source = tuple(tree.source.tolist())
+        return (tree.parent, tree.kind, tree.link_joint, tree.dof, source, tree.identity_map)
+
+    return tree.cached(("fused", "structure"), build)
 
 
 def _kernel(kind: str, tree: KinematicTree, links: tuple[int, ...]) -> Any:
@@ -273,13 +279,29 @@ def _kernel(kind: str, tree: KinematicTree, links: tuple[int, ...]) -> Any:
 
 
 # ---------------------------------------------------------------------------- the functions
+def _prepared(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor) -> tuple:
+    """The kernel and its constant table on ``q``'s device, in its dtype: built on the first
+    call for this tree, links, dtype and device, and kept with the tree (whose constants never
+    change in place), so later calls copy nothing from the host."""
+
+    def build() -> tuple[Any, Tensor]:
+        return _kernel(kind, tree, links), _table(tree, links, q.dtype).to(q.device)
+
+    return tree.cached(("fused", kind, links, q.dtype, q.device), build)
+
+
 def _launch(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, *outs: Tensor):
     batch = q.shape[0]
     if batch == 0:
         return
-    table = _table(tree, links, q.dtype).to(q.device)
-    grid = (_cdiv(batch, BLOCK),)
-    _kernel(kind, tree, links)[grid](q, table, *outs, batch, BLOCK=BLOCK)
+    kernel, table = _prepared(kind, tree, links, q)
+    _run(kernel, (_cdiv(batch, BLOCK),), q, table, *outs, batch)
+
+
+def _run(kernel: Any, grid: tuple[int, ...], *args: Any) -> None:
+    """Launch ``kernel`` on ``grid``: the one place where kernels start (the capture tests
+    record everything around it)."""
+    kernel[grid](*args, BLOCK=BLOCK)
 
 
 def _cdiv(a: int, b: int) -> int:
