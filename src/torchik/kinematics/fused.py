@@ -25,6 +25,7 @@ from __future__ import annotations
 import itertools
 import linecache
 import os
+from collections.abc import Sequence
 from typing import Any
 
 import torch
@@ -72,18 +73,7 @@ def supports(q: Tensor, tree: KinematicTree | None = None) -> bool:
     return tree is None or not (tree.w_joint.requires_grad or tree.w_link.requires_grad)
 
 
-# ---------------------------------------------------------------------------- the structure
-def _below(tree: KinematicTree, links: tuple[int, ...]) -> dict[int, list[int]]:
-    """Joint -> the positions in ``links`` of the requested links it moves."""
-    out: dict[int, list[int]] = {}
-    for pos, link in enumerate(links):
-        j = tree.link_joint[link]
-        while j >= 0:
-            out.setdefault(j, []).append(pos)
-            j = tree.parent[j]
-    return out
-
-
+# ---------------------------------------------------------------------------- the constants
 def _table(tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype) -> Tensor:
     """The constants: 12 per joint (``C`` rows 0-2), 12 per link, then multipliers, offsets."""
     c_joint = tree.w_joint.transpose(-1, -2)[:, :3, :].reshape(-1)
@@ -92,12 +82,67 @@ def _table(tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype) -> T
     return torch.cat([p.detach().to(dtype).reshape(-1) for p in parts])
 
 
-class _Code:
-    """Lines of a kernel being written, with the constant-table offsets of the tree."""
+def _pattern(table: Tensor) -> tuple[float | None, ...]:
+    """Per table entry: ``0.0``, ``1.0`` or ``-1.0`` where it is exactly that, else ``None``.
 
-    def __init__(self, tree: KinematicTree, links: tuple[int, ...]):
-        self.tree, self.links = tree, links
+    A kernel is generated per pattern: a term with a zero constant is left out and a unit one
+    needs no product, which removes about half the arithmetic and the loads of the bundled arms
+    (axis alignments are signed permutations, many URDF offsets are zero, and mimic-free robots
+    have unit multipliers and zero offsets). Calibrated constants with another pattern get their
+    own kernel. One difference from the reference path: a NaN or infinite frame entry times a
+    zero constant is left out instead of making a NaN.
+    """
+    return tuple(v if v in (0.0, 1.0, -1.0) else None for v in table.tolist())
+
+
+# ---------------------------------------------------------------------------- the code writer
+def _width(n: int) -> int:
+    """``log2`` of the smallest power of two ``>= n`` (the tile of ``n`` values)."""
+    return max(n - 1, 0).bit_length()
+
+
+def _times(x: str, k: str | float) -> str | None:
+    """``x * k`` for a constant ``k`` known exactly (``0``: no term, ``±1``: no product)."""
+    if k == 0.0:
+        return None
+    if k == 1.0:
+        return x
+    if k == -1.0:
+        return f"-{x}"
+    return f"{x} * {k}"
+
+
+def _constant(k: str | float) -> str:
+    """A block of the constant ``k`` (a table variable, or a value known exactly)."""
+    if isinstance(k, str):
+        return f"zero + {k}"
+    return "zero" if k == 0.0 else f"zero + {k}"
+
+
+class _Code:
+    """Lines of a kernel being written: the walk of a tree over a block of ``BLOCK`` rows.
+
+    Conventions of the generated code: ``row`` (the block's rows), ``ok`` (rows inside the
+    batch), ``zero`` (zeros in ``q``'s dtype); ``f{j}_{r}{c}`` the 3x4 frame of joint ``j``,
+    ``l{i}_{r}{c}`` that of requested link ``i``; ``k{i}`` entry ``i`` of the constant table
+    (loaded once, on first use; entries known exactly are not loaded at all, see
+    :func:`_pattern`).
+
+    Outputs are stored by tiles: a row's ``n`` consecutive values (a pose, a Jacobian row, a
+    gradient) are joined in registers by ``tl.join`` into one ``[BLOCK, 2, ..., 2]`` tensor and
+    stored at once, which Triton stages through shared memory so that consecutive threads write
+    consecutive addresses: whole 32-byte sectors, where ``n`` strided scalar stores write 4 or 8
+    bytes of a different sector per thread. Inputs are loaded by strided scalar loads, whose
+    neighbours then hit the cache (tile loads were tried: they cost registers and, mixed with
+    tile stores, make Triton convert layouts at every join).
+    """
+
+    def __init__(self, tree: KinematicTree, links: tuple[int, ...], pattern: tuple):
+        self.tree, self.links, self.pattern = tree, links, pattern
         self.lines: list[str] = []
+        self.loaded: set[int] = set()
+        self.axes: set[int] = set()
+        self._fresh = itertools.count()
         j_count = len(tree.parent)
         self.link_at, self.mult_at = 12 * j_count, 12 * (j_count + len(links))
         self.off_at = self.mult_at + j_count
@@ -105,58 +150,128 @@ class _Code:
     def add(self, line: str) -> None:
         self.lines.append("    " + line)
 
-    def const(self, index: int) -> str:
-        return f"tl.load(c_ptr + {index})"
+    def fresh(self, prefix: str) -> str:
+        return f"{prefix}{next(self._fresh)}"
+
+    def const(self, index: int) -> str | float:
+        """Table entry ``index``: its value where known exactly, else its variable."""
+        known = self.pattern[index]
+        if known is not None:
+            return known
+        if index not in self.loaded:
+            self.loaded.add(index)
+            self.add(f"k{index} = tl.load(c_ptr + {index})")
+        return f"k{index}"
+
+    def sum(self, terms: Sequence[str | None], empty: str = "zero") -> str:
+        kept = [t for t in terms if t is not None]
+        return " + ".join(kept) if kept else empty
 
     def frame(self, name: str, parent: str | None, at: int) -> None:
         """``name = parent @ C`` (``C`` the 3x4 constant at table offset ``at``)."""
         for r in range(3):
             for c in range(4):
-                k = self.const(at + 4 * r + c)
                 if parent is None:
-                    self.add(f"{name}{r}{c} = zero + {k}")
+                    self.add(f"{name}{r}{c} = {_constant(self.const(at + 4 * r + c))}")
                     continue
-                terms = " + ".join(
-                    f"{parent}{r}{m} * {self.const(at + 4 * m + c)}" for m in range(3)
-                )
-                tail = f" + {parent}{r}3" if c == 3 else ""
-                self.add(f"{name}{r}{c} = {terms}{tail}")
+                terms = [_times(f"{parent}{r}{m}", self.const(at + 4 * m + c)) for m in range(3)]
+                tail = [f"{parent}{r}3"] if c == 3 else []
+                self.add(f"{name}{r}{c} = {self.sum([*terms, *tail])}")
 
-    def joint(self, j: int) -> None:
-        """Frame ``f{j}`` of joint ``j`` after its motion, from its parent's."""
+    def theta(self, j: int, q: dict[int, str]) -> str:
+        """The value of joint ``j``, ``multiplier * q[source] + offset``, from the loaded ``q``."""
+        src = int(self.tree.source[j])
+        scaled = _times(q[src], self.const(self.mult_at + j))
+        offset = self.const(self.off_at + j)
+        terms = [scaled if scaled is not None else "zero"]
+        if offset != 0.0:
+            terms.append(str(offset))
+        self.add(f"t{j} = {self.sum(terms)}")
+        return f"t{j}"
+
+    def joint(self, j: int, q: dict[int, str]) -> None:
+        """Frame ``f{j}_`` of joint ``j`` after its motion, from its parent's."""
         tree = self.tree
         parent = None if tree.parent[j] < 0 else f"f{tree.parent[j]}_"
         self.frame(f"f{j}_", parent, 12 * j)
-        src = int(tree.source[j])
-        value = f"tl.load(q_ptr + row * {tree.dof} + {src}, mask=ok, other=0.0)"
-        self.add(f"t{j} = {value} * {self.const(self.mult_at + j)} + {self.const(self.off_at + j)}")
+        t = self.theta(j, q)
         if tree.kind[j] == REVOLUTE:
-            self.add(f"c{j} = tl.cos(t{j})")
-            self.add(f"s{j} = tl.sin(t{j})")
+            self.add(f"c{j} = tl.cos({t})")
+            self.add(f"s{j} = tl.sin({t})")
             for r in range(3):
                 a, b = f"f{j}_{r}0", f"f{j}_{r}1"
                 self.add(f"{a}, {b} = c{j} * {a} + s{j} * {b}, c{j} * {b} - s{j} * {a}")
         else:
             for r in range(3):
-                self.add(f"f{j}_{r}3 = f{j}_{r}3 + t{j} * f{j}_{r}2")
+                self.add(f"f{j}_{r}3 = f{j}_{r}3 + {t} * f{j}_{r}2")
 
-    def walk(self) -> tuple[int, ...]:
-        """Every needed joint's frame, and each requested link's pose ``l{i}_``."""
-        needed = kinematics._ancestors(self.tree, self.links)
-        for j in needed:
-            self.joint(j)
+    def link_frame(self, i: int) -> str:
+        """Frame ``l{i}_`` of requested link ``i`` (its joint's frame must be written)."""
+        j = self.tree.link_joint[self.links[i]]
+        self.frame(f"l{i}_", None if j < 0 else f"f{j}_", self.link_at + 12 * i)
+        return f"l{i}_"
+
+    def walk(self, on_link) -> tuple[int, ...]:
+        """Every needed joint's frame; ``on_link(i, j)`` as soon as requested link ``i``'s
+        joint ``j`` (``-1``: the root) is written, so that its frame's registers are freed
+        early. Returns the needed joints."""
+        tree = self.tree
+        needed = kinematics._ancestors(tree, self.links)
+        q = self.load_q(sorted({int(tree.source[j]) for j in needed}))
+        hanging: dict[int, list[int]] = {}
         for i, link in enumerate(self.links):
-            j = self.tree.link_joint[link]
-            self.frame(f"l{i}_", None if j < 0 else f"f{j}_", self.link_at + 12 * i)
+            hanging.setdefault(tree.link_joint[link], []).append(i)
+        for i in hanging.get(-1, []):
+            on_link(i, -1)
+        for j in needed:
+            self.joint(j, q)
+            for i in hanging.get(j, []):
+                on_link(i, j)
         return needed
 
-    def store_pose(self, base: str, frame: str) -> None:
-        """Store the 3x4 ``frame`` and the row ``[0, 0, 0, 1]`` as a 4x4 matrix at ``base``."""
-        for r in range(3):
-            for c in range(4):
-                self.add(f"tl.store({base} + {4 * r + c}, {frame}{r}{c}, mask=ok)")
-        for c, v in enumerate(("zero", "zero", "zero", "zero + 1.0")):
-            self.add(f"tl.store({base} + {12 + c}, {v}, mask=ok)")
+    def load_q(self, columns: list[int]) -> dict[int, str]:
+        """The ``columns`` of ``q`` in use, one strided load each (the row's other loads then
+        hit the cache; a tile load, as for the stores, costs more registers here)."""
+        dof = self.tree.dof
+        for col in columns:
+            self.add(f"q{col} = tl.load(q_ptr + row * {dof} + {col}, mask=ok, other=0.0)")
+        return {col: f"q{col}" for col in columns}
+
+    # -------------------------------------------------------------- tiles
+    def tile_axes(self, k: int) -> tuple[str, str, str]:
+        """``rows``, ``cols`` and ``oks`` of a ``[BLOCK, 2, ..., 2]`` (``k`` twos) tile."""
+        if k not in self.axes:
+            self.axes.add(k)
+            pad = lambda a: ", ".join(":" if b == a else "None" for b in range(k + 1))  # noqa: E731
+            cols = " + ".join(f"{1 << (k - a)} * two[{pad(a)}]" for a in range(1, k + 1))
+            self.add(f"rows{k} = row[{pad(0)}]")
+            self.add(f"oks{k} = ok[{pad(0)}]")
+            self.add(f"cols{k} = {cols}")
+        return f"rows{k}", f"cols{k}", f"oks{k}"
+
+    def pack(self, values: list[str]) -> str:
+        """The ``2^k`` values joined into a tile whose row-major order is theirs."""
+        if len(values) == 1:
+            return values[0]
+        name = self.fresh("p")
+        self.add(f"{name} = tl.join({self.pack(values[0::2])}, {self.pack(values[1::2])})")
+        return name
+
+    def store_tile(self, ptr: str, stride: int, at: int, values: list[str]) -> None:
+        """Store ``values`` at ``ptr + row * stride + at + (0, 1, ...)``."""
+        n, k = len(values), _width(len(values))
+        if k == 0:
+            self.add(f"tl.store({ptr} + row * {stride} + {at}, {values[0]}, mask=ok)")
+            return
+        rows, cols, oks = self.tile_axes(k)
+        tile = self.pack(values + ["zero"] * ((1 << k) - n))
+        mask = oks if n == 1 << k else f"{oks} & ({cols} < {n})"
+        self.add(f"tl.store({ptr} + {rows} * {stride} + {at} + {cols}, {tile}, mask={mask})")
+
+    def store_pose(self, ptr: str, stride: int, at: int, frame: str) -> None:
+        """Store the 3x4 ``frame`` and the row ``[0, 0, 0, 1]`` as a 4x4 matrix."""
+        values = [f"{frame}{r}{c}" for r in range(3) for c in range(4)]
+        self.store_tile(ptr, stride, at, values + ["zero", "zero", "zero", "zero + 1.0"])
 
     def source(self, name: str, args: str) -> str:
         head = [
@@ -164,6 +279,7 @@ class _Code:
             "    row = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
             "    ok = row < B",
             "    zero = tl.zeros([BLOCK], dtype=q_ptr.dtype.element_ty)",
+            "    two = tl.arange(0, 2)",
         ]
         return "\n".join(head + self.lines) + "\n"
 
@@ -181,79 +297,99 @@ def _compile(source: str, name: str) -> Any:
     return triton.jit(scope[name])
 
 
-def _forward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Any:
-    code = _Code(tree, links)
-    code.walk()
-    n = len(links)
-    for i in range(n):
-        code.store_pose(f"out_ptr + row * {16 * n} + {16 * i}", f"l{i}_")
+# ---------------------------------------------------------------------------- the kernels
+def _forward_kernel(code: _Code) -> Any:
+    """Poses ``(B, L', 4, 4)``: each link's pose stored as soon as its joint is walked."""
+    n = len(code.links)
+    code.walk(lambda i, j: code.store_pose("out_ptr", 16 * n, 16 * i, code.link_frame(i)))
     return _compile(code.source("fk", "q_ptr, c_ptr, out_ptr"), "fk")
 
 
-def _backward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Any:
-    code = _Code(tree, links)
-    needed = code.walk()
-    n = len(links)
-    for i in range(n):  # m_i = Σ_k c_k(T_i) x c_k(G_i), g_i = G_i's translation
-        base = f"g_ptr + row * {16 * n} + {16 * i}"
-        for r in range(3):
-            for c in range(4):
-                code.add(f"g{i}_{r}{c} = tl.load({base} + {4 * r + c}, mask=ok, other=0.0)")
+def _backward_kernel(code: _Code) -> Any:
+    """``dL/dq (B, D)`` from the upstream gradient ``G (B, L', 4, 4)``.
+
+    Per link ``i`` below a joint: ``m_i = Σ_k c_k(T_i) x c_k(G_i)`` and ``g_i`` (G's
+    translation), added to its joint's own sums as soon as its frame is made (so that only six
+    sums per joint stay in registers, not six numbers per link); per joint, the sums over its
+    subtree are its own plus its children's (one addition per link and per joint, not one per
+    pair); then ``dθ_j = a_j . (Σm - o_j x Σg)`` (revolute) or ``a_j . Σg`` (prismatic).
+    """
+    tree, n = code.tree, len(code.links)
+    own: set[int] = set()  # joints whose own links' sums are started
+
+    def on_link(i: int, j: int) -> None:
+        if j < 0:  # a link that no joint moves adds nothing
+            return
+        frame, base = code.link_frame(i), f"g_ptr + row * {16 * n} + {16 * i}"
+        for e in range(12):  # strided loads: the row's 64 bytes are one or two cache sectors
+            code.add(f"g{i}_{e // 4}{e % 4} = tl.load({base} + {e}, mask=ok, other=0.0)")
         for x, (y, z) in enumerate(((1, 2), (2, 0), (0, 1))):
-            terms = " + ".join(
-                f"l{i}_{y}{k} * g{i}_{z}{k} - l{i}_{z}{k} * g{i}_{y}{k}" for k in range(4)
-            )
-            code.add(f"m{i}_{x} = {terms}")
-    below = _below(tree, links)
-    grads: dict[int, list[str]] = {}
-    for j in needed:
-        ids = below[j]
-        m = [" + ".join(f"m{i}_{x}" for i in ids) for x in range(3)]
-        g = [" + ".join(f"g{i}_{x}3" for i in ids) for x in range(3)]
-        a = [f"f{j}_{x}2" for x in range(3)]
-        if tree.kind[j] == REVOLUTE:  # a . (m - o x g)
-            o = [f"f{j}_{x}3" for x in range(3)]
-            code.add(f"gx{j} = {g[0]}")
-            code.add(f"gy{j} = {g[1]}")
-            code.add(f"gz{j} = {g[2]}")
-            v = [
-                f"({m[0]}) - ({o[1]} * gz{j} - {o[2]} * gy{j})",
-                f"({m[1]}) - ({o[2]} * gx{j} - {o[0]} * gz{j})",
-                f"({m[2]}) - ({o[0]} * gy{j} - {o[1]} * gx{j})",
-            ]
-        else:
-            v = [f"({g[x]})" for x in range(3)]
-        code.add(f"d{j} = " + " + ".join(f"{a[x]} * ({v[x]})" for x in range(3)))
-        grads.setdefault(int(tree.source[j]), []).append(f"d{j} * {code.const(code.mult_at + j)}")
-    for col in range(tree.dof):
-        value = " + ".join(grads.get(col, ["zero"]))
-        code.add(f"tl.store(out_ptr + row * {tree.dof} + {col}, {value}, mask=ok)")
+            terms = [f"{frame}{y}{k} * g{i}_{z}{k} - {frame}{z}{k} * g{i}_{y}{k}" for k in range(4)]
+            started = f"om{j}_{x} + " if j in own else ""
+            code.add(f"om{j}_{x} = {started}" + " + ".join(terms))
+            code.add(f"og{j}_{x} = {started.replace('om', 'og')}g{i}_{x}3")
+        own.add(j)
+
+    needed = code.walk(on_link)
+    columns: dict[int, list[str | None]] = {}
+    for j in reversed(needed):
+        children = [c for c in needed if tree.parent[c] == j]
+        for x in range(3):
+            for total, part in (("sm", "om"), ("sg", "og")):
+                terms = [f"{total}{c}_{x}" for c in children]
+                terms += [f"{part}{j}_{x}"] if j in own else []
+                code.add(f"{total}{j}_{x} = " + " + ".join(terms))
+        code.add(f"d{j} = " + _joint_gradient(tree.kind[j] == REVOLUTE, j))
+        src = int(tree.source[j])
+        columns.setdefault(src, []).append(_times(f"d{j}", code.const(code.mult_at + j)))
+    values = [code.sum(columns.get(col, [])) for col in range(tree.dof)]
+    code.store_tile("out_ptr", tree.dof, 0, values)
     return _compile(code.source("fk_backward", "q_ptr, c_ptr, g_ptr, out_ptr"), "fk_backward")
 
 
-def _jacobian_kernel(tree: KinematicTree, link: int) -> Any:
-    code = _Code(tree, (link,))
-    needed = code.walk()
-    cols: dict[int, list[list[str]]] = {}
+def _joint_gradient(revolute: bool, j: int) -> str:
+    """``a . (Σm - o x Σg)`` (revolute) or ``a . Σg`` (prismatic) of joint ``j``."""
+    a = [f"f{j}_{x}2" for x in range(3)]
+    if not revolute:
+        return " + ".join(f"{a[x]} * sg{j}_{x}" for x in range(3))
+    o, m, g = [f"f{j}_{x}3" for x in range(3)], f"sm{j}_", f"sg{j}_"
+    v = [f"({m}{x} - ({o[(x + 1) % 3]} * {g}{(x + 2) % 3} - {o[(x + 2) % 3]} * {g}{(x + 1) % 3}))"
+         for x in range(3)]  # fmt: skip
+    return " + ".join(f"{a[x]} * {v[x]}" for x in range(3))
+
+
+def _jacobian_columns(code: _Code, needed: tuple[int, ...]) -> list[list[str]]:
+    """The 6 rows of each column of ``q``'s Jacobian of link 0 (``l0_`` written): ``a x (p -
+    o)`` and ``a`` (revolute), ``a`` and 0 (prismatic), times the mimic multipliers, summed per
+    entry of ``q``."""
+    tree = code.tree
+    cols: dict[int, list[list[str | None]]] = {}
     for j in needed:
         a = [f"f{j}_{x}2" for x in range(3)]
-        if tree.kind[j] == REVOLUTE:  # a x (p - o), a
+        if tree.kind[j] == REVOLUTE:
             d = [f"(l0_{x}3 - f{j}_{x}3)" for x in range(3)]
-            lin = [f"{a[(x + 1) % 3]} * {d[(x + 2) % 3]} - {a[(x + 2) % 3]} * {d[(x + 1) % 3]}"
+            lin = [f"({a[(x + 1) % 3]} * {d[(x + 2) % 3]} - {a[(x + 2) % 3]} * {d[(x + 1) % 3]})"
                    for x in range(3)]  # fmt: skip
             rows = lin + a
         else:
             rows = a + ["zero", "zero", "zero"]
         mult = code.const(code.mult_at + j)
-        cols.setdefault(int(tree.source[j]), []).append([f"({v}) * {mult}" for v in rows])
-    dof = tree.dof
-    for col in range(dof):
-        terms = cols.get(col)
-        for r in range(6):
-            value = " + ".join(t[r] for t in terms) if terms else "zero"
-            code.add(f"tl.store(jac_ptr + row * {6 * dof} + {r * dof + col}, {value}, mask=ok)")
-    code.store_pose("pose_ptr + row * 16", "l0_")
+        cols.setdefault(int(tree.source[j]), []).append([_times(v, mult) for v in rows])
+    return [[code.sum([t[r] for t in cols.get(col, [])]) for col in range(tree.dof)]
+            for r in range(6)]  # fmt: skip
+
+
+def _jacobian_kernel(code: _Code) -> Any:
+    """The Jacobian ``(B, 6, D)`` of the one requested link and its pose ``(B, 4, 4)``."""
+    needed = code.walk(lambda i, j: code.store_pose("pose_ptr", 16, 0, code.link_frame(i)))
+    dof = code.tree.dof
+    for r, values in enumerate(_jacobian_columns(code, needed)):
+        code.store_tile("jac_ptr", 6 * dof, r * dof, values)
     return _compile(code.source("jac", "q_ptr, c_ptr, jac_ptr, pose_ptr"), "jac")
+
+
+_WRITERS = {"fk": _forward_kernel, "backward": _backward_kernel, "jac": _jacobian_kernel}
+"""How each kind of kernel is written."""
 
 
 def _structure(tree: KinematicTree) -> tuple:
@@ -266,15 +402,12 @@ def _structure(tree: KinematicTree) -> tuple:
     return tree.cached(("fused", "structure"), build)
 
 
-def _kernel(kind: str, tree: KinematicTree, links: tuple[int, ...]) -> Any:
-    key = (kind, _structure(tree), links)
+def _kernel(kind: str, tree: KinematicTree, links: tuple[int, ...], pattern: tuple) -> Any:
+    """The kernel of ``kind`` for this structure, links and pattern of constants (generated
+    and compiled once per process)."""
+    key = (kind, _structure(tree), links, pattern)
     if key not in _KERNELS:
-        if kind == "fk":
-            _KERNELS[key] = _forward_kernel(tree, links)
-        elif kind == "backward":
-            _KERNELS[key] = _backward_kernel(tree, links)
-        else:
-            _KERNELS[key] = _jacobian_kernel(tree, links[0])
+        _KERNELS[key] = _WRITERS[kind](_Code(tree, links, pattern))
     return _KERNELS[key]
 
 
@@ -285,7 +418,8 @@ def _prepared(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor)
     change in place), so later calls copy nothing from the host."""
 
     def build() -> tuple[Any, Tensor]:
-        return _kernel(kind, tree, links), _table(tree, links, q.dtype).to(q.device)
+        table = _table(tree, links, q.dtype)
+        return _kernel(kind, tree, links, _pattern(table)), table.to(q.device)
 
     return tree.cached(("fused", kind, links, q.dtype, q.device), build)
 
