@@ -24,8 +24,10 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import math
 import os
-from collections.abc import Sequence
+import struct
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -34,7 +36,7 @@ from torch import Tensor
 from torchik.kinematics import reference as kinematics
 from torchik.kinematics.reference import REVOLUTE, KinematicTree
 
-__all__ = ["available", "forward_kinematics", "jacobian", "runs_on", "supports"]
+__all__ = ["available", "forward_kinematics", "jacobian", "lm_step", "runs_on", "supports"]
 
 BLOCK = 128
 """Configurations per program instance."""
@@ -142,6 +144,7 @@ class _Code:
         self.lines: list[str] = []
         self.loaded: set[int] = set()
         self.axes: set[int] = set()
+        self.literals: dict[float, str] = {}
         self._fresh = itertools.count()
         j_count = len(tree.parent)
         self.link_at, self.mult_at = 12 * j_count, 12 * (j_count + len(links))
@@ -162,6 +165,15 @@ class _Code:
             self.loaded.add(index)
             self.add(f"k{index} = tl.load(c_ptr + {index})")
         return f"k{index}"
+
+    def literal(self, value: float) -> str:
+        """A block of ``value`` in ``q``'s dtype, exact in float64 (a bare float literal in
+        Triton code is a float32 constant)."""
+        name = f"K{len(self.literals)}"
+        if value not in self.literals:
+            self.literals[value] = name
+            self.add(f"{name} = tl.full([BLOCK], {value!r}, q_ptr.dtype.element_ty)")
+        return self.literals[value]
 
     def sum(self, terms: Sequence[str | None], empty: str = "zero") -> str:
         kept = [t for t in terms if t is not None]
@@ -211,13 +223,15 @@ class _Code:
         self.frame(f"l{i}_", None if j < 0 else f"f{j}_", self.link_at + 12 * i)
         return f"l{i}_"
 
-    def walk(self, on_link) -> tuple[int, ...]:
+    def walk(self, on_link, every_column: bool = False) -> tuple[int, ...]:
         """Every needed joint's frame; ``on_link(i, j)`` as soon as requested link ``i``'s
         joint ``j`` (``-1``: the root) is written, so that its frame's registers are freed
-        early. Returns the needed joints."""
+        early. Loads the columns of ``q`` that the joints use (``every_column``: all, as
+        ``q{c}``). Returns the needed joints."""
         tree = self.tree
         needed = kinematics._ancestors(tree, self.links)
-        q = self.load_q(sorted({int(tree.source[j]) for j in needed}))
+        used = {int(tree.source[j]) for j in needed}
+        q = self.load_q(list(range(tree.dof)) if every_column else sorted(used))
         hanging: dict[int, list[int]] = {}
         for i, link in enumerate(self.links):
             hanging.setdefault(tree.link_joint[link], []).append(i)
@@ -253,7 +267,7 @@ class _Code:
         """The ``2^k`` values joined into a tile whose row-major order is theirs."""
         if len(values) == 1:
             return values[0]
-        name = self.fresh("p")
+        name = self.fresh("tile")
         self.add(f"{name} = tl.join({self.pack(values[0::2])}, {self.pack(values[1::2])})")
         return name
 
@@ -388,7 +402,149 @@ def _jacobian_kernel(code: _Code) -> Any:
     return _compile(code.source("jac", "q_ptr, c_ptr, jac_ptr, pose_ptr"), "jac")
 
 
-_WRITERS = {"fk": _forward_kernel, "backward": _backward_kernel, "jac": _jacobian_kernel}
+# ---------------------------------------------------------------------------- the LM step
+_ATAN_P = (-8.750608600031904122785e-1, -1.615753718733365076637e1, -7.500855792314704667340e1,
+           -1.228866684490136173410e2, -6.485021904942025371773e1)  # fmt: skip
+_ATAN_Q = (2.485846490142306297962e1, 1.650270098316988542046e2, 4.328810604912902668951e2,
+           4.853903996359136964868e2, 1.945506571482613964425e2)  # fmt: skip
+"""Cephes' ``atan`` on ``[-0.2, 0.66]``: ``x + x z P(z) / Q(z)``, ``z = x²`` (about 2e-16)."""
+
+
+def _atan2(code: _Code, s: str, c: str, out: str) -> None:
+    """``out = atan2(s, c)`` for ``s >= 0`` (Triton's interpreter has no ``atan2``): the
+    smaller of ``s, |c|`` over the larger is in ``[0, 1]``, reduced as Cephes does above
+    0.66 (``atan x = π/4 + atan((x - 1) / (x + 1))``), then mapped to the octant."""
+    one, big = code.literal(1.0), f"{out}_big"
+    code.add(f"{out}_ac = tl.abs({c})")
+    code.add(f"{big} = tl.maximum({s}, {out}_ac)")
+    code.add(f"{out}_x = tl.minimum({s}, {out}_ac) / tl.where({big} > 0, {big}, {one})")
+    code.add(f"{out}_far = {out}_x > 0.66")
+    code.add(f"{out}_r = tl.where({out}_far, ({out}_x - 1.0) / ({out}_x + 1.0), {out}_x)")
+    code.add(f"{out}_z = {out}_r * {out}_r")
+    p, q = code.literal(_ATAN_P[0]), f"{out}_z + {code.literal(_ATAN_Q[0])}"
+    for k in range(1, 5):
+        p = f"({p}) * {out}_z + {code.literal(_ATAN_P[k])}"
+        q = f"({q}) * {out}_z + {code.literal(_ATAN_Q[k])}"
+    code.add(f"{out}_t = {out}_r + {out}_r * ({out}_z * ({p}) / ({q}))")
+    code.add(f"{out}_t = tl.where({out}_far, {out}_t + {code.literal(math.pi / 4)}, {out}_t)")
+    code.add(f"{out}_t = tl.where({s} > {out}_ac, {code.literal(math.pi / 2)} - {out}_t, "
+             f"{out}_t)")  # fmt: skip
+    code.add(f"{out} = tl.where({c} < 0, {code.literal(math.pi)} - {out}_t, {out}_t)")
+
+
+def _residual(code: _Code, pose: bool) -> int:
+    """``e{r}`` (as :func:`torchik.ik.base.pose_residual`), ``we{r} = w_r e_r`` and
+    ``cost``; returns the rows ``m``."""
+    for x in range(3):
+        code.add(f"e{x} = tl.load(tp_ptr + row * 3 + {x}, mask=ok, other=0.0) - l0_{x}3")
+    if pose:  # vee(R_t Rᵀ) = sin θ u = ½ Σ_k r_k x t_k; cos θ = (tr(R_t Rᵀ) - 1) / 2
+        for e in range(9):
+            code.add(f"T{e // 3}{e % 3} = tl.load(tr_ptr + row * 9 + {e}, mask=ok, other=0.0)")
+        for x, (y, z) in enumerate(((1, 2), (2, 0), (0, 1))):
+            terms = " + ".join(f"l0_{y}{k} * T{z}{k} - l0_{z}{k} * T{y}{k}" for k in range(3))
+            code.add(f"sa{x} = 0.5 * ({terms})")
+        trace = " + ".join(f"l0_{r}{c} * T{r}{c}" for r in range(3) for c in range(3))
+        code.add(f"cs = 0.5 * ({trace} - 1.0)")
+        code.add("sn = tl.sqrt(sa0 * sa0 + sa1 * sa1 + sa2 * sa2)")
+        _atan2(code, "sn", "cs", "ang")
+        code.add(f"sc = tl.where(sn > 0, ang / tl.where(sn > 0, sn, {code.literal(1.0)}), "
+                 f"{code.literal(1.0)})")  # fmt: skip
+        for x in range(3):
+            code.add(f"e{x + 3} = sa{x} * sc")
+    m = 6 if pose else 3
+    for r in range(m):
+        code.add(f"w{r} = tl.load(w_ptr + {r})")
+        code.add(f"we{r} = w{r} * e{r}")
+    code.add("cost = " + " + ".join(f"we{r} * we{r}" for r in range(m)))
+    return m
+
+
+def _free_limit_columns(code: _Code, m: int, wraps: tuple[bool, bool]) -> None:
+    """Zero the columns ``J{r}_{c}`` of clamped joints on a limit that ``Jᵀ W e`` pushes out
+    (:func:`torchik.ik.lm.free_limit_columns`); loads ``lo{c}``, ``hi{c}``."""
+    for c in range(code.tree.dof):
+        code.add(f"lo{c} = tl.load(lo_ptr + {c})")
+        code.add(f"hi{c} = tl.load(hi_ptr + {c})")
+        code.add(f"gr{c} = " + " + ".join(f"J{r}_{c} * (w{r} * we{r})" for r in range(m)))
+        free = [f"(tl.load({ptr} + {c}) != 0)" for ptr, on in zip(("cont_ptr", "turn_ptr"), wraps,
+                                                                    strict=True) if on]  # fmt: skip
+        out = f"((q{c} <= lo{c}) & (gr{c} < 0)) | ((q{c} >= hi{c}) & (gr{c} > 0))"
+        clamped = " & ".join(f"~{f}" for f in free)
+        code.add(f"bl{c} = {clamped} & ({out})" if free else f"bl{c} = {out}")
+        for r in range(m):
+            code.add(f"J{r}_{c} = tl.where(bl{c}, zero, J{r}_{c})")
+
+
+def _damped_solve(code: _Code, m: int, per_row: bool) -> None:
+    """``y = (Jw Jwᵀ + λI)⁻¹ W^½ e`` by an unrolled Cholesky factorisation, ``Jw{r}_{c} =
+    w_r J{r}_{c}``, ``λ = μ (cost + floor)`` (:func:`torchik.ik.lm.damped_step`)."""
+    dof = code.tree.dof
+    mu = "tl.load(mu_ptr + row, mask=ok, other=1.0)" if per_row else "(zero + mu_hi) + mu_lo"
+    code.add(f"lam = ({mu}) * (cost + ((zero + floor_hi) + floor_lo))")
+    for r in range(m):
+        for c in range(dof):
+            code.add(f"jw{r}_{c} = w{r} * J{r}_{c}")
+    for i in range(m):
+        for j in range(i + 1):
+            a = " + ".join(f"jw{i}_{c} * jw{j}_{c}" for c in range(dof))
+            known = "".join(f" - L{i}{k} * L{j}{k}" for k in range(j))
+            if i == j:
+                code.add(f"L{i}{i} = tl.sqrt({a} + lam{known})")
+            else:
+                code.add(f"L{i}{j} = ({a}{known}) / L{j}{j}")
+    for i in range(m):  # L z = W^½ e, then Lᵀ y = z
+        known = "".join(f" - L{i}{k} * z{k}" for k in range(i))
+        code.add(f"z{i} = (we{i}{known}) / L{i}{i}")
+    for i in reversed(range(m)):
+        known = "".join(f" - L{k}{i} * y{k}" for k in range(i + 1, m))
+        code.add(f"y{i} = (z{i}{known}) / L{i}{i}")
+
+
+def _project(code: _Code, wraps: tuple[bool, bool]) -> None:
+    """``n{c}`` into the limits as :func:`torchik.geometry.joints.project_to_limits` with
+    ``wraps=full_turn`` and ``canonical=continuous``."""
+    pi, two_pi = code.literal(math.pi), code.literal(2 * math.pi)
+    for c in range(code.tree.dof):
+        value = f"n{c}"
+        if wraps[1]:  # full turn: lower + ((q - lower) mod 2π), torch.remainder's sign
+            code.add(f"rm{c} = (n{c} - lo{c}) % {two_pi}")
+            code.add(f"rm{c} = tl.where(rm{c} < 0, rm{c} + {two_pi}, rm{c})")
+            code.add(f"n{c}_in = tl.where(tl.load(turn_ptr + {c}) != 0, lo{c} + rm{c}, n{c})")
+            value = f"n{c}_in"
+        code.add(f"p{c} = tl.minimum(tl.maximum({value}, lo{c}), hi{c})")
+        if wraps[0]:  # continuous: wrap_angle, into (-π, π]
+            code.add(f"wa{c} = n{c} - {two_pi} * tl.ceil((n{c} - {pi}) / {two_pi})")
+            code.add(f"wa{c} = tl.where(wa{c} <= -{pi}, wa{c} + {two_pi}, wa{c})")
+            code.add(f"wa{c} = tl.where(wa{c} > {pi}, wa{c} - {two_pi}, wa{c})")
+            code.add(f"p{c} = tl.where(tl.load(cont_ptr + {c}) != 0, wa{c}, p{c})")
+
+
+def _lm_kernel(code: _Code, pose: bool, per_row: bool, wraps: tuple[bool, bool]) -> Any:
+    """One Levenberg-Marquardt step of each row (see :func:`lm_step`)."""
+    dof = code.tree.dof
+    needed = code.walk(lambda i, j: code.link_frame(i), every_column=True)
+    m = 6 if pose else 3
+    for r, values in enumerate(_jacobian_columns(code, needed)[:m]):
+        for c, value in enumerate(values):
+            code.add(f"J{r}_{c} = {value}")
+    _residual(code, pose)
+    _free_limit_columns(code, m, wraps)
+    _damped_solve(code, m, per_row)
+    for c in range(dof):
+        code.add(f"n{c} = q{c} + " + " + ".join(f"jw{r}_{c} * y{r}" for r in range(m)))
+    _project(code, wraps)
+    code.store_tile("out_ptr", dof, 0, [f"p{c}" for c in range(dof)])
+    args = ("q_ptr, c_ptr, tp_ptr, tr_ptr, w_ptr, mu_ptr, mu_hi, mu_lo, floor_hi, floor_lo, "
+            "lo_ptr, hi_ptr, cont_ptr, turn_ptr, out_ptr")  # fmt: skip
+    return _compile(code.source("lm_step", args), "lm_step")
+
+
+_WRITERS: dict[str, Callable[..., Any]] = {
+    "fk": _forward_kernel,
+    "backward": _backward_kernel,
+    "jac": _jacobian_kernel,
+    "lm": _lm_kernel,
+}
 """How each kind of kernel is written."""
 
 
@@ -402,26 +558,30 @@ def _structure(tree: KinematicTree) -> tuple:
     return tree.cached(("fused", "structure"), build)
 
 
-def _kernel(kind: str, tree: KinematicTree, links: tuple[int, ...], pattern: tuple) -> Any:
-    """The kernel of ``kind`` for this structure, links and pattern of constants (generated
-    and compiled once per process)."""
-    key = (kind, _structure(tree), links, pattern)
+def _kernel(
+    kind: str, tree: KinematicTree, links: tuple[int, ...], pattern: tuple, options: tuple = ()
+) -> Any:
+    """The kernel of ``kind`` for this structure, links, pattern of constants and writer
+    ``options`` (generated and compiled once per process)."""
+    key = (kind, _structure(tree), links, pattern, options)
     if key not in _KERNELS:
-        _KERNELS[key] = _WRITERS[kind](_Code(tree, links, pattern))
+        _KERNELS[key] = _WRITERS[kind](_Code(tree, links, pattern), *options)
     return _KERNELS[key]
 
 
 # ---------------------------------------------------------------------------- the functions
-def _prepared(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor) -> tuple:
+def _prepared(
+    kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, options: tuple = ()
+) -> tuple:
     """The kernel and its constant table on ``q``'s device, in its dtype: built on the first
-    call for this tree, links, dtype and device, and kept with the tree (whose constants never
-    change in place), so later calls copy nothing from the host."""
+    call for this tree, links, dtype, device and options, and kept with the tree (whose
+    constants never change in place), so later calls copy nothing from the host."""
 
     def build() -> tuple[Any, Tensor]:
         table = _table(tree, links, q.dtype)
-        return _kernel(kind, tree, links, _pattern(table)), table.to(q.device)
+        return _kernel(kind, tree, links, _pattern(table), options), table.to(q.device)
 
-    return tree.cached(("fused", kind, links, q.dtype, q.device), build)
+    return tree.cached(("fused", kind, links, q.dtype, q.device, options), build)
 
 
 def _launch(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, *outs: Tensor):
@@ -483,3 +643,120 @@ def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]
     pose = q.new_empty(q.shape[0], 4, 4)
     _launch("jac", tree, (link,), q, jac, pose)
     return jac, pose
+
+
+def _float32_pair(x: float) -> tuple[float, float]:
+    """``x`` as float32 ``hi + lo`` (Triton passes Python floats as float32; their sum in
+    float64 is ``x`` to about 1e-15, and no tensor has to be made from it)."""
+    hi = struct.unpack("f", struct.pack("f", x))[0]
+    return hi, x - hi
+
+
+def _check_lm(q: Tensor, tree: KinematicTree, position: Tensor, rotmat: Tensor | None, **named):
+    """Shapes, dtypes and devices of :func:`lm_step`'s arguments (no value is read)."""
+    batch, dof = q.shape[0], tree.dof
+    shapes: dict[str, tuple[Tensor, tuple[int, ...]]] = {
+        "q": (q, (batch, dof)),
+        "target_position": (position, (batch, 3)),
+    }
+    if rotmat is not None:
+        shapes["target_rotmat"] = (rotmat, (batch, 3, 3))
+    m = 3 if rotmat is None else 6
+    for name, value in named.items():
+        if isinstance(value, Tensor):
+            size: tuple[int, ...] = {"weights": (m,), "damping": (batch,)}.get(name, (dof,))
+            shapes[name] = (value, size)
+    for name, (value, size) in shapes.items():
+        if tuple(value.shape) != size:
+            raise ValueError(f"lm_step: {name} must have shape {size}, got {tuple(value.shape)}")
+        if value.device != q.device:
+            raise ValueError(f"lm_step: {name} is on {value.device}, q on {q.device}")
+        masks = ("continuous", "full_turn")
+        if value.dtype != (torch.bool if name in masks else q.dtype):
+            raise TypeError(f"lm_step: {name} has dtype {value.dtype}, q {q.dtype}")
+
+
+def lm_step(
+    q: Tensor,
+    tree: KinematicTree,
+    link: int,
+    target_position: Tensor,
+    target_rotmat: Tensor | None,
+    weights: Tensor,
+    damping: float | Tensor,
+    lower: Tensor,
+    upper: Tensor,
+    *,
+    damping_floor: float = 1e-6,
+    continuous: Tensor | None = None,
+    full_turn: Tensor | None = None,
+) -> Tensor:
+    """One Levenberg-Marquardt step of single-link IK for every row, in one kernel launch.
+
+    Per row, in registers: the pose and Jacobian of ``link`` (:func:`jacobian`); the residual
+    ``e = [p_target - p, log(R_target Rᵀ)]`` of :func:`torchik.ik.base.pose_residual` (its
+    first three rows without ``target_rotmat``) and ``cost = |W^½ e|²``; the Jacobian columns
+    of clamped joints that sit on a limit and that ``Jᵀ W e`` pushes outwards set to zero
+    (:func:`torchik.ik.lm.free_limit_columns`); the step ``δ = Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e``,
+    ``Jw = W^½ J``, ``λ = damping * (cost + damping_floor)`` (:func:`torchik.ik.lm.damped_step`,
+    solved by a Cholesky factorisation instead of LU); and ``q + δ`` projected into the limits
+    as :meth:`torchik.ik.base.JointLimits.project` does with shared limits (full-turn joints
+    moved by whole turns, then everything clamped, continuous joints wrapped to (-π, π]).
+
+    That is what the IK loop does per iteration with :class:`torchik.ik.LevenbergMarquardt`
+    (``adaptive=False``): ``linearize``, ``step``, ``problem.project``. Left to the caller:
+    adaptive damping (its accepted or undone steps), per-row joint boxes
+    (:meth:`~torchik.ik.base.JointLimits.within`), several links, floating bases (the tree is
+    the fixed-base part), and the convergence test (it needs the residual, which is not
+    returned). It reads nothing back to the host and copies nothing to the device after the
+    first call with a tree, so a loop of calls can be captured in a CUDA graph. An IK loop
+    calls it as::
+
+        limits, s = problem.limits, solver.settings
+        q = fused.lm_step(q, robot.tree, robot.link_index(target.link), target.position,
+                          target.rotmat, problem.weights(s.rotation_weight), s.damping,
+                          limits.lower, limits.upper, damping_floor=s.damping_floor,
+                          continuous=limits.continuous, full_turn=limits.full_turn)
+
+    Args:
+        q: ``(B, D)`` joint values (float32 or float64; CUDA, or any device in Triton's
+            interpreter).
+        tree: the flattened robot (:attr:`torchik.robot.Robot.tree`, fixed base).
+        link: the link index.
+        target_position: ``(B, 3)``.
+        target_rotmat: ``(B, 3, 3)``, or ``None`` to place the origin only.
+        weights: ``(m,)`` square roots of the residual weights, ``m = 6`` (``3`` without
+            ``target_rotmat``), e.g. ``[1, 1, 1, r, r, r]``.
+        damping: ``μ``, a float or ``(B,)`` per row.
+        lower, upper: ``(D,)`` joint limits.
+        damping_floor: keeps ``λ`` positive at the solution (m²).
+        continuous: ``(D,)`` bool, joints wrapped to (-π, π] (``None``: none).
+        full_turn: ``(D,)`` bool, limited joints moved by whole turns into their range
+            (``None``: none); the joints in neither mask are the clamped ones.
+
+    Returns:
+        ``(B, D)`` the next joint values (not differentiable).
+    """
+    named = dict(weights=weights, damping=damping, lower=lower, upper=upper,
+                 continuous=continuous, full_turn=full_turn)  # fmt: skip
+    _check_lm(q, tree, target_position, target_rotmat, **named)
+    q = q.detach().contiguous()
+    out = torch.empty_like(q)
+    if q.shape[0] == 0:
+        return out
+    per_row = isinstance(damping, Tensor)
+    options = (target_rotmat is not None, per_row, (continuous is not None, full_turn is not None))
+    kernel, table = _prepared("lm", tree, (link,), q, options)
+    mu = _float32_pair(0.0 if per_row else float(damping))
+    given = (
+        target_position,
+        target_rotmat,
+        weights,
+        damping if isinstance(damping, Tensor) else None,
+    )
+    pointers = [q if t is None else t.detach().contiguous() for t in given]  # q: unused
+    masks = [q if t is None else t.contiguous() for t in (continuous, full_turn)]
+    _run(kernel, (_cdiv(q.shape[0], BLOCK),), q, table, *pointers, *mu,
+         *_float32_pair(damping_floor), lower.contiguous(), upper.contiguous(), *masks, out,
+         q.shape[0])  # fmt: skip
+    return out
