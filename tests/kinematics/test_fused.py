@@ -134,3 +134,24 @@ def test_fused_empty_batch_and_the_backend_choice(device, monkeypatch):
     cpu.backend = "fused"
     with pytest.raises(ValueError, match="runs on CUDA tensors"):
         cpu.forward_kinematics(cpu.neutral()[None], "panda_hand")
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_constant_tables_are_kept_per_tree_and_follow_new_constants(device):
+    from torchik.kinematics import fused
+
+    robot, ref_robot = _robot("panda", device=device), _robot("panda")
+    q_ref = robot.random_configuration(20, generator=torch.Generator().manual_seed(7)).cpu()
+    q, links = q_ref.to(device), (robot.link_index("panda_hand"),)
+    tree = robot.tree
+    before = fused.forward_kinematics(q, tree, links)
+    kept = fused._prepared("fk", tree, links, q)
+    assert fused._prepared("fk", tree, links, q) is kept and robot.tree is tree
+    state = robot.state_dict()
+    state["origin_xyz"] = state["origin_xyz"] + 0.01  # zero offsets too: a new kernel pattern
+    robot.load_state_dict(state)
+    ref_robot.load_state_dict({k: v.cpu() for k, v in state.items()})
+    assert robot.tree is not tree
+    moved = fused.forward_kinematics(q, robot.tree, links)
+    _close(moved, kinematics.forward_kinematics(q_ref, ref_robot.tree, links), 1e-12)
+    assert (moved - before).abs().max() > 1e-3

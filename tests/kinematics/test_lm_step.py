@@ -99,6 +99,8 @@ def test_lm_step_equals_the_solver_step_and_projection(name, link, pose, device)
 def test_lm_step_with_a_damping_per_row(device):
     robot, link = _robot("panda"), "panda_hand"
     q, position, rotmat = _rows(robot, link, 40)
+    # λ = μ (cost + 1e-6) >= 1e-8 here; at smaller λ beside a singular Jacobian, LU (the
+    # solver's) and Cholesky (the kernel's) both err by about cond(A) 1e-16, above 1e-10
     mu = torch.logspace(-2, 2, 40, dtype=torch.float64)
     problem, solver = _problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
     lin, w = solver.linearize(problem, q), problem.weights(SETTINGS.rotation_weight)
