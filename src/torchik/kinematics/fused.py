@@ -5,13 +5,19 @@ they wait on memory and launches. Here the walk of a robot (its parents, joint k
 links asked for) is written out as straight-line Triton code, generated once per structure: each
 program instance takes a block of configurations and keeps every frame in registers, 12 numbers
 per frame, reading ``q`` once and writing the poses once. The constant transforms and the mimic
-multipliers are a small table in the kernel's arguments (so calibrated or learnable origins need
-no new kernel), in the dtype of ``q`` (float32 or float64).
+multipliers are a small table in the kernel's arguments, in the dtype of ``q`` (float32 or
+float64), built once per flattened tree and kept on the device with it; constants that are
+exactly 0 or ±1 are written into the code instead (a kernel per pattern of them, see
+:func:`_pattern`), so calibrated origins need a new kernel only where they change that pattern.
+After the first call with a tree nothing is copied from the host and nothing read back: calls
+can be captured in a CUDA graph.
 
 - :func:`forward_kinematics`: poses ``(B, L, 4, 4)``, differentiable in ``q`` through a fused
   backward kernel (``dL/dθ = a . (Σ_l Σ_k c_k(T_l) x c_k(G_l) - o x Σ_l g_l)``, see
   :mod:`torchik.kinematics`).
 - :func:`jacobian`: the geometric Jacobian ``(B, 6, D)`` of one link and its pose.
+- :func:`lm_step`: one Levenberg-Marquardt step of single-link IK (residual, damped step,
+  projection into the limits) per configuration.
 
 Use. A robot takes this path when its :attr:`~torchik.robot.Robot.backend` says so: by default
 (``"auto"``) for CUDA tensors when Triton is installed, where :func:`supports` allows it. Without
