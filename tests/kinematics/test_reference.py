@@ -478,3 +478,17 @@ def test_from_urdf_size_limit(tmp_path):
     with pytest.raises(URDFError, match="snake.urdf: .* bytes, over the limit of 100"):
         Robot.from_urdf(path, max_bytes=100)
     assert Robot.from_urdf(path, max_bytes=None).dof == Robot.from_urdf(path).dof
+
+
+def test_a_tree_keeps_what_is_derived_from_it():
+    tree = load_robot("panda", dtype=torch.float64).tree
+    calls = []
+
+    def build():
+        calls.append(1)
+        return torch.zeros(3)
+
+    first = tree.cached(("test", 1), build)
+    assert tree.cached(("test", 1), build) is first and len(calls) == 1
+    assert tree.plan((3,)) is tree.plan((3,))
+    assert tree.plan((3,)).index.device == tree.w_joint.device

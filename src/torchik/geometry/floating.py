@@ -49,7 +49,8 @@ def base_pose(q_base: Tensor, origin: Tensor | None = None) -> Tensor:
         tensor([1., 2., 3.])
     """
     top = torch.cat((quat_to_rotmat(q_base[..., 3:7]), q_base[..., :3, None]), dim=-1)
-    bottom = q_base.new_tensor([0.0, 0.0, 0.0, 1.0]).expand(*top.shape[:-2], 1, 4)
+    eye = torch.eye(4, dtype=top.dtype, device=top.device)  # made on the device: capturable
+    bottom = eye[3:].expand(*top.shape[:-2], 1, 4)
     pose = torch.cat((top, bottom), dim=-2)
     return pose if origin is None else origin @ pose
 

@@ -5,13 +5,19 @@ they wait on memory and launches. Here the walk of a robot (its parents, joint k
 links asked for) is written out as straight-line Triton code, generated once per structure: each
 program instance takes a block of configurations and keeps every frame in registers, 12 numbers
 per frame, reading ``q`` once and writing the poses once. The constant transforms and the mimic
-multipliers are a small table in the kernel's arguments (so calibrated or learnable origins need
-no new kernel), in the dtype of ``q`` (float32 or float64).
+multipliers are a small table in the kernel's arguments, in the dtype of ``q`` (float32 or
+float64), built once per flattened tree and kept on the device with it; constants that are
+exactly 0 or ±1 are written into the code instead (a kernel per pattern of them, see
+:func:`_pattern`), so calibrated origins need a new kernel only where they change that pattern.
+After the first call with a tree nothing is copied from the host and nothing read back: calls
+can be captured in a CUDA graph.
 
 - :func:`forward_kinematics`: poses ``(B, L, 4, 4)``, differentiable in ``q`` through a fused
   backward kernel (``dL/dθ = a . (Σ_l Σ_k c_k(T_l) x c_k(G_l) - o x Σ_l g_l)``, see
   :mod:`torchik.kinematics`).
 - :func:`jacobian`: the geometric Jacobian ``(B, 6, D)`` of one link and its pose.
+- :func:`lm_step`: one Levenberg-Marquardt step of single-link IK (residual, damped step,
+  projection into the limits) per configuration.
 
 Use. A robot takes this path when its :attr:`~torchik.robot.Robot.backend` says so: by default
 (``"auto"``) for CUDA tensors when Triton is installed, where :func:`supports` allows it. Without
@@ -24,7 +30,10 @@ from __future__ import annotations
 
 import itertools
 import linecache
+import math
 import os
+import struct
+from collections.abc import Callable, Sequence
 from typing import Any
 
 import torch
@@ -33,7 +42,7 @@ from torch import Tensor
 from torchik.kinematics import reference as kinematics
 from torchik.kinematics.reference import REVOLUTE, KinematicTree
 
-__all__ = ["available", "forward_kinematics", "jacobian", "runs_on", "supports"]
+__all__ = ["available", "forward_kinematics", "jacobian", "lm_step", "runs_on", "supports"]
 
 BLOCK = 128
 """Configurations per program instance."""
@@ -72,18 +81,7 @@ def supports(q: Tensor, tree: KinematicTree | None = None) -> bool:
     return tree is None or not (tree.w_joint.requires_grad or tree.w_link.requires_grad)
 
 
-# ---------------------------------------------------------------------------- the structure
-def _below(tree: KinematicTree, links: tuple[int, ...]) -> dict[int, list[int]]:
-    """Joint -> the positions in ``links`` of the requested links it moves."""
-    out: dict[int, list[int]] = {}
-    for pos, link in enumerate(links):
-        j = tree.link_joint[link]
-        while j >= 0:
-            out.setdefault(j, []).append(pos)
-            j = tree.parent[j]
-    return out
-
-
+# ---------------------------------------------------------------------------- the constants
 def _table(tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype) -> Tensor:
     """The constants: 12 per joint (``C`` rows 0-2), 12 per link, then multipliers, offsets."""
     c_joint = tree.w_joint.transpose(-1, -2)[:, :3, :].reshape(-1)
@@ -92,12 +90,68 @@ def _table(tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype) -> T
     return torch.cat([p.detach().to(dtype).reshape(-1) for p in parts])
 
 
-class _Code:
-    """Lines of a kernel being written, with the constant-table offsets of the tree."""
+def _pattern(table: Tensor) -> tuple[float | None, ...]:
+    """Per table entry: ``0.0``, ``1.0`` or ``-1.0`` where it is exactly that, else ``None``.
 
-    def __init__(self, tree: KinematicTree, links: tuple[int, ...]):
-        self.tree, self.links = tree, links
+    A kernel is generated per pattern: a term with a zero constant is left out and a unit one
+    needs no product, which removes about half the arithmetic and the loads of the bundled arms
+    (axis alignments are signed permutations, many URDF offsets are zero, and mimic-free robots
+    have unit multipliers and zero offsets). Calibrated constants with another pattern get their
+    own kernel. One difference from the reference path: a NaN or infinite frame entry times a
+    zero constant is left out instead of making a NaN.
+    """
+    return tuple(v if v in (0.0, 1.0, -1.0) else None for v in table.tolist())
+
+
+# ---------------------------------------------------------------------------- the code writer
+def _width(n: int) -> int:
+    """``log2`` of the smallest power of two ``>= n`` (the tile of ``n`` values)."""
+    return max(n - 1, 0).bit_length()
+
+
+def _times(x: str, k: str | float) -> str | None:
+    """``x * k`` for a constant ``k`` known exactly (``0``: no term, ``±1``: no product)."""
+    if k == 0.0:
+        return None
+    if k == 1.0:
+        return x
+    if k == -1.0:
+        return f"-{x}"
+    return f"{x} * {k}"
+
+
+def _constant(k: str | float) -> str:
+    """A block of the constant ``k`` (a table variable, or a value known exactly)."""
+    if isinstance(k, str):
+        return f"zero + {k}"
+    return "zero" if k == 0.0 else f"zero + {k}"
+
+
+class _Code:
+    """Lines of a kernel being written: the walk of a tree over a block of ``BLOCK`` rows.
+
+    Conventions of the generated code: ``row`` (the block's rows), ``ok`` (rows inside the
+    batch), ``zero`` (zeros in ``q``'s dtype); ``f{j}_{r}{c}`` the 3x4 frame of joint ``j``,
+    ``l{i}_{r}{c}`` that of requested link ``i``; ``k{i}`` entry ``i`` of the constant table
+    (loaded once, on first use; entries known exactly are not loaded at all, see
+    :func:`_pattern`).
+
+    Outputs are stored by tiles: a row's ``n`` consecutive values (a pose, a Jacobian row, a
+    gradient) are joined in registers by ``tl.join`` into one ``[BLOCK, 2, ..., 2]`` tensor and
+    stored at once, which Triton stages through shared memory so that consecutive threads write
+    consecutive addresses: whole 32-byte sectors, where ``n`` strided scalar stores write 4 or 8
+    bytes of a different sector per thread. Inputs are loaded by strided scalar loads, whose
+    neighbours then hit the cache (tile loads were tried: they cost registers and, mixed with
+    tile stores, make Triton convert layouts at every join).
+    """
+
+    def __init__(self, tree: KinematicTree, links: tuple[int, ...], pattern: tuple):
+        self.tree, self.links, self.pattern = tree, links, pattern
         self.lines: list[str] = []
+        self.loaded: set[int] = set()
+        self.axes: set[int] = set()
+        self.literals: dict[float, str] = {}
+        self._fresh = itertools.count()
         j_count = len(tree.parent)
         self.link_at, self.mult_at = 12 * j_count, 12 * (j_count + len(links))
         self.off_at = self.mult_at + j_count
@@ -105,58 +159,139 @@ class _Code:
     def add(self, line: str) -> None:
         self.lines.append("    " + line)
 
-    def const(self, index: int) -> str:
-        return f"tl.load(c_ptr + {index})"
+    def fresh(self, prefix: str) -> str:
+        return f"{prefix}{next(self._fresh)}"
+
+    def const(self, index: int) -> str | float:
+        """Table entry ``index``: its value where known exactly, else its variable."""
+        known = self.pattern[index]
+        if known is not None:
+            return known
+        if index not in self.loaded:
+            self.loaded.add(index)
+            self.add(f"k{index} = tl.load(c_ptr + {index})")
+        return f"k{index}"
+
+    def literal(self, value: float) -> str:
+        """A block of ``value`` in ``q``'s dtype, exact in float64 (a bare float literal in
+        Triton code is a float32 constant)."""
+        name = f"K{len(self.literals)}"
+        if value not in self.literals:
+            self.literals[value] = name
+            self.add(f"{name} = tl.full([BLOCK], {value!r}, q_ptr.dtype.element_ty)")
+        return self.literals[value]
+
+    def sum(self, terms: Sequence[str | None], empty: str = "zero") -> str:
+        kept = [t for t in terms if t is not None]
+        return " + ".join(kept) if kept else empty
 
     def frame(self, name: str, parent: str | None, at: int) -> None:
         """``name = parent @ C`` (``C`` the 3x4 constant at table offset ``at``)."""
         for r in range(3):
             for c in range(4):
-                k = self.const(at + 4 * r + c)
                 if parent is None:
-                    self.add(f"{name}{r}{c} = zero + {k}")
+                    self.add(f"{name}{r}{c} = {_constant(self.const(at + 4 * r + c))}")
                     continue
-                terms = " + ".join(
-                    f"{parent}{r}{m} * {self.const(at + 4 * m + c)}" for m in range(3)
-                )
-                tail = f" + {parent}{r}3" if c == 3 else ""
-                self.add(f"{name}{r}{c} = {terms}{tail}")
+                terms = [_times(f"{parent}{r}{m}", self.const(at + 4 * m + c)) for m in range(3)]
+                tail = [f"{parent}{r}3"] if c == 3 else []
+                self.add(f"{name}{r}{c} = {self.sum([*terms, *tail])}")
 
-    def joint(self, j: int) -> None:
-        """Frame ``f{j}`` of joint ``j`` after its motion, from its parent's."""
+    def theta(self, j: int, q: dict[int, str]) -> str:
+        """The value of joint ``j``, ``multiplier * q[source] + offset``, from the loaded ``q``."""
+        src = int(self.tree.source[j])
+        scaled = _times(q[src], self.const(self.mult_at + j))
+        offset = self.const(self.off_at + j)
+        terms = [scaled if scaled is not None else "zero"]
+        if offset != 0.0:
+            terms.append(str(offset))
+        self.add(f"t{j} = {self.sum(terms)}")
+        return f"t{j}"
+
+    def joint(self, j: int, q: dict[int, str]) -> None:
+        """Frame ``f{j}_`` of joint ``j`` after its motion, from its parent's."""
         tree = self.tree
         parent = None if tree.parent[j] < 0 else f"f{tree.parent[j]}_"
         self.frame(f"f{j}_", parent, 12 * j)
-        src = int(tree.source[j])
-        value = f"tl.load(q_ptr + row * {tree.dof} + {src}, mask=ok, other=0.0)"
-        self.add(f"t{j} = {value} * {self.const(self.mult_at + j)} + {self.const(self.off_at + j)}")
+        t = self.theta(j, q)
         if tree.kind[j] == REVOLUTE:
-            self.add(f"c{j} = tl.cos(t{j})")
-            self.add(f"s{j} = tl.sin(t{j})")
+            self.add(f"c{j} = tl.cos({t})")
+            self.add(f"s{j} = tl.sin({t})")
             for r in range(3):
                 a, b = f"f{j}_{r}0", f"f{j}_{r}1"
                 self.add(f"{a}, {b} = c{j} * {a} + s{j} * {b}, c{j} * {b} - s{j} * {a}")
         else:
             for r in range(3):
-                self.add(f"f{j}_{r}3 = f{j}_{r}3 + t{j} * f{j}_{r}2")
+                self.add(f"f{j}_{r}3 = f{j}_{r}3 + {t} * f{j}_{r}2")
 
-    def walk(self) -> tuple[int, ...]:
-        """Every needed joint's frame, and each requested link's pose ``l{i}_``."""
-        needed = kinematics._ancestors(self.tree, self.links)
-        for j in needed:
-            self.joint(j)
+    def link_frame(self, i: int) -> str:
+        """Frame ``l{i}_`` of requested link ``i`` (its joint's frame must be written)."""
+        j = self.tree.link_joint[self.links[i]]
+        self.frame(f"l{i}_", None if j < 0 else f"f{j}_", self.link_at + 12 * i)
+        return f"l{i}_"
+
+    def walk(self, on_link, every_column: bool = False) -> tuple[int, ...]:
+        """Every needed joint's frame; ``on_link(i, j)`` as soon as requested link ``i``'s
+        joint ``j`` (``-1``: the root) is written, so that its frame's registers are freed
+        early. Loads the columns of ``q`` that the joints use (``every_column``: all, as
+        ``q{c}``). Returns the needed joints."""
+        tree = self.tree
+        needed = kinematics._ancestors(tree, self.links)
+        used = {int(tree.source[j]) for j in needed}
+        q = self.load_q(list(range(tree.dof)) if every_column else sorted(used))
+        hanging: dict[int, list[int]] = {}
         for i, link in enumerate(self.links):
-            j = self.tree.link_joint[link]
-            self.frame(f"l{i}_", None if j < 0 else f"f{j}_", self.link_at + 12 * i)
+            hanging.setdefault(tree.link_joint[link], []).append(i)
+        for i in hanging.get(-1, []):
+            on_link(i, -1)
+        for j in needed:
+            self.joint(j, q)
+            for i in hanging.get(j, []):
+                on_link(i, j)
         return needed
 
-    def store_pose(self, base: str, frame: str) -> None:
-        """Store the 3x4 ``frame`` and the row ``[0, 0, 0, 1]`` as a 4x4 matrix at ``base``."""
-        for r in range(3):
-            for c in range(4):
-                self.add(f"tl.store({base} + {4 * r + c}, {frame}{r}{c}, mask=ok)")
-        for c, v in enumerate(("zero", "zero", "zero", "zero + 1.0")):
-            self.add(f"tl.store({base} + {12 + c}, {v}, mask=ok)")
+    def load_q(self, columns: list[int]) -> dict[int, str]:
+        """The ``columns`` of ``q`` in use, one strided load each (the row's other loads then
+        hit the cache; a tile load, as for the stores, costs more registers here)."""
+        dof = self.tree.dof
+        for col in columns:
+            self.add(f"q{col} = tl.load(q_ptr + row * {dof} + {col}, mask=ok, other=0.0)")
+        return {col: f"q{col}" for col in columns}
+
+    # -------------------------------------------------------------- tiles
+    def tile_axes(self, k: int) -> tuple[str, str, str]:
+        """``rows``, ``cols`` and ``oks`` of a ``[BLOCK, 2, ..., 2]`` (``k`` twos) tile."""
+        if k not in self.axes:
+            self.axes.add(k)
+            pad = lambda a: ", ".join(":" if b == a else "None" for b in range(k + 1))  # noqa: E731
+            cols = " + ".join(f"{1 << (k - a)} * two[{pad(a)}]" for a in range(1, k + 1))
+            self.add(f"rows{k} = row[{pad(0)}]")
+            self.add(f"oks{k} = ok[{pad(0)}]")
+            self.add(f"cols{k} = {cols}")
+        return f"rows{k}", f"cols{k}", f"oks{k}"
+
+    def pack(self, values: list[str]) -> str:
+        """The ``2^k`` values joined into a tile whose row-major order is theirs."""
+        if len(values) == 1:
+            return values[0]
+        name = self.fresh("tile")
+        self.add(f"{name} = tl.join({self.pack(values[0::2])}, {self.pack(values[1::2])})")
+        return name
+
+    def store_tile(self, ptr: str, stride: int, at: int, values: list[str]) -> None:
+        """Store ``values`` at ``ptr + row * stride + at + (0, 1, ...)``."""
+        n, k = len(values), _width(len(values))
+        if k == 0:
+            self.add(f"tl.store({ptr} + row * {stride} + {at}, {values[0]}, mask=ok)")
+            return
+        rows, cols, oks = self.tile_axes(k)
+        tile = self.pack(values + ["zero"] * ((1 << k) - n))
+        mask = oks if n == 1 << k else f"{oks} & ({cols} < {n})"
+        self.add(f"tl.store({ptr} + {rows} * {stride} + {at} + {cols}, {tile}, mask={mask})")
+
+    def store_pose(self, ptr: str, stride: int, at: int, frame: str) -> None:
+        """Store the 3x4 ``frame`` and the row ``[0, 0, 0, 1]`` as a 4x4 matrix."""
+        values = [f"{frame}{r}{c}" for r in range(3) for c in range(4)]
+        self.store_tile(ptr, stride, at, values + ["zero", "zero", "zero", "zero + 1.0"])
 
     def source(self, name: str, args: str) -> str:
         head = [
@@ -164,6 +299,7 @@ class _Code:
             "    row = tl.program_id(0) * BLOCK + tl.arange(0, BLOCK)",
             "    ok = row < B",
             "    zero = tl.zeros([BLOCK], dtype=q_ptr.dtype.element_ty)",
+            "    two = tl.arange(0, 2)",
         ]
         return "\n".join(head + self.lines) + "\n"
 
@@ -181,105 +317,291 @@ def _compile(source: str, name: str) -> Any:
     return triton.jit(scope[name])
 
 
-def _forward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Any:
-    code = _Code(tree, links)
-    code.walk()
-    n = len(links)
-    for i in range(n):
-        code.store_pose(f"out_ptr + row * {16 * n} + {16 * i}", f"l{i}_")
+# ---------------------------------------------------------------------------- the kernels
+def _forward_kernel(code: _Code) -> Any:
+    """Poses ``(B, L', 4, 4)``: each link's pose stored as soon as its joint is walked."""
+    n = len(code.links)
+    code.walk(lambda i, j: code.store_pose("out_ptr", 16 * n, 16 * i, code.link_frame(i)))
     return _compile(code.source("fk", "q_ptr, c_ptr, out_ptr"), "fk")
 
 
-def _backward_kernel(tree: KinematicTree, links: tuple[int, ...]) -> Any:
-    code = _Code(tree, links)
-    needed = code.walk()
-    n = len(links)
-    for i in range(n):  # m_i = Σ_k c_k(T_i) x c_k(G_i), g_i = G_i's translation
-        base = f"g_ptr + row * {16 * n} + {16 * i}"
-        for r in range(3):
-            for c in range(4):
-                code.add(f"g{i}_{r}{c} = tl.load({base} + {4 * r + c}, mask=ok, other=0.0)")
+def _backward_kernel(code: _Code) -> Any:
+    """``dL/dq (B, D)`` from the upstream gradient ``G (B, L', 4, 4)``.
+
+    Per link ``i`` below a joint: ``m_i = Σ_k c_k(T_i) x c_k(G_i)`` and ``g_i`` (G's
+    translation), added to its joint's own sums as soon as its frame is made (so that only six
+    sums per joint stay in registers, not six numbers per link); per joint, the sums over its
+    subtree are its own plus its children's (one addition per link and per joint, not one per
+    pair); then ``dθ_j = a_j . (Σm - o_j x Σg)`` (revolute) or ``a_j . Σg`` (prismatic).
+    """
+    tree, n = code.tree, len(code.links)
+    own: set[int] = set()  # joints whose own links' sums are started
+
+    def on_link(i: int, j: int) -> None:
+        if j < 0:  # a link that no joint moves adds nothing
+            return
+        frame, base = code.link_frame(i), f"g_ptr + row * {16 * n} + {16 * i}"
+        for e in range(12):  # strided loads: the row's 64 bytes are one or two cache sectors
+            code.add(f"g{i}_{e // 4}{e % 4} = tl.load({base} + {e}, mask=ok, other=0.0)")
         for x, (y, z) in enumerate(((1, 2), (2, 0), (0, 1))):
-            terms = " + ".join(
-                f"l{i}_{y}{k} * g{i}_{z}{k} - l{i}_{z}{k} * g{i}_{y}{k}" for k in range(4)
-            )
-            code.add(f"m{i}_{x} = {terms}")
-    below = _below(tree, links)
-    grads: dict[int, list[str]] = {}
-    for j in needed:
-        ids = below[j]
-        m = [" + ".join(f"m{i}_{x}" for i in ids) for x in range(3)]
-        g = [" + ".join(f"g{i}_{x}3" for i in ids) for x in range(3)]
-        a = [f"f{j}_{x}2" for x in range(3)]
-        if tree.kind[j] == REVOLUTE:  # a . (m - o x g)
-            o = [f"f{j}_{x}3" for x in range(3)]
-            code.add(f"gx{j} = {g[0]}")
-            code.add(f"gy{j} = {g[1]}")
-            code.add(f"gz{j} = {g[2]}")
-            v = [
-                f"({m[0]}) - ({o[1]} * gz{j} - {o[2]} * gy{j})",
-                f"({m[1]}) - ({o[2]} * gx{j} - {o[0]} * gz{j})",
-                f"({m[2]}) - ({o[0]} * gy{j} - {o[1]} * gx{j})",
-            ]
-        else:
-            v = [f"({g[x]})" for x in range(3)]
-        code.add(f"d{j} = " + " + ".join(f"{a[x]} * ({v[x]})" for x in range(3)))
-        grads.setdefault(int(tree.source[j]), []).append(f"d{j} * {code.const(code.mult_at + j)}")
-    for col in range(tree.dof):
-        value = " + ".join(grads.get(col, ["zero"]))
-        code.add(f"tl.store(out_ptr + row * {tree.dof} + {col}, {value}, mask=ok)")
+            terms = [f"{frame}{y}{k} * g{i}_{z}{k} - {frame}{z}{k} * g{i}_{y}{k}" for k in range(4)]
+            started = f"om{j}_{x} + " if j in own else ""
+            code.add(f"om{j}_{x} = {started}" + " + ".join(terms))
+            code.add(f"og{j}_{x} = {started.replace('om', 'og')}g{i}_{x}3")
+        own.add(j)
+
+    needed = code.walk(on_link)
+    columns: dict[int, list[str | None]] = {}
+    for j in reversed(needed):
+        children = [c for c in needed if tree.parent[c] == j]
+        for x in range(3):
+            for total, part in (("sm", "om"), ("sg", "og")):
+                terms = [f"{total}{c}_{x}" for c in children]
+                terms += [f"{part}{j}_{x}"] if j in own else []
+                code.add(f"{total}{j}_{x} = " + " + ".join(terms))
+        code.add(f"d{j} = " + _joint_gradient(tree.kind[j] == REVOLUTE, j))
+        src = int(tree.source[j])
+        columns.setdefault(src, []).append(_times(f"d{j}", code.const(code.mult_at + j)))
+    values = [code.sum(columns.get(col, [])) for col in range(tree.dof)]
+    code.store_tile("out_ptr", tree.dof, 0, values)
     return _compile(code.source("fk_backward", "q_ptr, c_ptr, g_ptr, out_ptr"), "fk_backward")
 
 
-def _jacobian_kernel(tree: KinematicTree, link: int) -> Any:
-    code = _Code(tree, (link,))
-    needed = code.walk()
-    cols: dict[int, list[list[str]]] = {}
+def _joint_gradient(revolute: bool, j: int) -> str:
+    """``a . (Σm - o x Σg)`` (revolute) or ``a . Σg`` (prismatic) of joint ``j``."""
+    a = [f"f{j}_{x}2" for x in range(3)]
+    if not revolute:
+        return " + ".join(f"{a[x]} * sg{j}_{x}" for x in range(3))
+    o, m, g = [f"f{j}_{x}3" for x in range(3)], f"sm{j}_", f"sg{j}_"
+    v = [f"({m}{x} - ({o[(x + 1) % 3]} * {g}{(x + 2) % 3} - {o[(x + 2) % 3]} * {g}{(x + 1) % 3}))"
+         for x in range(3)]  # fmt: skip
+    return " + ".join(f"{a[x]} * {v[x]}" for x in range(3))
+
+
+def _jacobian_columns(code: _Code, needed: tuple[int, ...]) -> list[list[str]]:
+    """The 6 rows of each column of ``q``'s Jacobian of link 0 (``l0_`` written): ``a x (p -
+    o)`` and ``a`` (revolute), ``a`` and 0 (prismatic), times the mimic multipliers, summed per
+    entry of ``q``."""
+    tree = code.tree
+    cols: dict[int, list[list[str | None]]] = {}
     for j in needed:
         a = [f"f{j}_{x}2" for x in range(3)]
-        if tree.kind[j] == REVOLUTE:  # a x (p - o), a
+        if tree.kind[j] == REVOLUTE:
             d = [f"(l0_{x}3 - f{j}_{x}3)" for x in range(3)]
-            lin = [f"{a[(x + 1) % 3]} * {d[(x + 2) % 3]} - {a[(x + 2) % 3]} * {d[(x + 1) % 3]}"
+            lin = [f"({a[(x + 1) % 3]} * {d[(x + 2) % 3]} - {a[(x + 2) % 3]} * {d[(x + 1) % 3]})"
                    for x in range(3)]  # fmt: skip
             rows = lin + a
         else:
             rows = a + ["zero", "zero", "zero"]
         mult = code.const(code.mult_at + j)
-        cols.setdefault(int(tree.source[j]), []).append([f"({v}) * {mult}" for v in rows])
-    dof = tree.dof
-    for col in range(dof):
-        terms = cols.get(col)
-        for r in range(6):
-            value = " + ".join(t[r] for t in terms) if terms else "zero"
-            code.add(f"tl.store(jac_ptr + row * {6 * dof} + {r * dof + col}, {value}, mask=ok)")
-    code.store_pose("pose_ptr + row * 16", "l0_")
+        cols.setdefault(int(tree.source[j]), []).append([_times(v, mult) for v in rows])
+    return [[code.sum([t[r] for t in cols.get(col, [])]) for col in range(tree.dof)]
+            for r in range(6)]  # fmt: skip
+
+
+def _jacobian_kernel(code: _Code) -> Any:
+    """The Jacobian ``(B, 6, D)`` of the one requested link and its pose ``(B, 4, 4)``."""
+    needed = code.walk(lambda i, j: code.store_pose("pose_ptr", 16, 0, code.link_frame(i)))
+    dof = code.tree.dof
+    for r, values in enumerate(_jacobian_columns(code, needed)):
+        code.store_tile("jac_ptr", 6 * dof, r * dof, values)
     return _compile(code.source("jac", "q_ptr, c_ptr, jac_ptr, pose_ptr"), "jac")
 
 
+# ---------------------------------------------------------------------------- the LM step
+_ATAN_P = (-8.750608600031904122785e-1, -1.615753718733365076637e1, -7.500855792314704667340e1,
+           -1.228866684490136173410e2, -6.485021904942025371773e1)  # fmt: skip
+_ATAN_Q = (2.485846490142306297962e1, 1.650270098316988542046e2, 4.328810604912902668951e2,
+           4.853903996359136964868e2, 1.945506571482613964425e2)  # fmt: skip
+"""Cephes' ``atan`` on ``[-0.2, 0.66]``: ``x + x z P(z) / Q(z)``, ``z = x²`` (about 2e-16)."""
+
+
+def _atan2(code: _Code, s: str, c: str, out: str) -> None:
+    """``out = atan2(s, c)`` for ``s >= 0`` (Triton's interpreter has no ``atan2``): the
+    smaller of ``s, |c|`` over the larger is in ``[0, 1]``, reduced as Cephes does above
+    0.66 (``atan x = π/4 + atan((x - 1) / (x + 1))``), then mapped to the octant."""
+    one, big = code.literal(1.0), f"{out}_big"
+    code.add(f"{out}_ac = tl.abs({c})")
+    code.add(f"{big} = tl.maximum({s}, {out}_ac)")
+    code.add(f"{out}_x = tl.minimum({s}, {out}_ac) / tl.where({big} > 0, {big}, {one})")
+    code.add(f"{out}_far = {out}_x > 0.66")
+    code.add(f"{out}_r = tl.where({out}_far, ({out}_x - 1.0) / ({out}_x + 1.0), {out}_x)")
+    code.add(f"{out}_z = {out}_r * {out}_r")
+    p, q = code.literal(_ATAN_P[0]), f"{out}_z + {code.literal(_ATAN_Q[0])}"
+    for k in range(1, 5):
+        p = f"({p}) * {out}_z + {code.literal(_ATAN_P[k])}"
+        q = f"({q}) * {out}_z + {code.literal(_ATAN_Q[k])}"
+    code.add(f"{out}_t = {out}_r + {out}_r * ({out}_z * ({p}) / ({q}))")
+    code.add(f"{out}_t = tl.where({out}_far, {out}_t + {code.literal(math.pi / 4)}, {out}_t)")
+    code.add(f"{out}_t = tl.where({s} > {out}_ac, {code.literal(math.pi / 2)} - {out}_t, "
+             f"{out}_t)")  # fmt: skip
+    code.add(f"{out} = tl.where({c} < 0, {code.literal(math.pi)} - {out}_t, {out}_t)")
+
+
+def _residual(code: _Code, pose: bool) -> int:
+    """``e{r}`` (as :func:`torchik.ik.base.pose_residual`), ``we{r} = w_r e_r`` and
+    ``cost``; returns the rows ``m``."""
+    for x in range(3):
+        code.add(f"e{x} = tl.load(tp_ptr + row * 3 + {x}, mask=ok, other=0.0) - l0_{x}3")
+    if pose:  # vee(R_t Rᵀ) = sin θ u = ½ Σ_k r_k x t_k; cos θ = (tr(R_t Rᵀ) - 1) / 2
+        for e in range(9):
+            code.add(f"T{e // 3}{e % 3} = tl.load(tr_ptr + row * 9 + {e}, mask=ok, other=0.0)")
+        for x, (y, z) in enumerate(((1, 2), (2, 0), (0, 1))):
+            terms = " + ".join(f"l0_{y}{k} * T{z}{k} - l0_{z}{k} * T{y}{k}" for k in range(3))
+            code.add(f"sa{x} = 0.5 * ({terms})")
+        trace = " + ".join(f"l0_{r}{c} * T{r}{c}" for r in range(3) for c in range(3))
+        code.add(f"cs = 0.5 * ({trace} - 1.0)")
+        code.add("sn = tl.sqrt(sa0 * sa0 + sa1 * sa1 + sa2 * sa2)")
+        _atan2(code, "sn", "cs", "ang")
+        code.add(f"sc = tl.where(sn > 0, ang / tl.where(sn > 0, sn, {code.literal(1.0)}), "
+                 f"{code.literal(1.0)})")  # fmt: skip
+        for x in range(3):
+            code.add(f"e{x + 3} = sa{x} * sc")
+    m = 6 if pose else 3
+    for r in range(m):
+        code.add(f"w{r} = tl.load(w_ptr + {r})")
+        code.add(f"we{r} = w{r} * e{r}")
+    code.add("cost = " + " + ".join(f"we{r} * we{r}" for r in range(m)))
+    return m
+
+
+def _free_limit_columns(code: _Code, m: int, wraps: tuple[bool, bool]) -> None:
+    """Zero the columns ``J{r}_{c}`` of clamped joints on a limit that ``Jᵀ W e`` pushes out
+    (:func:`torchik.ik.lm.free_limit_columns`); loads ``lo{c}``, ``hi{c}``."""
+    for c in range(code.tree.dof):
+        code.add(f"lo{c} = tl.load(lo_ptr + {c})")
+        code.add(f"hi{c} = tl.load(hi_ptr + {c})")
+        code.add(f"gr{c} = " + " + ".join(f"J{r}_{c} * (w{r} * we{r})" for r in range(m)))
+        free = [f"(tl.load({ptr} + {c}) != 0)" for ptr, on in zip(("cont_ptr", "turn_ptr"), wraps,
+                                                                    strict=True) if on]  # fmt: skip
+        out = f"((q{c} <= lo{c}) & (gr{c} < 0)) | ((q{c} >= hi{c}) & (gr{c} > 0))"
+        clamped = " & ".join(f"~{f}" for f in free)
+        code.add(f"bl{c} = {clamped} & ({out})" if free else f"bl{c} = {out}")
+        for r in range(m):
+            code.add(f"J{r}_{c} = tl.where(bl{c}, zero, J{r}_{c})")
+
+
+def _damped_solve(code: _Code, m: int, per_row: bool) -> None:
+    """``y = (Jw Jwᵀ + λI)⁻¹ W^½ e`` by an unrolled Cholesky factorisation, ``Jw{r}_{c} =
+    w_r J{r}_{c}``, ``λ = μ (cost + floor)`` (:func:`torchik.ik.lm.damped_step`)."""
+    dof = code.tree.dof
+    mu = "tl.load(mu_ptr + row, mask=ok, other=1.0)" if per_row else "(zero + mu_hi) + mu_lo"
+    code.add(f"lam = ({mu}) * (cost + ((zero + floor_hi) + floor_lo))")
+    for r in range(m):
+        for c in range(dof):
+            code.add(f"jw{r}_{c} = w{r} * J{r}_{c}")
+    for i in range(m):
+        for j in range(i + 1):
+            a = " + ".join(f"jw{i}_{c} * jw{j}_{c}" for c in range(dof))
+            known = "".join(f" - L{i}{k} * L{j}{k}" for k in range(j))
+            if i == j:
+                code.add(f"L{i}{i} = tl.sqrt({a} + lam{known})")
+            else:
+                code.add(f"L{i}{j} = ({a}{known}) / L{j}{j}")
+    for i in range(m):  # L z = W^½ e, then Lᵀ y = z
+        known = "".join(f" - L{i}{k} * z{k}" for k in range(i))
+        code.add(f"z{i} = (we{i}{known}) / L{i}{i}")
+    for i in reversed(range(m)):
+        known = "".join(f" - L{k}{i} * y{k}" for k in range(i + 1, m))
+        code.add(f"y{i} = (z{i}{known}) / L{i}{i}")
+
+
+def _project(code: _Code, wraps: tuple[bool, bool]) -> None:
+    """``n{c}`` into the limits as :func:`torchik.geometry.joints.project_to_limits` with
+    ``wraps=full_turn`` and ``canonical=continuous``."""
+    pi, two_pi = code.literal(math.pi), code.literal(2 * math.pi)
+    for c in range(code.tree.dof):
+        value = f"n{c}"
+        if wraps[1]:  # full turn: lower + ((q - lower) mod 2π), torch.remainder's sign
+            code.add(f"rm{c} = (n{c} - lo{c}) % {two_pi}")
+            code.add(f"rm{c} = tl.where(rm{c} < 0, rm{c} + {two_pi}, rm{c})")
+            code.add(f"n{c}_in = tl.where(tl.load(turn_ptr + {c}) != 0, lo{c} + rm{c}, n{c})")
+            value = f"n{c}_in"
+        code.add(f"p{c} = tl.minimum(tl.maximum({value}, lo{c}), hi{c})")
+        if wraps[0]:  # continuous: wrap_angle, into (-π, π]
+            code.add(f"wa{c} = n{c} - {two_pi} * tl.ceil((n{c} - {pi}) / {two_pi})")
+            code.add(f"wa{c} = tl.where(wa{c} <= -{pi}, wa{c} + {two_pi}, wa{c})")
+            code.add(f"wa{c} = tl.where(wa{c} > {pi}, wa{c} - {two_pi}, wa{c})")
+            code.add(f"p{c} = tl.where(tl.load(cont_ptr + {c}) != 0, wa{c}, p{c})")
+
+
+def _lm_kernel(code: _Code, pose: bool, per_row: bool, wraps: tuple[bool, bool]) -> Any:
+    """One Levenberg-Marquardt step of each row (see :func:`lm_step`)."""
+    dof = code.tree.dof
+    needed = code.walk(lambda i, j: code.link_frame(i), every_column=True)
+    m = 6 if pose else 3
+    for r, values in enumerate(_jacobian_columns(code, needed)[:m]):
+        for c, value in enumerate(values):
+            code.add(f"J{r}_{c} = {value}")
+    _residual(code, pose)
+    _free_limit_columns(code, m, wraps)
+    _damped_solve(code, m, per_row)
+    for c in range(dof):
+        code.add(f"n{c} = q{c} + " + " + ".join(f"jw{r}_{c} * y{r}" for r in range(m)))
+    _project(code, wraps)
+    code.store_tile("out_ptr", dof, 0, [f"p{c}" for c in range(dof)])
+    args = ("q_ptr, c_ptr, tp_ptr, tr_ptr, w_ptr, mu_ptr, mu_hi, mu_lo, floor_hi, floor_lo, "
+            "lo_ptr, hi_ptr, cont_ptr, turn_ptr, out_ptr")  # fmt: skip
+    return _compile(code.source("lm_step", args), "lm_step")
+
+
+_WRITERS: dict[str, Callable[..., Any]] = {
+    "fk": _forward_kernel,
+    "backward": _backward_kernel,
+    "jac": _jacobian_kernel,
+    "lm": _lm_kernel,
+}
+"""How each kind of kernel is written."""
+
+
 def _structure(tree: KinematicTree) -> tuple:
-    return (tree.parent, tree.kind, tree.link_joint, tree.dof, tuple(tree.source.tolist()))
+    """What a kernel is generated from (read from the device once per tree)."""
+
+    def build() -> tuple:
+        source = tuple(tree.source.tolist())
+        return (tree.parent, tree.kind, tree.link_joint, tree.dof, source, tree.identity_map)
+
+    return tree.cached(("fused", "structure"), build)
 
 
-def _kernel(kind: str, tree: KinematicTree, links: tuple[int, ...]) -> Any:
-    key = (kind, _structure(tree), links)
+def _kernel(
+    kind: str, tree: KinematicTree, links: tuple[int, ...], pattern: tuple, options: tuple = ()
+) -> Any:
+    """The kernel of ``kind`` for this structure, links, pattern of constants and writer
+    ``options`` (generated and compiled once per process)."""
+    key = (kind, _structure(tree), links, pattern, options)
     if key not in _KERNELS:
-        if kind == "fk":
-            _KERNELS[key] = _forward_kernel(tree, links)
-        elif kind == "backward":
-            _KERNELS[key] = _backward_kernel(tree, links)
-        else:
-            _KERNELS[key] = _jacobian_kernel(tree, links[0])
+        _KERNELS[key] = _WRITERS[kind](_Code(tree, links, pattern), *options)
     return _KERNELS[key]
 
 
 # ---------------------------------------------------------------------------- the functions
+def _prepared(
+    kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, options: tuple = ()
+) -> tuple:
+    """The kernel and its constant table on ``q``'s device, in its dtype: built on the first
+    call for this tree, links, dtype, device and options, and kept with the tree (whose
+    constants never change in place), so later calls copy nothing from the host."""
+
+    def build() -> tuple[Any, Tensor]:
+        table = _table(tree, links, q.dtype)
+        return _kernel(kind, tree, links, _pattern(table), options), table.to(q.device)
+
+    return tree.cached(("fused", kind, links, q.dtype, q.device, options), build)
+
+
 def _launch(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, *outs: Tensor):
     batch = q.shape[0]
     if batch == 0:
         return
-    table = _table(tree, links, q.dtype).to(q.device)
-    grid = (_cdiv(batch, BLOCK),)
-    _kernel(kind, tree, links)[grid](q, table, *outs, batch, BLOCK=BLOCK)
+    kernel, table = _prepared(kind, tree, links, q)
+    _run(kernel, (_cdiv(batch, BLOCK),), q, table, *outs, batch)
+
+
+def _run(kernel: Any, grid: tuple[int, ...], *args: Any) -> None:
+    """Launch ``kernel`` on ``grid``: the one place where kernels start (the capture tests
+    record everything around it)."""
+    kernel[grid](*args, BLOCK=BLOCK)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -327,3 +649,120 @@ def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]
     pose = q.new_empty(q.shape[0], 4, 4)
     _launch("jac", tree, (link,), q, jac, pose)
     return jac, pose
+
+
+def _float32_pair(x: float) -> tuple[float, float]:
+    """``x`` as float32 ``hi + lo`` (Triton passes Python floats as float32; their sum in
+    float64 is ``x`` to about 1e-15, and no tensor has to be made from it)."""
+    hi = struct.unpack("f", struct.pack("f", x))[0]
+    return hi, x - hi
+
+
+def _check_lm(q: Tensor, tree: KinematicTree, position: Tensor, rotmat: Tensor | None, **named):
+    """Shapes, dtypes and devices of :func:`lm_step`'s arguments (no value is read)."""
+    batch, dof = q.shape[0], tree.dof
+    shapes: dict[str, tuple[Tensor, tuple[int, ...]]] = {
+        "q": (q, (batch, dof)),
+        "target_position": (position, (batch, 3)),
+    }
+    if rotmat is not None:
+        shapes["target_rotmat"] = (rotmat, (batch, 3, 3))
+    m = 3 if rotmat is None else 6
+    for name, value in named.items():
+        if isinstance(value, Tensor):
+            size: tuple[int, ...] = {"weights": (m,), "damping": (batch,)}.get(name, (dof,))
+            shapes[name] = (value, size)
+    for name, (value, size) in shapes.items():
+        if tuple(value.shape) != size:
+            raise ValueError(f"lm_step: {name} must have shape {size}, got {tuple(value.shape)}")
+        if value.device != q.device:
+            raise ValueError(f"lm_step: {name} is on {value.device}, q on {q.device}")
+        masks = ("continuous", "full_turn")
+        if value.dtype != (torch.bool if name in masks else q.dtype):
+            raise TypeError(f"lm_step: {name} has dtype {value.dtype}, q {q.dtype}")
+
+
+def lm_step(
+    q: Tensor,
+    tree: KinematicTree,
+    link: int,
+    target_position: Tensor,
+    target_rotmat: Tensor | None,
+    weights: Tensor,
+    damping: float | Tensor,
+    lower: Tensor,
+    upper: Tensor,
+    *,
+    damping_floor: float = 1e-6,
+    continuous: Tensor | None = None,
+    full_turn: Tensor | None = None,
+) -> Tensor:
+    """One Levenberg-Marquardt step of single-link IK for every row, in one kernel launch.
+
+    Per row, in registers: the pose and Jacobian of ``link`` (:func:`jacobian`); the residual
+    ``e = [p_target - p, log(R_target Rᵀ)]`` of :func:`torchik.ik.base.pose_residual` (its
+    first three rows without ``target_rotmat``) and ``cost = |W^½ e|²``; the Jacobian columns
+    of clamped joints that sit on a limit and that ``Jᵀ W e`` pushes outwards set to zero
+    (:func:`torchik.ik.lm.free_limit_columns`); the step ``δ = Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e``,
+    ``Jw = W^½ J``, ``λ = damping * (cost + damping_floor)`` (:func:`torchik.ik.lm.damped_step`,
+    solved by a Cholesky factorisation instead of LU); and ``q + δ`` projected into the limits
+    as :meth:`torchik.ik.base.JointLimits.project` does with shared limits (full-turn joints
+    moved by whole turns, then everything clamped, continuous joints wrapped to (-π, π]).
+
+    That is what the IK loop does per iteration with :class:`torchik.ik.LevenbergMarquardt`
+    (``adaptive=False``): ``linearize``, ``step``, ``problem.project``. Left to the caller:
+    adaptive damping (its accepted or undone steps), per-row joint boxes
+    (:meth:`~torchik.ik.base.JointLimits.within`), several links, floating bases (the tree is
+    the fixed-base part), and the convergence test (it needs the residual, which is not
+    returned). It reads nothing back to the host and copies nothing to the device after the
+    first call with a tree, so a loop of calls can be captured in a CUDA graph. An IK loop
+    calls it as::
+
+        limits, s = problem.limits, solver.settings
+        q = fused.lm_step(q, robot.tree, robot.link_index(target.link), target.position,
+                          target.rotmat, problem.weights(s.rotation_weight), s.damping,
+                          limits.lower, limits.upper, damping_floor=s.damping_floor,
+                          continuous=limits.continuous, full_turn=limits.full_turn)
+
+    Args:
+        q: ``(B, D)`` joint values (float32 or float64; CUDA, or any device in Triton's
+            interpreter).
+        tree: the flattened robot (:attr:`torchik.robot.Robot.tree`, fixed base).
+        link: the link index.
+        target_position: ``(B, 3)``.
+        target_rotmat: ``(B, 3, 3)``, or ``None`` to place the origin only.
+        weights: ``(m,)`` square roots of the residual weights, ``m = 6`` (``3`` without
+            ``target_rotmat``), e.g. ``[1, 1, 1, r, r, r]``.
+        damping: ``μ``, a float or ``(B,)`` per row.
+        lower, upper: ``(D,)`` joint limits.
+        damping_floor: keeps ``λ`` positive at the solution (m²).
+        continuous: ``(D,)`` bool, joints wrapped to (-π, π] (``None``: none).
+        full_turn: ``(D,)`` bool, limited joints moved by whole turns into their range
+            (``None``: none); the joints in neither mask are the clamped ones.
+
+    Returns:
+        ``(B, D)`` the next joint values (not differentiable).
+    """
+    named = dict(weights=weights, damping=damping, lower=lower, upper=upper,
+                 continuous=continuous, full_turn=full_turn)  # fmt: skip
+    _check_lm(q, tree, target_position, target_rotmat, **named)
+    q = q.detach().contiguous()
+    out = torch.empty_like(q)
+    if q.shape[0] == 0:
+        return out
+    per_row = isinstance(damping, Tensor)
+    options = (target_rotmat is not None, per_row, (continuous is not None, full_turn is not None))
+    kernel, table = _prepared("lm", tree, (link,), q, options)
+    mu = _float32_pair(0.0 if per_row else float(damping))
+    given = (
+        target_position,
+        target_rotmat,
+        weights,
+        damping if isinstance(damping, Tensor) else None,
+    )
+    pointers = [q if t is None else t.detach().contiguous() for t in given]  # q: unused
+    masks = [q if t is None else t.contiguous() for t in (continuous, full_turn)]
+    _run(kernel, (_cdiv(q.shape[0], BLOCK),), q, table, *pointers, *mu,
+         *_float32_pair(damping_floor), lower.contiguous(), upper.contiguous(), *masks, out,
+         q.shape[0])  # fmt: skip
+    return out

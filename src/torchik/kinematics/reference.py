@@ -25,8 +25,10 @@ derivatives are exact at every batch size.
 
 from __future__ import annotations
 
+from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -63,6 +65,12 @@ class KinematicTree:
             offset_j`` (``1`` and ``0`` for every joint but mimic joints).
         dof: number of independent joint values.
         identity_map: ``True`` when ``θ == q`` (no mimic joints), to skip the gather.
+
+    A tree's constants are never changed in place (a :class:`~torchik.robot.Robot` builds a new
+    tree when its constants change), so what is derived from them is cached with the tree:
+    the index plans of :meth:`plan` and whatever :meth:`cached` is asked to keep (the fused
+    kernels' constant tables). Every tensor a plan holds lives on the tree's device, so a call
+    after the first copies nothing from the host and never waits on the device.
     """
 
     parent: tuple[int, ...]
@@ -75,16 +83,29 @@ class KinematicTree:
     offset: Tensor
     dof: int
     identity_map: bool
-    _plans: dict = field(default_factory=dict, compare=False, repr=False)
+    _cache: dict = field(default_factory=dict, compare=False, repr=False)
 
     def plan(self, links: tuple[int, ...]) -> _Plan:
-        """What computing ``links`` needs (cached per request; not cached while torch.compile
-        traces, which cannot replay the cache's mutation)."""
-        if links not in self._plans:
+        """What computing ``links`` needs (cached per request, see :meth:`cached`)."""
+        return self.cached(("plan", links), lambda: _Plan.make(self, links))
+
+    def cached(self, key: Hashable, build: Callable[[], Any]) -> Any:
+        """``build()``, kept with the tree under ``key`` and returned by later calls.
+
+        Not cached while ``torch.compile`` traces (it cannot replay the cache's mutation).
+
+        Args:
+            key: what the value is, e.g. ``("plan", links)``; callers prefix their own name.
+            build: computes the value from the tree's (immutable) constants.
+
+        Returns:
+            The value.
+        """
+        if key not in self._cache:
             if torch.compiler.is_compiling():
-                return _Plan.make(self, links)
-            self._plans[links] = _Plan.make(self, links)
-        return self._plans[links]
+                return build()
+            self._cache[key] = build()
+        return self._cache[key]
 
 
 @dataclass(frozen=True)
@@ -99,7 +120,9 @@ class _Plan:
     needed: tuple[int, ...]  # joint indices
     parent_pos: tuple[int, ...]  # position of each needed joint's parent in ``needed`` (-1: root)
     link_pos: tuple[int, ...]  # position of each requested link's joint in ``needed`` (-1: root)
+    index: Tensor  # (n,) long, ``needed`` on the tree's device (a gather without a host copy)
     revolute: Tensor  # (n,) bool
+    all_revolute: bool  # every needed joint revolute (known on the host: no device read)
     links: tuple[int, ...]  # the requested links
     tree: KinematicTree = field(repr=False, compare=False)
     to_q: Tensor | None  # (n, D) chain rule from joint values to q; None when it is the identity
@@ -122,7 +145,9 @@ class _Plan:
             needed=needed,
             parent_pos=tuple(pos[tree.parent[j]] for j in needed),
             link_pos=tuple(pos[tree.link_joint[link]] for link in links),
+            index=idx,
             revolute=torch.tensor(kinds, dtype=torch.bool, device=like.device),
+            all_revolute=all(kinds),
             links=links,
             tree=tree,
             to_q=None if direct else _chain_rule(tree, idx),
@@ -186,7 +211,7 @@ def _local_transforms(q: Tensor, tree: KinematicTree, plan: _Plan) -> Tensor:
     """``C_j M_j(θ_j)`` of every needed joint, ``(n, B, 4, 4)``, from one ``baddbmm``."""
     theta = _joint_values(q, tree)
     if plan.to_q is not None:  # not every joint is needed, or mimic joints
-        theta = theta[list(plan.needed)]
+        theta = theta[plan.index]
     features = torch.stack((torch.cos(theta) - 1.0, torch.sin(theta), theta), dim=-1)
     return torch.baddbmm(plan.c_joint, features, plan.c_motion).view(-1, q.shape[0], 4, 4)
 
@@ -328,8 +353,8 @@ def frames_to_matrix(frames: Tensor) -> Tensor:
     n_links, _, _, batch = frames.shape
     out = frames.new_empty(batch, n_links, 4, 4)
     out[:, :, :3, :].copy_(frames.permute(3, 0, 2, 1))
-    out[:, :, 3, :3] = 0.0
-    out[:, :, 3, 3] = 1.0
+    out[:, :, 3, :3].zero_()  # fill_, not ``= 0.0``: no scalar tensor made from host data
+    out[:, :, 3, 3].fill_(1.0)
     return out
 
 
@@ -379,7 +404,7 @@ class _AnalyticFK(torch.autograd.Function):
             g_sum = (plan.subtree @ g_p.reshape(n_links, -1)).view(-1, 3, batch)
         rev = plan.revolute[:, None]
         dtheta = torch.where(rev, (axis * u_sum).sum(1) + (moment * g_sum).sum(1), 0.0)
-        if not bool(plan.revolute.all()):
+        if not plan.all_revolute:
             dtheta = dtheta + torch.where(rev, 0.0, (axis * g_sum).sum(1))
         dq = dtheta if plan.to_q is None else plan.to_q.T @ dtheta  # (D, B)
         return dq.T, None, None

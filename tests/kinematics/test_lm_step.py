@@ -1,0 +1,180 @@
+"""fused.lm_step (issue 34, §1) equals torchik's Levenberg-Marquardt step and projection.
+
+The reference: :class:`torchik.ik.LevenbergMarquardt`'s ``linearize`` and ``step`` (residual,
+free limit columns, damped step) and ``IKProblem.project``, on the reference kinematics in
+float64 on the CPU. The kernel runs compiled on CUDA with a GPU, in Triton's interpreter on the
+CPU otherwise. Rows: targets far away (FK of other configurations) and near (FK of ``q`` moved a
+little, where λ is small), with joints put exactly on their limits so that the active set of
+free_limit_columns is exercised. Float64 to 1e-10.
+"""
+
+from __future__ import annotations
+
+import os
+
+import pytest
+import torch
+
+from tests.kinematics.test_capture import _host_traffic
+from tests.paths import DATA
+from torchik import Robot, load_robot
+from torchik.ik.base import IKProblem, LinkTarget
+from torchik.ik.lm import LevenbergMarquardt, LMSettings, damped_step, free_limit_columns
+
+pytest.importorskip("triton", reason="the fused kernels need Triton (the dev extra installs it)")
+DEVICES = (["cuda"] if torch.cuda.is_available() else []) + (
+    ["cpu"] if os.environ.get("TRITON_INTERPRET") == "1" else []
+)
+if not DEVICES:
+    pytest.skip("no GPU and TRITON_INTERPRET is not 1 (tests/conftest.py sets it without a GPU)",
+                allow_module_level=True)  # fmt: skip
+
+SETTINGS = LMSettings(rotation_weight=0.3, damping=0.1, damping_floor=1e-6)
+
+
+def _robot(name: str) -> Robot:
+    if name in ("panda", "ur5"):
+        return load_robot(name, dtype=torch.float64)
+    return Robot.from_urdf(DATA / "urdf" / f"{name}.urdf", dtype=torch.float64)
+
+
+def _rows(robot: Robot, link: str, n: int = 160):
+    """``q`` with some joints on a limit, and targets far and near."""
+    g = torch.Generator().manual_seed(n)
+    q = robot.random_configuration(n, generator=g)
+    on_limit = torch.rand(q.shape, generator=g) < 0.15
+    q = torch.where(on_limit, torch.where(torch.rand(q.shape, generator=g) < 0.5, robot.lower,
+                                          robot.upper), q)  # fmt: skip
+    q = torch.where(torch.isfinite(q), q, 0.0)  # unlimited prismatic joints stay at 0
+    far = robot.forward_kinematics(robot.random_configuration(n, generator=g), link)
+    near = robot.forward_kinematics(q + 1e-3 * torch.randn(q.shape, generator=g, dtype=q.dtype),
+                                    link)  # fmt: skip
+    pose = torch.where((torch.arange(n) % 2 == 0)[:, None, None], far, near)
+    return q, pose[:, :3, 3].contiguous(), pose[:, :3, :3].contiguous()
+
+
+def _problem(robot, link, position, rotmat) -> IKProblem:
+    target = LinkTarget(link, position, rotmat)
+    return IKProblem(robot, (target,), torch.arange(len(position)), 1e-9, 1e-9)
+
+
+def _fused(robot, link, q, position, rotmat, device, damping=SETTINGS.damping):
+    from torchik.kinematics import fused
+
+    problem = _problem(robot, link, position, rotmat)
+    lim, w = problem.limits, problem.weights(SETTINGS.rotation_weight)
+    on = lambda t: None if t is None else t.to(device)  # noqa: E731
+    tree = robot.to(device).tree
+    out = fused.lm_step(
+        on(q), tree, robot.link_index(link), on(position), on(rotmat), on(w), on(damping)
+        if isinstance(damping, torch.Tensor) else damping, on(lim.lower), on(lim.upper),
+        damping_floor=SETTINGS.damping_floor, continuous=on(lim.continuous),
+        full_turn=on(lim.full_turn),
+    )  # fmt: skip
+    robot.to("cpu")
+    return out.cpu()
+
+
+CASES = [("panda", "panda_hand", True), ("panda", "panda_link5", False), ("ur5", "ee_link", True),
+         ("prismatic_continuous", None, True), ("mimic", None, True), ("two_branches", None, True),
+         ("tilted_axes", None, False)]  # fmt: skip
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("name", "link", "pose"), CASES)
+def test_lm_step_equals_the_solver_step_and_projection(name, link, pose, device):
+    robot = _robot(name)
+    link = link or robot.link_names[-1]
+    q, position, rotmat = _rows(robot, link)
+    rotmat = rotmat if pose else None
+    problem, solver = _problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
+    lin = solver.linearize(problem, q)
+    expected = problem.project(solver.step(problem, q, lin, {}))
+    assert not torch.equal(expected, problem.project(q))  # the rows do move
+    torch.testing.assert_close(_fused(robot, link, q, position, rotmat, device), expected,
+                               atol=1e-10, rtol=0)  # fmt: skip
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_lm_step_with_a_damping_per_row(device):
+    robot, link = _robot("panda"), "panda_hand"
+    q, position, rotmat = _rows(robot, link, 40)
+    # λ = μ (cost + 1e-6) >= 1e-8 here; at smaller λ beside a singular Jacobian, LU (the
+    # solver's) and Cholesky (the kernel's) both err by about cond(A) 1e-16, above 1e-10
+    mu = torch.logspace(-2, 2, 40, dtype=torch.float64)
+    problem, solver = _problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
+    lin, w = solver.linearize(problem, q), problem.weights(SETTINGS.rotation_weight)
+    jac = free_limit_columns(problem, q, lin.jacobian, lin.error, w)
+    step = damped_step(jac, lin.error, mu * (lin.cost + SETTINGS.damping_floor), w)
+    expected = problem.project(q + step)
+    out = _fused(robot, link, q, position, rotmat, device, damping=mu)
+    torch.testing.assert_close(out, expected, atol=1e-10, rtol=0)
+
+
+def test_lm_step_checks_its_arguments_and_an_empty_batch():
+    from torchik.kinematics import fused
+
+    robot = _robot("panda")
+    q, position, rotmat = _rows(robot, "panda_hand", 4)
+    w, link = torch.ones(6, dtype=torch.float64), robot.link_index("panda_hand")
+    limits = (robot.lower, robot.upper)
+    with pytest.raises(ValueError, match="weights must have shape"):
+        fused.lm_step(q, robot.tree, link, position, rotmat, w[:3], 0.1, *limits)
+    with pytest.raises(ValueError, match="target_position must have shape"):
+        fused.lm_step(q, robot.tree, link, position[:2], rotmat, w, 0.1, *limits)
+    with pytest.raises(TypeError, match="continuous has dtype"):
+        fused.lm_step(q, robot.tree, link, position, rotmat, w, 0.1, *limits,
+                      continuous=robot.lower)  # fmt: skip
+    with pytest.raises(TypeError, match="q has dtype|has dtype"):
+        fused.lm_step(q.float(), robot.tree, link, position, rotmat, w, 0.1, *limits)
+    empty = fused.lm_step(q[:0], robot.tree, link, position[:0], rotmat[:0], w, 0.1, *limits)
+    assert empty.shape == (0, robot.dof)
+
+
+@pytest.mark.skipif("cpu" not in DEVICES, reason="records the host-side ops in the interpreter")
+def test_a_second_lm_step_neither_syncs_nor_copies_from_the_host(monkeypatch):
+    from torchik.kinematics import fused
+
+    robot = _robot("ur5")
+    q, position, rotmat = _rows(robot, "ee_link", 8)
+    lim = _problem(robot, "ee_link", position, rotmat).limits
+    w, link = torch.ones(6, dtype=torch.float64), robot.link_index("ee_link")
+
+    def call():
+        return fused.lm_step(q, robot.tree, link, position, rotmat, w, 0.1, lim.lower, lim.upper,
+                             continuous=lim.continuous, full_turn=lim.full_turn)  # fmt: skip
+
+    call()
+    assert _host_traffic(call, q.device, monkeypatch) == []
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="captures a CUDA graph: needs CUDA")
+def test_twenty_lm_steps_are_captured_and_replay_as_they_run():
+    from torchik.kinematics import fused
+
+    if os.environ.get("TRITON_INTERPRET") == "1":
+        pytest.skip("the interpreter's launches cannot be captured")
+    robot = _robot("panda")
+    q0, position, rotmat = (t.cuda() for t in _rows(robot, "panda_hand", 256))
+    robot.to("cuda")
+    lim = _problem(robot, "panda_hand", position, rotmat).limits
+    w = torch.tensor([1.0, 1.0, 1.0, 0.3, 0.3, 0.3], dtype=torch.float64, device="cuda")
+    args = (robot.tree, robot.link_index("panda_hand"), position, rotmat, w, 0.1, lim.lower,
+            lim.upper)  # fmt: skip
+
+    def solve(q):
+        for _ in range(20):
+            q = fused.lm_step(q, *args, continuous=lim.continuous, full_turn=lim.full_turn)
+        return q
+
+    static, stream = q0.clone(), torch.cuda.Stream()
+    stream.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(stream):
+        solve(static)  # warm-up: kernel and constant table
+    torch.cuda.current_stream().wait_stream(stream)
+    graph = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(graph):
+        out = solve(static)
+    graph.replay()
+    torch.testing.assert_close(out, solve(q0), atol=1e-12, rtol=0)
