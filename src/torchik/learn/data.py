@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from torchik._version import __version__
-from torchik.files import atomic_save
+from torchik.files import atomic_save, load_tensors
 from torchik.geometry.rotations import rotmat_to_6d, sixd_to_rotmat
 from torchik.geometry.transforms import pose_to_matrix
 from torchik.learn.spec import ProblemSpec, robot_hash
@@ -273,12 +273,7 @@ def load_dataset(path: str | os.PathLike, robot: Robot | None = None) -> IKDatas
         ValueError: a corrupt or foreign file, a newer format, or another robot.
     """
     name = os.fspath(path)
-    try:
-        blob = torch.load(name, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # torch raises many types for corrupt or foreign files
-        raise ValueError(f"{name!r} is not a readable torchik dataset: {err}") from err
+    blob = load_tensors(name, "cpu", "torchik dataset")
     if not isinstance(blob, dict) or blob.get("kind") != "torchik.IKDataset":
         raise ValueError(f"{name!r} is not a torchik dataset")
     version = blob.get("format_version")

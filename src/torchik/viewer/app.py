@@ -22,6 +22,7 @@ import torch
 from torch import Tensor
 
 from torchik.description.visuals import Visual, read_visuals
+from torchik.files import atomic_write
 from torchik.robot.robot import Robot
 from torchik.viewer.scene import (
     Solutions,
@@ -378,7 +379,7 @@ class Viewer:
         if path is not None:
             import imageio.v3 as iio
 
-            iio.imwrite(Path(path), rgb, extension=".png")
+            atomic_write(path, lambda tmp: iio.imwrite(tmp, rgb, extension=".png"))
         return rgb
 
     def close(self) -> None:
