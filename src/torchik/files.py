@@ -37,6 +37,7 @@ __all__ = [
     "atomic_write",
     "load_tensors",
     "output_file",
+    "pid_alive",
     "read_regular_file",
     "read_text",
     "save_figure",
@@ -179,14 +180,16 @@ def _remove_orphans(path: str) -> None:
         return
     for name in os.listdir(folder or "."):
         match = pattern.fullmatch(name)
-        if match and not _alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group(1))):
             try:
                 os.remove(os.path.join(folder, name))
             except OSError:  # another writer removed it first
                 pass
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of id ``pid`` runs on this machine (the writer of a temporary file,
+    the worker of a trial)."""
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, OverflowError):
