@@ -103,9 +103,10 @@ def iknet_report(names: list[str], out_dir: Path, threads: int = 1, samples: int
     from experiments.iknet_run import PAPER_CM, SEEDS, row_fields
     from experiments.report import Report
     from experiments.table import Column, Table
+    from torchik.checks import check_threads
     from torchik.learn import make_dataset
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(check_threads("--threads", threads))
     report = Report(
         "pretrained_iknet", "Bundled models on the Neural IK table", intro=[IKNET_INTRO]
     )
