@@ -12,6 +12,7 @@ from torchik.checks import (
     check_bool,
     check_choice,
     check_float,
+    check_generator,
     check_int,
     check_threads,
     intra_op_threads,
@@ -76,3 +77,11 @@ def test_intra_op_threads_sets_nothing_by_default_and_restores():
     with pytest.raises(ValueError, match="at most"), intra_op_threads(10**6):
         pass
     assert torch.get_num_threads() == before
+
+
+def test_check_generator():
+    gen = torch.Generator()
+    assert check_generator("generator", gen) is gen and check_generator("generator", None) is None
+    for bad in (5, "seed", 1.5, torch.tensor(1)):
+        with pytest.raises(TypeError, match="generator must be a torch.Generator or None, got"):
+            check_generator("generator", bad)

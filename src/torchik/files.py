@@ -30,6 +30,7 @@ from typing import IO, Any
 import torch
 
 __all__ = [
+    "MAX_DATA_BYTES",
     "MAX_INFLATION",
     "MAX_TEXT_BYTES",
     "FileRefused",
@@ -47,6 +48,10 @@ __all__ = [
 MAX_TEXT_BYTES = 2**20
 """The largest settings file (``--config``, ``--space``, JSON records) :func:`read_text` reads
 by default: real ones are a few KB."""
+
+MAX_DATA_BYTES = 2**30
+"""The largest data file read whole (a training log, a study's journal, benchmark results,
+saved solutions): :func:`read_text` is given this bound for them."""
 
 MAX_INFLATION = 16
 """How many times its own size a torch file's zip entries may inflate to. ``torch.save`` stores

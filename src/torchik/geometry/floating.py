@@ -137,6 +137,8 @@ def _check_pair(name: str, q: Tensor, other: str, x: Tensor, floating: bool) -> 
         raise ValueError(
             f"{name} {tuple(q.shape)} and {other} {tuple(x.shape)}: batch shapes do not broadcast"
         ) from None
+    if q.device != x.device:
+        raise ValueError(f"{name} is on {q.device} but {other} is on {x.device}")
     if floating and q.dtype != x.dtype:
         raise TypeError(f"{name} is {q.dtype} but {other} is {x.dtype}: convert one of them")
 

@@ -128,7 +128,12 @@ def check_checkpoint(ckpt: Any, require: dict[str, tuple[str, ...]] | None = Non
     _check_normalization(ckpt["state_dict"])
 
 
-_DTYPES = ({torch.float32}, {torch.float64}, {torch.float16, torch.float32}, set())
+_DTYPES: tuple[set[torch.dtype], ...] = (
+    {torch.float32},
+    {torch.float64},
+    {torch.float16, torch.float32},
+    set(),
+)
 """The floating dtypes a model's weights may have together (the last but one: ``half=True``)."""
 
 MIN_STD = 5e-7

@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
-from torchik.files import read_text
+from torchik.files import MAX_DATA_BYTES, read_text
 from torchik.train.progress import read_log
 
 if TYPE_CHECKING:
@@ -183,7 +183,7 @@ def plot_benchmark(json_path: str | os.PathLike) -> Figure:
     """
     import matplotlib
 
-    result = json.loads(read_text(json_path, None))
+    result = json.loads(read_text(json_path, MAX_DATA_BYTES))
     if not isinstance(result, dict) or not all(
         isinstance(t, dict) for t in result.get("tables", [])
     ):

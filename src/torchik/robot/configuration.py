@@ -114,6 +114,8 @@ def with_limits(robot, limits: Mapping[str, tuple[float, float]]):
             bounds are allowed).
         TypeError: bounds that are not two numbers.
     """
+    if not isinstance(limits, Mapping):
+        raise TypeError(f"with_limits takes {{name: (lower, upper)}}, got {short_repr(limits)}")
     index = {name: i for i, name in enumerate(robot.joint_names)}
     out = copy.deepcopy(robot)
     lower, upper = out.lower.detach().clone(), out.upper.detach().clone()

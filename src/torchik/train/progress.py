@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 from typing import Any, TextIO
 
-from torchik.files import output_file, read_text, write_text
+from torchik.files import MAX_DATA_BYTES, output_file, read_text, write_text
 
 __all__ = ["LOG_COLUMNS", "Progress", "clock", "read_log", "write_log"]
 
@@ -120,7 +120,7 @@ def read_log(path: Path, upto: float = math.inf) -> list[dict[str, float]]:
     its columns (the caller checks them)."""
     if not path.exists():
         return []
-    text = io.StringIO(read_text(path, None), newline="")
+    text = io.StringIO(read_text(path, MAX_DATA_BYTES), newline="")
     rows = [{k: float(v) if v else math.nan for k, v in r.items()} for r in csv.DictReader(text)]
     return rows if upto == math.inf else [r for r in rows if r["step"] <= upto]
 

@@ -29,7 +29,7 @@ from typing import Any
 
 from optuna.storages.journal import JournalFileBackend, JournalFileSymlinkLock, JournalStorage
 
-from torchik.files import atomic_write, output_file, read_regular_file
+from torchik.files import MAX_DATA_BYTES, atomic_write, output_file, read_regular_file
 
 __all__ = ["JournalFile", "open_journal", "repair_records"]
 
@@ -109,7 +109,7 @@ class JournalFile(JournalFileBackend):
 
     def _repair(self) -> int:
         """Drop torn records (the lock held); returns the size of the complete records."""
-        data = read_regular_file(self.path, None)
+        data = read_regular_file(self.path, MAX_DATA_BYTES)
         kept, dropped = repair_records(data, str(self.path))
         if dropped:
             if data.startswith(kept):  # only a torn end: cut it, the lines before stay put

@@ -113,6 +113,10 @@ class TuneConfig:
     baseline: bool = True
 
     def __post_init__(self) -> None:
+        for name in ("family", "robot"):
+            if not isinstance(getattr(self, name), str):
+                value = getattr(self, name)
+                raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r:.40}")
         for name in ("trials", "steps", "val_every", "batch_size", "train_size", "val_size"):
             check_int(name, getattr(self, name), 1)
         for name in ("posterior_targets", "posterior_samples"):

@@ -22,7 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torchik.files import load_tensors, read_text
+from torchik.files import MAX_DATA_BYTES, load_tensors, read_text
 from torchik.geometry.rotations import geodesic_distance, rotmat_to_quat, rotmat_to_rpy
 from torchik.robot.robot import Robot
 
@@ -292,7 +292,7 @@ def load_solutions(path: str | os.PathLike, robot: Robot) -> Tensor:
     """
     path = Path(path)
     if path.suffix.lower() == ".json":
-        records = json.loads(read_text(path, None))
+        records = json.loads(read_text(path, MAX_DATA_BYTES))
         try:
             q = torch.tensor([[float(r[name]) for name in robot.joint_names] for r in records])
         except (KeyError, TypeError, ValueError) as err:
