@@ -11,6 +11,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/ is not installed
 
+from torchik.files import save_figure  # noqa: E402
 from torchik.models.pretrained import trained_on, training_chunks, training_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +79,7 @@ def plot_curves(out: Path, png: Path) -> Path:
     _plot_panel(right, gpu, f"training time on {where} (min)", "GPU (bundled)")
     fig.suptitle("Time to accuracy: mean error of 1 raw sample, 1000 validation targets")
     fig.tight_layout()
-    fig.savefig(png)
+    save_figure(fig, png)
     return png
 
 

@@ -4,7 +4,7 @@ A crafted file is a small valid checkpoint (a tiny model of each family for the 
 or a training checkpoint) with one mutation: a config or spec field set to nonsense (width
 10^9, NaN limits, a string depth), weights dropped, reshaped, NaN, or expanded views, the
 layout or hash damaged, bytes flipped, the file truncated, pickled code, and the zip archive
-itself damaged (its entries deflated, a tensor's entry a zip bomb, an entry dropped, emptied,
+itself damaged (its entries deflated, a tensor's entry a 1 GB zip bomb, an entry dropped, emptied,
 swapped or renamed, a size in the central directory that lies). Half of the dict
 mutations re-stamp the content hash, so the checks behind the hash are reached too.
 
@@ -24,12 +24,16 @@ import contextlib
 import dataclasses
 import io
 import math
+import os
 import pickle
 import random
+import resource
 import shutil
+import struct
 import tempfile
 import time
 import zipfile
+import zlib
 from collections import Counter
 from collections.abc import Callable
 from functools import cache
@@ -230,12 +234,42 @@ def _zip_deflate(rng, blob: bytes) -> bytes:  # compressed entries: within the r
     return _rezip(_entries(blob), deflate=True)
 
 
-def _zip_bomb(rng, blob: bytes) -> bytes:  # a tensor's entry inflating to 20 MB from 20 KB
-    entries = _entries(blob)
-    data = [i for i, (info, _) in enumerate(entries) if "/data/" in info.filename]
+BOMB = 2**30
+"""What a zip-bomb entry inflates to: the issue's 1 GB (its file: 976 KB)."""
+
+
+@cache
+def _deflated_zeros(size: int) -> tuple[int, bytes]:
+    """``(crc32, raw deflate stream)`` of ``size`` zero bytes, made once (4.7 MB for 1 GB)."""
+    crc, packer, chunk, parts = 0, zlib.compressobj(1, zlib.DEFLATED, -15), bytes(2**24), []
+    for _ in range(size // len(chunk)):
+        crc = zlib.crc32(chunk, crc)
+        parts.append(packer.compress(chunk))
+    return crc, b"".join([*parts, packer.flush()])
+
+
+def _raw_zip(entries: list[tuple[str, int, int, int, bytes]]) -> bytes:
+    """A zip archive of ``(name, method, crc, size, data)`` entries, ``data`` as stored (zipfile
+    cannot write an entry compressed beforehand)."""
+    out, central = bytearray(), bytearray()
+    for name, method, crc, size, data in entries:
+        raw, offset = name.encode(), len(out)
+        head = (20, 0, method, 0, 0x21, crc, len(data), size, len(raw))
+        out += struct.pack("<4s5H3I2H", b"PK\x03\x04", *head, 0) + raw + data
+        central += struct.pack("<4s6H3I5H2I", b"PK\x01\x02", 20, *head, 0, 0, 0, 0, 0, offset)
+        central += raw
+    end = struct.pack("<4s4H2IH", b"PK\x05\x06", 0, 0, len(entries), len(entries),
+                      len(central), len(out), 0)  # fmt: skip
+    return bytes(out + central + end)
+
+
+def _zip_bomb(rng, blob: bytes) -> bytes:  # a tensor's entry inflating to 1 GB from 5 MB
+    entries = [(i.filename, 0, zlib.crc32(d), len(d), d) for i, d in _entries(blob)]
+    data = [i for i, entry in enumerate(entries) if "/data/" in entry[0]]
     i = rng.choice(data)
-    entries[i] = (entries[i][0], bytes(rng.choice([2 * 10**7, 4 * 10**7])))
-    return _rezip(entries, deflate=True)
+    crc, stream = _deflated_zeros(BOMB)
+    entries[i] = (entries[i][0], zipfile.ZIP_DEFLATED, crc, BOMB, stream)
+    return _raw_zip(entries)
 
 
 def _zip_entry(rng, blob: bytes) -> bytes:  # an entry dropped, emptied, swapped or renamed
@@ -272,6 +306,7 @@ BYTE_MUTATIONS: dict[str, Callable] = {
 KINDS = [*DICT_MUTATIONS, *BYTE_MUTATIONS, "code"]
 
 
+@cache  # the CI sample hands each file to five entry points
 def crafted(seed: int, training: bool = False) -> tuple[str, bytes, dict[str, Any]]:
     """The ``seed``-th crafted file: ``(description, bytes, the good checkpoint it came from)``.
 
@@ -391,16 +426,37 @@ def run_one(seed: int, entry: str, folder: Path) -> Outcome:
     path.write_bytes(blob)
     start = time.process_time()
     try:
-        result, message = ENTRY_POINTS[entry](path, folder), ""
+        with memory_cap(MEMORY_CAP):
+            result, message = ENTRY_POINTS[entry](path, folder), ""
     except REFUSED as err:
         result, message = "refused", str(err).splitlines()[0] if str(err) else type(err).__name__
         if "\n" in str(err).strip():
             result = "refused (multi-line message)"
+        elif "allocate" in message or "MemoryError" in message:
+            result = "OUT OF MEMORY"  # refused only once an allocation failed
     except BaseException as err:  # noqa: BLE001 - a leak is what the fuzz looks for
         if isinstance(err, KeyboardInterrupt):
             raise
         result, message = f"LEAK {type(err).__name__}", str(err)[:200]
     return Outcome(seed, name, entry, result, time.process_time() - start, message)
+
+
+MEMORY_CAP = 2**29
+"""Address space a file may take beyond what the process holds (512 MB): a zip bomb that is
+inflated (1 GB) fails to allocate, and is a finding."""
+
+
+@contextlib.contextmanager
+def memory_cap(extra: int):
+    """Limit this process's address space to what it maps now plus ``extra`` bytes."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_AS)
+    pages = int(Path("/proc/self/statm").read_text().split()[0])
+    cap = pages * os.sysconf("SC_PAGE_SIZE") + extra
+    resource.setrlimit(resource.RLIMIT_AS, (cap if hard < 0 else min(cap, hard), hard))
+    try:
+        yield
+    finally:
+        resource.setrlimit(resource.RLIMIT_AS, (soft, hard))
 
 
 def run(seeds: range, entries: list[str]) -> list[Outcome]:

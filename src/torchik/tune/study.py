@@ -299,14 +299,13 @@ def _worker_name() -> str:
 
 def _abandoned(trial) -> bool:
     """Whether a running trial's worker is gone: a process of this machine that no longer runs,
-    or this process itself (whose trials are not running while it resumes). A trial of
-    another machine, or of a live worker here, is left alone; one without a worker (an older
-    torchik's) counts as abandoned."""
+    or this process itself (whose trials are not running while it resumes). The trial of a
+    live worker here is left alone. One of another machine, or without a worker (an older
+    torchik's), counts as abandoned: this machine cannot tell (``resume`` on a shared storage
+    is for when the other machines' workers are stopped)."""
     host, _, pid = str(trial.user_attrs.get("worker", "")).rpartition(":")
-    if not host:
-        return True
     if host != socket.gethostname() or not pid.isdigit():
-        return False
+        return True
     return int(pid) == os.getpid() or not pid_alive(int(pid))
 
 
@@ -447,9 +446,10 @@ def tune(
             ``.journal`` file; ``None``: ``out_dir/study.journal``.
         study_name: default :attr:`TuneConfig.study_name`.
         resume: continue the study in the run folder's journal (required where it exists),
-            re-queueing the trials a kill interrupted. With a shared ``storage`` an existing
-            study is always joined; ``resume`` only re-queues its running trials (do that
-            once every other worker is stopped).
+            re-queueing the trials a kill interrupted; the running trials of live worker
+            processes on this machine are left to them. With a shared ``storage`` an existing
+            study is always joined; ``resume`` only re-queues its running trials (those of
+            other machines too: do that once their workers are stopped).
         jobs: worker processes on this machine.
         progress: show a bar of counted trials on stderr.
 
