@@ -135,6 +135,35 @@ def test_a_full_disk_during_tune_is_one_line_and_resume_finishes(tmp_path, capsy
     assert len(retried) == 1 and retried[0].state in STATES  # the trial the disk stopped
 
 
+def test_a_full_disk_inside_a_trial_stops_the_study_and_resume_runs_it_again(
+    tmp_path, capsys, monkeypatch
+):
+    """A trial that fails to write (its training's checkpoint, say) stops the study in one line;
+    Optuna would have recorded it failed and logged its traceback."""
+    import torchik.train.loop
+
+    real, calls = torchik.train.loop.train, []
+
+    def full_on_second(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:
+            raise OSError(errno.ENOSPC, f"no space left on {tmp_path}/x: it was not written")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(torchik.train.loop, "train", full_on_second)
+    out = tmp_path / "run"
+    assert main([*CLI, "--trials", "3", "--out", str(out)]) == 1
+    assert _one_line(capsys) == f"torchik: error: no space left on {tmp_path}/x: it was not written"
+    running = [t for t in _study(out, NAME).trials if t.state.name == "RUNNING"]
+    assert len(running) == 1  # neither failed nor counted
+    monkeypatch.setattr(torchik.train.loop, "train", real)
+    assert main([*CLI, "--trials", "3", "--out", str(out), "--resume"]) == 0
+    study = _study(out, NAME)
+    assert counted_trials(study) == 3
+    (retry,) = [t for t in study.trials if t.user_attrs.get("retry_of") == running[0].number]
+    assert retry.params == running[0].params and retry.state in STATES
+
+
 # ---------------------------------------------------------------------------- damage
 def test_a_damaged_journal_is_one_line_naming_the_file_and_line(finished, tmp_path, capsys):
     out = _copy(finished, tmp_path)
