@@ -47,6 +47,9 @@ docs: $(STAMP)-docs
 fuzz: $(STAMP)-test
 	$(BIN)/python -m tests.fuzz.checkpoints --n 1000
 	$(BIN)/python -m tests.fuzz.solve_ik --n 5000
+	$(BIN)/python -m tests.fuzz.api --n 5000
+	$(BIN)/python -m tests.fuzz.journals --n 300
+	$(BIN)/python -m tests.fuzz.paths
 	TORCHIK_FUZZ_EXAMPLES=$${TORCHIK_FUZZ_EXAMPLES:-10000} $(BIN)/python benchmarks/fuzz_urdf.py
 
 lint: $(STAMP)-dev

@@ -32,6 +32,7 @@ if str(REPO) not in sys.path:  # experiments/ (and tests/) are not installed: us
 from experiments import report as _report  # noqa: E402
 from experiments.report import dist_version  # noqa: E402
 from experiments.table import Column, Table  # noqa: E402
+from torchik.checks import check_threads  # noqa: E402
 
 __all__ = ["Column", "Table", "dist_version"]  # the experiments', re-exported for the scripts
 
@@ -41,7 +42,8 @@ ANCHOR_DISTS = ("pytorch-kinematics", "pin", "pytracik", "ikpy", "scipy")
 
 # the protocol: all cores. BENCH_THREADS overrides it where other jobs hold cores (a thread
 # pool larger than the free cores spins and slows every library by an order of magnitude).
-torch.set_num_threads(int(os.environ.get("BENCH_THREADS", 0)) or os.cpu_count() or 1)
+THREADS = int(os.environ.get("BENCH_THREADS", 0)) or os.cpu_count() or 1
+torch.set_num_threads(check_threads("BENCH_THREADS", THREADS))
 
 
 def machine_stamp() -> dict[str, Any]:

@@ -22,6 +22,7 @@ from common import RESULTS_DIR, machine_stamp
 
 from tests.fuzz.urdf_campaign import Tally, fuzz  # common put the repository on sys.path
 from tests.fuzz.urdf_strategies import ACCEPTABLE, HANG_S
+from torchik.files import write_text
 
 STAMP_KEYS = ("date", "command", "cpu", "cores", "torch_threads", "python", "torch", "torchik")
 
@@ -57,7 +58,7 @@ def write(path: Path, text: str) -> None:
     old = path.read_text() if path.exists() else "# Fuzzing results (issue 15)\n\n"
     pattern = re.compile(r"^## URDF\n.*?(?=^## |\Z)", re.S | re.M)
     new = pattern.sub(lambda _: text + "\n", old) if pattern.search(old) else old + text
-    path.write_text(new.rstrip("\n") + "\n")
+    write_text(path, new.rstrip("\n") + "\n")
 
 
 def main() -> None:

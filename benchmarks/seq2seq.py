@@ -18,6 +18,7 @@ from common import Report, add_common_args, log
 import torchik
 from experiments import seq2seq as protocol
 from experiments.small_iknet import load_or_train_iknet
+from torchik.files import save_figure, write_text
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -59,7 +60,7 @@ def main(argv: list[str] | None = None) -> int:
     report.tables = list(protocol.seq2seq_tables(runs, settings.epochs))
     args.out.mkdir(parents=True, exist_ok=True)
     try:
-        protocol.seq2seq_figure(runs).savefig(args.out / "seq2seq.png", dpi=110)
+        save_figure(protocol.seq2seq_figure(runs), args.out / "seq2seq.png", dpi=110)
         report.intro.append("Curves: `seq2seq.png` next to this file.")
     except ImportError as err:
         report.intro.append(f"no plot: {err}")
@@ -68,7 +69,7 @@ def main(argv: list[str] | None = None) -> int:
     clean = lambda row: {k: None if v != v else v for k, v in row.items()}  # noqa: E731
     payload["histories"] = {n: [[clean(r) for r in h] for h in run.histories]
                             for n, run in runs.items()}  # fmt: skip
-    js.write_text(json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
+    write_text(js, json.dumps(payload, indent=1, ensure_ascii=False) + "\n")
     log(f"wrote {md}")
     return 0
 

@@ -49,10 +49,11 @@ def worker(case: dict) -> dict:
     import torch
 
     import torchik
+    from torchik.checks import check_threads
     from torchik.models import families
     from torchik.train import TrainConfig, train
 
-    torch.set_num_threads(case["threads"])
+    torch.set_num_threads(check_threads("--threads", case["threads"]))
     robot = torchik.load_robot("panda")
     targets = "pose" if case["family"] in ("flow", "fm") else "position"
     cls = families()[case["family"]]

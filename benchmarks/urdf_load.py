@@ -20,7 +20,8 @@ import sys
 LINKS = {"chain": 10_000, "tree": 10_000, "mimic": 2_000, "linkonly": 30_000}
 CHILD = """import json, os, sys, torch
 from experiments.urdf_load import crafted_urdf, load_cost
-torch.set_num_threads(int(os.environ.get("BENCH_THREADS", "1")))
+from torchik.checks import check_threads
+torch.set_num_threads(check_threads("BENCH_THREADS", int(os.environ.get("BENCH_THREADS", "1"))))
 text = crafted_urdf(sys.argv[1], int(sys.argv[2]))
 print(json.dumps({"case": sys.argv[1], "bytes": len(text), **load_cost(text)}))"""
 

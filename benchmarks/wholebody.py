@@ -30,6 +30,7 @@ from experiments.wholebody import (
     targets,
     wholebody_markdown,
 )
+from torchik.files import write_text
 from torchik.ik import solve_wholebody
 
 
@@ -135,8 +136,8 @@ def main() -> None:
         {"method": name, "status": row.get("status", "ok"), **row} for name, row in rows.items()
     ]
     result = {"stamp": stamp, "tables": [{"title": TITLE, "rows": table}]}
-    args.out.with_suffix(".json").write_text(json.dumps(result, indent=1))
-    args.out.with_suffix(".md").write_text(wholebody_markdown(stamp, rows))
+    write_text(args.out.with_suffix(".json"), json.dumps(result, indent=1))
+    write_text(args.out.with_suffix(".md"), wholebody_markdown(stamp, rows))
     print(wholebody_markdown(stamp, rows))
 
 

@@ -41,6 +41,7 @@ import numpy as np
 import torch
 
 from experiments.table import Table
+from torchik.files import write_text
 
 __all__ = [
     "PARENT_ENV",
@@ -295,10 +296,10 @@ class Report:
         parts += [table.markdown() for table in self.tables]
         md, js = out / f"{self.name}.md", out / f"{self.name}.json"
         reading = kept_reading(md.read_text()) if md.is_file() else None
-        md.write_text("\n".join(parts + ([reading] if reading else [])))
+        write_text(md, "\n".join(parts + ([reading] if reading else [])))
         tables = [t.as_json() for t in self.tables]
         payload = {"stamp": self.stamp, "intro": self.intro, "tables": tables}
-        js.write_text(json.dumps(jsonable(payload), indent=1, ensure_ascii=False) + "\n")
+        write_text(js, json.dumps(jsonable(payload), indent=1, ensure_ascii=False) + "\n")
         return md, js
 
 

@@ -32,6 +32,7 @@ from experiments.iknet import iknet_table  # noqa: E402
 from experiments.iknet_notes import variants_tables  # noqa: E402
 from experiments.iknet_run import PAPER_CM, PRESETS, SEEDS, IKNetRun, robot_data, train_model  # noqa: E402
 from experiments.report import Report, command_line  # noqa: E402
+from torchik.files import save_figure  # noqa: E402
 from torchik.train import read_log  # noqa: E402
 
 RESULTS = Path(__file__).resolve().parents[1] / "benchmarks" / "results"
@@ -181,7 +182,7 @@ def _plot(rows: list[dict[str, Any]], paper_cm: float | None, path: Path) -> Non
         if ax.get_legend_handles_labels()[0]:
             ax.legend(fontsize="small")
         _log_x(ax, minor_labels=i == 0)
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
 
 
 def _fresh(row: dict[str, Any]) -> bool:

@@ -11,6 +11,7 @@ from typing import Any
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/ is not installed
 
+from torchik.files import save_figure  # noqa: E402
 from torchik.models.pretrained import trained_on, training_chunks, training_text  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -78,7 +79,7 @@ def plot_curves(out: Path, png: Path) -> Path:
     _plot_panel(right, gpu, f"training time on {where} (min)", "GPU (bundled)")
     fig.suptitle("Time to accuracy: mean error of 1 raw sample, 1000 validation targets")
     fig.tight_layout()
-    fig.savefig(png)
+    save_figure(fig, png)
     return png
 
 
@@ -103,9 +104,10 @@ def iknet_report(names: list[str], out_dir: Path, threads: int = 1, samples: int
     from experiments.iknet_run import PAPER_CM, SEEDS, row_fields
     from experiments.report import Report
     from experiments.table import Column, Table
+    from torchik.checks import check_threads
     from torchik.learn import make_dataset
 
-    torch.set_num_threads(threads)
+    torch.set_num_threads(check_threads("--threads", threads))
     report = Report(
         "pretrained_iknet", "Bundled models on the Neural IK table", intro=[IKNET_INTRO]
     )

@@ -71,6 +71,7 @@ import torch
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))  # experiments/ is not installed
 
 import torchik  # noqa: E402
+from torchik.files import write_text  # noqa: E402
 from torchik.learn import FKStream, make_dataset  # noqa: E402
 from torchik.models import families  # noqa: E402
 from torchik.models.pretrained import evaluate  # noqa: E402
@@ -406,7 +407,7 @@ def _merge(out: Path, entries: dict[str, Any]) -> None:
     path = out / "accuracy.json"
     table = json.loads(path.read_text()) if path.exists() else {}
     table.update(entries)
-    path.write_text(json.dumps(dict(sorted(table.items())), indent=1) + "\n")
+    write_text(path, json.dumps(dict(sorted(table.items())), indent=1) + "\n")
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -13,6 +13,7 @@ from torchik.checks import (
     check_choice,
     check_device,
     check_float,
+    check_generator,
     check_int,
     check_threads,
     intra_op_threads,
@@ -110,3 +111,11 @@ def test_fk_stream_and_train_config_check_their_device():
         TrainConfig(device="cuda")
     with pytest.raises(ValueError, match="^device 'banana' is not a device"):
         FKStream(load_robot("snake2")).to("banana")
+
+
+def test_check_generator():
+    gen = torch.Generator()
+    assert check_generator("generator", gen) is gen and check_generator("generator", None) is None
+    for bad in (5, "seed", 1.5, torch.tensor(1)):
+        with pytest.raises(TypeError, match="generator must be a torch.Generator or None, got"):
+            check_generator("generator", bad)

@@ -34,6 +34,7 @@ __all__ = [
     "check_choice",
     "check_device",
     "check_float",
+    "check_generator",
     "check_int",
     "check_threads",
     "intra_op_threads",
@@ -121,6 +122,23 @@ def check_bool(name: str, value: Any) -> bool:
     if not isinstance(value, bool):
         raise TypeError(
             f"{name} must be True or False, got {type(value).__name__} {short_repr(value)}"
+        )
+    return value
+
+
+def check_generator(name: str, value: Any) -> Any:
+    """``value`` if it is ``None`` or a ``torch.Generator``.
+
+    Raises:
+        TypeError: anything else (a seed such as ``5``: pass
+            ``torch.Generator().manual_seed(5)``).
+    """
+    import torch
+
+    if value is not None and not isinstance(value, torch.Generator):
+        raise TypeError(
+            f"{name} must be a torch.Generator or None, got {type(value).__name__} "
+            f"{short_repr(value)} (torch.Generator().manual_seed(seed) makes one)"
         )
     return value
 

@@ -21,6 +21,7 @@ from pathlib import Path
 import torch
 from torch import Tensor, nn
 
+from torchik.files import save_figure
 from torchik.ik.result import IKResult
 from torchik.robot.robot import load_robot
 
@@ -114,7 +115,7 @@ def save_plots(robot, rows: list[PoseRow], out: Path) -> list[Path]:
 
 
 def _save(fig, path: Path) -> Path:
-    fig.savefig(path, dpi=80)
+    save_figure(fig, path, dpi=80)
     return path
 
 

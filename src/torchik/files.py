@@ -1,47 +1,180 @@
-"""Files torchik writes and reads: atomic saving, ``torch.load`` that never runs code, and
-reading only regular files of bounded size.
+"""Files torchik writes and reads: output paths that are never replaced by accident, atomic
+saving that says when the disk is full, ``torch.load`` that never runs code nor inflates a zip
+bomb, and reading only regular files of bounded size.
 
-Every file torchik saves with ``torch.save`` (data sets, model and training checkpoints) goes
-through :func:`atomic_save`; every such file it reads through :func:`load_tensors`; text
-inputs (robot descriptions) through :func:`read_regular_file`.
+Every file torchik writes goes through :func:`atomic_write` (``torch.save``:
+:func:`atomic_save`; text: :func:`write_text`; figures: :func:`save_figure`), or is checked by
+:func:`output_file` first where it is appended to; every torch file it reads through
+:func:`load_tensors`; text inputs (robot descriptions, settings files, logs) through
+:func:`read_regular_file` or :func:`read_text`.
+
+An output path that exists must be a regular file (a device such as ``/dev/full``, a FIFO or a
+directory is refused, never replaced); a symbolic link is written through: its target gets the
+new content and the link stays.
 """
 
 from __future__ import annotations
 
+import contextlib
+import errno
 import math
 import os
 import pickle
 import re
 import stat
+import zipfile
+from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 import torch
 
-__all__ = ["FileRefused", "atomic_save", "load_tensors", "read_regular_file"]
+__all__ = [
+    "MAX_DATA_BYTES",
+    "MAX_INFLATION",
+    "MAX_TEXT_BYTES",
+    "FileRefused",
+    "atomic_save",
+    "atomic_write",
+    "load_tensors",
+    "output_file",
+    "pid_alive",
+    "read_regular_file",
+    "read_text",
+    "save_figure",
+    "write_text",
+]
+
+MAX_TEXT_BYTES = 2**20
+"""The largest settings file (``--config``, ``--space``, JSON records) :func:`read_text` reads
+by default: real ones are a few KB."""
+
+MAX_DATA_BYTES = 2**30
+"""The largest data file read whole (a training log, a study's journal, benchmark results,
+saved solutions): :func:`read_text` is given this bound for them."""
+
+MAX_INFLATION = 16
+"""How many times its own size a torch file's zip entries may inflate to. ``torch.save`` stores
+its entries uncompressed (a ratio of 1); a file of compressed entries that would inflate more is
+refused before anything is decompressed (a zip bomb)."""
+
+_NO_SPACE = (errno.ENOSPC, errno.EDQUOT)
 
 
 class FileRefused(ValueError):
-    """A path torchik will not read: not a regular file, or larger than the limit."""
+    """A path torchik will not read or write: not a regular file, or larger than the limit."""
+
+
+# ---------------------------------------------------------------------------- writing
+def output_file(path: str | os.PathLike) -> Path:
+    """The file to write for ``path``, checked: ``path`` itself, or the file a symbolic link
+    points to (written through, so that the link stays a link).
+
+    Args:
+        path: where a file is to be written.
+
+    Returns:
+        The path to write (symbolic links resolved).
+
+    Raises:
+        FileRefused: something that is not a regular file is there (a device, a FIFO, a
+            socket, a directory): it is never replaced.
+
+    Example:
+        >>> output_file("/dev/null")
+        Traceback (most recent call last):
+        ...
+        torchik.files.FileRefused: '/dev/null' is a character device, not a regular file: ...
+    """
+    given = Path(path)
+    target = Path(os.path.realpath(given)) if given.is_symlink() else given
+    try:
+        mode = os.stat(target).st_mode
+    except FileNotFoundError:
+        return target
+    if not stat.S_ISREG(mode):
+        raise FileRefused(
+            f"{os.fspath(path)!r} is {_kind(mode)}, not a regular file: nothing was written"
+        )
+    return target
+
+
+def _kind(mode: int) -> str:
+    kinds = {
+        stat.S_ISDIR: "a directory",
+        stat.S_ISFIFO: "a FIFO",
+        stat.S_ISCHR: "a character device",
+        stat.S_ISBLK: "a block device",
+        stat.S_ISSOCK: "a socket",
+    }
+    return next((text for test, text in kinds.items() if test(mode)), "a special file")
+
+
+def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Path:
+    """Write ``path`` through a temporary file and ``os.replace``: a killed writer never leaves
+    a half-written ``path``, and a full disk leaves the earlier file as it was.
+
+    ``path`` is checked by :func:`output_file` first (a symbolic link is written through).
+    Temporary files of ``path`` left by writers that were killed (their process is gone) are
+    removed.
+
+    Args:
+        path: the file.
+        write: writes the whole content into the file name it is given.
+
+    Returns:
+        The file written (symbolic links resolved).
+
+    Raises:
+        FileRefused: ``path`` is not a regular file (see :func:`output_file`).
+        OSError: the folder does not exist, or the disk is full ("no space left on ...").
+    """
+    target = output_file(path)
+    _remove_orphans(os.fspath(target))
+    tmp = f"{target}.tmp{os.getpid()}"
+    try:
+        if os.path.lexists(tmp):  # left by an earlier process of this id
+            os.remove(tmp)
+        write(tmp)
+        os.replace(tmp, target)
+    except OSError as err:
+        if err.errno in _NO_SPACE:
+            raise OSError(err.errno, f"no space left on {os.fspath(path)}: it was not "
+                          "written (an earlier file there is unchanged)") from err  # fmt: skip
+        raise
+    finally:
+        if os.path.lexists(tmp):
+            os.remove(tmp)
+    return target
 
 
 def atomic_save(obj: Any, path: str | os.PathLike) -> None:
-    """``torch.save(obj, path)`` via a temporary file and ``os.replace``: a killed writer never
-    leaves a half-written ``path``.
+    """``torch.save(obj, path)`` through :func:`atomic_write`.
 
-    Temporary files of ``path`` left by writers that were killed (their process is gone) are
-    removed first. Model checkpoints go through
-    :func:`torchik.models.checkpoint.save_checkpoint`, which adds their content hash.
+    Model checkpoints go through :func:`torchik.models.checkpoint.save_checkpoint`, which adds
+    their content hash.
+
+    Raises:
+        FileRefused, OSError: as for :func:`atomic_write` (a full disk: "no space left on").
     """
-    path = os.fspath(path)
-    _remove_orphans(path)
-    tmp = f"{path}.tmp{os.getpid()}"
-    try:
-        torch.save(obj, tmp)
-        os.replace(tmp, path)
-    finally:
-        if os.path.exists(tmp):
-            os.remove(tmp)
+
+    def save(tmp: str) -> None:
+        with open(tmp, "wb") as file:  # a file object: a full disk is an OSError (ENOSPC),
+            torch.save(obj, file)  # where a path gives torch's "unexpected pos"
+
+    atomic_write(path, save)
+
+
+def write_text(path: str | os.PathLike, text: str) -> None:
+    """Write ``text`` to ``path`` through :func:`atomic_write`: UTF-8, line ends as they are."""
+    atomic_write(path, lambda tmp: Path(tmp).write_text(text, encoding="utf-8", newline=""))
+
+
+def save_figure(figure: Any, path: str | os.PathLike, **options: Any) -> None:
+    """``figure.savefig(path, **options)`` (a matplotlib figure) through :func:`atomic_write`,
+    in the format of ``path``'s suffix (PNG without one)."""
+    kind = Path(path).suffix.lstrip(".").lower() or "png"
+    atomic_write(path, lambda tmp: figure.savefig(tmp, format=kind, **options))
 
 
 def _remove_orphans(path: str) -> None:
@@ -52,14 +185,16 @@ def _remove_orphans(path: str) -> None:
         return
     for name in os.listdir(folder or "."):
         match = pattern.fullmatch(name)
-        if match and not _alive(int(match.group(1))):
+        if match and not pid_alive(int(match.group(1))):
             try:
                 os.remove(os.path.join(folder, name))
             except OSError:  # another writer removed it first
                 pass
 
 
-def _alive(pid: int) -> bool:
+def pid_alive(pid: int) -> bool:
+    """Whether a process of id ``pid`` runs on this machine (the writer of a temporary file,
+    the worker of a trial)."""
     try:
         os.kill(pid, 0)
     except (ProcessLookupError, OverflowError):
@@ -69,25 +204,80 @@ def _alive(pid: int) -> bool:
     return True
 
 
-def load_tensors(path: str | os.PathLike, map_location: Any) -> Any:
-    """``torch.load(path, weights_only=True)``; a corrupt or foreign file -> ValueError."""
+# ---------------------------------------------------------------------------- reading
+def load_tensors(
+    path: str | os.PathLike, map_location: Any, what: str = "torchik checkpoint"
+) -> Any:
+    """``torch.load(path, weights_only=True)`` of a regular file whose zip entries are checked
+    first.
+
+    The file is opened non-blocking and must be a regular file (a FIFO would block forever); a
+    zip archive (what ``torch.save`` writes) whose entries would inflate to more than
+    :data:`MAX_INFLATION` times the file's size is refused before anything is decompressed
+    (``torch`` checks each tensor's declared size against its entry).
+
+    Args:
+        path: the file.
+        map_location: as for ``torch.load``.
+        what: what the file should be, for the messages.
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a regular file, a zip bomb, a corrupt or foreign file, or pickled code;
+            the message names the file.
+    """
+    name = os.fspath(path)
     try:
-        return torch.load(path, map_location=map_location, weights_only=True)
-    except FileNotFoundError:
+        with _open_regular(path) as (file, info):
+            _check_inflation(file, info.st_size)
+            return torch.load(file, map_location=map_location, weights_only=True)
+    except (FileNotFoundError, FileRefused) as err:
+        if isinstance(err, FileRefused):
+            raise FileRefused(f"{name!r}: {err}") from None
         raise
     except pickle.UnpicklingError as err:  # not torch's advice to retry with weights_only=False
         found = re.search(r"GLOBAL ([\w.]+)", str(err))
-        what = f"it would import {found.group(1)}" if found else "it holds objects"
+        found_what = f"it would import {found.group(1)}" if found else "it holds objects"
         raise ValueError(
-            f"{os.fspath(path)!r} is refused: {what}; a torchik checkpoint holds tensors and "
-            "plain types only, and pickled code is never run"
+            f"{name!r} is refused: {found_what}; a {what} holds tensors and plain types only, "
+            "and pickled code is never run"
         ) from err
     except Exception as err:  # torch raises many types for corrupt or foreign files
-        name, reason = os.fspath(path), (str(err).splitlines() or [type(err).__name__])[0]
-        raise ValueError(f"{name!r} is not a readable torchik checkpoint: {reason}") from err
+        reason = (str(err).splitlines() or [type(err).__name__])[0]
+        raise ValueError(f"{name!r} is not a readable {what}: {reason}") from err
 
 
-def read_regular_file(path: Path, max_bytes: int | None) -> bytes:
+def _check_inflation(file: IO[bytes], size: int) -> None:
+    """Refuse a zip archive whose entries would inflate to over :data:`MAX_INFLATION` times
+    ``size`` (their sizes are read from its central directory; nothing is decompressed)."""
+    if not zipfile.is_zipfile(file):
+        file.seek(0)
+        return  # torch's legacy format, or not torch's: torch.load says what it is
+    file.seek(0)
+    with zipfile.ZipFile(file) as archive:
+        inflated = sum(entry.file_size for entry in archive.infolist())
+    file.seek(0)
+    if inflated > MAX_INFLATION * size + 2**16:
+        raise FileRefused(
+            f"its zip entries would inflate to {inflated:,} bytes, {inflated / max(size, 1):,.0f} "
+            f"times the file's {size:,} (at most {MAX_INFLATION}): refused before reading"
+        )
+
+
+@contextlib.contextmanager
+def _open_regular(path: str | os.PathLike) -> Iterator[tuple[IO[bytes], os.stat_result]]:
+    """``path`` opened for reading without blocking (a FIFO opens at once, with no writer),
+    with its ``stat``; refused unless it is a regular file."""
+    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
+    info = os.fstat(fd)
+    if not stat.S_ISREG(info.st_mode):
+        os.close(fd)
+        raise FileRefused(f"{_kind(info.st_mode)}, not a regular file: it is never read")
+    with os.fdopen(fd, "rb") as file:
+        yield file, info
+
+
+def read_regular_file(path: str | os.PathLike, max_bytes: int | None) -> bytes:
     """The bytes of a regular file of at most ``max_bytes``, checked before reading.
 
     Opened non-blocking, so that a FIFO is refused instead of waiting for a writer forever.
@@ -96,11 +286,7 @@ def read_regular_file(path: Path, max_bytes: int | None) -> bytes:
         FileRefused: not a regular file (a FIFO, a device, a directory), or too large.
         OSError: the file cannot be opened (``FileNotFoundError`` among others).
     """
-    fd = os.open(path, os.O_RDONLY | getattr(os, "O_NONBLOCK", 0))
-    with os.fdopen(fd, "rb") as file:
-        info = os.fstat(fd)
-        if not stat.S_ISREG(info.st_mode):
-            raise FileRefused("not a regular file (a FIFO or a device is never read)")
+    with _open_regular(path) as (file, info):
         if max_bytes is not None and info.st_size > max_bytes:
             raise FileRefused(f"{info.st_size} bytes, over the limit of {max_bytes} (max_bytes=)")
         # In chunks, not read(max_bytes + 1): that would allocate the whole limit up front.
@@ -111,3 +297,21 @@ def read_regular_file(path: Path, max_bytes: int | None) -> bytes:
             if size > limit:  # the file grew while we read it
                 raise FileRefused(f"over the limit of {max_bytes} bytes (max_bytes=)")
     return b"".join(chunks)
+
+
+def read_text(path: str | os.PathLike, max_bytes: int | None = MAX_TEXT_BYTES) -> str:
+    """The UTF-8 text of a regular file of at most ``max_bytes`` (:func:`read_regular_file`).
+
+    Raises:
+        FileNotFoundError: no such file.
+        ValueError: not a regular file, too large, or not UTF-8 text; the message names the
+            file (``FileRefused`` for the first two).
+        OSError: the file cannot be read (a directory, no permission).
+    """
+    name = os.fspath(path)
+    try:
+        return read_regular_file(path, max_bytes).decode("utf-8")
+    except FileRefused as err:
+        raise FileRefused(f"{name!r}: {err}") from None
+    except UnicodeDecodeError as err:
+        raise ValueError(f"{name!r} is not UTF-8 text (byte {err.start})") from None

@@ -57,6 +57,32 @@ def test_info_urdf_file(capsys):
     assert "mimics finger_a" in out
 
 
+def test_info_computes_the_reach_in_chunks(capsys, monkeypatch, tmp_path):
+    """10 000 reach samples of a 5 000-link chain were one batch: 6.1 GB and 188 s."""
+    from torchik.cli import info
+    from torchik.robot.robot import Robot
+
+    joints = [
+        f'<joint name="j{i}" type="revolute"><parent link="l{i}"/><child link="l{i + 1}"/>'
+        f'<origin xyz="0 0 0.01"/><axis xyz="0 1 0"/><limit lower="-1" upper="1"/></joint>'
+        for i in range(200)
+    ]
+    links = [f'<link name="l{i}"/>' for i in range(201)]
+    (tmp_path / "chain.urdf").write_text(f'<robot name="c">{"".join(links + joints)}</robot>')
+    code, whole, _ = run(capsys, "info", str(tmp_path / "chain.urdf"), "--samples", "1000")
+    real, batches = Robot.link_positions, []
+
+    def counted(self, q, link):
+        batches.append(q.shape[0] * len(self.link_names))
+        return real(self, q, link)
+
+    monkeypatch.setattr(Robot, "link_positions", counted)
+    monkeypatch.setattr(info, "_REACH_POSES", 201 * 64)
+    code, chunked, _ = run(capsys, "info", str(tmp_path / "chain.urdf"), "--samples", "1000")
+    assert code == 0 and chunked == whole  # the same samples, in 16 chunks
+    assert len(batches) == 16 and max(batches) <= 201 * 64
+
+
 def test_solve_position_json(capsys):
     code, out, _ = run(capsys, "solve", "panda", "--position", "0.4", "0.1", "0.5", "-n", "4",
                        "--format", "json")  # fmt: skip
@@ -525,3 +551,68 @@ def test_plot_refuses_a_huge_dpi_in_one_line(capsys, tmp_path):
                        "--dpi", "100000", "--out", str(tmp_path / "a.png"))  # fmt: skip
     assert code == 2 and "at most 1200" in err
     assert_one_line_error(code, err)
+
+
+def test_a_model_for_another_robot_says_what_differs(capsys, snake_data, tmp_path):
+    """It said "for robot 'snake2', link 'ee'; not for 'snake2', link 'ee'"."""
+    from torchik.description.bundled import bundled_urdf
+
+    assert _train(capsys, snake_data, tmp_path / "run")[0] == 0
+    moved = bundled_urdf("snake2").replace('<origin xyz="0.1 0 0"', '<origin xyz="0.2 0 0"', 1)
+    (tmp_path / "snake2.urdf").write_text(moved)
+    model = str(tmp_path / "run" / "model.pt")
+    code, _, err = run(capsys, "solve", str(tmp_path / "snake2.urdf"), "--position", "0.1",
+                       "0.1", "--link", "ee", "--model", model)  # fmt: skip
+    assert_one_line_error(code, err)
+    assert err.strip().endswith(
+        "the model is for robot 'snake2', link 'ee', not for this one: the geometry (joint "
+        "origins, axes or links; the robot hash)"
+    )
+
+
+def test_a_full_disk_while_training_says_so_in_one_line(capsys, snake_data, tmp_path, monkeypatch):
+    """It said "[enforce fail at inline_container.cc:672] unexpected pos"."""
+    import errno
+
+    import torchik.files
+
+    def full(obj, file):
+        file.write(b"PK")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(torchik.files.torch, "save", full)
+    out = tmp_path / "run"
+    code, _, err = _train(capsys, snake_data, out, "checkpoint_every=2")
+    assert code == 1 and "Traceback" not in err and "enforce fail" not in err
+    last = err.strip().splitlines()[-1]  # after the progress lines
+    assert last.startswith(f"torchik: error: no space left on {out / 'checkpoint.pt'}: it was")
+    assert sorted(p.name for p in out.iterdir()) == ["log.csv"]  # no half-written file
+
+
+@pytest.mark.parametrize("kind", ["fifo", "device", "directory", "link"])
+def test_dataset_out_never_replaces_what_is_there(capsys, tmp_path, kind):
+    """``torchik dataset panda -n 10 --out /dev/full`` (as root) turned the device into a
+    regular file, exit 0; a FIFO was replaced, a symbolic link replaced (its target unwritten)."""
+    import os
+    import stat
+
+    out = tmp_path / "out.pt"
+    if kind == "fifo":
+        os.mkfifo(out)
+    elif kind == "device":
+        try:
+            os.mknod(out, stat.S_IFCHR | 0o666, os.makedev(1, 7))  # /dev/full's numbers
+        except PermissionError:
+            pytest.skip("mknod needs root")
+    elif kind == "directory":
+        out.mkdir()
+    else:
+        out.symlink_to("target.pt")
+    mode = os.lstat(out).st_mode
+    code, _, err = run(capsys, "dataset", "snake2", "-n", "10", "--out", str(out))
+    assert os.lstat(out).st_mode == mode  # the same kind of file, untouched
+    if kind == "link":
+        assert code == 0 and (tmp_path / "target.pt").stat().st_size > 0  # written through
+        return
+    assert_one_line_error(code, err)
+    assert "not a regular file: nothing was written" in err

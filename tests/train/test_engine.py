@@ -302,3 +302,49 @@ def test_rows_checkpoint_the_epoch_order_in_a_few_bytes_and_resume_it_exactly():
         for other in (resumed, from_old):
             torch.testing.assert_close(other.next(), (q, target), rtol=0, atol=0)
     assert "order" not in from_old.state_dict()
+
+
+def _mutated(training: dict, where: str, value) -> dict:
+    state = copy.deepcopy(training)
+    if where.startswith("lr"):
+        state["optimizer"]["param_groups"][0]["lr"] = value
+    elif where == "beta":
+        state["optimizer"]["param_groups"][0]["betas"] = (0.9, value)
+    elif where == "base_lrs":
+        state["scheduler"]["base_lrs"] = [value]
+    else:
+        state[where] = value
+    return state
+
+
+@pytest.mark.parametrize(
+    "where,value,message",
+    [
+        ("step", -5, "step must be >= 0, got -5"),
+        ("step", 2.5, "step must be an int"),
+        ("lr", -1e-3, r"the optimizer's lr must be in \[0.0, inf\], got -0.001"),
+        ("lr_nan", math.nan, "the optimizer's lr must be finite, got nan"),
+        ("beta", 1.0, "the optimizer's betas must be < 1"),
+        ("base_lrs", -1.0, "the scheduler's base_lrs must be in"),
+        ("best_val", math.nan, "best_val must be finite, got nan"),
+        ("best_step", 99, "best_step must be <= 2, got 99"),
+        ("elapsed", -1.0, r"elapsed must be in \[0.0, inf\]"),
+        ("window", [1.0], "window must be \\[loss sum, steps\\]"),
+    ],
+)
+def test_a_mutated_training_state_is_refused_on_resume(tmp_path, where, value, message):
+    """Such files resumed silently (issue 36): they are checked as new settings are."""
+    from torchik.models.checkpoint import save_checkpoint
+    from torchik.train.engine import check_training_state
+    from torchik.train.loop import CHECKPOINT
+
+    data = make_dataset(load_robot("snake2"), 64, seed=0)
+    config = TrainConfig(steps=2, batch_size=16, progress=False, val_every=0, checkpoint_every=1)
+    train(MLP(data.spec, MLPConfig(width=8, depth=1)), data, config=config, out_dir=tmp_path)
+    ckpt = torch.load(tmp_path / CHECKPOINT, weights_only=True)
+    check_training_state(ckpt["training"])  # the file as written passes
+    bad = {**ckpt, "training": _mutated(ckpt["training"], where, value)}
+    save_checkpoint(bad, tmp_path / CHECKPOINT)  # correctly hashed
+    with pytest.raises(ValueError, match=f"cannot resume from .*damaged training state: {message}"):
+        model = MLP(data.spec, MLPConfig(width=8, depth=1))
+        train(model, data, config=config, out_dir=tmp_path, resume=True)

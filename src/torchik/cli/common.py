@@ -269,10 +269,22 @@ def _cell(value: Any) -> str:
     return "" if value is None else str(value)
 
 
+def _json_safe(value: Any) -> Any:
+    """``value`` with every NaN or infinite float as ``None`` (JSON has no NaN: a bare ``NaN``
+    breaks every JSON reader)."""
+    if isinstance(value, float) and not math.isfinite(value):
+        return None
+    if isinstance(value, dict):
+        return {k: _json_safe(v) for k, v in value.items()}
+    if isinstance(value, list | tuple):
+        return [_json_safe(v) for v in value]
+    return value
+
+
 def _print_records(records: list[dict[str, Any]], fmt: str) -> None:
     """Rows of equal keys as an aligned table, JSON (a list of objects) or CSV."""
     if fmt == "json":
-        print(json.dumps(records, indent=1))
+        print(json.dumps(_json_safe(records), indent=1, allow_nan=False))
         return
     keys = list(records[0]) if records else []
     if fmt == "csv":

@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import os
 import sys
+import warnings
 from collections.abc import Sequence
 
 from torchik.cli import bench, dataset, eval, info, plot, solve, train, tune, view
@@ -51,13 +52,26 @@ def _version() -> str:
 def _message(err: BaseException) -> str:
     if isinstance(err, FileNotFoundError) and err.filename:
         return f"file not found: {err.filename}"
-    text = " ".join(str(err).split()) or type(err).__name__
+    text = str(err)
+    if isinstance(err, OSError) and err.strerror:  # without Python's "[Errno 28] "
+        text = err.strerror if err.filename is None else f"{err.strerror}: {err.filename}"
+    text = " ".join(text.split()) or type(err).__name__
     return text if len(text) <= 500 else text[:497] + "..."
+
+
+def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:
+    """A warning as one line on stderr, like the errors (Python's shows the source line)."""
+    print(f"torchik: warning: {' '.join(str(message).split())}", file=sys.stderr)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """Run the command line with ``argv`` (default ``sys.argv[1:]``); returns the exit code."""
-    argv = list(sys.argv[1:] if argv is None else argv)
+    with warnings.catch_warnings():  # restores Python's warning display after
+        warnings.showwarning = _show_warning
+        return _main(list(sys.argv[1:] if argv is None else argv))
+
+
+def _main(argv: list[str]) -> int:
     try:
         if argv[:1] == ["bench"]:  # argparse's REMAINDER would not pass on a leading --help
             return bench.run(argparse.Namespace(rest=argv[1:]))

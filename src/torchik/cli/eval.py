@@ -22,6 +22,7 @@ from torchik.cli.common import (
     _require_robot,
     _torch_file,
 )
+from torchik.files import read_text
 
 
 def add_parser(sub) -> None:
@@ -101,7 +102,7 @@ def _warn_if_training_data(model_path: str, data_path: str, data) -> None:
     record = Path(model_path).parent / "train_data.json"
     if model_path == "pretrained" or not record.is_file():
         return
-    trained = json.loads(record.read_text())
+    trained = json.loads(read_text(record))
     if trained.get("sha256") == _provenance(data_path, data)["sha256"]:
         print(
             f"torchik: warning: {data_path} is the data set this model was trained on "

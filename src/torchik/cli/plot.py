@@ -23,6 +23,7 @@ from torchik.cli.common import (
     _target,
 )
 from torchik.cli.solve import _solve_numerically
+from torchik.files import save_figure
 
 
 def add_parser(sub) -> None:
@@ -62,7 +63,7 @@ def run(args: argparse.Namespace) -> int:
     from torchik import plot
 
     figure = _PLOTS[args.kind](args, plot)
-    figure.savefig(args.out, dpi=args.dpi, bbox_inches="tight")
+    save_figure(figure, args.out, dpi=args.dpi, bbox_inches="tight")
     print(f"wrote {args.out}")
     return 0
 

@@ -71,8 +71,9 @@ def run(args: argparse.Namespace) -> int:
     _print_records([_table_units(r) for r in records] if args.format == "table" else records,
                    args.format)  # fmt: skip
     if ok == 0:
-        best = 1000 * min(r["position_error"] for r in records)
-        print(f"torchik: no solution within tolerance (closest: {best:.1f} mm from the target); "
+        errors = [r["position_error"] for r in records if math.isfinite(r["position_error"])]
+        best = f"{1000 * min(errors):.1f} mm from the target" if errors else "no finite error"
+        print(f"torchik: no solution within tolerance (closest: {best}); "
               f"exit status {_UNSOLVED}", file=sys.stderr)  # fmt: skip
         return _UNSOLVED
     return 0
@@ -107,9 +108,10 @@ def _solve_with_model(args, robot, target, position_only, link):
 
     model = _load_model(args.model, args.robot, torch.device(args.device))
     if model.spec.robot_hash != robot_hash(robot) or model.spec.link != link:
+        differs = "; ".join(model.spec.differences(robot, link))
         raise ValueError(
-            f"the model is for robot {model.spec.robot!r}, link {model.spec.link!r}; "
-            f"not for {robot.name!r}, link {link!r}"
+            f"the model is for robot {model.spec.robot!r}, link {model.spec.link!r}, not for "
+            f"this one: {differs}"
         )
     gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
     seeds = model.sample(_encode_for(model, target, position_only), args.n, generator=gen)

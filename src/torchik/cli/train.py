@@ -27,6 +27,7 @@ from torchik.cli.common import (
     _robot_for,
     _torch_file,
 )
+from torchik.files import load_tensors, write_text
 
 
 def add_parser(sub) -> None:
@@ -224,7 +225,7 @@ def _train(args: argparse.Namespace) -> int:
         return _INTERRUPTED
     if main:
         result.model.save(out / "model.pt")
-        (out / "train_data.json").write_text(json.dumps(provenance) + "\n")
+        write_text(out / "train_data.json", json.dumps(provenance) + "\n")
         print(_train_summary(result, robot is not None, out))
     return 0
 
@@ -357,7 +358,7 @@ def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
     if not path.is_file():
         return f"interrupted at step {step}, before the first checkpoint: nothing to resume"
     try:
-        saved = torch.load(path, map_location="cpu", weights_only=True)["training"]["step"]
+        saved = load_tensors(path, "cpu")["training"]["step"]
     except Exception:  # a torch error of any type, or a checkpoint without training state
         return f"interrupted at step {step}; {path} cannot be read: nothing to resume"
     command = [a for a in argv if a not in ("--overwrite", "--resume")] + ["--resume"]

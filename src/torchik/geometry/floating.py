@@ -85,7 +85,13 @@ def integrate(q: Tensor, v: Tensor, floating: bool) -> Tensor:
         >>> q = torch.tensor([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.5])
         >>> integrate(q, torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25]), True)
         tensor([1.0000, 0.0000, 0.0000, 1.0000, 0.0000, 0.0000, 0.0000, 0.7500])
+
+    Raises:
+        TypeError: not tensors (or, for a floating base, of two dtypes).
+        ValueError: ``v`` not of size ``nq - 1`` (floating base) or ``nq``, or batch shapes
+            that do not broadcast.
     """
+    _check_pair("q", q, "v", v, floating)
     if not floating:
         return q + v
     quat = q[..., 3:7]
@@ -96,13 +102,46 @@ def integrate(q: Tensor, v: Tensor, floating: bool) -> Tensor:
 
 def difference(q0: Tensor, q1: Tensor, floating: bool) -> Tensor:
     """``q1 ⊖ q0 (..., nv)``: the step ``v`` with ``integrate(q0, v) == q1`` (rotation angle
-    at most π); ``q1 - q0`` for a fixed base."""
+    at most π); ``q1 - q0`` for a fixed base.
+
+    Raises:
+        TypeError: not tensors (or, for a floating base, of two dtypes).
+        ValueError: ``q0`` and ``q1`` of other sizes, or batch shapes that do not broadcast.
+    """
+    _check_pair("q0", q0, "q1", q1, floating)
     if not floating:
         return q1 - q0
     rot = quat_to_rotmat(q0[..., 3:7])
     linear = (rot.transpose(-1, -2) @ (q1[..., :3] - q0[..., :3])[..., None])[..., 0]
     relative = quat_multiply(quat_conjugate(quat_normalize(q0[..., 3:7])), q1[..., 3:7])
     return torch.cat((linear, quat_to_rotvec(relative), q1[..., 7:] - q0[..., 7:]), dim=-1)
+
+
+def _check_pair(name: str, q: Tensor, other: str, x: Tensor, floating: bool) -> None:
+    """``q (..., nq)`` and ``x``, a configuration ``(..., nq)`` (``difference``) or a step
+    ``(..., nv)`` (``integrate``, named ``v``), with batch shapes that broadcast."""
+    for label, value in ((name, q), (other, x)):
+        if not isinstance(value, Tensor):
+            raise TypeError(f"{label} must be a torch.Tensor, got {type(value).__name__}")
+    least = 7 if floating else 0
+    if q.dim() == 0 or q.shape[-1] < least:
+        raise ValueError(f"{name} must have shape (..., nq), nq >= {least}, got {tuple(q.shape)}")
+    size = q.shape[-1] - 1 if floating and other == "v" else q.shape[-1]
+    if x.dim() == 0 or x.shape[-1] != size:
+        raise ValueError(
+            f"{other} must have shape (..., {size}) for {name} of shape {tuple(q.shape)}, got "
+            f"{tuple(x.shape)}"
+        )
+    try:
+        torch.broadcast_shapes(q.shape[:-1], x.shape[:-1])
+    except RuntimeError:
+        raise ValueError(
+            f"{name} {tuple(q.shape)} and {other} {tuple(x.shape)}: batch shapes do not broadcast"
+        ) from None
+    if q.device != x.device:
+        raise ValueError(f"{name} is on {q.device} but {other} is on {x.device}")
+    if floating and q.dtype != x.dtype:
+        raise TypeError(f"{name} is {q.dtype} but {other} is {x.dtype}: convert one of them")
 
 
 def velocity_coordinates(nv: int, floating: bool, device: torch.device | None = None) -> Tensor:

@@ -16,6 +16,7 @@ from dataclasses import dataclass, replace
 import torch
 from torch import Tensor
 
+from torchik.checks import check_generator
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik.base import IKProblem, IKSolver, JointLimits, LinkTarget
 from torchik.ik.result import IKResult
@@ -37,6 +38,9 @@ class Run:
     seed_pool: int
     generator: torch.Generator | None
     bounds: tuple[Tensor, Tensor] | None = None
+
+    def __post_init__(self) -> None:
+        check_generator("generator", self.generator)  # solve_ik(generator=5) was AttributeError
 
     @property
     def staged(self) -> bool:
@@ -61,7 +65,7 @@ class Run:
         seeder = _seeder(problem, k, self.seed_pool, self.solver, self.generator)
         q0 = seeder(*_first_attempt(len(problem), self.position.device))
         rounds = self.staged and self.restarts
-        iters = s.round_iters if rounds else s.max_iters
+        iters = min(s.round_iters, s.max_iters) if rounds else s.max_iters  # a hard cap
         result = _run(self.solver, problem, q0, seeder if self.restarts else None, iters, 0, k)
         return self.retry(result, iters) if rounds else result
 

@@ -19,11 +19,12 @@ import torch
 from torch import Tensor
 
 from torchik._version import __version__
-from torchik.checks import check_device
-from torchik.files import atomic_save
+from torchik.checks import check_device, check_int
+from torchik.files import atomic_save, load_tensors
 from torchik.geometry.rotations import rotmat_to_6d, sixd_to_rotmat
 from torchik.geometry.transforms import pose_to_matrix
 from torchik.learn.spec import ProblemSpec, robot_hash
+from torchik.robot.configuration import MAX_CONFIGURATIONS
 
 if TYPE_CHECKING:
     from torchik.robot.robot import Robot
@@ -277,8 +278,8 @@ def make_dataset(
         (torch.Size([1000, 7]), torch.Size([1000, 3]))
     """
     spec = ProblemSpec.from_robot(robot, link, targets)
-    if n < 0:
-        raise ValueError(f"n must be >= 0, got {n}")
+    check_int("n", n, 0, MAX_CONFIGURATIONS)
+    check_int("seed", seed, 0, 2**64 - 1)  # torch's seeds
     if sampler == "normal":
         _check_std(std, robot.dof)
     fk_robot = _fk_copy(robot, torch.float64, torch.device("cpu"))
@@ -312,12 +313,7 @@ def load_dataset(path: str | os.PathLike, robot: Robot | None = None) -> IKDatas
         ValueError: a corrupt or foreign file, a newer format, or another robot.
     """
     name = os.fspath(path)
-    try:
-        blob = torch.load(name, map_location="cpu", weights_only=True)
-    except FileNotFoundError:
-        raise
-    except Exception as err:  # torch raises many types for corrupt or foreign files
-        raise ValueError(f"{name!r} is not a readable torchik dataset: {err}") from err
+    blob = load_tensors(name, "cpu", "torchik dataset")
     if not isinstance(blob, dict) or blob.get("kind") != "torchik.IKDataset":
         raise ValueError(f"{name!r} is not a torchik dataset")
     version = blob.get("format_version")

@@ -31,7 +31,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from torchik.checks import check_int
+from torchik.checks import check_generator, check_int
 from torchik.geometry.joints import joint_difference, project_to_limits
 from torchik.learn.data import as_target
 from torchik.learn.spec import ProblemSpec
@@ -111,9 +111,11 @@ def _as_model_data(method: Callable[..., Any]) -> Callable[..., Any]:
         like = self.target_mean
 
         def to_model(x: Any) -> Any:
-            if isinstance(x, Tensor) and x.dtype != torch.bool and x.dtype != like.dtype:
+            if not isinstance(x, Tensor) or x.device.type == "meta":  # the checks refuse it
+                return x
+            if x.dtype != torch.bool and x.dtype != like.dtype:
                 return x.to(like)
-            return x.to(like.device) if isinstance(x, Tensor) else x
+            return x.to(like.device)
 
         bound = signature.bind(self, *args, **kwargs)
         target = bound.arguments.get("target")
@@ -210,7 +212,7 @@ class IKModel(nn.Module):
         Standard deviations are floored at 1e-6 so constant columns (e.g. a planar arm's z)
         normalise to 0 instead of dividing by zero.
         """
-        self._check(q, target)
+        self._check_shapes(q, target)
         for name, x in (("q", q), ("target", target)):
             x = x.to(self.target_mean)
             std = x.std(dim=0) if x.shape[0] > 1 else torch.ones_like(x[0])
@@ -255,11 +257,54 @@ class IKModel(nn.Module):
         """Log density of ``q (..., D)`` given ``target (..., T)``: ``(...)``."""
         raise NotImplementedError(f"the {self.family!r} model has no log_prob")
 
-    def _check(self, q: Tensor | None, target: Tensor | None, n: int | None = None) -> None:
-        """Shape checks with clear messages, for subclasses to call (``n``: samples per target,
-        ``1 <= n <= MAX_SAMPLES``)."""
+    def _check(
+        self,
+        q: Tensor,
+        target: Tensor,
+        n: int | None = None,
+        generator: Any = None,
+        finite: bool = False,
+    ) -> None:
+        """Checks of ``q (..., D)`` and ``target (..., T)`` with clear messages, for subclasses
+        to call: tensors of the model's dtype and device (torch said "mat1 and mat2 must have
+        the same dtype"), shapes whose batch dims broadcast; ``n``: samples,
+        ``1 <= n <= MAX_SAMPLES``; ``generator``: ``None`` or a ``torch.Generator``. In eval
+        mode, values are checked to be finite with ``finite`` or ``n`` (a host read, which a
+        training step never makes)."""
+        self._check_inputs((("q", q), ("target", target)), n, generator, finite)
+
+    def _check_target(self, target: Tensor, n: int | None = None, generator: Any = None) -> None:
+        """:meth:`_check` of a ``target (..., T)`` alone (``sample``: ``n`` given)."""
+        self._check_inputs((("target", target),), n, generator, False)
+
+    def _check_inputs(self, named: tuple, n: int | None, generator: Any, finite: bool) -> None:
         if n is not None:
             check_int("n", n, 1, MAX_SAMPLES)
+        check_generator("generator", generator)
+        own = self.target_mean
+        for name, x in named:
+            if not isinstance(x, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
+        values = dict(named)
+        self._check_shapes(values.get("q"), values["target"])
+        for name, x in named:
+            if x.dtype != own.dtype:
+                raise TypeError(
+                    f"{name} is {x.dtype} but the model is {own.dtype}: convert one of them"
+                )
+            if x.device != own.device:
+                raise ValueError(f"{name} is on {x.device} but the model is on {own.device}")
+        checked = (finite or n is not None) and not self.training  # a training step never waits
+        for name, x in named if checked else ():
+            if not bool(torch.isfinite(x).all()):
+                raise ValueError(f"{name} contains NaN or infinite values")
+
+    def _check_shapes(self, q: Tensor | None, target: Tensor | None) -> None:
+        """``q (..., D)`` and ``target (..., T)`` (either may be ``None``), of any dtype and
+        device, whose batch dims broadcast."""
+        for name, x in (("q", q), ("target", target)):
+            if x is not None and not isinstance(x, Tensor):
+                raise TypeError(f"{name} must be a torch.Tensor, got {type(x).__name__}")
         if q is not None and (q.dim() == 0 or q.shape[-1] != self.spec.dof):
             raise ValueError(f"q must have shape (..., {self.spec.dof}), got {tuple(q.shape)}")
         t = self.spec.target_dim
@@ -268,6 +313,14 @@ class IKModel(nn.Module):
                 f"{self.spec.targets!r} targets must have shape (..., {t}), "
                 f"got {tuple(target.shape)}"
             )
+        if q is not None and target is not None:
+            try:
+                torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
+            except RuntimeError:
+                raise ValueError(
+                    f"q {tuple(q.shape)} and target {tuple(target.shape)}: their batch shapes "
+                    "do not broadcast"
+                ) from None
 
     # ------------------------------------------------------------ checkpoints
     def checkpoint(self, half: bool = False) -> dict[str, Any]:

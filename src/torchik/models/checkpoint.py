@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import warnings
 from typing import Any
 
 import torch
@@ -23,6 +24,7 @@ from torchik.files import atomic_save, load_tensors
 
 __all__ = [
     "FORMAT_VERSION",
+    "MIN_STD",
     "check_checkpoint",
     "content_hash",
     "read_checkpoint",
@@ -86,9 +88,12 @@ def check_checkpoint(ckpt: Any, require: dict[str, tuple[str, ...]] | None = Non
     """Check a checkpoint dict before anything is built from it.
 
     Checks the layout (keys and their types; every weight a tensor no larger than its
-    storage), the format version, the :func:`content_hash` (required from format 2 on) and that
-    every floating weight is finite. The config and spec are the model class's to check (see
-    :func:`torchik.models.base.from_checkpoint`).
+    storage), the format version, the :func:`content_hash` (required from format 2 on; a
+    format 1 file without one loads with a warning that it cannot be verified), that every
+    floating weight is finite, that the weights are float32 or float64 (float16 parameters
+    beside float32 buffers: ``save(half=True)``) and that the normalisation's standard
+    deviations are positive. The config and spec are the model class's to check (see
+    :func:`torchik.models.registry.from_checkpoint`).
 
     Args:
         ckpt: what ``torch.load`` returned.
@@ -119,6 +124,41 @@ def check_checkpoint(ckpt: Any, require: dict[str, tuple[str, ...]] | None = Non
     for name, value in ckpt["state_dict"].items():
         if value.is_floating_point() and not bool(torch.isfinite(value).all()):
             raise ValueError(f"the weight {name!r} holds NaN or infinite values")
+    _check_dtypes(ckpt["state_dict"])
+    _check_normalization(ckpt["state_dict"])
+
+
+_DTYPES: tuple[set[torch.dtype], ...] = (
+    {torch.float32},
+    {torch.float64},
+    {torch.float16, torch.float32},
+    set(),
+)
+"""The floating dtypes a model's weights may have together (the last but one: ``half=True``)."""
+
+MIN_STD = 5e-7
+"""The smallest normalisation standard deviation a checkpoint may hold: ``set_normalization``
+floors them at 1e-6 (float32 rounds that down a little); 0 would make every sample NaN."""
+
+
+def _check_dtypes(state: dict[str, Tensor]) -> None:
+    dtypes = {v.dtype for v in state.values() if v.is_floating_point()}
+    if dtypes not in _DTYPES:
+        names = ", ".join(sorted(str(d).removeprefix("torch.") for d in dtypes))
+        raise ValueError(
+            f"the weights are {names}: a torchik model holds float32 or float64 weights "
+            "(float16 parameters beside float32 buffers where saved with half=True)"
+        )
+
+
+def _check_normalization(state: dict[str, Tensor]) -> None:
+    for name in ("target_std", "q_std"):
+        std = state.get(name)
+        if std is not None and std.numel() and float(std.min()) < MIN_STD:
+            raise ValueError(
+                f"the normalisation {name!r} holds {float(std.min()):g}, below {MIN_STD:g}: "
+                "a standard deviation of 0 makes every sample NaN"
+            )
 
 
 def _check_weights(state: dict) -> None:
@@ -133,6 +173,12 @@ def _check_hash(ckpt: dict[str, Any], version: int) -> None:
     sha256 = ckpt.get("sha256")
     if sha256 is None and version >= 2:
         raise ValueError("the checkpoint has no content hash ('sha256'): it is damaged")
+    if sha256 is None:
+        warnings.warn(
+            "a format 1 checkpoint has no content hash: damage to it cannot be detected; "
+            "re-save it with torchik.models.load(path).save(path) to add one",
+            stacklevel=4,
+        )
     try:
         matches = sha256 is None or sha256 == content_hash(ckpt)
     except RecursionError as err:  # absurdly nested lists

@@ -164,7 +164,7 @@ class CVAE(JointModel):
         Without a ``generator`` the draws come from a fixed seed, so the value is a
         deterministic function of ``q`` and ``target``.
         """
-        self._check(q, target)
+        self._check(q, target, finite=True)
         shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
         k, d = self.config.elbo_samples, self.spec.dof
         if generator is None:
@@ -179,7 +179,7 @@ class CVAE(JointModel):
         return (log_lik - kl).mean(-1) - self.q_std.log().sum()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target, n)
+        self._check_target(target, n, generator)
         target = repeat_targets(target, n)
         eps = torch.randn(
             *target.shape[:-1], self.config.latent, generator=generator, device=target.device

@@ -155,6 +155,7 @@ class Flow(JointModel):
 
     def log_prob(self, q: Tensor, target: Tensor) -> Tensor:
         """Exact log density ``(...)`` of ``q (..., D)`` inside the limits given ``target``."""
+        self._check(q, target, finite=True)
         return self._log_prob(q, target, None)
 
     def loss(self, q: Tensor, target: Tensor) -> Tensor:
@@ -169,7 +170,7 @@ class Flow(JointModel):
         return -self._log_prob(q, target, scale).mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target, n)
+        self._check_target(target, n, generator)
         context = self._context(repeat_targets(target, n))
         dist = self.flow(context)
         shape = (*context.shape[:-1], self.spec.dof)

@@ -226,7 +226,7 @@ class FlowMatching(JointModel):
     ) -> Tensor:
         """``n`` solutions per target: ``target (..., T)`` -> ``(..., n, D)`` within limits;
         ``steps`` overrides ``config.steps``."""
-        self._check(None, target, n)
+        self._check_target(target, n, generator)
         context = self.normalize_target(repeat_targets(target, n))
         shape = (*context.shape[:-1], self.size)
         x = torch.randn(shape, generator=generator, dtype=context.dtype, device=context.device)

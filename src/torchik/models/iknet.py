@@ -260,7 +260,7 @@ class IKNet(IKModel):
     def embed(self, target: Tensor) -> Tensor:
         """The hypernetwork's embedding ``(..., embedding)`` of targets ``(..., T)``: the
         normalised target through the hypernetwork, the features the heads turn into weights."""
-        self._check(None, target)
+        self._check_target(target)
         flat = self.normalize_target(target).reshape(-1, target.shape[-1])  # BatchNorm1d: 2-D
         return self.hyper(flat).reshape(*target.shape[:-1], self.config.embedding)
 
@@ -313,7 +313,7 @@ class IKNet(IKModel):
     def log_prob(self, q: Tensor, target: Tensor) -> Tensor:
         """Exact log density ``(...)`` of ``q (..., D)`` given ``target (..., T)`` (broadcast);
         ``-inf`` where a limited joint is outside its limits."""
-        self._check(q, target)
+        self._check(q, target, finite=True)
         shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
         q = q.expand(*shape, q.shape[-1]).reshape(-1, q.shape[-1])
         flat = self.generate(target.expand(*shape, target.shape[-1]).reshape(-1, target.shape[-1]))
@@ -353,7 +353,7 @@ class IKNet(IKModel):
                 its component's mean (more accurate, still one mode per component); ``0`` returns
                 the means of the drawn components.
         """
-        self._check(None, target, n)
+        self._check_target(target, n, generator)
         check_float("temperature", temperature, 0.0)
         batch, t = target.shape[:-1], target.shape[-1]
         flat = self.generate(target.reshape(-1, t))
@@ -393,10 +393,11 @@ class IKNet(IKModel):
         Returns:
             ``(..., n, D)``.
         """
-        self._check(center, target, n)
+        self._check_target(target, n, generator)
         batch, t, d = target.shape[:-1], target.shape[-1], self.spec.dof
-        if center.shape != (*batch, n, d):
-            raise ValueError(f"center must have shape {(*batch, n, d)}, got {tuple(center.shape)}")
+        if not isinstance(center, Tensor) or center.shape != (*batch, n, d):
+            got = tuple(center.shape) if isinstance(center, Tensor) else type(center).__name__
+            raise ValueError(f"center must have shape {(*batch, n, d)}, got {got}")
         flat = self.generate(target.reshape(-1, t))
         center = center.reshape(flat.shape[0], n, d).to(flat)
         radius = torch.as_tensor(radius, dtype=flat.dtype, device=flat.device).expand(d)

@@ -208,7 +208,7 @@ class INN(JointModel):
         return loss
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target, n)
+        self._check_target(target, n, generator)
         y = self.normalize_target(repeat_targets(target, n))
         shape = (*y.shape[:-1], self.config.latent)
         z = torch.randn(shape, generator=generator, dtype=y.dtype, device=y.device)

@@ -22,6 +22,7 @@ Design choices:
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
@@ -101,7 +102,7 @@ class MDN(JointModel):
     def mixture(self, target: Tensor) -> tuple[Tensor, Tensor, Tensor]:
         """Log mixing weights ``(..., K)``, means ``(..., K, D)`` in joint units and Cholesky
         factors ``(..., K, D, D)`` in normalised units, for ``target (..., T)``."""
-        self._check(None, target)
+        self._check_target(target)
         f, k = self.feature_dim, self.config.components
         (out,) = full_precision(self.net(self.normalize_target(target)))  # bf16 autocast
         out = out.unflatten(-1, (k, self._per_component))
@@ -117,7 +118,10 @@ class MDN(JointModel):
     def log_prob(self, q: Tensor, target: Tensor) -> Tensor:
         """Log density ``(...)`` of the (unprojected) mixture at ``q (..., D)``: exact for
         limited joints; circular joints use each component's nearest image (see the notes)."""
-        self._check(q, target)
+        self._check(q, target, finite=True)
+        batch = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
+        if math.prod(batch) == 0:  # torch.distributions cannot validate an empty batch
+            return q.new_zeros(batch)
         log_w, mean, tril = self.mixture(target)
         residual = self.wrapped_difference(q.unsqueeze(-2), mean) / self.q_std  # (..., K, D)
         components = MultivariateNormal(torch.zeros_like(mean), scale_tril=tril)
@@ -129,7 +133,7 @@ class MDN(JointModel):
         return -self.log_prob(q, target).mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target, n)
+        self._check_target(target, n, generator)
         log_w, mean, tril = self.mixture(target)
         d = self.spec.dof
         probs = log_w.exp().reshape(-1, log_w.shape[-1])

@@ -73,7 +73,7 @@ class MLP(IKModel):
 
     def predict(self, target: Tensor) -> Tensor:
         """The unclamped prediction ``(..., D)`` for ``target (..., T)``."""
-        self._check(None, target)
+        self._check_target(target)
         return self.denormalize_q(self.net(self.normalize_target(target)))
 
     def loss(self, q: Tensor, target: Tensor) -> Tensor:
@@ -81,6 +81,6 @@ class MLP(IKModel):
         return self.joint_difference(self.predict(target), q).square().mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target, n)
+        self._check_target(target, n, generator)
         q = self.clamp_to_limits(self.predict(target))
         return q.unsqueeze(-2).expand(*q.shape[:-1], n, q.shape[-1]).clone()

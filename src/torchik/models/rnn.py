@@ -154,7 +154,7 @@ class RNN(JointModel):
     # ------------------------------------------------------------ the interface
     def log_prob(self, q: Tensor, target: Tensor) -> Tensor:
         """Exact log density ``(...)`` (``output="mixture"`` only)."""
-        self._check(q, target)
+        self._check(q, target, finite=True)
         if self.config.output == "point":
             raise NotImplementedError("the 'rnn' model with point outputs has no log_prob")
         shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
@@ -175,7 +175,7 @@ class RNN(JointModel):
         return (self.wrapped_difference(pred, q) / self.q_std).square().mean()
 
     def sample(self, target: Tensor, n: int, generator: torch.Generator | None = None) -> Tensor:
-        self._check(None, target, n)
+        self._check_target(target, n, generator)
         batch = target.shape[:-1]
         x = self.normalize_target(repeat_targets(target, n).reshape(-1, target.shape[-1]))
         h, previous, joints = self.initial(x).unsqueeze(0), None, []

@@ -14,6 +14,7 @@ from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
+from torchik.files import MAX_DATA_BYTES, read_text
 from torchik.train.progress import read_log
 
 if TYPE_CHECKING:
@@ -184,8 +185,7 @@ def plot_benchmark(json_path: str | os.PathLike) -> Figure:
     """
     import matplotlib
 
-    with open(json_path) as f:
-        result = json.load(f)
+    result = json.loads(read_text(json_path, MAX_DATA_BYTES))
     if not isinstance(result, dict) or not all(
         isinstance(t, dict) for t in result.get("tables", [])
     ):

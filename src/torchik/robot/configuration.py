@@ -19,14 +19,27 @@ from __future__ import annotations
 import copy
 import math
 from collections.abc import Mapping, Sequence
+from typing import Any
 
 import torch
 from torch import Tensor
 
+from torchik.checks import check_generator, check_int, short_repr
+from torchik.description.reading import MAX_MAGNITUDE
 from torchik.description.urdf import Joint
 from torchik.geometry.floating import BASE_COORDINATES
 
-__all__ = ["check_q", "limits_of", "neutral", "random_configuration", "with_limits"]
+__all__ = [
+    "MAX_CONFIGURATIONS",
+    "check_q",
+    "limits_of",
+    "neutral",
+    "random_configuration",
+    "with_limits",
+]
+
+MAX_CONFIGURATIONS = 1 << 28
+"""The most configurations one :func:`random_configuration` call draws (draw more in parts)."""
 
 _BASE_LOWER = (-math.inf,) * 3 + (-1.0,) * 4
 _BASE_UPPER = (math.inf,) * 3 + (1.0,) * 4
@@ -70,7 +83,14 @@ def neutral(robot) -> Tensor:
 
 def random_configuration(robot, n: int, generator: torch.Generator | None = None) -> Tensor:
     """``(n, nq)``: uniform within finite limits, 0 where the range is infinite, and a
-    uniformly random unit quaternion for a floating base."""
+    uniformly random unit quaternion for a floating base.
+
+    Raises:
+        TypeError: ``n`` is not an int, ``generator`` not a ``torch.Generator``.
+        ValueError: ``n`` is negative or over :data:`MAX_CONFIGURATIONS`.
+    """
+    check_int("n", n, 0, MAX_CONFIGURATIONS)
+    check_generator("generator", generator)
     device = generator.device if generator is not None else robot.device
     u = torch.rand(n, robot.dof, generator=generator, dtype=robot.dtype, device=device)
     finite = torch.isfinite(robot.lower) & torch.isfinite(robot.upper)
@@ -90,8 +110,12 @@ def with_limits(robot, limits: Mapping[str, tuple[float, float]]):
 
     Raises:
         ValueError: an unknown name (the message lists the known ones), a floating base's
-            quaternion, or bounds that are not ``lower <= upper`` (infinite bounds are allowed).
+            quaternion, or bounds that are not ``lower <= upper`` or beyond ±1e9 (infinite
+            bounds are allowed).
+        TypeError: bounds that are not two numbers.
     """
+    if not isinstance(limits, Mapping):
+        raise TypeError(f"with_limits takes {{name: (lower, upper)}}, got {short_repr(limits)}")
     index = {name: i for i, name in enumerate(robot.joint_names)}
     out = copy.deepcopy(robot)
     lower, upper = out.lower.detach().clone(), out.upper.detach().clone()
@@ -102,9 +126,7 @@ def with_limits(robot, limits: Mapping[str, tuple[float, float]]):
                 f"with_limits: {name!r} is not a joint or base position of robot "
                 f"{robot.name!r}; accepted: {list(robot.joint_names)}"
             )
-        low, high = (float(value) for value in bounds)
-        if not low <= high:  # also refuses nan
-            raise ValueError(f"with_limits: {name!r} needs lower <= upper, got ({low}, {high})")
+        low, high = _bounds(name, bounds)
         i = index[name]
         lower[i], upper[i], continuous[i] = low, high, False
     out.continuous.copy_(continuous)
@@ -112,6 +134,26 @@ def with_limits(robot, limits: Mapping[str, tuple[float, float]]):
     out.upper.copy_(upper)
     out._adopt({"lower": out.lower, "upper": out.upper})
     return out
+
+
+def _bounds(name: str, bounds: Any) -> tuple[float, float]:
+    """``(lower, upper)`` of :func:`with_limits`: two numbers, ``lower <= upper``, each infinite
+    or within ±``MAX_MAGNITUDE`` (the URDF reader's rule; 1e300 overflowed float32 robots)."""
+    try:
+        low, high = (float(value) for value in bounds)
+    except (TypeError, ValueError):
+        raise TypeError(
+            f"with_limits: {name!r} needs (lower, upper), two numbers; got {short_repr(bounds)}"
+        ) from None
+    if not low <= high:  # also refuses nan
+        raise ValueError(f"with_limits: {name!r} needs lower <= upper, got ({low}, {high})")
+    for value in (low, high):
+        if math.isfinite(value) and abs(value) > MAX_MAGNITUDE:
+            raise ValueError(
+                f"with_limits: {name!r} has the bound {value:g}, beyond the supported "
+                f"±{MAX_MAGNITUDE:g} (an infinite bound means unlimited)"
+            )
+    return low, high
 
 
 def check_q(robot, q: Tensor) -> Tensor:

@@ -38,6 +38,7 @@ __all__ = [
     "StreamRows",
     "TrainConfig",
     "autocast",
+    "check_training_state",
     "lr_factor",
     "matmul_precision",
     "resolve_precision",
@@ -158,6 +159,52 @@ class TrainConfig:
             raise ValueError(
                 f"micro_batches={self.micro_batches} exceeds batch_size={self.batch_size}"
             )
+
+
+def check_training_state(state: dict[str, Any]) -> None:
+    """The counters and optimiser settings of a training checkpoint's state, checked as new
+    settings are (:class:`TrainConfig`): a file altered to resume at step -5, with a negative
+    learning rate or a NaN best is refused.
+
+    Args:
+        state: the ``"training"`` entry of a checkpoint (its keys already checked present).
+
+    Raises:
+        TypeError, ValueError: the first bad value, named, in one line.
+    """
+    step = check_int("step", state["step"], 0)
+    check_float("elapsed", state["elapsed"], 0.0)
+    if state["best_val"] is not None:
+        check_float("best_val", state["best_val"])
+    if state["best_step"] is not None:
+        check_int("best_step", state["best_step"], 0, step)
+    check_int("bad_checks", state["bad_checks"], 0)
+    window = state["window"]
+    if not isinstance(window, list | tuple) or len(window) != 2:
+        raise ValueError(f"window must be [loss sum, steps], got {type(window).__name__}")
+    check_float("the window's loss sum", window[0])
+    check_int("the window's steps", window[1], 0, step)
+    _check_optimizer_state(state["optimizer"], state["scheduler"])
+
+
+def _check_optimizer_state(optimizer: Any, scheduler: Any) -> None:
+    groups = optimizer.get("param_groups") if isinstance(optimizer, dict) else None
+    if not isinstance(groups, list) or not all(isinstance(g, dict) for g in groups):
+        raise ValueError("the optimizer state has no param_groups")
+    for group in groups:
+        for key in ("lr", "initial_lr", "weight_decay"):
+            if key in group:
+                check_float(f"the optimizer's {key}", group[key], 0.0)
+        check_float("the optimizer's eps", group.get("eps", 1e-8), positive=True)
+        for beta in group.get("betas", ()):
+            if check_float("the optimizer's betas", beta, 0.0, 1.0) == 1.0:
+                raise ValueError("the optimizer's betas must be < 1, got 1.0")
+    if not isinstance(scheduler, dict):
+        raise ValueError("the scheduler state is not a dict")
+    for key in ("base_lrs", "_last_lr"):
+        for lr in scheduler.get(key, ()):
+            check_float(f"the scheduler's {key.lstrip('_')}", lr, 0.0)
+    check_int("the scheduler's last_epoch", scheduler.get("last_epoch", 0), 0)
 
 
 def lr_factor(step: int, config: TrainConfig) -> float:

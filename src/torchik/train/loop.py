@@ -42,6 +42,7 @@ from torchik.train.engine import (
     Stepper,
     StreamRows,
     TrainConfig,
+    check_training_state,
     lr_factor,
     matmul_precision,
 )
@@ -238,6 +239,7 @@ def _resume(run: _Run, out_dir: Path) -> bool:
     if state.get("format_version", math.inf) > TRAIN_FORMAT_VERSION:
         raise ValueError(f"{str(path)!r} was written by a newer torchik")
     try:
+        check_training_state(state)
         run.model.load_state_dict(state.get("model_state", ckpt["state_dict"]))
         run.load_state_dict(state)
     except (KeyError, TypeError, ValueError, RuntimeError, AttributeError, IndexError) as err:

@@ -7,11 +7,14 @@ notebook's captured stream) gets one line per report instead, so log files stay 
 from __future__ import annotations
 
 import csv
+import io
 import math
 import sys
 import time
 from pathlib import Path
 from typing import Any, TextIO
+
+from torchik.files import MAX_DATA_BYTES, output_file, read_text, write_text
 
 __all__ = ["LOG_COLUMNS", "Progress", "clock", "read_log", "write_log"]
 
@@ -119,8 +122,8 @@ def read_log(path: Path, upto: float = math.inf) -> list[dict[str, float]]:
     its columns (the caller checks them)."""
     if not path.exists():
         return []
-    with path.open(newline="") as f:
-        rows = [{k: float(v) if v else math.nan for k, v in r.items()} for r in csv.DictReader(f)]
+    text = io.StringIO(read_text(path, MAX_DATA_BYTES), newline="")
+    rows = [{k: float(v) if v else math.nan for k, v in r.items()} for r in csv.DictReader(text)]
     return rows if upto == math.inf else [r for r in rows if r["step"] <= upto]
 
 
@@ -129,11 +132,17 @@ def write_log(path: Path, rows: list[dict[str, float]], append: bool = False) ->
     (to a new file: after the header).
 
     The columns are :data:`LOG_COLUMNS`: the training log ``log.csv`` of
-    :func:`torchik.train.train`."""
+    :func:`torchik.train.train`; rewritten whole through :func:`torchik.files.write_text` (a log
+    that does not exist yet gets its header first, even with ``append``)."""
     append = append and path.exists()
-    with path.open("a" if append else "w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=LOG_COLUMNS)
-        if not append:
-            writer.writeheader()
-        for row in rows:
-            writer.writerow({k: repr(int(row[k]) if k == "step" else row[k]) for k in LOG_COLUMNS})
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=LOG_COLUMNS)
+    if not append:
+        writer.writeheader()
+    for row in rows:
+        writer.writerow({k: repr(int(row[k]) if k == "step" else row[k]) for k in LOG_COLUMNS})
+    if not append:
+        write_text(path, text.getvalue())
+        return
+    with output_file(path).open("a", newline="") as f:
+        f.write(text.getvalue())

@@ -55,7 +55,7 @@ def problem_robot(robot: str):
         arm = PlanarArm(len(lengths), lengths)
         return load_robot("planar", link_lengths=lengths), arm, [0.2] * len(lengths)
     if Path(robot).is_file():
-        return Robot.from_urdf(Path(robot).read_text()), None, None
+        return Robot.from_urdf(Path(robot)), None, None
     return load_robot(robot), None, None
 
 

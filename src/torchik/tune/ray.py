@@ -13,12 +13,14 @@ from __future__ import annotations
 
 import csv
 import functools
+import io
 import json
 import math
 import time
 from pathlib import Path
 from typing import Any
 
+from torchik.files import write_text
 from torchik.tune.objective import (
     baseline_params,
     build_trial,
@@ -133,11 +135,12 @@ def _results(
                      "value": value, "config": result.config})  # fmt: skip
     out.mkdir(parents=True, exist_ok=True)
     files = {"trials": out / "trials.csv"}
-    with files["trials"].open("w", newline="") as f:
-        writer = csv.writer(f)
-        writer.writerow(["trial", "state", "value", "config"])
-        for row in rows:
-            writer.writerow([row["trial"], row["state"], row["value"], json.dumps(row["config"])])
+    text = io.StringIO(newline="")
+    writer = csv.writer(text)
+    writer.writerow(["trial", "state", "value", "config"])
+    for row in rows:
+        writer.writerow([row["trial"], row["state"], row["value"], json.dumps(row["config"])])
+    write_text(files["trials"], text.getvalue())
     done = [r for r in rows if r["value"] is not None]
     curve, best = [], math.inf
     for row in done:
@@ -149,8 +152,8 @@ def _results(
     base = [r["value"] for r in done if first is not None and r["config"].items() >= first.items()]
     head = {"model": config.family} | ({"preset": config.preset} if config.preset else {})
     files["best"] = out / "best.json"
-    files["best"].write_text(json.dumps({**head, **trial_budget(config), **top["config"]},
-                                        indent=2) + "\n")  # fmt: skip
+    settings = {**head, **trial_budget(config), **top["config"]}
+    write_text(files["best"], json.dumps(settings, indent=2) + "\n")
     return TuneResult(top["value"], top["config"], len(rows), files, seconds, curve,
                       _count(rows), baseline_value=base[0] if base else math.nan)  # fmt: skip
 

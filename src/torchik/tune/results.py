@@ -14,10 +14,13 @@ storage URL) browses it live.
 from __future__ import annotations
 
 import csv
+import io
 import json
 import math
 from pathlib import Path
 from typing import Any
+
+from torchik.files import save_figure, write_text
 
 __all__ = ["best_config", "search_curve", "trial_budget", "write_results", "write_trials_csv"]
 
@@ -68,21 +71,22 @@ def write_trials_csv(study, path: Path) -> Path:
     trials = sorted(study.get_trials(deepcopy=False), key=lambda t: t.number)
     names = sorted({k for t in trials for k in t.user_attrs.get("config", t.params)})
     columns = ["number", "state", "value", "seconds", "seed", *names, *_ATTRS, "note"]
-    with path.open("w", newline="") as f:
-        writer = csv.DictWriter(f, fieldnames=columns)
-        writer.writeheader()
-        for t in trials:
-            seconds = t.duration.total_seconds() if t.duration is not None else None
-            note = "interrupted" if t.user_attrs.get("interrupted") else ""
-            if t.user_attrs.get("baseline"):
-                note = "baseline (the starting config)"
-            if "retry_of" in t.user_attrs:
-                note = f"retry of {t.user_attrs['retry_of']}"
-            row = {"number": t.number, "state": t.state.name, "value": t.value,
-                   "seconds": seconds, "seed": t.user_attrs.get("seed"), "note": note}  # fmt: skip
-            row.update(t.user_attrs.get("config", t.params))
-            row.update({k: t.user_attrs.get(k) for k in _ATTRS})
-            writer.writerow(row)
+    text = io.StringIO(newline="")
+    writer = csv.DictWriter(text, fieldnames=columns)
+    writer.writeheader()
+    for t in trials:
+        seconds = t.duration.total_seconds() if t.duration is not None else None
+        note = "interrupted" if t.user_attrs.get("interrupted") else ""
+        if t.user_attrs.get("baseline"):
+            note = "baseline (the starting config)"
+        if "retry_of" in t.user_attrs:
+            note = f"retry of {t.user_attrs['retry_of']}"
+        row = {"number": t.number, "state": t.state.name, "value": t.value,
+               "seconds": seconds, "seed": t.user_attrs.get("seed"), "note": note}  # fmt: skip
+        row.update(t.user_attrs.get("config", t.params))
+        row.update({k: t.user_attrs.get(k) for k in _ATTRS})
+        writer.writerow(row)
+    write_text(path, text.getvalue())
     return path
 
 
@@ -104,7 +108,7 @@ def _history_png(study, path: Path, label: str) -> Path | None:
     ax.set_title(study.study_name)
     ax.legend()
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -127,7 +131,7 @@ def _importances_png(study, path: Path) -> Path | None:
     ax.barh(names, [importances[n] for n in names])
     ax.set(xlabel="importance (fANOVA, normalised)", title=study.study_name)
     fig.tight_layout()
-    fig.savefig(path, dpi=100)
+    save_figure(fig, path, dpi=100)
     plt.close(fig)
     return path
 
@@ -139,7 +143,7 @@ def write_results(study, out_dir: Path, config) -> dict[str, Path]:
     files = {"trials": write_trials_csv(study, out_dir / "trials.csv")}
     best = best_config(study, config)
     if best is not None:
-        (out_dir / "best.json").write_text(json.dumps(best, indent=2) + "\n")
+        write_text(out_dir / "best.json", json.dumps(best, indent=2) + "\n")
         files["best"] = out_dir / "best.json"
     try:
         import matplotlib  # noqa: F401

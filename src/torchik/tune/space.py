@@ -26,6 +26,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from torchik.files import read_text
+
 __all__ = [
     "Choice",
     "Float",
@@ -186,7 +188,7 @@ def parse_space(
 def read_mapping(path: str | Path) -> dict[str, Any]:
     """The mapping in a JSON file, or in a YAML file (``.yaml``/``.yml``, needs PyYAML)."""
     path = Path(path)
-    text = path.read_text()
+    text = read_text(path)
     if path.suffix.lower() in (".yaml", ".yml"):
         try:
             import yaml

@@ -27,6 +27,7 @@ import json
 import math
 import multiprocessing
 import os
+import socket
 import time
 import warnings
 from collections import Counter
@@ -35,6 +36,7 @@ from pathlib import Path
 from typing import Any
 
 from torchik.checks import check_choice, check_int, check_threads, intra_op_threads
+from torchik.files import pid_alive
 from torchik.tune.objective import (
     InvalidSettings,
     baseline_params,
@@ -111,6 +113,10 @@ class TuneConfig:
     baseline: bool = True
 
     def __post_init__(self) -> None:
+        for name in ("family", "robot"):
+            if not isinstance(getattr(self, name), str):
+                value = getattr(self, name)
+                raise TypeError(f"{name} must be a str, got {type(value).__name__} {value!r:.40}")
         for name in ("trials", "steps", "val_every", "batch_size", "train_size", "val_size"):
             check_int(name, getattr(self, name), 1)
         for name in ("posterior_targets", "posterior_samples"):
@@ -165,27 +171,36 @@ class TuneResult:
 
 # ---------------------------------------------------------------------------- the study
 def _storage(storage: str | None, out_dir: Path):
-    """An Optuna storage: the run folder's journal file, a ``.journal`` path, or an RDB URL."""
+    """An Optuna storage: the run folder's journal file, a ``.journal`` path (both a
+    :class:`~torchik.tune.journal.JournalFile`), or an RDB URL."""
     import optuna
-    from optuna.storages.journal import JournalFileBackend, JournalStorage
+
+    from torchik.tune.journal import open_journal
 
     if storage is None or storage.endswith(".journal"):
         path = out_dir / JOURNAL if storage is None else Path(storage)
         path.parent.mkdir(parents=True, exist_ok=True)
-        return JournalStorage(JournalFileBackend(str(path)))
+        return open_journal(path)
     for attempt in range(5):
         try:
             with warnings.catch_warnings():  # the heartbeat is marked experimental
                 warnings.simplefilter("ignore", optuna.exceptions.ExperimentalWarning)
                 return optuna.storages.RDBStorage(storage, heartbeat_interval=30, grace_period=120)
         except Exception as err:  # sqlalchemy's errors (no server, bad URL, missing driver)
-            # workers that start together race to create the tables: the loser retries
-            if type(err).__name__ == "IntegrityError" and attempt < 4:
+            if _lost_race(err) and attempt < 4:
                 time.sleep(0.5 + attempt)
                 continue
             text = (str(err).strip().splitlines() or [type(err).__name__])[0]
             raise ConnectionError(f"cannot reach the storage {_safe(storage)}: {text}") from None
     raise AssertionError("unreachable")
+
+
+def _lost_race(err: Exception) -> bool:
+    """Workers that start together on a new database race to create its tables: the loser
+    gets an IntegrityError, or (SQLite) "table ... already exists" / "database is locked"."""
+    kind, text = type(err).__name__, str(err)
+    racing = "already exists" in text or "database is locked" in text
+    return kind == "IntegrityError" or (kind == "OperationalError" and racing)
 
 
 def _safe(url: str) -> str:
@@ -277,14 +292,34 @@ def counted_trials(study) -> int:
     return sum(not t.user_attrs.get("interrupted", False) for t in trials)
 
 
+def _worker_name() -> str:
+    """This process, as recorded in each trial it runs (``user_attrs["worker"]``)."""
+    return f"{socket.gethostname()}:{os.getpid()}"
+
+
+def _abandoned(trial) -> bool:
+    """Whether a running trial's worker is gone: a process of this machine that no longer runs,
+    or this process itself (whose trials are not running while it resumes). The trial of a
+    live worker here is left alone. One of another machine, or without a worker (an older
+    torchik's), counts as abandoned: this machine cannot tell (``resume`` on a shared storage
+    is for when the other machines' workers are stopped)."""
+    host, _, pid = str(trial.user_attrs.get("worker", "")).rpartition(":")
+    if host != socket.gethostname() or not pid.isdigit():
+        return True
+    return int(pid) == os.getpid() or not pid_alive(int(pid))
+
+
 def _requeue_interrupted(study) -> int:
-    """Mark the trials a killed run left running as failed (``interrupted``), and queue the
-    settings of every interrupted trial (killed, or stopped by Ctrl-C) again, once; returns
-    how many were queued."""
+    """Mark the trials that a killed worker left running as failed (``interrupted``), and
+    queue the settings of every interrupted trial (killed, or stopped by Ctrl-C or a full
+    disk) again, once; returns how many were queued. The trials of live workers (another
+    process running the same study) keep running."""
     from optuna.trial import TrialState
 
     storage = study._storage
     for trial in study.get_trials(states=(TrialState.RUNNING,)):
+        if not _abandoned(trial):
+            continue
         storage.set_trial_user_attr(trial._trial_id, "interrupted", True)
         storage.set_trial_state_values(trial._trial_id, TrialState.FAIL)
     trials = study.get_trials()
@@ -314,6 +349,18 @@ def _worker(
         _optimize(config, space, storage_url, out_dir, name, seed, share, bar)
 
 
+def _worker_process(*args) -> None:
+    """:func:`_worker` as a process of its own: an error is one line on stderr and exit
+    status 1 (the parent names the workers that failed), not a traceback."""
+    import sys
+
+    try:
+        _worker(*args)
+    except (OSError, ValueError) as err:
+        print(f"torchik: tune worker {os.getpid()}: error: {err}", file=sys.stderr)
+        raise SystemExit(1) from None
+
+
 def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed, share, bar):
     """The body of :func:`_worker`, with the worker's threads set."""
     study = open_study(config, _storage(storage_url, Path(out_dir)), name, False, seed)
@@ -331,17 +378,47 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
     objective = make_objective(config, space, problem)
 
     def run(trial) -> float:
+        trial.set_user_attr("worker", _worker_name())
         trial.set_user_attr("sampler_seed", seed)
         try:
             return objective(trial)
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
             raise
+        except OSError as err:  # past Optuna, which would record it and log its traceback:
+            raise _Stopped(err) from None  # the trial stays running, resume runs it again
 
-    study.optimize(
-        run, n_trials=share, callbacks=[stop],
-        catch=(FloatingPointError, InvalidSettings), gc_after_trial=False,
-    )  # fmt: skip
+    try:
+        study.optimize(
+            run, n_trials=share, callbacks=[stop],
+            catch=(FloatingPointError, InvalidSettings), gc_after_trial=False,
+        )  # fmt: skip
+    except _Stopped as stopped:
+        raise stopped.error from None
+    except Exception as err:
+        behind = _os_error_behind(err)
+        if behind is err:
+            raise
+        raise behind from None
+
+
+class _Stopped(BaseException):
+    """An OSError of a trial (a full disk), carried past Optuna's handling of trial errors."""
+
+    def __init__(self, error: OSError):
+        super().__init__(str(error))
+        self.error = error
+
+
+def _os_error_behind(err: Exception) -> Exception:
+    """The OSError that ``err`` was raised while handling (Optuna turns a failed journal write
+    after a trial into "AssertionError: Should not reach."), else ``err``."""
+    cause: BaseException | None = err
+    while cause is not None:
+        if isinstance(cause, OSError):
+            return cause
+        cause = cause.__context__
+    return err
 
 
 def _shares(left: int, jobs: int) -> list[int]:
@@ -369,9 +446,10 @@ def tune(
             ``.journal`` file; ``None``: ``out_dir/study.journal``.
         study_name: default :attr:`TuneConfig.study_name`.
         resume: continue the study in the run folder's journal (required where it exists),
-            re-queueing the trials a kill interrupted. With a shared ``storage`` an existing
-            study is always joined; ``resume`` only re-queues its running trials (do that
-            once every other worker is stopped).
+            re-queueing the trials a kill interrupted; the running trials of live worker
+            processes on this machine are left to them. With a shared ``storage`` an existing
+            study is always joined; ``resume`` only re-queues its running trials (those of
+            other machines too: do that once their workers are stopped).
         jobs: worker processes on this machine.
         progress: show a bar of counted trials on stderr.
 
@@ -453,7 +531,9 @@ def _run_workers(config, space, storage, out, name, shares, study, bar) -> None:
         return
     context = multiprocessing.get_context("spawn")
     procs = [
-        context.Process(target=_worker, args=(config, space, storage, str(out), name, base + i, n))
+        context.Process(
+            target=_worker_process, args=(config, space, storage, str(out), name, base + i, n)
+        )
         for i, n in enumerate(shares)
     ]
     for proc in procs:

@@ -23,6 +23,7 @@ from torch import Tensor
 
 from torchik.description.mjcf import is_mjcf
 from torchik.description.visuals import Visual, read_visuals
+from torchik.files import atomic_write
 from torchik.robot.robot import Robot
 from torchik.viewer.scene import (
     Solutions,
@@ -382,7 +383,7 @@ class Viewer:
         if path is not None:
             import imageio.v3 as iio
 
-            iio.imwrite(Path(path), rgb, extension=".png")
+            atomic_write(path, lambda tmp: iio.imwrite(tmp, rgb, extension=".png"))
         return rgb
 
     def close(self) -> None:

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torchik.files import MAX_DATA_BYTES, load_tensors, read_text
 from torchik.geometry.rotations import geodesic_distance, rotmat_to_quat, rotmat_to_rpy
 from torchik.robot.robot import Robot
 
@@ -287,13 +288,13 @@ def load_solutions(path: str | os.PathLike, robot: Robot) -> Tensor:
     """
     path = Path(path)
     if path.suffix.lower() == ".json":
-        records = json.loads(path.read_text())
+        records = json.loads(read_text(path, MAX_DATA_BYTES))
         try:
             q = torch.tensor([[float(r[name]) for name in robot.joint_names] for r in records])
         except (KeyError, TypeError, ValueError) as err:
             raise ValueError(f"{path}: not solutions of {robot.name} ({err})") from None
     else:
-        data = torch.load(path, map_location="cpu", weights_only=True)
+        data = load_tensors(path, "cpu", "torch file of configurations")
         q = data.get("q") if isinstance(data, dict) else data  # type: ignore[assignment]  # checked next
     if not isinstance(q, Tensor) or q.dim() not in (2, 3) or q.shape[-1] != robot.dof:
         raise ValueError(f"{path}: expected configurations (..., {robot.dof}) of {robot.name}")

@@ -1,0 +1,168 @@
+"""Out-of-range values for the public API beyond ``solve_ik`` (``tests/fuzz/solve_ik.py``).
+
+Each call takes one public function or method and replaces one or two of its arguments with
+values from pools of bad and edge values (negative, zero, NaN, infinite, huge, 1e300, wrong
+types, a seed where a generator belongs, tensors of wrong shapes, dtypes or on the meta
+device) on top of a valid call: ``random_configuration``, ``with_limits``, ``difference``,
+``integrate``, ``forward_kinematics``, ``link_positions``, ``make_dataset``, a model's
+``sample`` and ``log_prob``, ``TrainConfig``, ``TuneConfig`` and ``load_robot``. Passing: a
+result, or a one-line ValueError or TypeError, in under a second. Anything else (torch's
+RuntimeError, an AttributeError, a multi-line message) is a finding.
+
+``tests/fuzz/test_api.py`` runs a bounded sample in CI; ``make fuzz`` runs
+``python -m tests.fuzz.api --n 5000`` and prints the table for ``benchmarks/results/fuzz.md``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import random
+import time
+from collections import Counter
+from collections.abc import Callable
+from functools import cache
+from typing import Any
+
+import torch
+
+SLOW_S = 1.0
+NUMBERS = [-5, -1, 0, 1, 2, 10**9, 2**63, 1.5, -1e-3, 0.0, 1e300, math.nan, math.inf, -math.inf]
+KINDS = ["3", None, True, [1], (1.0, 2.0, 3.0), torch.tensor(1.0), 5]
+
+
+@cache
+def _robot():
+    import torchik
+
+    return torchik.load_robot("panda")
+
+
+@cache
+def _model():
+    from torchik.learn import make_dataset
+    from torchik.models.mdn import MDN
+
+    data = make_dataset(_robot(), 64, seed=0)
+    torch.manual_seed(0)
+    model = MDN(data.spec, MDN.tiny_config())
+    model.set_normalization(data.q, data.target)
+    return model.eval(), data
+
+
+def _tensors(rng: random.Random, size: int) -> list:
+    shapes = [(size,), (2, size), (size - 1,), (2, size + 1), (0, size), (3, 2, size), ()]
+    values: list[Any] = [torch.zeros(s) for s in shapes]
+    values += [torch.full((2, size), math.nan), torch.zeros(2, size, dtype=torch.long)]
+    values += [torch.zeros(2, size, dtype=torch.float64), torch.zeros(2, size, device="meta")]
+    return values + [[0.0] * size, "q", None]
+
+
+def _calls(rng: random.Random) -> dict[str, tuple[Callable, dict, dict]]:
+    """name: (function, valid keyword arguments, pools of bad ones)."""
+    from torchik.learn import make_dataset
+    from torchik.robot.robot import load_robot
+    from torchik.train import TrainConfig
+    from torchik.tune.study import TuneConfig
+
+    robot, (model, data) = _robot(), _model()
+    q, bounds = robot.random_configuration(2), [(a, b) for a in NUMBERS for b in NUMBERS]
+    return {
+        "random_configuration": (robot.random_configuration, {"n": 2, "generator": None},
+                                 {"n": NUMBERS + KINDS, "generator": NUMBERS + KINDS}),
+        "with_limits": (lambda limits: robot.with_limits(limits),
+                        {"limits": {"panda_joint1": (-1.0, 1.0)}},
+                        {"limits": [{"panda_joint1": b} for b in rng.sample(bounds, 20) + KINDS]
+                         + [{"nope": (0, 1)}, {"panda_joint1/qw": (0, 1)}, 5, None]}),
+        "difference": (robot.difference, {"q0": q, "q1": q},
+                       {"q0": _tensors(rng, 7), "q1": _tensors(rng, 7)}),
+        "integrate": (robot.integrate, {"q": q, "v": q},
+                      {"q": _tensors(rng, 7), "v": _tensors(rng, 7)}),
+        "forward_kinematics": (robot.forward_kinematics, {"q": q, "links": "panda_hand"},
+                               {"q": _tensors(rng, 7), "links": ["nope", 3, "", ["x"]]}),
+        "link_positions": (robot.link_positions, {"q": q, "links": "panda_hand"},
+                           {"q": _tensors(rng, 7), "links": ["nope", 3, None]}),
+        "make_dataset": (lambda **kw: make_dataset(robot, **kw), {"n": 4},
+                         {"n": NUMBERS + KINDS, "sampler": ["normal", "nope", 3],
+                          "std": NUMBERS + KINDS + [[0.1] * 3], "targets": ["pose", "x", None],
+                          "seed": NUMBERS + KINDS, "link": ["nope", 3]}),
+        "model.sample": (model.sample, {"target": data.target[:2], "n": 2},
+                         {"target": _tensors(rng, 3), "n": NUMBERS + KINDS,
+                          "generator": NUMBERS + KINDS}),
+        "model.log_prob": (model.log_prob, {"q": data.q[:2], "target": data.target[:2]},
+                           {"q": _tensors(rng, 7), "target": _tensors(rng, 3)}),
+        "TrainConfig": (TrainConfig, {},
+                        {k: NUMBERS + KINDS for k in ("steps", "batch_size", "lr", "seed",
+                                                      "weight_decay", "grad_clip", "ema_decay",
+                                                      "warmup_steps", "micro_batches")}),
+        "TuneConfig": (TuneConfig, {"family": "mlp"},
+                       {k: NUMBERS + KINDS for k in ("trials", "steps", "seed", "threads",
+                                                     "train_size", "family", "robot")}),
+        "load_robot": (load_robot, {"name": "snake2"},
+                       {"name": ["nope", 3, None, "planar", "snake4"],
+                        "dtype": [torch.long, "f", 3, torch.float64]}),
+    }  # fmt: skip
+
+
+def arguments(seed: int) -> tuple[str, Callable, dict]:
+    """The ``seed``-th call: ``(name, function, keyword arguments)``."""
+    rng = random.Random(seed)
+    calls = _calls(rng)
+    name = sorted(calls)[seed % len(calls)]
+    function, kwargs, pools = calls[name]
+    keys = rng.sample(sorted(pools), min(len(pools), rng.randint(1, 2)))
+    return name, function, {**kwargs, **{k: rng.choice(pools[k]) for k in keys}}
+
+
+def run_one(seed: int) -> tuple[str, str, float, str]:
+    """``(call, result, seconds, message)`` of the ``seed``-th call."""
+    name, function, kwargs = arguments(seed)
+    start = time.perf_counter()
+    try:
+        function(**kwargs)
+        result, message = "returned", ""
+    except (ValueError, TypeError) as err:
+        result, message = "refused", str(err)
+        if "\n" in message.strip():
+            result = "refused (multi-line message)"
+    except Exception as err:  # noqa: BLE001 - a leak is what the fuzz looks for
+        result, message = f"LEAK {type(err).__name__}", str(err)[:200]
+    shown = {k: v if not isinstance(v, torch.Tensor) else f"tensor{tuple(v.shape)}"
+             for k, v in kwargs.items()}  # fmt: skip
+    return name, result, time.perf_counter() - start, f"{shown!r:.160} -> {message[:160]}"
+
+
+def finding(result: str, seconds: float) -> bool:
+    """A leak, a multi-line message, or a refusal slower than :data:`SLOW_S`."""
+    return result not in ("returned", "refused") or (result == "refused" and seconds > SLOW_S)
+
+
+def table(rows) -> str:
+    """A markdown table: per function, calls, results counted, slowest refusal, findings."""
+    out = ["| call | calls | results | slowest refusal | findings |", "|---|---|---|---|---|"]
+    for name in sorted({r[1] for r in rows}):
+        mine = [r for r in rows if r[1] == name]
+        counts = Counter(r[2] for r in mine)
+        slowest = max((r[3] for r in mine if r[2] == "refused"), default=0.0)
+        text = ", ".join(f"{k} {v}" for k, v in counts.most_common())
+        bad = sum(finding(r[2], r[3]) for r in mine)
+        out.append(f"| `{name}` | {len(mine)} | {text} | {slowest * 1000:.0f} ms | {bad} |")
+    return "\n".join(out)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--n", type=int, default=5000, help="calls")
+    parser.add_argument("--start", type=int, default=0, help="first seed")
+    args = parser.parse_args(argv)
+    torch.set_num_threads(1)
+    rows = [(seed, *run_one(seed)) for seed in range(args.start, args.start + args.n)]
+    print(table(rows))
+    bad = [r for r in rows if finding(r[2], r[3])]
+    for seed, name, result, seconds, message in bad[:40]:
+        print(f"- seed {seed} {name}: {result} ({seconds:.2f} s) {message}")
+    return 1 if bad else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

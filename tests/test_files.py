@@ -1,0 +1,178 @@
+"""torchik.files: output paths never replaced by accident (devices, FIFOs, directories; links
+written through), atomic writes that name a full disk, torch files read only when regular and
+not a zip bomb, text read only from regular files of bounded size."""
+
+from __future__ import annotations
+
+import contextlib
+import errno
+import os
+import signal
+import stat
+import zipfile
+from pathlib import Path
+
+import pytest
+import torch
+
+from torchik import files
+from torchik.files import (
+    MAX_INFLATION,
+    FileRefused,
+    atomic_save,
+    atomic_write,
+    load_tensors,
+    output_file,
+    read_regular_file,
+    read_text,
+    save_figure,
+    write_text,
+)
+
+
+@contextlib.contextmanager
+def deadline(seconds: int = 10):
+    """Fail instead of hanging (a FIFO read blocks forever without a writer)."""
+
+    def expired(*_):
+        raise TimeoutError(f"blocked for {seconds} s")
+
+    previous = signal.signal(signal.SIGALRM, expired)
+    signal.alarm(seconds)
+    try:
+        yield
+    finally:
+        signal.alarm(0)
+        signal.signal(signal.SIGALRM, previous)
+
+
+def special_files(folder: Path) -> dict[str, Path]:
+    """A FIFO, a directory and (as root) a character device like ``/dev/full`` in ``folder``."""
+    found = {"fifo": folder / "fifo", "directory": folder / "dir"}
+    os.mkfifo(found["fifo"])
+    found["directory"].mkdir()
+    with contextlib.suppress(PermissionError):  # mknod needs root
+        os.mknod(folder / "full", stat.S_IFCHR | 0o666, os.makedev(1, 7))
+        found["device"] = folder / "full"
+    return found
+
+
+def _kind(path: Path) -> int:
+    return stat.S_IFMT(os.lstat(path).st_mode)
+
+
+# ---------------------------------------------------------------------------- writing
+def test_output_file_refuses_what_is_not_a_regular_file_and_writes_through_links(tmp_path):
+    for name, path in special_files(tmp_path).items():
+        kind = _kind(path)
+        for write in (lambda p: atomic_save({"a": 1}, p), lambda p: write_text(p, "x")):
+            with pytest.raises(FileRefused, match="not a regular file: nothing was written"):
+                write(path)
+            assert _kind(path) == kind, f"the {name} was replaced"
+    (tmp_path / "target.txt").write_text("old")
+    (tmp_path / "link").symlink_to("target.txt")
+    write_text(tmp_path / "link", "new")
+    assert (tmp_path / "link").is_symlink() and (tmp_path / "target.txt").read_text() == "new"
+    (tmp_path / "dangling").symlink_to("made.txt")
+    assert output_file(tmp_path / "dangling") == tmp_path / "made.txt"
+    write_text(tmp_path / "dangling", "made")
+    assert (tmp_path / "dangling").is_symlink() and (tmp_path / "made.txt").read_text() == "made"
+    (tmp_path / "to_fifo").symlink_to("fifo")
+    with pytest.raises(FileRefused, match="'.*to_fifo' is a FIFO"):
+        write_text(tmp_path / "to_fifo", "x")
+
+
+def test_a_full_disk_leaves_the_earlier_file_and_says_so(tmp_path, monkeypatch):
+    path = tmp_path / "model.pt"
+    atomic_save({"step": 1}, path)
+
+    def full(obj, file):
+        file.write(b"PK\x03\x04 half a checkpoint")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(files.torch, "save", full)
+    with pytest.raises(OSError, match=f"no space left on {path}: it was not written") as err:
+        atomic_save({"step": 2}, path)
+    assert err.value.errno == errno.ENOSPC
+    monkeypatch.undo()
+    assert load_tensors(path, "cpu") == {"step": 1}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["model.pt"]  # no temporary left
+
+
+def test_torch_save_to_a_full_device_is_an_oserror_not_torchs_unexpected_pos(tmp_path):
+    """Through a file object, ``torch.save`` on a full disk raises the OSError itself (with a
+    path, torch says "[enforce fail at inline_container.cc] unexpected pos")."""
+    if not os.path.exists("/dev/full"):
+        pytest.skip("no /dev/full")
+
+    def into_full_device(tmp: str) -> None:
+        with open("/dev/full", "wb") as file:
+            torch.save({"w": torch.zeros(10_000)}, file)
+
+    with pytest.raises(OSError, match="no space left on"):
+        atomic_write(tmp_path / "x.pt", into_full_device)
+
+
+def test_write_text_and_save_figure(tmp_path):
+    write_text(tmp_path / "a.csv", "a,b\r\n1,2\r\n")
+    assert (tmp_path / "a.csv").read_bytes() == b"a,b\r\n1,2\r\n"  # line ends kept
+
+    class Figure:
+        def savefig(self, name, format, dpi):
+            Path(name).write_text(f"{format} {dpi}")
+
+    save_figure(Figure(), tmp_path / "f.SVG", dpi=7)
+    save_figure(Figure(), tmp_path / "g", dpi=8)
+    assert (tmp_path / "f.SVG").read_text() == "svg 7" and (tmp_path / "g").read_text() == "png 8"
+    with pytest.raises(FileNotFoundError):
+        write_text(tmp_path / "no" / "such" / "folder.txt", "x")
+
+
+# ---------------------------------------------------------------------------- reading
+def test_load_tensors_refuses_special_files_without_blocking(tmp_path):
+    with deadline():
+        for path in special_files(tmp_path).values():
+            with pytest.raises(FileRefused, match="not a regular file: it is never read"):
+                load_tensors(path, "cpu")
+        with pytest.raises(FileNotFoundError):
+            load_tensors(tmp_path / "missing.pt", "cpu")
+
+
+def _bomb(path: Path, numel: int) -> None:
+    """A torch file whose entries are deflated: zeros compress about 1000 to 1."""
+    torch.save({"w": torch.zeros(numel)}, path.with_suffix(".plain"))
+    with (
+        zipfile.ZipFile(path.with_suffix(".plain")) as plain,
+        zipfile.ZipFile(path, "w", zipfile.ZIP_DEFLATED) as bomb,
+    ):
+        for entry in plain.infolist():
+            bomb.writestr(entry.filename, plain.read(entry.filename))
+
+
+def test_load_tensors_refuses_a_zip_bomb_before_inflating_it(tmp_path, monkeypatch):
+    _bomb(tmp_path / "bomb.pt", 2_000_000)  # 8 MB of zeros in about 8 KB
+    loads = []
+    monkeypatch.setattr(files.torch, "load", lambda *args, **kw: loads.append(args))
+    with pytest.raises(FileRefused, match=f"inflate to 8,000,.* bytes.*most {MAX_INFLATION}"):
+        load_tensors(tmp_path / "bomb.pt", "cpu")
+    assert not loads  # refused before torch read (and inflated) anything
+    monkeypatch.undo()
+    _bomb(tmp_path / "small.pt", 1000)  # a compressed file within the ratio still loads
+    assert load_tensors(tmp_path / "small.pt", "cpu")["w"].shape == (1000,)
+    atomic_save({"w": torch.randn(100_000)}, tmp_path / "plain.pt")  # torch.save: stored entries
+    assert load_tensors(tmp_path / "plain.pt", "cpu")["w"].shape == (100_000,)
+
+
+def test_read_text_regular_files_of_bounded_size(tmp_path):
+    with deadline():
+        for path in [*special_files(tmp_path).values(), Path("/dev/zero")]:
+            with pytest.raises(FileRefused, match="not a regular file"):
+                read_text(path)
+    (tmp_path / "big.json").write_text("x" * 100)
+    with pytest.raises(FileRefused, match="'.*big.json': 100 bytes, over the limit of 10"):
+        read_text(tmp_path / "big.json", 10)
+    assert read_text(tmp_path / "big.json", None) == "x" * 100
+    (tmp_path / "latin.json").write_bytes(b"{\xe9}")
+    with pytest.raises(ValueError, match="latin.json' is not UTF-8 text"):
+        read_text(tmp_path / "latin.json")
+    assert read_regular_file(tmp_path / "big.json", 100) == b"x" * 100
