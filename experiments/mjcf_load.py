@@ -287,19 +287,19 @@ def _velocity_map(model: Any, robot: Any, q: Any) -> Any:
     from torchik.geometry.rotations import quat_to_rotmat
 
     _, joints = mjcf_names(model)
-    names, out = list(robot.joint_names), np.zeros((model.nv, robot.nv))
-    moving = names[7:] if robot.floating else names  # a floating base: 7 q, 6 v, first
-    column = {name: c + (6 if robot.floating else 0) for c, name in enumerate(moving)}
+    names, out, k = list(robot.joint_names), np.zeros((model.nv, robot.nv)), robot.floating_bases
+    column = {name: 6 * k + c for c, name in enumerate(names[7 * k :])}  # bases: 7 q, 6 v each
     for name, c in column.items():
         out[model.jnt_dofadr[joints.index(name)], c] = 1.0
     for joint in robot.model.joints:
         if joint.mimic is not None:
             row = model.jnt_dofadr[joints.index(joint.name)]
             out[row, column[joint.mimic.joint]] += joint.mimic.multiplier
-    if robot.floating:  # MuJoCo: v in the world, w in the body; torchik: both in the body
-        a = model.jnt_dofadr[joints.index(names[0].rsplit("/", 1)[0])]
-        out[a : a + 3, 0:3] = quat_to_rotmat(q[3:7] / q[3:7].norm()).numpy()
-        out[a + 3 : a + 6, 3:6] = np.eye(3)
+    for b in range(k):  # MuJoCo: v in the world, w in the body; torchik: both in the body
+        a = model.jnt_dofadr[joints.index(names[7 * b].rsplit("/", 1)[0])]
+        quat = q[7 * b + 3 : 7 * b + 7]
+        out[a : a + 3, 6 * b : 6 * b + 3] = quat_to_rotmat(quat / quat.norm()).numpy()
+        out[a + 3 : a + 6, 6 * b + 3 : 6 * b + 6] = np.eye(3)
     return out
 
 

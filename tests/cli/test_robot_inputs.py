@@ -35,14 +35,24 @@ def test_every_robot_command_takes_an_mjcf_file(arm_xml, tmp_path, capsys):
     assert code == 0 and "link tool0" in out, err
 
 
-def test_an_mjcf_file_torchik_refuses_is_one_line(tmp_path, capsys):
+def test_an_mjcf_scene_solves_its_arm_and_refuses_a_free_body_in_one_line(tmp_path, capsys):
     pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
     path = tmp_path / "two.xml"
     obj = '<body name="obj" pos="1 0 0"><freejoint name="obj_free"/><geom size="0.1"/></body>'
     path.write_text(ARM_XML.replace("</worldbody>", f"{obj}</worldbody>"))
+    code, out, err = run(capsys, "solve", str(path), "--position", "0.3", "0.1", "0.5", "-n", "2")
+    assert code == 0, err
+    assert "the scene's 1 free body stays out of q: solving the chain world -> tool0" in err
+    assert "yaw" in out and "obj_free" not in out
+    code, _, err = run(capsys, "solve", str(path), "--link", "obj", "--position", "1", "0", "0")
+    assert_one_line_error(code, err)
+    assert "obj moves with the floating base 'obj_free'" in err and "--link" in err
+    path.write_text(
+        ARM_XML.replace('<geom size="0.05"/>', '<joint type="ball"/><geom size="0.05"/>')
+    )
     code, _, err = run(capsys, "solve", str(path), "--position", "0.3", "0.1", "0.5")
     assert_one_line_error(code, err)
-    assert "free joint 'obj_free'" in err and "free_joint='fixed'" in err
+    assert "is a ball joint" in err
 
 
 def test_info_shows_the_range_a_continuous_joint_is_drawn_from(capsys):

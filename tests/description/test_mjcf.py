@@ -10,6 +10,7 @@ from pathlib import Path
 import pytest
 import torch
 
+import torchik
 from torchik import Robot
 from torchik.description import MJCFError, bundled_urdf, mjcf_names, parse_mjcf, qpos_index
 
@@ -277,8 +278,8 @@ def test_unreadable_sources(tmp_path):
         parse_mjcf("<mujoco><worldbody><body><joint type='nope'/></body></worldbody></mujoco>")
 
 
-# Free joints beside other top-level bodies (issue 35): one floating base, the world's only child
-# body, or a one-line refusal naming the joint; free_joint="fixed" matches MuJoCo at qpos0.
+# Free joints beside other top-level bodies (issue 35): each free body a floating base with its 7
+# coordinates, FK and Jacobians as MuJoCo's; free_joint="fixed" matches MuJoCo at qpos0.
 TORSO = """<body name="torso" pos="0 0 1"><freejoint name="root"/><geom size="0.2"/>
   <body name="leg" pos="0.2 0 -0.2"><joint name="hip" axis="0 1 0" range="-1 1"/>
   <geom size="0.05"/></body></body>"""
@@ -300,10 +301,11 @@ def _scene(*bodies: str, world: str = "") -> str:
     return f"<mujoco><worldbody>{world}{''.join(bodies)}</worldbody></mujoco>"
 
 
-BESIDE_OTHERS = {  # scene -> (the refused free joint, its body, another top-level body)
+SCENES = {  # scene -> (free joints in q's order, a body beside them fixed in the world or None)
     "arm_then_free_object": (
         _scene(ARM_BODY, _free("obj", "1 0 0.1", "0.924 0 0 0.383")),
-        ("obj_free", "obj", "arm"),
+        ("obj_free",),
+        "forearm",
     ),
     "table_then_two_free": (
         _scene(
@@ -311,33 +313,94 @@ BESIDE_OTHERS = {  # scene -> (the refused free joint, its body, another top-lev
             _free("a", "0.2 0 0.5"),
             _free("b", "-0.2 0.1 0.5", "0.707 0.707 0 0"),
         ),
-        ("a_free", "a", "table"),
+        ("a_free", "b_free"),
+        "table",
     ),
     "free_first_then_static_body": (
         _scene(TORSO, '<body name="post" pos="2 0 0.5"><geom size="0.1"/></body>'),
-        ("root", "torso", "post"),
+        ("root",),
+        "post",
     ),
-    "free_first_then_hinged_body": (_scene(TORSO, ARM_BODY), ("root", "torso", "arm")),
-    "two_free_bodies": (_scene(TORSO, _free("ball", "1 0 0.1")), ("root", "torso", "ball")),
+    "free_first_then_hinged_body": (_scene(TORSO, ARM_BODY), ("root",), "forearm"),
+    "two_free_bodies": (_scene(TORSO, _free("ball", "1 0 0.1")), ("root", "ball_free"), None),
 }
 
 
-@pytest.mark.parametrize("scene", sorted(BESIDE_OTHERS))
-def test_a_free_joint_beside_other_top_level_bodies_is_refused_or_fixed(scene):
-    xml, (joint, body, other) = BESIDE_OTHERS[scene]
-    with pytest.raises(MJCFError) as info:
-        Robot.from_mjcf(xml)
-    message = str(info.value)
-    assert "\n" not in message
-    assert f"free joint {joint!r} in body {body!r}" in message and repr(other) in message
-    assert "free_joint='fixed'" in message
+def _scene_configurations(robot: Robot, seed: int) -> torch.Tensor:
+    """``(4, nq)`` random configurations with every free body somewhere in a 1 m cube."""
+    g = torch.Generator().manual_seed(seed)
+    q = robot.random_configuration(4, g)
+    for k in range(robot.floating_bases):
+        q[:, 7 * k : 7 * k + 3] = torch.rand(4, 3, dtype=F64, generator=g) - 0.5
+    return q
+
+
+def _mujoco_jacobian(model, robot: Robot, q: torch.Tensor, body: str) -> torch.Tensor:
+    """``(6, nv)`` Jacobian of ``body``'s origin from mj_jacBody, in torchik's columns: a free
+    body's linear velocity in its own frame (MuJoCo's is in the world), joints after."""
+    data = mujoco.MjData(model)
+    values = _all_joint_values(robot, q[None])
+    data.qpos[qpos_index(model, list(values))] = torch.stack([v[0] for v in values.values()])
+    mujoco.mj_kinematics(model, data)
+    mujoco.mj_comPos(model, data)
+    jacp, jacr = torch.zeros(3, model.nv, dtype=F64), torch.zeros(3, model.nv, dtype=F64)
+    mujoco.mj_jacBody(model, data, jacp.numpy(), jacr.numpy(), model.body(body).id)
+    mj = torch.cat((jacp, jacr))
+    columns = []
+    for k in range(robot.floating_bases):
+        joint = model.joint(robot.joint_names[7 * k].partition("/")[0])
+        adr, rot = int(joint.dofadr[0]), torch.as_tensor(data.xmat[joint.bodyid[0]].copy())
+        columns += [mj[:, adr : adr + 3] @ rot.reshape(3, 3), mj[:, adr + 3 : adr + 6]]
+    joints = robot.joint_names[7 * robot.floating_bases :]
+    columns += [mj[:, int(model.joint(name).dofadr[0]), None] for name in joints]
+    return torch.cat(columns, dim=-1)
+
+
+@pytest.mark.parametrize("scene", sorted(SCENES))
+def test_every_free_body_of_a_scene_is_a_floating_base_that_matches_mujoco(scene):
+    xml, free, static = SCENES[scene]
     model = mujoco.MjModel.from_xml_string(xml)
-    robot = Robot.from_mjcf(xml, free_joint="fixed", dtype=F64)  # every free body at qpos0
-    q = robot.random_configuration(3, torch.Generator().manual_seed(5))
+    robot = Robot.from_mjcf(xml, dtype=F64)
+    assert robot.root == "world" and robot.floating_bases == len(free)
+    assert robot.joint_names[: 7 * len(free) : 7] == tuple(f"{j}/x" for j in free)
+    assert robot.nv == robot.nq - len(free)
     bodies = [model.body(b).name for b in range(model.nbody)]
+    owners = {b: robot.base_of(b) for b in bodies}
+    assert owners["world"] is None and (static is None or owners[static] is None)
+    q = _scene_configurations(robot, len(scene))
     torch.testing.assert_close(
         robot.forward_kinematics(q, bodies), _mujoco_poses(model, robot, q), atol=1e-12, rtol=0
     )
+    for body in bodies[1:]:
+        expected = _mujoco_jacobian(model, robot, q[0], body)
+        torch.testing.assert_close(robot.jacobian(q[0], body), expected, atol=1e-12, rtol=0)
+    fixed = Robot.from_mjcf(xml, free_joint="fixed", dtype=F64)  # every free body at qpos0
+    assert not fixed.floating
+    q = fixed.random_configuration(3, torch.Generator().manual_seed(5))
+    torch.testing.assert_close(
+        fixed.forward_kinematics(q, bodies), _mujoco_poses(model, fixed, q), atol=1e-12, rtol=0
+    )
+
+
+def test_a_scene_steps_on_its_manifold_and_whole_body_ik_refuses_it_in_one_line():
+    xml, free, _ = SCENES["table_then_two_free"]
+    robot = Robot.from_mjcf(xml, dtype=F64)
+    q = _scene_configurations(robot, 1)
+    v = torch.randn(4, robot.nv, dtype=F64, generator=torch.Generator().manual_seed(2)) / 4
+    q1 = robot.integrate(q, v)
+    torch.testing.assert_close(robot.difference(q, q1), v, atol=1e-12, rtol=0)
+    quats = q1[:, [3, 4, 5, 6, 10, 11, 12, 13]].reshape(4, 2, 4)
+    torch.testing.assert_close(quats.norm(dim=-1), torch.ones(4, 2, dtype=F64))
+    neutral = robot.neutral()
+    assert neutral[3] == 1 and neutral[10] == 1 and neutral.abs().sum() == 2
+    target = robot.forward_kinematics(q[:1], "a_handle")
+    with pytest.raises(ValueError, match="free bodies beside its root 'world'") as info:
+        torchik.solve_wholebody(robot, {"a_handle": target})
+    assert "\n" not in str(info.value) and "free_joint='fixed'" in str(info.value)
+    with pytest.raises(ValueError, match="accepted: a fixed base, e.g. robot.chain") as info:
+        torchik.solve_ik(robot, target, link="a_handle")
+    chain = robot.chain("world", "a_handle")  # one free body: a floating robot rooted at it
+    assert chain.floating_bases == 1 and chain.base_of(chain.root) == 0
 
 
 def test_a_single_free_root_loads_with_a_site_on_the_world():

@@ -32,6 +32,8 @@ FREE_ROOT = """<mujoco><worldbody><site name="marker" pos="0 1 0"/><body name="t
   <freejoint name="root"/><geom size="0.2"/><body name="leg" pos="0.2 0 -0.2">
   <joint name="hip" axis="0 1 0" range="-1 1"/><geom size="0.05"/></body></body></worldbody>
   </mujoco>"""
+BALL = """<mujoco><worldbody><body name="b"><joint name="ball" type="ball"/><geom size="0.1"/>
+  </body></worldbody></mujoco>"""
 
 
 @pytest.fixture
@@ -41,6 +43,7 @@ def corpus(tmp_path: Path) -> Path:
         "arms/arm_copy.xml": ARM.format(extra=""),  # the same content: counted once
         "arms/arm_and_object.xml": ARM.format(extra=FREE_OBJECT),
         "robots/free_root.xml": FREE_ROOT,
+        "robots/ball.xml": BALL,
         "robots/broken.xml": "<mujoco><worldbody><body><joint type='no'/></body></worldbody>",
         "robots/not_mjcf.xml": "<robot name='r'/>",
     }
@@ -55,6 +58,7 @@ def test_corpus_from_a_folder_and_a_json_list(corpus):
     assert [(e["package"], e["relpath"]) for e in entries] == [
         ("arms", "arms/arm.xml"),
         ("arms", "arms/arm_and_object.xml"),
+        ("robots", "robots/ball.xml"),
         ("robots", "robots/broken.xml"),
         ("robots", "robots/free_root.xml"),
     ]
@@ -71,9 +75,11 @@ def test_check_file_classifies_each_free_joint_option(corpus):
     exact = check_file(str(corpus / "arms/arm.xml"))
     assert exact["floating"]["status"] == exact["fixed"]["status"] == "exact"
     assert exact["floating"]["sites"] == 1 and exact["floating"]["position"] < 1e-12
-    beside = check_file(str(corpus / "arms/arm_and_object.xml"))
-    assert beside["floating"]["status"] == "refused" and "obj_free" in beside["floating"]["message"]
-    assert beside["fixed"]["status"] == "exact"
+    beside = check_file(str(corpus / "arms/arm_and_object.xml"))  # a free body beside the arm
+    assert beside["floating"]["status"] == beside["fixed"]["status"] == "exact"
+    assert beside["floating"]["jacobian"] < 1e-12
+    ball = check_file(str(corpus / "robots/ball.xml"))
+    assert ball["floating"]["status"] == "refused" and "ball joint" in ball["floating"]["message"]
     free_root = check_file(str(corpus / "robots/free_root.xml"))  # the Jacobian's base columns
     assert free_root["floating"]["status"] == "exact" and free_root["floating"]["jacobian"] < 1e-12
     assert check_file(str(corpus / "robots/broken.xml"))["status"] == "mujoco_error"
@@ -82,14 +88,14 @@ def test_check_file_classifies_each_free_joint_option(corpus):
 def test_run_corpus_and_tables(corpus):
     lines: list[str] = []
     results = run_corpus(corpus_from(corpus), timeout=120, log=lines.append)
-    assert len(lines) == 4 and "refused / exact" in lines[0 + 1]
+    assert len(lines) == 5 and "exact / exact" in lines[1] and "refused / refused" in lines[2]
     tables = mjcf_tables(results)
     total = tables[0].row("total")
-    assert (total["files"], total["skipped"], total["exact"], total["refused"]) == (4, 1, 2, 1)
+    assert (total["files"], total["skipped"], total["exact"], total["refused"]) == (5, 1, 3, 1)
     assert sum(total[s] for s in STATUSES) == total["checked"]
     assert tables[1].row("total")["exact"] == 3  # free_joint="fixed"
     assert tables[2].notes == ["none"]  # nothing wrong, crashed or timed out
-    assert "obj_free" in tables[3].rows[0]["message"] and str(corpus) not in tables[3].markdown()
+    assert "ball joint" in tables[3].rows[0]["message"] and str(corpus) not in tables[3].markdown()
     timed_out = run_corpus(corpus_from(corpus)[:1], timeout=1e-3)
     assert timed_out[0]["floating"]["status"] == "timeout"
 
@@ -106,7 +112,7 @@ def _script(*args: str, pythonpath: str = "") -> subprocess.CompletedProcess:
 def test_the_script_writes_the_tables_or_skips_in_one_line(corpus, tmp_path):
     done = _script("--corpus", str(corpus), "--out", str(tmp_path / "out" / "mjcf"))
     assert done.returncode == 0, done.stderr[-2000:]
-    assert "| total | 4 | 1 | 3 | 2 | 2 | 0 | 1 | 0 | 0 | " in done.stdout
+    assert "| total | 5 | 1 | 4 | 3 | 3 | 0 | 1 | 0 | 0 | " in done.stdout
     assert (tmp_path / "out" / "mjcf.json").is_file()
     missing = _script("--corpus", str(tmp_path / "nowhere"))
     assert (

@@ -15,7 +15,7 @@ import torch
 import torchik
 from tests.paths import DATA, ROBOT_FILES
 from torchik import Robot, URDFError, load_robot
-from torchik.geometry.floating import base_pose, difference, integrate
+from torchik.geometry.floating import base_pose, difference, integrate, velocity_coordinates
 
 DATA = DATA / "urdf_lenient"
 F64 = torch.float64
@@ -122,6 +122,23 @@ def test_pure_functions_on_batches() -> None:
     assert base_pose(q).shape == (4, 2, 4, 4)
     v = torch.zeros(4, 2, 6, dtype=F64)
     assert integrate(q, v, True).shape == (4, 2, 7) and difference(q, q, True).shape == (4, 2, 6)
+
+
+def test_several_bases_step_each_in_its_own_frame() -> None:
+    g = torch.Generator().manual_seed(3)
+    quats = torch.randn(5, 2, 4, dtype=F64, generator=g)
+    blocks = torch.cat((torch.randn(5, 2, 3, dtype=F64, generator=g), quats), dim=-1)
+    q = torch.cat((blocks.reshape(5, 14), torch.randn(5, 3, dtype=F64, generator=g)), dim=-1)
+    v = torch.randn(5, 15, dtype=F64, generator=g) / 3
+    stepped = integrate(q, v, 2)
+    for k in range(2):  # base k moves as a single base would, by its own 6 entries
+        one = integrate(q[:, 7 * k : 7 * k + 7], v[:, 6 * k : 6 * k + 6], 1)
+        torch.testing.assert_close(stepped[:, 7 * k : 7 * k + 7], one)
+    torch.testing.assert_close(stepped[:, 14:], q[:, 14:] + v[:, 12:])
+    torch.testing.assert_close(difference(q, stepped, 2), v)
+    assert velocity_coordinates(15, 2).tolist() == [-1] * 12 + [14, 15, 16]
+    with pytest.raises(ValueError, match=r"v must have shape \(..., 15\)"):
+        integrate(q, v[:, :14], 2)
 
 
 def test_floating_base_option_on_a_fixed_description() -> None:

@@ -56,6 +56,7 @@ def add_parser(sub) -> None:
 def run(args: argparse.Namespace) -> int:
     robot = _robot(args.robot).to(args.device)
     link = _end_link(args, robot)
+    robot = _fixed_part(robot, link)
     if idle := _idle_joints(robot, link):
         shown = ", ".join(idle[:8]) + (f" and {len(idle) - 8} more" if len(idle) > 8 else "")
         joints = "1 joint does" if len(idle) == 1 else f"{len(idle)} joints do"
@@ -77,6 +78,30 @@ def run(args: argparse.Namespace) -> int:
               f"exit status {_UNSOLVED}", file=sys.stderr)  # fmt: skip
         return _UNSOLVED
     return 0
+
+
+def _fixed_part(robot, link: str):
+    """``robot``, or for a MuJoCo scene the chain from the world to ``link`` (its free bodies
+    stay out of ``q``); a link that rides on a floating base is refused in one line."""
+    if not robot.floating:
+        return robot
+    owner = robot.base_of(link)
+    if owner is not None:
+        base = robot.joint_names[7 * owner].rsplit("/", 1)[0]
+        other = (
+            "a link fixed in the world with --link"
+            if robot.base_of(robot.root) is None
+            else "a fixed-base file, or move the base too with torchik.solve_wholebody in Python"
+        )
+        raise ValueError(
+            f"{link} moves with the floating base {base!r}; torchik solve places links on a "
+            f"fixed base: choose {other}"
+        )
+    one = robot.floating_bases == 1
+    bodies, verb = ("free body", "stays") if one else ("free bodies", "stay")
+    print(f"torchik: the scene's {robot.floating_bases} {bodies} {verb} out of q: solving the "
+          f"chain {robot.root} -> {link}", file=sys.stderr)  # fmt: skip
+    return robot.chain(robot.root, link)
 
 
 def _idle_joints(robot, link: str) -> list[str]:

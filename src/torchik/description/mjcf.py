@@ -20,10 +20,12 @@ A joint equality (active at the start, linear, between two joints: what MuJoCo m
 ``<mimic>``) makes its first joint a mimic joint of the second, outside ``q``; other equality
 constraints are left out (their joints stay coordinates of ``q``).
 
-A free joint is a floating base (``free_joint="floating"``, the default) only in the world's
-only child body: then ``q`` starts with its 7 coordinates, the body is the root link, and sites
-fixed to the world are left out (the world is not a link of a floating robot). Any other free
-joint (an arm beside a free object, two free bodies) is refused in one line that names it:
+Every free joint is a floating base (``free_joint="floating"``, the default): ``q`` starts with
+its 7 coordinates (``qpos``: position, then quaternion ``w, x, y, z``, in the world), in
+MuJoCo's order, then the hinges and slides (:mod:`torchik.geometry.floating`). When the free
+body is the world's only child, it becomes the root link and sites fixed to the world are left
+out (the world is not a link of a floating robot); otherwise (an arm beside free objects, several
+robots) the world stays the root and each free body moves with its own 7 coordinates.
 ``free_joint="fixed"`` keeps every free body at its pose in the file (MuJoCo's ``qpos0``).
 
 Every number read from the compiled model (positions, orientations, axes, ``ref``, ranges,
@@ -78,12 +80,10 @@ def parse_mjcf(
         source: A path to an MJCF file (its ``<include>`` and asset paths resolved by MuJoCo),
             the XML text itself (a ``str`` starting with ``<``), or a compiled
             ``mujoco.MjModel`` (full precision: a saved XML rounds to 6 digits).
-        free_joint: ``"floating"`` makes a free joint a floating base (its 7 ``qpos``, position
-            and quaternion ``w, x, y, z`` in the world, are the base's ``q``, named
-            ``<joint>/x`` ... ``<joint>/qz``) when its body is the world's only child body, and
-            refuses any other free joint; ``"fixed"`` keeps every free body fixed at its pose in
-            the file (MuJoCo's ``qpos0``), for an arm beside free objects; ``"error"`` refuses
-            free joints.
+        free_joint: ``"floating"`` makes each free joint a floating base (its 7 ``qpos``,
+            position and quaternion ``w, x, y, z`` in the world, named ``<joint>/x`` ...
+            ``<joint>/qz`` in ``q``); ``"fixed"`` keeps every free body fixed at its pose in
+            the file (MuJoCo's ``qpos0``); ``"error"`` refuses free joints.
         limits: ``{joint: (lower, upper)}`` overriding the file's ranges (in radians or metres,
             in ``qpos`` units); required for a slide joint that has no range.
         sites: Whether each ``<site>`` becomes a link (fixed to its body, named after the site,
@@ -97,10 +97,10 @@ def parse_mjcf(
     Raises:
         ImportError: If the ``mujoco`` package is missing (``pip install torchik[mjcf]``).
         MJCFError: If the file is a URDF, or refers to a file that is not a regular file,
-            MuJoCo refuses it, or it has a ball joint, a free joint that is not the only
-            top-level body's (or any, with ``free_joint="error"``), a slide joint with no
-            range, a number that is not finite or beyond ``1e9``, or ``limits`` names an
-            unknown joint; the message names the file and the element.
+            MuJoCo refuses it, or it has a ball joint, a free joint with
+            ``free_joint="error"``, a slide joint with no range, a number that is not finite
+            or beyond ``1e9``, or ``limits`` names an unknown joint; the message names the file
+            and the element.
     """
     if free_joint not in FREE_JOINT_OPTIONS:
         raise ValueError(f"free_joint must be one of {FREE_JOINT_OPTIONS}, not {free_joint!r}")
@@ -284,7 +284,7 @@ def _build(
     unknown = sorted(set(limits) - set(joint_names))
     if unknown:
         raise MJCFError(f"limits= names {unknown}, which are not joints of the model")
-    floating = free_joint == "floating" and _floating_base(model, bodies, joint_names)
+    floating = free_joint == "floating" and _floating_base(model)
     builder = _Builder(model, bodies, joint_names, free_joint, limits)
     builder.mimics = _joint_mimics(model, joint_names)
     for body in range(1, model.nbody):  # ids are depth-first: parents come first
@@ -295,24 +295,12 @@ def _build(
     return URDFModel(model.names.split(b"\0")[0].decode() or "mjcf", bodies[0], *builder.done())
 
 
-def _floating_base(model: Any, bodies: list[str], joint_names: list[str]) -> bool:
-    """Whether the model has a free joint, refusing one that cannot be its floating base:
-    torchik's ``q`` holds one floating base, the world's only child body."""
+def _floating_base(model: Any) -> bool:
+    """Whether the model's only free joint is in the world's only child body: a floating base,
+    which becomes the root link (the world, and the sites fixed to it, are then no links)."""
     top = [b for b in range(1, model.nbody) if int(model.body_parentid[b]) == 0]
     free = [j for j in range(model.njnt) if int(model.jnt_type[j]) == _FREE]
-    for j in free:
-        body = int(model.jnt_bodyid[j])
-        if top == [body]:
-            continue
-        others = [repr(bodies[b]) for b in top if b != body]
-        shown = ", ".join(others[:3]) + (f" and {len(others) - 3} more" if len(others) > 3 else "")
-        where = f"the world also holds {shown}" if body in top else "it is not a top-level body"
-        raise MJCFError(
-            f"free joint {joint_names[j]!r} in body {bodies[body]!r} cannot be the floating "
-            f"base ({where}); torchik's q holds one floating base, the world's only child "
-            "body: pass free_joint='fixed' to keep free bodies at their pose in the file"
-        )
-    return bool(free)
+    return len(free) == 1 and top == [int(model.jnt_bodyid[free[0]])]
 
 
 def _checked(values: Any, what: str) -> Tensor:
@@ -469,7 +457,7 @@ class _Builder:
         return kind in (_HINGE, _SLIDE) or (kind == _FREE and self.free_joint == "floating")
 
     def _add_floating(self, j: int, parent: str, child: str) -> None:
-        self.links.append(child)  # the world's only child body: _floating_base checked it
+        self.links.append(child)  # MuJoCo allows free joints in top-level bodies only
         self.joints.append(Joint(self.joint_names[j], "floating", parent, child))
 
     def _add_joint(self, j, kind, parent, child, origin, axis) -> None:

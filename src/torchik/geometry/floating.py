@@ -1,12 +1,14 @@
-"""Floating bases: the base pose inside ``q``, and stepping on the configuration manifold.
+"""Floating bases: the base poses inside ``q``, and stepping on the configuration manifold.
 
-A floating robot's ``q (..., 7 + n)`` starts with the base pose: position ``(x, y, z)`` in
-metres, then a quaternion ``(qw, qx, qy, qz)`` (torchik's order, scalar first; Pinocchio's
-FreeFlyer stores ``(qx, qy, qz, qw)``), then the ``n`` joint values. The quaternion need not be
+A floating robot's ``q (..., 7 K + n)`` starts with the poses of its ``K`` free bodies (one for
+a floating base; several in a MuJoCo scene with free objects), each a position ``(x, y, z)`` in
+metres then a quaternion ``(qw, qx, qy, qz)`` (torchik's order, scalar first; Pinocchio's
+FreeFlyer stores ``(qx, qy, qz, qw)``), then the ``n`` joint values. A quaternion need not be
 unit: every function uses ``quat / |quat|``, so gradients with respect to it are tangent to the
-unit sphere. Velocities and steps ``v (..., 6 + n)`` start with the base twist in the base's own
-frame, linear then angular (Pinocchio's FreeFlyer convention), so Jacobians have ``nv = nq - 1``
-columns. Fixed-base robots take the same calls with ``nq == nv`` and plain addition.
+unit sphere. Velocities and steps ``v (..., 6 K + n)`` start with each body's twist in its own
+frame, linear then angular (Pinocchio's FreeFlyer convention), so Jacobians have
+``nv = nq - K`` columns. Fixed-base robots take the same calls with ``K = 0``: ``nq == nv`` and
+plain addition.
 """
 
 from __future__ import annotations
@@ -42,7 +44,8 @@ def base_pose(q_base: Tensor, origin: Tensor | None = None) -> Tensor:
 
     Args:
         q_base: ``(..., 7)`` position and quaternion ``(w, x, y, z)`` (any nonzero norm).
-        origin: ``(4, 4)`` the floating joint's ``<origin>`` (``None``: identity).
+        origin: ``(4, 4)`` (or ``(..., 4, 4)``, broadcast) the floating joint's ``<origin>``
+            (``None``: identity).
 
     Example:
         >>> base_pose(torch.tensor([1.0, 2.0, 3.0, 1.0, 0.0, 0.0, 0.0]))[:3, 3]
@@ -74,59 +77,73 @@ def base_jacobian(
     return torch.cat((linear, angular), dim=-2), world
 
 
-def integrate(q: Tensor, v: Tensor, floating: bool) -> Tensor:
+def integrate(q: Tensor, v: Tensor, bases: int) -> Tensor:
     """``q ⊕ v``: the configuration reached from ``q (..., nq)`` by the step ``v (..., nv)``.
 
-    For a floating base, position ``p + R v_lin`` and quaternion ``quat * exp(w / 2)``
-    (normalised): the retraction of SO(3) x R^3 with the step in the base frame, whose
-    derivative at ``v = 0`` is what :func:`base_jacobian` uses; joints add.
+    For each of the ``bases`` floating bases, position ``p + R v_lin`` and quaternion
+    ``quat * exp(w / 2)`` (normalised): the retraction of SO(3) x R^3 with the step in the base
+    frame, whose derivative at ``v = 0`` is what :func:`base_jacobian` uses; joints add.
+
+    Args:
+        q: ``(..., 7 K + n)`` configurations.
+        v: ``(..., 6 K + n)`` steps.
+        bases: ``K``, the number of floating bases (``True``/``False``: one or none).
 
     Example:
         >>> q = torch.tensor([0.0, 0.0, 0.0, 1.0, 0.0, 0.0, 0.0, 0.5])
-        >>> integrate(q, torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25]), True)
+        >>> integrate(q, torch.tensor([1.0, 0.0, 0.0, 0.0, 0.0, 0.0, 0.25]), 1)
         tensor([1.0000, 0.0000, 0.0000, 1.0000, 0.0000, 0.0000, 0.0000, 0.7500])
 
     Raises:
-        TypeError: not tensors (or, for a floating base, of two dtypes).
-        ValueError: ``v`` not of size ``nq - 1`` (floating base) or ``nq``, or batch shapes
-            that do not broadcast.
+        TypeError: not tensors (or, with floating bases, of two dtypes).
+        ValueError: ``v`` not of size ``nq - K``, or batch shapes that do not broadcast.
     """
-    _check_pair("q", q, "v", v, floating)
-    if not floating:
+    k = int(bases)
+    _check_pair("q", q, "v", v, k)
+    if not k:
         return q + v
-    quat = q[..., 3:7]
-    step = (quat_to_rotmat(quat) @ v[..., :3, None])[..., 0]
-    turned = quat_normalize(quat_multiply(quat, rotvec_to_quat(v[..., 3:6])))
-    return torch.cat((q[..., :3] + step, turned, q[..., 7:] + v[..., 6:]), dim=-1)
+    parts = []
+    for b in range(k):
+        qb, vb = q[..., 7 * b : 7 * b + 7], v[..., 6 * b : 6 * b + 6]
+        quat = qb[..., 3:7]
+        step = (quat_to_rotmat(quat) @ vb[..., :3, None])[..., 0]
+        turned = quat_normalize(quat_multiply(quat, rotvec_to_quat(vb[..., 3:6])))
+        parts += [qb[..., :3] + step, turned]
+    return torch.cat((*parts, q[..., 7 * k :] + v[..., 6 * k :]), dim=-1)
 
 
-def difference(q0: Tensor, q1: Tensor, floating: bool) -> Tensor:
-    """``q1 ⊖ q0 (..., nv)``: the step ``v`` with ``integrate(q0, v) == q1`` (rotation angle
-    at most π); ``q1 - q0`` for a fixed base.
+def difference(q0: Tensor, q1: Tensor, bases: int) -> Tensor:
+    """``q1 ⊖ q0 (..., nv)``: the step ``v`` with ``integrate(q0, v, bases) == q1`` (rotation
+    angles at most π); ``q1 - q0`` without floating bases.
 
     Raises:
-        TypeError: not tensors (or, for a floating base, of two dtypes).
+        TypeError: not tensors (or, with floating bases, of two dtypes).
         ValueError: ``q0`` and ``q1`` of other sizes, or batch shapes that do not broadcast.
     """
-    _check_pair("q0", q0, "q1", q1, floating)
-    if not floating:
+    k = int(bases)
+    _check_pair("q0", q0, "q1", q1, k)
+    if not k:
         return q1 - q0
-    rot = quat_to_rotmat(q0[..., 3:7])
-    linear = (rot.transpose(-1, -2) @ (q1[..., :3] - q0[..., :3])[..., None])[..., 0]
-    relative = quat_multiply(quat_conjugate(quat_normalize(q0[..., 3:7])), q1[..., 3:7])
-    return torch.cat((linear, quat_to_rotvec(relative), q1[..., 7:] - q0[..., 7:]), dim=-1)
+    parts = []
+    for b in range(k):
+        a, c = q0[..., 7 * b : 7 * b + 7], q1[..., 7 * b : 7 * b + 7]
+        rot = quat_to_rotmat(a[..., 3:7])
+        linear = (rot.transpose(-1, -2) @ (c[..., :3] - a[..., :3])[..., None])[..., 0]
+        relative = quat_multiply(quat_conjugate(quat_normalize(a[..., 3:7])), c[..., 3:7])
+        parts += [linear, quat_to_rotvec(relative)]
+    return torch.cat((*parts, q1[..., 7 * k :] - q0[..., 7 * k :]), dim=-1)
 
 
-def _check_pair(name: str, q: Tensor, other: str, x: Tensor, floating: bool) -> None:
+def _check_pair(name: str, q: Tensor, other: str, x: Tensor, bases: int) -> None:
     """``q (..., nq)`` and ``x``, a configuration ``(..., nq)`` (``difference``) or a step
     ``(..., nv)`` (``integrate``, named ``v``), with batch shapes that broadcast."""
     for label, value in ((name, q), (other, x)):
         if not isinstance(value, Tensor):
             raise TypeError(f"{label} must be a torch.Tensor, got {type(value).__name__}")
-    least = 7 if floating else 0
+    least = 7 * bases
     if q.dim() == 0 or q.shape[-1] < least:
         raise ValueError(f"{name} must have shape (..., nq), nq >= {least}, got {tuple(q.shape)}")
-    size = q.shape[-1] - 1 if floating and other == "v" else q.shape[-1]
+    size = q.shape[-1] - bases if other == "v" else q.shape[-1]
     if x.dim() == 0 or x.shape[-1] != size:
         raise ValueError(
             f"{other} must have shape (..., {size}) for {name} of shape {tuple(q.shape)}, got "
@@ -140,18 +157,19 @@ def _check_pair(name: str, q: Tensor, other: str, x: Tensor, floating: bool) -> 
         ) from None
     if q.device != x.device:
         raise ValueError(f"{name} is on {q.device} but {other} is on {x.device}")
-    if floating and q.dtype != x.dtype:
+    if bases and q.dtype != x.dtype:
         raise TypeError(f"{name} is {q.dtype} but {other} is {x.dtype}: convert one of them")
 
 
-def velocity_coordinates(nv: int, floating: bool, device: torch.device | None = None) -> Tensor:
+def velocity_coordinates(nv: int, bases: int, device: torch.device | None = None) -> Tensor:
     """``(nv,)`` long: the coordinate of ``q`` that each entry of a step ``v`` moves, ``-1``
-    for a floating base's six (its twist moves position and quaternion together); joint ``i``
-    of ``v`` is coordinate ``i + 1`` of ``q`` there, coordinate ``i`` on a fixed base.
+    for a floating base's six (its twist moves position and quaternion together); with ``K``
+    bases, joint ``i`` of ``v`` (``i >= 6 K``) is coordinate ``i + K`` of ``q``.
 
     Example:
-        >>> velocity_coordinates(8, True)
+        >>> velocity_coordinates(8, 1)
         tensor([-1, -1, -1, -1, -1, -1,  7,  8])
     """
+    k = int(bases)
     index = torch.arange(nv, device=device)
-    return torch.where(index < 6, -1, index + 1) if floating else index
+    return torch.where(index < 6 * k, -1, index + k) if k else index

@@ -156,12 +156,7 @@ def solve_ik(
         link = default_link(robot) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
         if getattr(robot, "floating", False):
-            raise ValueError(
-                f"solve_ik does not take floating-base robots ({robot.name!r} has nq="
-                f"{robot.nq}, nv={robot.nv}); accepted: solve_wholebody(robot, "
-                f"{{{link!r}: target}}), or a fixed base, e.g. "
-                f"robot.chain({robot.root!r}, {link!r})"
-            )
+            _refuse_floating(robot, link)
         batch, position, rotmat = check_target(robot, target, position_only)
         solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
         make = partial(
@@ -201,3 +196,16 @@ def _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, p
     if restarts is not None:
         check_bool("restarts", restarts)
     check_bool("position_only", position_only)
+
+
+def _refuse_floating(robot, link: str) -> None:
+    """solve_ik's one-line refusal of a robot with floating bases, naming what is accepted."""
+    whole = (
+        ""
+        if robot.base_of(robot.root) is None
+        else f"solve_wholebody(robot, {{{link!r}: target}}), or "
+    )
+    raise ValueError(
+        f"solve_ik does not take floating-base robots ({robot.name!r} has nq={robot.nq}, "
+        f"nv={robot.nv}); accepted: {whole}a fixed base, e.g. robot.chain({robot.root!r}, {link!r})"
+    )

@@ -45,12 +45,13 @@ _BASE_LOWER = (-math.inf,) * 3 + (-1.0,) * 4
 _BASE_UPPER = (math.inf,) * 3 + (1.0,) * 4
 
 
-def limits_of(actuated: Sequence[Joint], base: Joint | None) -> dict[str, list]:
+def limits_of(actuated: Sequence[Joint], bases: Sequence[Joint]) -> dict[str, list]:
     """``names``, ``types``, ``lower``, ``upper``, ``continuous`` and ``prismatic`` per
-    coordinate of ``q``: the base's 7 (``<joint>/x`` ... ``<joint>/qz``) first, then joints."""
+    coordinate of ``q``: each floating base's 7 (``<joint>/x`` ... ``<joint>/qz``) first, then
+    the joints."""
     out: dict[str, list] = {k: [] for k in ("names", "types", "lower", "upper")}
     out.update(continuous=[], prismatic=[])
-    if base is not None:
+    for base in bases:
         out["names"] += [f"{base.name}/{c}" for c in BASE_COORDINATES]
         out["types"] += ["floating"] * 7
         out["lower"] += _BASE_LOWER
@@ -71,19 +72,19 @@ def limits_of(actuated: Sequence[Joint], base: Joint | None) -> dict[str, list]:
 
 
 def neutral(robot) -> Tensor:
-    """``(nq,)``: zeros, or the middle of the range for joints whose range excludes zero; a
-    floating base at the origin with the identity quaternion ``(1, 0, 0, 0)``."""
+    """``(nq,)``: zeros, or the middle of the range for joints whose range excludes zero;
+    floating bases at the origin with the identity quaternion ``(1, 0, 0, 0)``."""
     lower, upper = robot.lower, robot.upper
     inside = (lower <= 0) & (upper >= 0)
     q = torch.where(inside, torch.zeros_like(lower), (lower + upper) / 2)
-    if robot.floating:
-        q[3] = 1.0
+    for k in range(robot.floating_bases):
+        q[7 * k + 3] = 1.0
     return q
 
 
 def random_configuration(robot, n: int, generator: torch.Generator | None = None) -> Tensor:
     """``(n, nq)``: uniform within finite limits, 0 where the range is infinite, and a
-    uniformly random unit quaternion for a floating base.
+    uniformly random unit quaternion for each floating base.
 
     Raises:
         TypeError: ``n`` is not an int, ``generator`` not a ``torch.Generator``.
@@ -96,11 +97,12 @@ def random_configuration(robot, n: int, generator: torch.Generator | None = None
     finite = torch.isfinite(robot.lower) & torch.isfinite(robot.upper)
     lower = torch.where(finite, robot.lower, 0.0)
     q = lower + u.to(robot.device) * torch.where(finite, robot.upper - robot.lower, 0.0)
-    if robot.floating:  # normalised Gaussians are uniform on the 3-sphere
+    parts, k = [], robot.floating_bases
+    for b in range(k):  # normalised Gaussians are uniform on the 3-sphere
         quat = torch.randn(n, 4, generator=generator, dtype=robot.dtype, device=device)
         quat = quat / quat.norm(dim=-1, keepdim=True).clamp_min(1e-12)
-        q = torch.cat((q[:, :3], quat.to(robot.device), q[:, 7:]), dim=-1)
-    return q
+        parts += [q[:, 7 * b : 7 * b + 3], quat.to(robot.device)]
+    return torch.cat((*parts, q[:, 7 * k :]), dim=-1) if k else q
 
 
 def with_limits(robot, limits: Mapping[str, tuple[float, float]]):
@@ -121,7 +123,10 @@ def with_limits(robot, limits: Mapping[str, tuple[float, float]]):
     lower, upper = out.lower.detach().clone(), out.upper.detach().clone()
     continuous = out.continuous.clone()
     for name, bounds in limits.items():
-        if name not in index or robot.joint_types[index[name]] == "floating" and index[name] > 2:
+        quaternion = (
+            name in index and index[name] < 7 * robot.floating_bases and index[name] % 7 > 2
+        )
+        if name not in index or quaternion:
             raise ValueError(
                 f"with_limits: {name!r} is not a joint or base position of robot "
                 f"{robot.name!r}; accepted: {list(robot.joint_names)}"

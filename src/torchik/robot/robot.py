@@ -20,6 +20,7 @@ from torchik.kinematics import reference as kin
 from torchik.robot import configuration as robot_config
 from torchik.robot.tree import (
     axis_alignments,
+    base_owners,
     expand_planar,
     flatten_tree,
     origin_matrices,
@@ -62,8 +63,10 @@ class Robot(nn.Module):
 
     A floating base (a ``floating`` joint from the root link, or ``floating_base=True``) puts
     its pose first in ``q`` (:mod:`torchik.geometry.floating`); poses are then in the world frame
-    (the floating joint's parent), and Jacobians have ``nv = nq - 1`` columns. A planar joint ``p``
-    is the coordinates ``p/x``, ``p/y``, ``p/theta`` (links ``p/x``, ``p/y`` between).
+    (the floating joint's parent), and Jacobians have ``nv = nq - 1`` columns. Several floating
+    joints from the root (the free bodies of a MuJoCo scene) put ``K`` poses first: ``nv = nq -
+    K``, each link moving with its own body (:attr:`floating_bases`). A planar joint ``p`` is the
+    coordinates ``p/x``, ``p/y``, ``p/theta`` (links ``p/x``, ``p/y`` between).
 
     Attributes:
         model: the parsed description (:class:`torchik.description.URDFModel`, immutable).
@@ -111,9 +114,11 @@ class Robot(nn.Module):
         self._tree_cache: kin.KinematicTree | None = None  # derived; see _derive
         self._backend = _check_backend(backend)
         self.model = model
-        fixed, self._base = split_floating(expand_planar(model), floating_base)
+        fixed, self._bases = split_floating(expand_planar(model), floating_base)
         self.name, self.root, self.link_names = fixed.name, fixed.root, tuple(fixed.links)
         self._joints = tuple(fixed.joints)
+        self._owner = base_owners(fixed, self._bases)  # per link: its floating base, or -1
+        self._owner_index: dict[tuple, Tensor] = {}  # links -> owner + 1 on the device
         self._link_index = {name: i for i, name in enumerate(self.link_names)}
         self._init_joints()
         self._init_tree()
@@ -186,7 +191,7 @@ class Robot(nn.Module):
     def _init_joints(self) -> None:
         moving = [j for j in self._joints if j.type != "fixed"]
         actuated = [j for j in moving if j.mimic is None]
-        limits = robot_config.limits_of(actuated, self._base)
+        limits = robot_config.limits_of(actuated, self._bases)
         self.joint_names, self.joint_types = tuple(limits["names"]), tuple(limits["types"])
         index = {j.name: i for i, j in enumerate(actuated)}
         # the parser resolves mimic chains: every mimic names an actuated joint
@@ -213,10 +218,9 @@ class Robot(nn.Module):
             r[0] == j.name for r, j in zip(resolved, moving, strict=True)
         )
         self._kind = tuple(kin.PRISMATIC if j.type == "prismatic" else kin.REVOLUTE for j in moving)
-        base = self._base.origin if self._base is not None else None
-        xyz = torch.tensor([base.xyz if base else (0.0,) * 3], dtype=f64)
-        rpy = torch.tensor([base.rpy if base else (0.0,) * 3], dtype=f64)
-        self.register_buffer("_base_origin", origin_matrices(xyz, rpy)[0], False)
+        xyz = torch.tensor([b.origin.xyz for b in self._bases], dtype=f64).reshape(-1, 3)
+        rpy = torch.tensor([b.origin.rpy for b in self._bases], dtype=f64).reshape(-1, 3)
+        self.register_buffer("_base_origin", origin_matrices(xyz, rpy), False)  # (K, 4, 4)
 
     def _init_tree(self) -> None:
         """Which moving joint each joint and link hangs from, and the plan of the constants
@@ -300,7 +304,7 @@ class Robot(nn.Module):
     @property
     def dof(self) -> int:
         """The size of ``q``'s last dimension: the number of actuated joints of a fixed-base
-        robot, ``7 +`` that of a floating one (``nq``)."""
+        robot, ``7 K +`` that of one with ``K`` floating bases (``nq``)."""
         return len(self.joint_names)
 
     @property
@@ -310,14 +314,31 @@ class Robot(nn.Module):
 
     @property
     def nv(self) -> int:
-        """The size of a velocity or step ``v``, and the width of Jacobians: ``nq - 1`` for a
-        floating base (a 6-D twist for its 7 coordinates), else ``nq``."""
-        return self.dof - 1 if self.floating else self.dof
+        """The size of a velocity or step ``v``, and the width of Jacobians: ``nq - K`` with
+        ``K`` floating bases (a 6-D twist for each one's 7 coordinates)."""
+        return self.dof - len(self._bases)
 
     @property
     def floating(self) -> bool:
-        """Whether the base pose is part of ``q`` (see :mod:`torchik.geometry.floating`)."""
-        return self._base is not None
+        """Whether base poses are part of ``q`` (see :mod:`torchik.geometry.floating`)."""
+        return bool(self._bases)
+
+    @property
+    def floating_bases(self) -> int:
+        """``K``, the floating bases whose poses start ``q`` (7 coordinates each): 1 for a
+        floating base, several for the free bodies of a MuJoCo scene, 0 for a fixed base."""
+        return len(self._bases)
+
+    def base_of(self, link: str) -> int | None:
+        """Which floating base moves ``link``: its index ``k`` (coordinates ``7 k`` to ``7 k + 6``
+        of ``q``), or ``None`` for a link fixed in the root frame (a fixed base, or the world
+        and what hangs from it beside the free bodies of a MuJoCo scene).
+
+        Raises:
+            ValueError: ``link`` is not a link of the robot.
+        """
+        owner = self._owner[self.link_index(link)]
+        return None if owner < 0 else owner
 
     @property
     def dtype(self) -> torch.dtype:
@@ -446,12 +467,12 @@ class Robot(nn.Module):
     def integrate(self, q: Tensor, v: Tensor) -> Tensor:
         """``q ⊕ v (..., nq)`` for a step ``v (..., nv)``, see
         :func:`torchik.geometry.floating.integrate`."""
-        return flt.integrate(q, v, self.floating)
+        return flt.integrate(q, v, len(self._bases))
 
     def difference(self, q0: Tensor, q1: Tensor) -> Tensor:
         """``(..., nv)`` step from ``q0`` to ``q1``, see
         :func:`torchik.geometry.floating.difference`."""
-        return flt.difference(q0, q1, self.floating)
+        return flt.difference(q0, q1, len(self._bases))
 
     # ---------------------------------------------------------------- checks
     def _check_q(self, q: Tensor) -> Tensor:
@@ -526,8 +547,8 @@ class Robot(nn.Module):
         joints = flat[:, self.dof - self._n_joints :]  # after a floating base's 7
         tree = self.tree  # once: learnable origins build their constants at every access
         poses = self._kernels(flat, tree).forward_kinematics(joints, tree, idx)
-        if self.floating:
-            poses = flt.base_pose(flat[:, :7], self._base_origin)[:, None] @ poses
+        if self._bases:
+            poses = self._with_bases(flat, poses, idx)
         poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
         return poses[..., 0, :, :] if single else poses
 
@@ -555,10 +576,39 @@ class Robot(nn.Module):
         kernels = self._kernels(flat, tree) if not flat.requires_grad else kin  # no fused backward
         joints = flat[:, self.dof - self._n_joints :]
         jac, pose = kernels.jacobian(joints, tree, idx)
-        if self.floating:
-            jac, pose = flt.base_jacobian(flat[:, :7], self._base_origin, jac, pose)
+        if self._bases:
+            jac, pose = self._base_jacobian(flat, jac, pose, self._owner[idx])
         jac = jac.reshape(*q.shape[:-1], 6, self.nv)
         return (jac, pose.reshape(*q.shape[:-1], 4, 4)) if return_pose else jac
+
+    def _with_bases(self, flat: Tensor, poses: Tensor, idx: tuple[int, ...]) -> Tensor:
+        """``poses (B, L', 4, 4)`` relative to their floating bases -> in the root frame."""
+        k = len(self._bases)
+        bases = flt.base_pose(flat[:, : 7 * k].reshape(-1, k, 7), self._base_origin)
+        owners = {self._owner[i] for i in idx}
+        if len(owners) == 1 and min(owners) >= 0:  # one base moves them all (a floating base)
+            return bases[:, min(owners), None] @ poses
+        index = self._owner_index.get(idx)
+        if index is None or index.device != flat.device:  # made once per links and device
+            index = torch.tensor([self._owner[i] + 1 for i in idx], device=flat.device)
+            self._owner_index[idx] = index
+        eye = torch.eye(4, dtype=poses.dtype, device=poses.device).expand(flat.shape[0], 1, 4, 4)
+        return torch.cat((eye, bases), dim=1)[:, index] @ poses
+
+    def _base_jacobian(
+        self, flat: Tensor, jac: Tensor, pose: Tensor, owner: int
+    ) -> tuple[Tensor, Tensor]:
+        """The ``(B, 6, nv)`` Jacobian and root-frame pose of a link whose joints' Jacobian
+        and pose relative to its floating base ``owner`` (-1: none) are ``jac``, ``pose``."""
+        k, zeros = len(self._bases), jac.new_zeros(jac.shape[0], 6, 6)
+        if owner < 0:
+            return torch.cat((*(zeros,) * k, jac), dim=-1), pose
+        q_base = flat[:, 7 * owner : 7 * owner + 7]
+        full, world = flt.base_jacobian(q_base, self._base_origin[owner], jac, pose)
+        if k == 1:
+            return full, world
+        blocks = [zeros] * owner + [full[..., :6]] + [zeros] * (k - owner - 1)
+        return torch.cat((*blocks, full[..., 6:]), dim=-1), world
 
     def extra_repr(self) -> str:
         backend = "" if self._backend == "auto" else f", backend={self._backend!r}"

@@ -13,11 +13,12 @@ import torch
 from torch import Tensor
 
 from torchik.description.reading import URDFError
-from torchik.description.urdf import Joint, URDFModel
+from torchik.description.urdf import Joint, Origin, URDFModel
 from torchik.geometry.rotations import rpy_to_rotmat
 
 __all__ = [
     "axis_alignments",
+    "base_owners",
     "expand_planar",
     "flatten_tree",
     "origin_matrices",
@@ -110,43 +111,65 @@ def expand_planar(model: URDFModel) -> URDFModel:
 
 def split_floating(
     model: URDFModel, floating_base: bool, where: str = "the URDF text"
-) -> tuple[URDFModel, Joint | None]:
-    """The fixed part of ``model`` (rooted at the base link) and its floating joint, if any
-    (the parser allows one only as the root link's only joint, the usual ``world -> base``).
+) -> tuple[URDFModel, tuple[Joint, ...]]:
+    """The fixed part of ``model`` and its floating joints, each of which hangs from the root.
+
+    - A floating joint that is the root link's only joint (the usual ``world -> base``) goes,
+      with the root link: the base link becomes the root, and every link moves with the base.
+    - Floating joints from the root beside other joints (the free bodies of a MuJoCo scene: an
+      object beside an arm, several robots) each become a fixed joint with the identity origin:
+      the tree gives each link's pose relative to its free body, whose pose (the joint's
+      origin, then the body's pose in ``q``) the robot puts in front.
+
     ``floating_base=True`` adds one, ``root_joint`` from ``world``, to a description without.
+
+    Raises:
+        URDFError: a floating joint that does not hang from the root link, or
+            ``floating_base=True`` for a description that has one.
     """
-    first = model.joints[0] if model.joints else None
-    floating = first is not None and first.type == "floating"
-    _check_one_floating(model, first if floating else None)
+    floating = tuple(j for j in model.joints if j.type == "floating")
+    _check_floating(model, floating)
     if floating_base and floating:
         raise URDFError(
-            f"{where}: <joint name={first.name!r}> is floating already; accepted: "  # type: ignore[union-attr]
+            f"{where}: <joint name={floating[0].name!r}> is floating already; accepted: "
             "floating_base=True only for a description without a floating joint"
         )
     if floating_base:
-        return model, Joint("root_joint", "floating", "world", model.root)
+        return model, (Joint("root_joint", "floating", "world", model.root),)
     if not floating:
-        return model, None
-    return URDFModel(model.name, first.child, model.links[1:], model.joints[1:]), first  # type: ignore[union-attr]
+        return model, ()
+    from_root = [j for j in model.joints if j.parent == model.root]
+    if from_root == list(floating) and len(floating) == 1 and model.joints[0] is floating[0]:
+        first = floating[0]
+        return URDFModel(model.name, first.child, model.links[1:], model.joints[1:]), floating
+    fixed = tuple(
+        replace(j, type="fixed", origin=Origin()) if j.type == "floating" else j
+        for j in model.joints
+    )
+    return replace(model, joints=fixed), floating
 
 
-def _check_one_floating(model: URDFModel, base: Joint | None) -> None:
-    """Refuse a floating joint other than ``base`` (the root link's first joint) and, with a
-    base, any other joint from the root link: torchik's q holds one floating base, the root
-    link's only joint (a model built by hand, or from MJCF, gets the URDF parser's rule)."""
-    for joint in model.joints:
-        if joint is base:
-            continue
-        if joint.type == "floating":
+def base_owners(model: URDFModel, bases: tuple[Joint, ...]) -> tuple[int, ...]:
+    """Per link of ``model`` (the fixed part from :func:`split_floating`), the index of the
+    floating base it moves with, ``-1`` for none: every link, for a floating base that became
+    the root; the links below each free body's joint, for free bodies beside a fixed tree."""
+    if len(bases) == 1 and all(j.name != bases[0].name for j in model.joints):
+        return (0,) * len(model.links)  # the base link is the root: everything moves with it
+    index = {j.name: k for k, j in enumerate(bases)}
+    owner = {model.root: -1}
+    for joint in model.joints:  # parents first
+        owner[joint.child] = index.get(joint.name, owner[joint.parent])
+    return tuple(owner[link] for link in model.links)
+
+
+def _check_floating(model: URDFModel, floating: tuple[Joint, ...]) -> None:
+    """Refuse a floating joint that does not hang from the root link: its pose in ``q`` is in
+    the world (the root's frame), as MuJoCo's free joints are."""
+    for joint in floating:
+        if joint.parent != model.root:
             raise URDFError(
-                f"joint {joint.name!r} is floating but is not the only joint of the root link "
-                f"{model.root!r}; accepted: one floating joint, from the root link to the base"
-            )
-        if base is not None and joint.parent == model.root:
-            raise URDFError(
-                f"joint {joint.name!r} hangs from the root link {model.root!r} beside the "
-                f"floating joint {base.name!r}; accepted: one floating joint, the root link's "
-                "only joint"
+                f"joint {joint.name!r} is floating but hangs from link {joint.parent!r}, not "
+                f"from the root link {model.root!r}; accepted: floating joints from the root"
             )
 
 

@@ -308,9 +308,9 @@ def solve_wholebody(
         within tolerance and every joint within its limits, checked by forward kinematics.
 
     Raises:
-        ValueError: an unknown link or joint, a negative weight, targets of different batch
-            shapes, malformed targets, seeds, rest or boxes, an inactive joint held outside
-            its limits.
+        ValueError: a robot with free bodies beside its root, an unknown link or joint, a
+            negative weight, targets of different batch shapes, malformed targets, seeds, rest
+            or boxes, an inactive joint held outside its limits.
 
     Example:
         >>> import torchik
@@ -347,6 +347,13 @@ def solve_wholebody(
 def _problem(robot, targets, weights, active, rest, posture, position_only, seeds, num_seeds,
              tol_position, tol_rotation, lower, upper):  # fmt: skip
     """The checked inputs as rows: ``(problem, K, batch, seeds (N, dof) or None)``."""
+    if robot.floating and robot.base_of(robot.root) is None:
+        raise ValueError(
+            f"solve_wholebody moves one floating base that carries the whole robot; "
+            f"{robot.name!r} has {robot.floating_bases} free bodies beside its root "
+            f"{robot.root!r}; accepted: parse_mjcf(..., free_joint='fixed') to hold them "
+            "where the file puts them"
+        )
     check_float("tol_position", tol_position, positive=True)
     if tol_rotation != math.inf:
         check_float("tol_rotation", tol_rotation, positive=True)
