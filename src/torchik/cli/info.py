@@ -30,7 +30,8 @@ def run(args: argparse.Namespace) -> int:
             raise
         link, why = None, str(err)
     print(f"robot     {robot.name}  (root {robot.root}, {robot.dof} dof, end link {link or '?'})")
-    print(f"joints    {robot.dof} actuated of {len(model.joints)}")
+    moving = sum(j.type != "fixed" and j.mimic is None for j in model.joints)
+    print(f"joints    {moving} moving of {len(model.joints)}; q has {robot.dof} coordinates")
     for row in _joint_rows(model, robot):
         print("  " + row)
     print(f"links     {len(robot.link_names)}: {', '.join(robot.link_names)}")
