@@ -8,7 +8,7 @@ from torchik.models.base import IKModel, clamp_to_limits, squash_to_limits
 from torchik.models.checkpoint import FORMAT_VERSION
 from torchik.models.cvae import CVAE, CVAEConfig
 from torchik.models.flow import Flow, FlowConfig
-from torchik.models.fm import FlowMatching, FMConfig
+from torchik.models.fm import FEW_PASSES, FEW_PASSES_BF16, FlowMatching, FMConfig, FMSampler
 from torchik.models.iknet import IKNet, IKNetConfig
 from torchik.models.inn import INN, INNConfig
 from torchik.models.mdn import MDN, MDNConfig
@@ -20,7 +20,10 @@ from torchik.models.rnn import RNN, RNNConfig
 __all__ = [
     "CVAE",
     "CVAEConfig",
+    "FEW_PASSES",
+    "FEW_PASSES_BF16",
     "FMConfig",
+    "FMSampler",
     "FORMAT_VERSION",
     "Flow",
     "FlowConfig",
