@@ -13,6 +13,12 @@ from torchik.models.iknet import IKNet, IKNetConfig
 from torchik.models.inn import INN, INNConfig
 from torchik.models.mdn import MDN, MDNConfig
 from torchik.models.mlp import MLP, MLPConfig
+from torchik.models.pipeline import (
+    ModelSolutions,
+    check_model_fits,
+    model_targets,
+    solve_with_model,
+)
 from torchik.models.pretrained import PRETRAINED, load_pretrained
 from torchik.models.registry import families, load, register
 from torchik.models.rnn import RNN, RNNConfig
@@ -37,13 +43,17 @@ __all__ = [
     "MDNConfig",
     "MLP",
     "MLPConfig",
+    "ModelSolutions",
     "PRETRAINED",
     "RNN",
     "RNNConfig",
+    "check_model_fits",
     "clamp_to_limits",
     "families",
     "load",
     "load_pretrained",
+    "model_targets",
     "register",
+    "solve_with_model",
     "squash_to_limits",
 ]
