@@ -146,6 +146,7 @@ def default_samplers() -> dict[str, Any]:
         "FEW_PASSES": FEW_PASSES,
         "dpm2m, 16 steps, schedule 1.75": FMSampler(16, "dpm2m", 1.75),
         "FEW_PASSES_BF16": FEW_PASSES_BF16,
-        "dpm2m, 10 steps, schedule 2, bf16 before 0.95": FMSampler(10, "dpm2m", 2.0, 0.95),
+        "FEW_PASSES, bf16 before 0.9": FMSampler(12, "dpm2m", 2.0, 0.9),
+        "dpm2m, 10 steps, schedule 2, bf16 before 0.98": FMSampler(10, "dpm2m", 2.0, 0.98),
         "FEW_PASSES, every pass in bf16": FMSampler(12, "dpm2m", 2.0, 1.0),
     }

@@ -53,7 +53,7 @@ class Setup:
     model: Any
     label: str
     min_run_time: float
-    many_options: Mapping[str, Any] | None = None  # model.sample options of the many rows
+    many_options: Mapping[str, Any] | None = None  # solve_with_model keywords, many rows
     many_label: str = ""  # their name in the rows
 
     @property
@@ -271,21 +271,19 @@ def one_pose(setup: Setup, method: Method, pose: Tensor, many: int, seed: int) -
 def one_pose_methods(setup: Setup, many: int) -> dict[str, Method]:
     """Name -> :class:`Method`. The model's rows draw and refine in one call
     (:func:`torchik.models.solve_with_model`); with :attr:`Setup.many_options` the model's own
-    sampler keeps one row (the reference) and the options' sampler gets the others."""
+    sampler and the solver's defaults keep one row (the reference) and the options get the
+    others."""
     model, robot, label, link = setup.model, setup.robot, setup.label, setup.problem.link
 
-    def with_model(options: Mapping[str, Any] | None) -> tuple[Solve, Callable]:
+    def with_model(options: Mapping[str, Any]) -> tuple[Solve, Callable]:
+        keywords = {"tol_rotation": ROT_TOL, "num_threads": 1, **options}
+
         def solve(pose: Tensor, n: int, seed: int) -> IKResult:
             gen = torch.Generator().manual_seed(seed)
-            return solve_with_model(robot, model, pose, n, link, generator=gen,
-                                    sample_options=options, tol_rotation=ROT_TOL,
-                                    num_threads=1).result  # fmt: skip
+            return solve_with_model(robot, model, pose, n, link, generator=gen, **keywords).result
 
         def draw(pose: Tensor, n: int, seed: int) -> Tensor:
-            with torch.no_grad():
-                target = model_targets(model, pose)
-                return model.sample(target, n, torch.Generator().manual_seed(seed),
-                                    **(options or {}))  # fmt: skip
+            return sample(model, pose, n, seed, options.get("sample_options"))
 
         return solve, draw
 
@@ -296,7 +294,7 @@ def one_pose_methods(setup: Setup, many: int) -> dict[str, Method]:
         return refine_samples(robot, pose, uniform(pose, n, seed), link, tol_rotation=ROT_TOL,
                               num_threads=1)  # fmt: skip
 
-    own, fast = with_model(None), with_model(setup.many_options)
+    own, fast = with_model({}), with_model(setup.many_options or {})
     fast_label = f"{label}, {setup.many_label}" if setup.many_options else label
     rows = {f"{label}: {many} samples + solve_with_model": Method(*own, False, True)}
     if setup.many_options:
@@ -469,9 +467,11 @@ def pose_table(
         many: exact solutions of one pose to time.
         min_run_time: seconds of measurement per timing (:func:`time_call`).
         label: the model's name in the rows (default: its family).
-        many_options: ``model.sample`` options (e.g. a flow-matching ``sampler``) for the
-            ``many``-solutions rows and a second raw row; the model's own sampler keeps the
-            first raw row, the refined table and one ``many`` row.
+        many_options: keywords of :func:`torchik.models.solve_with_model` for the
+            ``many``-solutions rows, e.g. ``{"sample_options": {"sampler": FEW_PASSES_BF16},
+            "max_iters": 15}``; their ``sample_options`` also make a second raw row. The
+            model's own sampler keeps the first raw row, the refined table and one ``many``
+            row.
         many_label: the options' name in the rows.
 
     Returns:
@@ -484,8 +484,9 @@ def pose_table(
     setup = Setup(p, model, label or str(model.family), min_run_time, many_options, many_label)
     samples, timing, _ = run_timed(lambda: sample(model, p.targets, n_samples, 0), min_run_time)
     raw, distinct = raw_table(setup, samples, timing.median)
-    if many_options:
-        draw = lambda: sample(model, p.targets, n_samples, 0, many_options)  # noqa: E731
+    if many_options and "sample_options" in many_options:
+        options = many_options["sample_options"]
+        draw = lambda: sample(model, p.targets, n_samples, 0, options)  # noqa: E731
         fast, timing, _ = run_timed(draw, min_run_time)
         raw_row(raw, setup, f"{setup.label}, {many_label}", fast, timing.median)
     tables = Tables([raw, refined_table(setup, samples, (raw.rows[0], distinct))])

@@ -68,8 +68,8 @@ def test_one_pose_and_one_each(tables):
 
 
 def test_many_options_add_a_raw_row_and_the_fast_many_rows(robot, model):
-    tables = pose_table(robot, model, many_options={"sampler": FEW_PASSES},
-                        many_label="FEW_PASSES", **SMALL)  # fmt: skip
+    options = {"sample_options": {"sampler": FEW_PASSES}, "max_iters": 15}
+    tables = pose_table(robot, model, many_options=options, many_label="FEW_PASSES", **SMALL)
     raw, one_pose = tables[0], tables[2]
     assert [row["method"] for row in raw.rows] == ["fm", "fm, FEW_PASSES"]
     assert raw.rows[1]["pos_mean_mm"] > 0 and raw.rows[1]["samples"] == "3 × 6"
