@@ -4,7 +4,7 @@
 pose model): the raw accuracy of each sampler of
 :func:`experiments.fm_samplers.default_samplers` on 1000 held-out targets x 10 samples, two
 noise seeds, against the model's own sampler (32 midpoint steps), and the time to draw 1000
-samples of one target. About 6 minutes on one thread of the 2-core development machine.
+samples of one target. About 4 minutes on one thread of the 2-core development machine.
 
     python scripts/fm_samplers.py                     # -> benchmarks/results/fm_samplers.*
     python scripts/fm_samplers.py --targets 50 --out /tmp/fm   # a quick look elsewhere
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))  # experiments/ is not installed
 
 from experiments.fm_samplers import default_samplers, sampler_table  # noqa: E402
-from experiments.report import Report  # noqa: E402
+from experiments.report import Report, machine_stamp  # noqa: E402
 from torchik.models import load_pretrained  # noqa: E402
 from torchik.models.pretrained import measured_accuracy, training_text  # noqa: E402
 
@@ -43,7 +43,8 @@ def main(argv: list[str] | None = None) -> Path:
         f"({training_text(measured_accuracy()[args.model])}), float32 on the CPU. Samplers: "
         "`torchik.models.fm.FMSampler`, `model.sample(target, n, sampler=...)`."
     ]
-    report = Report("fm_samplers", "Flow-matching samplers with fewer passes", intro)
+    title = "Flow-matching samplers with fewer passes"
+    report = Report("fm_samplers", title, intro, stamp=machine_stamp(root=ROOT))
     table = sampler_table(
         model, default_samplers(), args.targets, args.samples, min_run_time=args.min_run_time
     )
