@@ -29,27 +29,30 @@ Design choices:
   so samples are reproducible. Solvers: Euler's rule, the midpoint rule (two network passes a
   step) and ``"dpm2m"``, DPM-Solver++(2M) (Lu et al., 2022) written for this flow: the
   network's estimate of the end point ``x + (1 - t) v`` is extrapolated linearly in
-  ``log(t / (1 - t))`` from the previous pass, so each step costs one pass and is of second
-  order; its first step and its last (to ``t = 1``) are Euler's, which for this flow is
-  DDIM's. ``schedule`` ``p`` spaces the steps as ``t_i = 1 - (1 - i / steps)^p``: ``p > 1``
-  puts them where the field contracts onto the thin solution sets. Measured on the bundled
-  Panda pose model (1000 held-out targets x 10 samples, two noise seeds; 32 midpoint steps, 64
-  passes: 5.60 / 1.31 and 5.61 mm / 1.39 deg mean): ``"dpm2m"`` at 12 steps with ``p = 2``
-  gives 5.49 / 1.33 and 5.19 / 1.32; 8 midpoint steps (16 passes) 10.4 mm / 2.2 deg with
-  ``p = 1`` and 5.7 / 1.44 with ``p = 2``; Heun's and RK4's rules, which evaluate the field
-  at ``t = 1``, 84 mm at 16 passes (``scripts/fm_samplers.py``). ``bf16_until`` runs the
-  per-sample layers of passes at ``t`` below it in bfloat16 (the conditioning, and so the
-  time features, stay in full precision): 3-4 times faster where the matrix units take
-  bfloat16 (recent Xeons, GPUs), slower where they emulate it; the last passes stay in full
-  precision because their errors land in the samples (all passes in bfloat16: 6.2 mm,
-  from 0.95 on: 5.46 mm / 1.34 deg). The default, 8 midpoint steps, is measured
-  (``benchmarks/results/learned_recipes.md``, Panda positions after 3000 steps): mean errors
-  20.3, 5.7, 4.4 and 4.7 cm with 2, 4, 8 and 16 steps.
+  ``log(t / (1 - t))`` from the previous pass, so each step costs one pass; its first step and
+  its last (to ``t = 1``) are Euler's, which for this flow is DDIM's. ``schedule`` ``p``
+  spaces the steps as ``t_i = 1 - (1 - i / steps)^p``: ``p > 1`` puts them where the field
+  contracts onto the thin solution sets. Measured on the bundled Panda pose model
+  (``benchmarks/results/fm_samplers.md``: 1000 held-out targets x 10 samples, two noise seeds;
+  its own 32 midpoint steps, 64 passes: 5.60 / 5.61 mm and 1.31 / 1.39 deg mean):
+  :data:`FEW_PASSES` (``"dpm2m"``, 12 steps, ``p = 2``) 5.49 / 5.19 mm and 1.33 / 1.32 deg;
+  on the uniform grid ``"dpm2m"`` needs far more steps (8.5 mm at 16); 8 midpoint steps give
+  10.1 mm with ``p = 1`` and 5.7 with ``p = 2``. Heun's rule and RK4, tried on 200 targets
+  before this module had them, evaluate the field at ``t = 1``, where it is stiffest: 84 mm at
+  16 passes. ``bf16_until`` runs the per-sample layers of the passes before that time in
+  bfloat16 (the conditioning, and so the time features, stay in full precision): 3 times
+  faster where the matrix units take bfloat16 (recent Xeons, GPUs), slower where bfloat16 is
+  emulated. The last pass stays in full precision because its errors land in the samples:
+  every pass in bfloat16 gives 6.2 mm, all but the last (:data:`FEW_PASSES_BF16`) 5.5 / 5.2.
+  The config's default, 8 midpoint steps, is measured (``benchmarks/results/learned_recipes.md``,
+  Panda positions after 3000 steps): mean errors 20.3, 5.7, 4.4 and 4.7 cm with 2, 4, 8 and 16
+  steps.
 * **Network**: a residual MLP. The condition ``c`` is an embedding of sinusoidal features of
   ``t`` and the normalised target; each block adds ``W2 act(W1 LN(h) + Wc c)`` to ``h``.
-  ``c`` and the terms ``Wc c`` depend on the target and ``t`` only, so sampling computes them
-  once per target and pass (:meth:`VelocityNet.conditioning`) and broadcasts them over the
-  samples (:meth:`VelocityNet.trunk`): a third of the work of a pass at width 512.
+  ``c`` and the terms ``Wc c`` depend on the target and ``t`` only, so sampling with a
+  :class:`FMSampler` computes them once per target and pass (:meth:`VelocityNet.conditioning`)
+  and broadcasts them over the samples (:meth:`VelocityNet.trunk`): a third of the work of a
+  pass at width 512.
 
 :meth:`IKModel.log_prob` is not implemented (the density would need the divergence of ``v``
 integrated along the ODE).
