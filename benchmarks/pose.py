@@ -5,7 +5,8 @@
 ``torchik.models.pretrained.TEST_SEED``), 100 samples per pose, raw errors, every sample refined,
 1000 exact solutions of one pose and one solution for each pose. This script adds the independent
 float64 check (Pinocchio; ``ik.checker``); goals and published figures come from
-:mod:`experiments.pose_notes`.
+:mod:`experiments.pose_notes`. ``--sampler``, ``--max-iters``: a :mod:`torchik.models.fm` sampler
+for a second raw row and, with that refinement cap, the many-solutions rows (``many_options``).
 
     python benchmarks/pose.py                          # -> benchmarks/results/pose.*
     python benchmarks/pose.py --poses 50 --out /tmp/pose   # a quick look elsewhere
@@ -22,7 +23,7 @@ from ik import Urdf, checker
 import torchik
 from experiments.pose import pose_table
 from experiments.pose_notes import MANY, annotate, intro
-from torchik.models import load_pretrained
+from torchik.models import fm, load_pretrained
 from torchik.models.pretrained import TEST_SEED, measured_accuracy
 
 LINK = "panda_hand"
@@ -39,6 +40,8 @@ def main(argv: list[str] | None = None) -> int:
         "--one-each-samples", type=int, default=4, help="model samples per pose as seeds, one each"
     )
     parser.add_argument("--min-run-time", type=float, default=0.2, help="s measured per timing")
+    parser.add_argument("--sampler", default="FEW_PASSES_BF16", help="'' for the model's own")
+    parser.add_argument("--max-iters", type=int, default=15, help="refinement cap, those rows")
     add_common_args(parser)
     args = parser.parse_args(argv)
     robot = torchik.load_robot("panda", dtype=torch.float64)
@@ -55,6 +58,9 @@ def main(argv: list[str] | None = None) -> int:
         robot, model, args.poses, args.samples, check=check,
         timing_poses=min(args.timing_poses, args.poses), one_each_samples=args.one_each_samples,
         many=MANY, min_run_time=args.min_run_time, label="pretrained panda",
+        many_options={"sample_options": {"sampler": getattr(fm, args.sampler)},
+                      "max_iters": args.max_iters} if args.sampler else None,
+        many_label=f"{args.sampler}, max_iters {args.max_iters}",
     )  # fmt: skip
     annotate(tables, model.family)
     report.tables += tables

@@ -10,6 +10,8 @@ papers' anchors and writes the files.
 - :func:`numerical_ik_table` (:mod:`experiments.numerical`): numerical IK solvers.
 - :func:`pose_table` (:mod:`experiments.pose`): full-pose learned IK (IKFlow's protocol);
   its goals and published figures in :mod:`experiments.pose_notes`.
+- :func:`sampler_table` (:mod:`experiments.fm_samplers`): a flow-matching model's samplers
+  with fewer passes against its own, on the held-out targets.
 - :func:`paths_table` (:mod:`experiments.paths`): path following by windowed sampling,
   refinement and sequential IK (the Neural IK paper's Eq. 15).
 - :func:`finetune_table` and :func:`family_table` (:mod:`experiments.finetune`): few-shot
@@ -49,6 +51,7 @@ _EXPORTS = {
     "posterior_table": "posterior",
     "numerical_ik_table": "numerical",
     "pose_table": "pose",
+    "sampler_table": "fm_samplers",
     "PathsSettings": "paths",
     "paths_table": "paths",
     "FinetuneSettings": "finetune",
@@ -71,6 +74,7 @@ _EXPORTS = {
 _SUBMODULES = (
     "finetune",
     "fk_speed",
+    "fm_samplers",
     "gpu",
     "iknet",
     "numerical",

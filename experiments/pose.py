@@ -4,9 +4,10 @@ Test poses are FK poses of configurations uniform within the limits (seed ``seed
 models' held-out :data:`torchik.models.pretrained.TEST_SEED` by default). Four tables: the raw
 samples' errors (by :mod:`torchik.learn.evaluate`); every sample refined into an exact solution
 (:func:`torchik.ik.refine_samples`) and the distinct solutions kept; the time for ``many`` exact
-solutions of one pose against ``solve_ik`` without a model; one solution for each pose. Success is
-judged by a float64 FK (the robot's own, or ``check``); runtimes come from
-:func:`experiments.timing.time_call`.
+solutions of one pose (sampling and refinement in one call, :func:`torchik.models.solve_with_model`,
+with the model's own sampler and, given ``many_options``, another) against ``solve_ik`` without a
+model; one solution for each pose. Success is judged by a float64 FK (the robot's own, or
+``check``); runtimes come from :func:`experiments.timing.time_call`.
 
 Example:
     >>> import torch, torchik
@@ -23,7 +24,7 @@ from __future__ import annotations
 
 import math
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -35,6 +36,7 @@ from experiments.table import Column, Table, Tables, fmt_pct, fmt_time
 from torchik.geometry import joint_distance
 from torchik.ik import IKResult, refine_samples, solve_ik
 from torchik.learn import evaluate_samples, sample_errors
+from torchik.models import model_targets, solve_with_model
 
 __all__ = ["pose_table"]
 
@@ -51,6 +53,8 @@ class Setup:
     model: Any
     label: str
     min_run_time: float
+    many_options: Mapping[str, Any] | None = None  # solve_with_model keywords, many rows
+    many_label: str = ""  # their name in the rows
 
     @property
     def robot(self):
@@ -62,14 +66,15 @@ class Setup:
         return Problem(p.robot, p.link, p.targets[index : index + 1], p.starts, p.fk)
 
 
-def sample(model: Any, poses: Tensor, n: int, seed: int) -> Tensor:
+def sample(
+    model: Any, poses: Tensor, n: int, seed: int, options: Mapping[str, Any] | None = None
+) -> Tensor:
     """``(N, n, dof)`` float64 samples of ``model`` for ``poses (N, 4, 4)`` (``(n, dof)`` for
-    one pose ``(4, 4)``), with a fresh generator seeded ``seed``."""
-    from torchik.learn import encode_target
-
-    target = encode_target(poses, "pose").to(model.target_mean)
+    one pose ``(4, 4)``), with a fresh generator seeded ``seed``; ``options`` for
+    ``model.sample``."""
+    gen = torch.Generator().manual_seed(seed)
     with torch.no_grad():
-        return model.sample(target, n, generator=torch.Generator().manual_seed(seed)).double()
+        return model.sample(model_targets(model, poses), n, gen, **(options or {})).double()
 
 
 def distinct_counts(q: Tensor, ok: Tensor, errs: dict[str, Tensor], continuous: Tensor) -> Tensor:
@@ -111,6 +116,20 @@ def raw_table(setup: Setup, samples: Tensor, sample_s: float) -> tuple[Table, Te
     """Errors of the raw samples (:func:`torchik.learn.evaluate_samples` and
     :func:`~torchik.learn.sample_errors`, the robot's float64 FK); also the ``(N,)``
     distinct raw samples per pose."""
+    table = Table("Raw samples (no refinement)", RAW_COLUMNS)
+    distinct = raw_row(table, setup, setup.label, samples, sample_s)
+    table.notes.append(
+        "best of n: per pose the sample with the smallest position / 1 mm + rotation / 0.01 rad, "
+        "its two errors averaged over the poses; diversity: mean pairwise joint distance of the "
+        f"{samples.shape[1]} samples of a pose (rad), averaged over poses; distinct: greedy "
+        f"`IKResult.distinct({DISTINCT:g})` over all samples whatever their error."
+    )
+    return table, distinct
+
+
+def raw_row(table: Table, setup: Setup, name: str, samples: Tensor, sample_s: float) -> Tensor:
+    """Add the row of raw ``samples (N, n, dof)``; return the ``(N,)`` distinct samples per
+    pose."""
     from torchik.learn import encode_target
 
     robot, spec = setup.robot, setup.model.spec
@@ -124,9 +143,8 @@ def raw_table(setup: Setup, samples: Tensor, sample_s: float) -> tuple[Table, Te
                                robot.continuous)  # fmt: skip
     best = (pos + rot * (POS_TOL / ROT_TOL)).argmin(dim=-1, keepdim=True)  # by normalised sum
     accurate = (pos < POS_TOL) & (rot < ROT_TOL)
-    table = Table("Raw samples (no refinement)", RAW_COLUMNS)
     table.add(
-        setup.label, samples=f"{samples.shape[0]} × {samples.shape[1]}",
+        name, samples=f"{samples.shape[0]} × {samples.shape[1]}",
         pos_mean_mm=1000 * report.position_mean, pos_median_mm=1000 * report.position_median,
         rot_mean_deg=math.degrees(report.rotation_mean),
         rot_median_deg=math.degrees(report.rotation_median),
@@ -138,13 +156,7 @@ def raw_table(setup: Setup, samples: Tensor, sample_s: float) -> tuple[Table, Te
         outside_limits=report.fraction_outside_limits, diversity=report.diversity,
         distinct=distinct.double().mean().item(), sample_s=sample_s,
     )  # fmt: skip
-    table.notes.append(
-        "best of n: per pose the sample with the smallest position / 1 mm + rotation / 0.01 rad, "
-        "its two errors averaged over the poses; diversity: mean pairwise joint distance of the "
-        f"{samples.shape[1]} samples of a pose (rad), averaged over poses; distinct: greedy "
-        f"`IKResult.distinct({DISTINCT:g})` over all samples whatever their error."
-    )
-    return table, distinct
+    return distinct
 
 
 # ------------------------------------------------------------------------------ refinement
@@ -219,64 +231,103 @@ def refined_table(setup: Setup, samples: Tensor, raw: tuple) -> Table:
 
 
 # ------------------------------------------------------------------------------ one pose
-Draw = Callable[[Tensor, int, int], Tensor]
-"""``(pose (4, 4), n, seed) -> (n, dof)`` seeds for one pose."""
+Solve = Callable[[Tensor, int, int], IKResult]
+"""``(pose (4, 4), n, seed) -> IKResult (n, dof)``: ``n`` seeds of one pose, each refined."""
 
 
-def one_pose(setup: Setup, draw: Draw | None, top_up: bool, pose: Tensor, many: int, seed: int):
-    """``many`` solutions of one pose by a method: the refined ``q``, seeds used, draw seconds."""
+@dataclass(frozen=True)
+class Method:
+    """A row of the one-pose table: how the seeds are made and refined, and whether to top up.
+
+    ``solve`` None: ``solve_ik``'s own seeding; ``draw``: the seeds alone (timed once per pose
+    for the 'drawing' column); ``model``: the seeds come from the model."""
+
+    solve: Solve | None
+    draw: Callable[[Tensor, int, int], Tensor] | None
+    top_up: bool
+    model: bool = False
+
+
+def one_pose(setup: Setup, method: Method, pose: Tensor, many: int, seed: int) -> dict:
+    """``many`` solutions of one pose by a method: the refined ``q`` and the seeds used."""
     robot, link = setup.robot, setup.problem.link
-    if draw is None:  # solve_ik's own seeding
+    if method.solve is None:  # solve_ik's own seeding
         gen = torch.Generator().manual_seed(seed)
         result = solve_ik(robot, pose, link, num_seeds=many, early_stop=False,
                           tol_rotation=ROT_TOL, generator=gen, num_threads=1)  # fmt: skip
-        return {"q": result.q, "seeds": many, "draw": 0.0}
-    qs, solved, seeds, draw_s = [], 0, 0, 0.0
-    for round_ in range(TOP_UP_ROUNDS if top_up else 1):
+        return {"q": result.q, "seeds": many}
+    qs, solved, seeds = [], 0, 0
+    for round_ in range(TOP_UP_ROUNDS if method.top_up else 1):
         n = many if not seeds else max(8, math.ceil(1.5 * (many - solved)))
-        start = time.perf_counter()
-        q0 = draw(pose, n, seed + round_)
-        draw_s += time.perf_counter() - start
-        result = refine_samples(robot, pose, q0, link, tol_rotation=ROT_TOL, num_threads=1)
-        qs.append(result.q[result.success] if top_up else result.q)
+        result = method.solve(pose, n, seed + round_)
+        qs.append(result.q[result.success] if method.top_up else result.q)
         solved, seeds = solved + int(result.success.sum()), seeds + n
         if solved >= many:
             break
-    q = torch.cat(qs)[:many] if top_up else qs[0]
-    return {"q": q, "seeds": seeds, "draw": draw_s}
+    q = torch.cat(qs)[:many] if method.top_up else qs[0]
+    return {"q": q, "seeds": seeds}
 
 
-def one_pose_methods(setup: Setup, many: int) -> dict[str, tuple[Draw | None, bool]]:
-    """Name -> (seed drawer or None for ``solve_ik``'s own seeding, top up until ``many``)."""
-    model, robot, label = setup.model, setup.robot, setup.label
+def one_pose_methods(setup: Setup, many: int) -> dict[str, Method]:
+    """Name -> :class:`Method`. The model's rows draw and refine in one call
+    (:func:`torchik.models.solve_with_model`); with :attr:`Setup.many_options` the model's own
+    sampler and the solver's defaults keep one row (the reference) and the options get the
+    others."""
+    model, robot, label, link = setup.model, setup.robot, setup.label, setup.problem.link
 
-    def from_model(pose: Tensor, n: int, seed: int) -> Tensor:
-        return sample(model, pose, n, seed)
+    def with_model(options: Mapping[str, Any]) -> tuple[Solve, Callable]:
+        keywords = {"tol_rotation": ROT_TOL, "num_threads": 1, **options}
+
+        def solve(pose: Tensor, n: int, seed: int) -> IKResult:
+            gen = torch.Generator().manual_seed(seed)
+            return solve_with_model(robot, model, pose, n, link, generator=gen, **keywords).result
+
+        def draw(pose: Tensor, n: int, seed: int) -> Tensor:
+            return sample(model, pose, n, seed, options.get("sample_options"))
+
+        return solve, draw
 
     def uniform(pose: Tensor, n: int, seed: int) -> Tensor:
         return robot.random_configuration(n, torch.Generator().manual_seed(seed))
 
-    return {
-        f"{label}: {many} samples + refine_samples": (from_model, False),
-        f"{label}: samples + refine_samples until {many} solve": (from_model, True),
-        f"no model: {many} uniform random seeds + refine_samples": (uniform, False),
-        f"no model: uniform seeds + refine_samples until {many} solve": (uniform, True),
-        f"no model: solve_ik(num_seeds={many}, early_stop=False), own seeding": (None, False),
-    }
+    def refine_uniform(pose: Tensor, n: int, seed: int) -> IKResult:
+        return refine_samples(robot, pose, uniform(pose, n, seed), link, tol_rotation=ROT_TOL,
+                              num_threads=1)  # fmt: skip
+
+    own, fast = with_model({}), with_model(setup.many_options or {})
+    fast_label = f"{label}, {setup.many_label}" if setup.many_options else label
+    rows = {f"{label}: {many} samples + solve_with_model": Method(*own, False, True)}
+    if setup.many_options:
+        rows[f"{fast_label}: {many} samples + solve_with_model"] = Method(*fast, False, True)
+    return rows | {
+        f"{fast_label}: samples + solve_with_model until {many} solve": Method(*fast, True, True),
+        f"no model: {many} uniform random seeds + refine_samples":
+            Method(refine_uniform, uniform, False),
+        f"no model: uniform seeds + refine_samples until {many} solve":
+            Method(refine_uniform, uniform, True),
+        f"no model: solve_ik(num_seeds={many}, early_stop=False), own seeding":
+            Method(None, None, False),
+    }  # fmt: skip
 
 
-def one_pose_run(setup: Setup, method: tuple, index: int, many: int) -> dict:
-    """One method on test pose ``index``: timed, its answer judged."""
-    pose, p = setup.problem.targets[index], setup.at(index)
-    draw, top_up = method
-    run, timing, cpu = run_timed(lambda: one_pose(setup, draw, top_up, pose, many, seed=7 + index),
+def one_pose_run(setup: Setup, method: Method, index: int, many: int) -> dict:
+    """One method on test pose ``index``: timed, its answer judged; the seeds' drawing alone
+    timed once after."""
+    pose, p, seed = setup.problem.targets[index], setup.at(index), 7 + index
+    run, timing, cpu = run_timed(lambda: one_pose(setup, method, pose, many, seed),
                                  setup.min_run_time)  # fmt: skip
+    draw_s = 0.0
+    if method.draw is not None:
+        start = time.perf_counter()
+        method.draw(pose, many, seed)
+        draw_s = time.perf_counter() - start
     errs = errors(p, run["q"][None])
     ok = passed(errs, POS_TOL, ROT_TOL)
     kept = distinct_counts(run["q"][None], ok, errs, setup.robot.continuous) if ok.numel() else [0]
     distinct = int(kept[0])  # no solution kept when topping up found none
     return {**run, "wall": timing.median, "cpu": cpu, "solutions": int(ok.sum()),
-            "distinct": distinct}  # fmt: skip
+            "distinct": distinct, "draw": draw_s, "model": method.model,
+            "top_up": method.top_up}  # fmt: skip
 
 
 ONE_POSE_COLUMNS = [
@@ -284,7 +335,7 @@ ONE_POSE_COLUMNS = [
     Column("seeds", "seeds (median)"),
     Column("wall_s", "wall time (median)", fmt_time),
     Column("wall_iqr", "quartiles"),
-    Column("draw_s", "of which drawing seeds (median)", fmt_time),
+    Column("draw_s", "drawing the seeds alone (median)", fmt_time),
     Column("cpu_s", "CPU time (median)", fmt_time),
     Column("solutions", "solutions (median)"),
     Column("solutions_min", "min"),
@@ -303,7 +354,8 @@ def one_pose_row(table: Table, name: str, runs: list[dict], many: int) -> None:
         wall_iqr=f"{fmt_time(q1)} – {fmt_time(q3)}", draw_s=median_of("draw") or None,
         cpu_s=median_of("cpu"), solutions=int(median_of("solutions")),
         solutions_min=min(solutions), distinct=int(median_of("distinct")),
-        walls=walls.tolist(), solutions_all=solutions,
+        walls=walls.tolist(), solutions_all=solutions, model=runs[0]["model"],
+        top_up=runs[0]["top_up"],
     )  # fmt: skip
 
 
@@ -320,10 +372,12 @@ def one_pose_table(setup: Setup, n_poses: int, many: int) -> Table:
     table.notes += [
         f"Each of the first {n_poses} test poses in turn, every method on each pose; wall time "
         "= sampling (model rows) + refinement, `torch.utils.benchmark` median per pose, then "
-        "the median over the poses (quartiles beside it). 'solutions': configurations passing "
+        "the median over the poses (quartiles beside it); 'drawing seeds alone': one call "
+        f"drawing {many} seeds, after the timed ones. 'solutions': configurations passing "
         f"the float64 check (1 mm, 0.01 rad, limits); 'until {many} solve': more samples or "
         f"seeds (1.5 × the shortfall) are refined until {many} succeed (at most "
         f"{TOP_UP_ROUNDS} rounds), the first {many} kept.",
+        *([f"{setup.many_label} = `{setup.many_options}`."] if setup.many_options else []),
         "CPU time: the process's CPU time per call over every call the timer made. With one "
         "torch thread it is close to the wall time on an idle core, and other jobs inflate it far "
         "less than the wall time.",
@@ -393,6 +447,8 @@ def pose_table(
     many: int = 1000,
     min_run_time: float = 0.2,
     label: str | None = None,
+    many_options: Mapping[str, Any] | None = None,
+    many_label: str = "",
 ) -> Tables:
     """The full-pose protocol of a learned model on its robot: four tables.
 
@@ -411,6 +467,12 @@ def pose_table(
         many: exact solutions of one pose to time.
         min_run_time: seconds of measurement per timing (:func:`time_call`).
         label: the model's name in the rows (default: its family).
+        many_options: keywords of :func:`torchik.models.solve_with_model` for the
+            ``many``-solutions rows, e.g. ``{"sample_options": {"sampler": FEW_PASSES_BF16},
+            "max_iters": 15}``; their ``sample_options`` also make a second raw row. The
+            model's own sampler keeps the first raw row, the refined table and one ``many``
+            row.
+        many_label: the options' name in the rows.
 
     Returns:
         :class:`~experiments.table.Tables`: raw samples, refined samples, ``many``
@@ -419,9 +481,14 @@ def pose_table(
     from experiments.numerical import problem
 
     p = problem(robot, model.spec.link, n_poses, seed, retries=0, check=check)
-    setup = Setup(p, model, label or str(model.family), min_run_time)
+    setup = Setup(p, model, label or str(model.family), min_run_time, many_options, many_label)
     samples, timing, _ = run_timed(lambda: sample(model, p.targets, n_samples, 0), min_run_time)
     raw, distinct = raw_table(setup, samples, timing.median)
+    if many_options and "sample_options" in many_options:
+        options = many_options["sample_options"]
+        draw = lambda: sample(model, p.targets, n_samples, 0, options)  # noqa: E731
+        fast, timing, _ = run_timed(draw, min_run_time)
+        raw_row(raw, setup, f"{setup.label}, {many_label}", fast, timing.median)
     tables = Tables([raw, refined_table(setup, samples, (raw.rows[0], distinct))])
     tables.append(one_pose_table(setup, min(timing_poses, n_poses), many))
     tables.append(one_each_table(setup, one_each_samples))

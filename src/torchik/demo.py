@@ -1,9 +1,10 @@
 """``make demo``: pretrained Panda IK in seconds on the CPU, nothing to train.
 
 Loads the bundled full-pose Panda model (:func:`torchik.models.load_pretrained`), samples 100
-joint configurations for each of a few random reachable poses, refines every sample with
-:func:`torchik.ik.refine_samples`, prints a table (raw errors, success after refinement, distinct
-solutions, times) and saves pictures to ``demo_output/``. Run with
+joint configurations for each of a few random reachable poses and refines every sample, both in
+one call (:func:`torchik.models.solve_with_model`, with the 12-pass sampler
+:data:`torchik.models.FEW_PASSES`), prints a table (raw errors, success after refinement,
+distinct solutions, time) and saves pictures to ``demo_output/``. Run with
 ``python -m torchik.demo [--poses N] [--samples N] [--out DIR]``.
 
 ``python -m torchik.demo --forum`` runs the earlier demo instead: a small MLP learns Panda
@@ -38,8 +39,7 @@ class PoseRow:
     raw_errors: tuple[Tensor, Tensor]  # (n,) position (m) and rotation (rad) errors
     refined: IKResult  # refinement of every sample, (n, 7)
     distinct: int
-    sample_ms: float
-    refine_ms: float
+    solve_ms: float  # sampling and refinement
 
 
 def reachable_poses(robot, n: int, seed: int = 0) -> Tensor:
@@ -49,38 +49,35 @@ def reachable_poses(robot, n: int, seed: int = 0) -> Tensor:
 
 
 def solve_pose(model, robot, pose: Tensor, n: int, seed: int) -> PoseRow:
-    """Sample ``n`` configurations for ``pose``, then refine each one (1 mm, 0.01 rad)."""
-    from torchik.ik.refine import refine_samples
+    """Sample ``n`` configurations for ``pose`` and refine each one (1 mm, 0.01 rad)."""
     from torchik.learn.data import encode_target
     from torchik.learn.evaluate import sample_errors
+    from torchik.models import FEW_PASSES, solve_with_model
 
     gen = torch.Generator().manual_seed(seed)
-    target = encode_target(pose, "pose")
     start = time.perf_counter()
+    out = solve_with_model(robot, model, pose, n, generator=gen,
+                           sample_options={"sampler": FEW_PASSES}, tol_rotation=0.01)  # fmt: skip
+    solve_ms = 1000 * (time.perf_counter() - start)
+    _, keep = out.result.distinct()
     with torch.no_grad():
-        samples = model.sample(target.float(), n, generator=gen)
-    sample_ms = 1000 * (time.perf_counter() - start)
-    start = time.perf_counter()
-    result = refine_samples(robot, pose, samples, tol_rotation=0.01)
-    refine_ms = 1000 * (time.perf_counter() - start)
-    _, keep = result.distinct()
-    with torch.no_grad():
-        pos, rot = sample_errors(robot, samples[None], target[None], model.spec)
+        target = encode_target(pose, "pose")[None]
+        pos, rot = sample_errors(robot, out.samples[None], target, model.spec)
     assert rot is not None  # pose targets
-    return PoseRow(pose, samples, (pos[0], rot[0]), result, int(keep.sum()), sample_ms, refine_ms)
+    return PoseRow(pose, out.samples, (pos[0], rot[0]), out.result, int(keep.sum()), solve_ms)
 
 
 def print_table(rows: list[PoseRow]) -> None:
     """The demo's table, one line per pose."""
     n = len(rows[0].samples)
     print(f"\n{'pose':>4} | {'raw position':>12} | {'raw rotation':>12} | {'refined ok':>10} | "
-          f"{'distinct':>8} | {f'sample {n}':>10} | {f'refine {n}':>10}")  # fmt: skip
+          f"{'distinct':>8} | {f'sample + refine {n}':>20}")  # fmt: skip
     print("-" * 86)
     for i, r in enumerate(rows):
         ok = f"{int(r.refined.success.sum())}/{n}"
         mm, deg = 1000 * r.raw_errors[0].mean(), math.degrees(r.raw_errors[1].mean())
         print(f"{i:>4} | {mm:9.1f} mm | {deg:8.1f} deg | {ok:>10} | "
-              f"{r.distinct:>8} | {r.sample_ms:7.1f} ms | {r.refine_ms:7.0f} ms")  # fmt: skip
+              f"{r.distinct:>8} | {r.solve_ms:17.0f} ms")  # fmt: skip
     print("raw: errors of the model's samples before refinement (mean over the samples);")
     print("refined ok: samples that refinement brought within 1 mm and 0.01 rad;")
     print("distinct: solutions more than 0.1 rad apart in joint space (IKResult.distinct).")

@@ -8,7 +8,7 @@ import torch
 import torchik
 from experiments.numerical import problem
 from experiments.pose import distinct_counts, passed, pose_table, sample
-from torchik.models import load_pretrained
+from torchik.models import FEW_PASSES, load_pretrained
 
 SMALL = dict(n_poses=3, n_samples=6, many=10, timing_poses=2, one_each_samples=2,
              min_run_time=0.01)  # fmt: skip
@@ -65,6 +65,20 @@ def test_one_pose_and_one_each(tables):
     topped = one_pose.rows[1]
     assert topped["solutions_min"] == 10 and topped["seeds"] >= 10
     assert one_each.row("no model: solve_ik, own seeding (defaults)")["success"] == 1.0
+
+
+def test_many_options_add_a_raw_row_and_the_fast_many_rows(robot, model):
+    options = {"sample_options": {"sampler": FEW_PASSES}, "max_iters": 15}
+    tables = pose_table(robot, model, many_options=options, many_label="FEW_PASSES", **SMALL)
+    raw, one_pose = tables[0], tables[2]
+    assert [row["method"] for row in raw.rows] == ["fm", "fm, FEW_PASSES"]
+    assert raw.rows[1]["pos_mean_mm"] > 0 and raw.rows[1]["samples"] == "3 × 6"
+    names = [row["method"] for row in one_pose.rows]
+    assert names[:3] == ["fm: 10 samples + solve_with_model",
+                         "fm, FEW_PASSES: 10 samples + solve_with_model",
+                         "fm, FEW_PASSES: samples + solve_with_model until 10 solve"]  # fmt: skip
+    assert [row["model"] for row in one_pose.rows] == [True] * 3 + [False] * 3
+    assert one_pose.rows[2]["solutions_min"] == 10 and one_pose.rows[1]["draw_s"] > 0
 
 
 def test_check_judges_success(robot, model):

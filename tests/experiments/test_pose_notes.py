@@ -14,7 +14,8 @@ def _tables(mm: float, wall: float) -> list[Table]:
                 distinct_mean=5.0, raw_distinct_mean=9.0)  # fmt: skip
     one = Table("one pose", [])
     for name in ("uniform", "model"):
-        one.add(name, wall_s=wall, cpu_s=wall, solutions_min=1000)
+        one.add(name, wall_s=wall, cpu_s=wall, solutions_min=1000, model=name == "model",
+                top_up=True)  # fmt: skip
     return [raw, refined, one, Table("each", [])]
 
 

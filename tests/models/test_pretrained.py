@@ -10,7 +10,7 @@ import torch
 from torchik import load_robot, solve_ik
 from torchik.learn import evaluate_model
 from torchik.learn.data import decode_pose
-from torchik.models import PRETRAINED, load_pretrained
+from torchik.models import FEW_PASSES, FEW_PASSES_BF16, PRETRAINED, load_pretrained
 from torchik.models.pretrained import evaluate, held_out_targets, measured_accuracy
 
 BOUND = 1.5  # raw errors on 100 targets may exceed the 1000-target measurement by this factor
@@ -41,6 +41,23 @@ def test_raw_accuracy_within_the_stated_bound(name):
     measured = evaluate(load_pretrained(name), n_targets=100, n_samples=10)
     for key, value in stated.items():
         assert measured[key] <= BOUND * value, (key, measured[key], value)
+
+
+@pytest.fixture(scope="module")
+def panda_reference() -> dict[str, float]:
+    """The Panda model's own sampler (32 midpoint steps, 64 passes), 200 held-out targets."""
+    return evaluate(load_pretrained("panda"), n_targets=200, n_samples=10)
+
+
+@pytest.mark.parametrize("sampler", [FEW_PASSES, FEW_PASSES_BF16], ids=["float32", "bf16"])
+def test_fewer_passes_keep_the_accuracy_they_replace(panda_reference, sampler):
+    """12 passes instead of 64 within 10 % of the mean errors on the same targets and noise
+    (measured: position 0.95 and 0.95, rotation 0.97 and 0.995 of the reference's; on 1000
+    targets and two noise seeds see ``benchmarks/results/fm_samplers.md``)."""
+    fast = evaluate(load_pretrained("panda"), n_targets=200, n_samples=10,
+                    sample_options={"sampler": sampler})  # fmt: skip
+    for key in ("position_mean_mm", "rotation_mean_deg"):
+        assert fast[key] <= 1.1 * panda_reference[key], (key, fast[key], panda_reference[key])
 
 
 @pytest.mark.parametrize("name", ["panda", "panda_position", "ur5", "digit_arm"])

@@ -13,7 +13,6 @@ import torch
 from torchik.cli.common import (
     _add_target,
     _common,
-    _encode_for,
     _end_link,
     _load_model,
     _non_negative,
@@ -128,28 +127,21 @@ def _solve_numerically(args, robot, target, position_only, link):
 
 @torch.no_grad()
 def _solve_with_model(args, robot, target, position_only, link):
-    from torchik.ik.refine import refine_samples
-    from torchik.learn.spec import robot_hash
+    from torchik.models.pipeline import check_model_fits, model_targets, solve_with_model
 
     model = _load_model(args.model, args.robot, torch.device(args.device))
-    if model.spec.robot_hash != robot_hash(robot) or model.spec.link != link:
-        differs = "; ".join(model.spec.differences(robot, link))
-        raise ValueError(
-            f"the model is for robot {model.spec.robot!r}, link {model.spec.link!r}, not for "
-            f"this one: {differs}"
-        )
+    check_model_fits(model, robot, link)
     gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
-    seeds = model.sample(_encode_for(model, target, position_only), args.n, generator=gen)
-    seeds = seeds.to(robot.device, robot.dtype)
     tol_rotation = math.radians(args.tol_rotation)
     name = f"{model.family} model"
     if not args.refine:
-        return _unrefined(robot, seeds, target, position_only, link, args.tol_position,
-                          tol_rotation).top(args.n), name  # fmt: skip
-    result = refine_samples(
-        robot, target, seeds, link, position_only=position_only,
+        seeds = model.sample(model_targets(model, target, position_only), args.n, generator=gen)
+        return _unrefined(robot, seeds.to(robot.device, robot.dtype), target, position_only, link,
+                          args.tol_position, tol_rotation).top(args.n), name  # fmt: skip
+    result = solve_with_model(
+        robot, model, target, args.n, link, position_only=position_only, generator=gen,
         tol_position=args.tol_position, tol_rotation=tol_rotation,
-    )  # fmt: skip
+    ).result  # fmt: skip
     return result.top(args.n), f"{name} + refinement"
 
 

@@ -8,11 +8,17 @@ from torchik.models.base import IKModel, clamp_to_limits, squash_to_limits
 from torchik.models.checkpoint import FORMAT_VERSION
 from torchik.models.cvae import CVAE, CVAEConfig
 from torchik.models.flow import Flow, FlowConfig
-from torchik.models.fm import FlowMatching, FMConfig
+from torchik.models.fm import FEW_PASSES, FEW_PASSES_BF16, FlowMatching, FMConfig, FMSampler
 from torchik.models.iknet import IKNet, IKNetConfig
 from torchik.models.inn import INN, INNConfig
 from torchik.models.mdn import MDN, MDNConfig
 from torchik.models.mlp import MLP, MLPConfig
+from torchik.models.pipeline import (
+    ModelSolutions,
+    check_model_fits,
+    model_targets,
+    solve_with_model,
+)
 from torchik.models.pretrained import PRETRAINED, load_pretrained
 from torchik.models.registry import families, load, register
 from torchik.models.rnn import RNN, RNNConfig
@@ -20,7 +26,10 @@ from torchik.models.rnn import RNN, RNNConfig
 __all__ = [
     "CVAE",
     "CVAEConfig",
+    "FEW_PASSES",
+    "FEW_PASSES_BF16",
     "FMConfig",
+    "FMSampler",
     "FORMAT_VERSION",
     "Flow",
     "FlowConfig",
@@ -34,13 +43,17 @@ __all__ = [
     "MDNConfig",
     "MLP",
     "MLPConfig",
+    "ModelSolutions",
     "PRETRAINED",
     "RNN",
     "RNNConfig",
+    "check_model_fits",
     "clamp_to_limits",
     "families",
     "load",
     "load_pretrained",
+    "model_targets",
     "register",
+    "solve_with_model",
     "squash_to_limits",
 ]

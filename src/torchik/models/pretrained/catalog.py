@@ -79,10 +79,15 @@ def held_out_targets(robot: Any, targets: str, n: int, seed: int = TEST_SEED) ->
 
 @torch.no_grad()
 def evaluate(
-    model: Any, n_targets: int = 1000, n_samples: int = 10, seed: int = TEST_SEED
+    model: Any,
+    n_targets: int = 1000,
+    n_samples: int = 10,
+    seed: int = TEST_SEED,
+    sample_options: dict[str, Any] | None = None,
 ) -> dict[str, float]:
     """Errors of ``n_samples`` raw samples per held-out target of a model of a bundled robot
-    (FK in float64).
+    (FK in float64); ``sample_options`` go to ``model.sample`` (e.g. a flow-matching
+    ``sampler``).
 
     Returns:
         ``position_mean_mm``, ``position_median_mm``, ``best_of_n_mm`` (mean over targets of
@@ -96,7 +101,7 @@ def evaluate(
 
     fk_robot = load_robot(model.spec.robot, dtype=torch.float64)
     target = held_out_targets(fk_robot, model.spec.targets, n_targets, seed)
-    r = evaluate_model(model, target, fk_robot, n_samples, seed)
+    r = evaluate_model(model, target, fk_robot, n_samples, seed, sample_options)
     out = {
         "position_mean_mm": 1000 * r.position_mean,
         "position_median_mm": 1000 * r.position_median,

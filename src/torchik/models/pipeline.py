@@ -1,0 +1,143 @@
+"""Sampling and refinement as one call: a learned model's samples polished into exact solutions.
+
+:func:`solve_with_model` is the one way from a target to refined model samples; ``torchik solve
+--model ... --refine``, ``python -m torchik.demo`` and the full-pose protocol
+(``experiments/pose.py``) call it. It lives here, not in :mod:`torchik.ik`, because it reads
+the model's targets (:func:`torchik.learn.encode_target`) and :mod:`torchik.learn` already
+builds on :mod:`torchik.ik`.
+
+Everything runs where the robot and the model are: the targets are encoded there, the noise is
+drawn with the caller's generator there, and the samples go to
+:func:`torchik.ik.refine_samples` as they are (a dtype cast, no copy to the host); the only
+host round-trips are the solver's own.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchik.ik.refine import refine_samples
+from torchik.ik.result import IKResult
+from torchik.learn.data import encode_target
+from torchik.learn.spec import robot_hash
+from torchik.models.base import IKModel
+from torchik.robot.robot import Robot
+
+__all__ = ["ModelSolutions", "check_model_fits", "model_targets", "solve_with_model"]
+
+
+@dataclass(frozen=True)
+class ModelSolutions:
+    """A model's samples and their refinement, slot for slot.
+
+    Attributes:
+        samples: ``(..., n, dof)`` the raw samples, in the robot's dtype and device.
+        result: the refinement (:func:`torchik.ik.refine_samples`): slot ``k`` is sample ``k``
+            polished.
+    """
+
+    samples: Tensor
+    result: IKResult
+
+
+def model_targets(model: IKModel, target: Tensor, position_only: bool = False) -> Tensor:
+    """The model's encoding ``(..., T)`` of poses ``(..., 4, 4)`` (or, ``position_only``, of
+    positions ``(..., 3)``), in the model's dtype and on its device.
+
+    Raises:
+        ValueError: positions for a model trained on full poses.
+    """
+    kind = model.spec.targets
+    if position_only:
+        if kind == "pose":
+            raise ValueError("this model was trained on full poses: give poses, not positions")
+        eye = torch.eye(4, dtype=target.dtype, device=target.device)
+        pose = eye.expand(*target.shape[:-1], 4, 4).clone()
+        pose[..., :3, 3] = target
+    else:
+        pose = target
+    return encode_target(pose, kind).to(model.target_mean)
+
+
+def check_model_fits(model: IKModel, robot: Robot, link: str | None = None) -> str:
+    """The link to place (default: the model's), checked against the model's spec.
+
+    Raises:
+        ValueError: the model is for another robot (:func:`torchik.learn.robot_hash`) or link.
+    """
+    link = model.spec.link if link is None else link
+    if model.spec.robot_hash != robot_hash(robot) or model.spec.link != link:
+        differs = "; ".join(model.spec.differences(robot, link))
+        raise ValueError(
+            f"the model is for robot {model.spec.robot!r}, link {model.spec.link!r}, not for "
+            f"this one: {differs}"
+        )
+    return link
+
+
+def solve_with_model(
+    robot: Robot,
+    model: IKModel,
+    target: Tensor,
+    n: int,
+    link: str | None = None,
+    *,
+    position_only: bool = False,
+    generator: torch.Generator | None = None,
+    sample_options: Mapping[str, Any] | None = None,
+    method: str = "lm",
+    tol_position: float = 1e-3,
+    tol_rotation: float = math.radians(1.0),
+    max_iters: int | None = None,
+    num_threads: int | None = None,
+) -> ModelSolutions:
+    """Draw ``n`` samples per target from ``model`` and refine every one of them.
+
+    Args:
+        robot: the robot (the refinement runs in its dtype, on its device).
+        model: a model of this robot (:attr:`ProblemSpec.robot_hash <torchik.learn.ProblemSpec>`
+            checked), best on the robot's device (else the samples are moved there).
+        target: ``(..., 4, 4)`` poses of ``link``, or with ``position_only=True`` ``(..., 3)``
+            positions, on the robot's device.
+        n: samples per target.
+        link: the link to place (default: the model's).
+        position_only: ignore the orientation (a position model's targets).
+        generator: draws the model's noise (on the model's device); None: torch's global one.
+        sample_options: keywords of ``model.sample``, e.g. ``{"sampler": FEW_PASSES}`` for a
+            flow-matching model (:data:`torchik.models.fm.FEW_PASSES`).
+        method, tol_position, tol_rotation, max_iters, num_threads: as for
+            :func:`torchik.ik.refine_samples`.
+
+    Returns:
+        :class:`ModelSolutions`: ``samples`` and ``result`` ``(..., n, dof)``.
+
+    Raises:
+        ValueError: the model is for another robot or link, or for full poses when
+            ``position_only``.
+
+    Example:
+        >>> import torch, torchik
+        >>> from torchik.models import load_pretrained
+        >>> robot = torchik.load_robot("panda", dtype=torch.float64)
+        >>> pose = robot.forward_kinematics(robot.random_configuration(2), "panda_hand")
+        >>> out = solve_with_model(robot, load_pretrained("panda"), pose, 8, tol_rotation=0.01)
+        >>> out.samples.shape, out.result.q.shape, bool(out.result.success.any(-1).all())
+        (torch.Size([2, 8, 7]), torch.Size([2, 8, 7]), True)
+    """
+    link = check_model_fits(model, robot, link)
+    encoded = model_targets(model, target, position_only)
+    with torch.no_grad():
+        samples = model.sample(encoded, n, generator=generator, **(sample_options or {}))
+    samples = samples.to(robot.device, robot.dtype)
+    result = refine_samples(
+        robot, target, samples, link, position_only=position_only, method=method,
+        tol_position=tol_position, tol_rotation=tol_rotation, max_iters=max_iters,
+        num_threads=num_threads,
+    )  # fmt: skip
+    return ModelSolutions(samples, result)

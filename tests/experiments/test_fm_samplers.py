@@ -1,0 +1,31 @@
+"""experiments.fm_samplers: samplers against the model's own, tiny sizes."""
+
+from __future__ import annotations
+
+import pytest
+
+from experiments.fm_samplers import default_samplers, sampler_table
+from torchik.models import FEW_PASSES, load_pretrained
+from torchik.models.fm import FMSampler
+
+
+def test_rows_ratios_and_verdicts():
+    model = load_pretrained("panda")
+    samplers = {"few": FEW_PASSES, "one euler step": FMSampler(1, "euler")}
+    table = sampler_table(model, samplers, n_targets=6, n_samples=3, seeds=(0, 1), many=4,
+                          min_run_time=0.01)  # fmt: skip
+    reference, few, one = table.rows
+    assert reference["kept"] == "reference" and reference["worst_ratio"] == pytest.approx(1.0)
+    assert reference["passes"] == 64 and few["passes"] == 12 and one["passes"] == 1
+    assert len(few["errors"]) == 2 and few["position"].count(" / ") == 1
+    assert one["kept"] == "no" and one["worst_ratio"] > 1.1  # one step lands far off
+    worst = max(e[k] / r[k] for e, r in zip(few["errors"], reference["errors"], strict=True)
+                for k in ("position", "rotation"))  # fmt: skip
+    assert few["worst_ratio"] == pytest.approx(worst)
+    assert all(row["draw_s"] > 0 for row in table.rows)
+
+
+def test_the_default_candidates_name_the_presets():
+    candidates = default_samplers()
+    assert candidates["FEW_PASSES"] == FEW_PASSES
+    assert all(isinstance(s, FMSampler) for s in candidates.values())
