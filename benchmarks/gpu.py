@@ -1,7 +1,8 @@
 """GPU kinematics (issues 19, 34): FK, FK of every link, FK + backward and Jacobian throughput,
 reference path against the fused Triton kernels; numerical IK by the host loop and the
 fixed-shape loop (eager, and captured in CUDA graphs); whole-body IK of the G1's two hands (the
-protocol and its goals: :mod:`experiments.gpu`). Writes ``benchmarks/results/gpu.{md,json}``.
+protocol and its goals: :mod:`experiments.gpu`); the bundled Panda model's samples, drawn and
+refined. Writes ``benchmarks/results/gpu.{md,json}``.
 
 Run on a GPU machine (Triton installed, as with the CUDA torch wheels); ``make gpu-check``
 runs it:
@@ -18,8 +19,9 @@ from pathlib import Path
 import torch
 from common import RESULTS_DIR, Report, log
 
-from experiments.gpu import fk_rows, gpu_table, ik_rows, wholebody_rows
+from experiments.gpu import fk_rows, gpu_table, ik_rows, model_rows, wholebody_rows
 from torchik import load_robot
+from torchik.models import load_pretrained
 
 
 def main() -> None:
@@ -39,6 +41,9 @@ def main() -> None:
     g1 = load_robot("g1", dtype=torch.float32).to(device)
     hands = ["left_rubber_hand", "right_rubber_hand"]
     rows += wholebody_rows(g1, hands, 20 if args.quick else 1000, args.seconds)
+    if args.robot == "panda":  # the bundled pose model: 1000 refined solutions of one pose
+        model = load_pretrained("panda").to(device)
+        rows += model_rows(robot, model, 50 if args.quick else 1000, args.seconds)
     report = Report("gpu", "GPU kinematics (issues 19, 34)", tables=[gpu_table(rows)])
     md, _ = report.write(args.out)
     log(f"wrote {md}")

@@ -8,7 +8,8 @@ CUDA events on CUDA (:func:`experiments.timing.time_cuda`), of
 :func:`experiments.timing.time_call` elsewhere. Goals on an H100 or H200 (issue 34): FK pose
 ≥ 8 G configurations/s at 4 M, FK + backward ≥ 4, Jacobian ≥ 3, every link ≥ 2 G/s; IK of 1 /
 1000 / 100 000 Panda poses in ≤ 1 / 5 / 50 ms at ≥ 99.9 %; whole-body IK of the G1's two hands,
-1000 targets, in ≤ 20 ms.
+1000 targets, in ≤ 20 ms; 1000 solutions of one Panda pose drawn from the bundled model and
+refined (:func:`torchik.models.solve_with_model`) in ≤ 10 ms.
 
 Example:
     >>> from torchik import load_robot
@@ -29,7 +30,7 @@ import torch
 from experiments.table import Column, Table
 from experiments.timing import time_call, time_cuda
 
-__all__ = ["LOOPS", "fk_rows", "gpu_table", "ik_rows", "wholebody_rows"]
+__all__ = ["LOOPS", "fk_rows", "gpu_table", "ik_rows", "model_rows", "wholebody_rows"]
 
 
 def _rate(fn: Callable[[], object], n: int, seconds: float, cuda: bool) -> dict[str, float]:
@@ -127,6 +128,35 @@ def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> 
             "what": f"whole-body IK, {len(links)} links", "path": name, "n": n,
             **_rate(solve, n, seconds, cuda), "success": solved,
         })  # fmt: skip
+    return rows
+
+
+def model_rows(robot: Any, model: Any, n: int, seconds: float) -> list[dict[str, Any]]:
+    """``n`` solutions of one pose of ``model``'s link (seed 0): the draw alone and the draw
+    refined by :func:`torchik.models.solve_with_model` (at most 15 LM iterations, as the pose
+    protocol's fast rows), for the model's own sampler and the few-pass presets.
+
+    Returns:
+        Rows ``what``, ``path`` (the sampler), ``n``, ``ms``, ``success`` (share of the ``n``
+        refined samples within 1 mm and 1°).
+    """
+    from torchik.models import FEW_PASSES, FEW_PASSES_BF16, model_targets, solve_with_model
+
+    cuda, link = robot.device.type == "cuda", model.spec.link
+    q = robot.random_configuration(1, generator=torch.Generator().manual_seed(0))
+    target = robot.forward_kinematics(q.to(robot.device), link)[0]
+    encoded = model_targets(model, target)
+    rows = []
+    for name, sampler in (("own", None), ("FEW_PASSES", FEW_PASSES),
+                          ("FEW_PASSES_BF16", FEW_PASSES_BF16)):  # fmt: skip
+        options = {} if sampler is None else {"sampler": sampler}
+        draw = partial(model.sample, encoded, n, **options)
+        solve = partial(solve_with_model, robot, model, target, n, sample_options=options,
+                        max_iters=15)  # fmt: skip
+        solved = solve().result.success.double().mean().item()
+        rows.append({"what": "model draw", "path": name, "n": n, **_rate(draw, n, seconds, cuda)})
+        rows.append({"what": "model + refinement", "path": name, "n": n,
+                     **_rate(solve, n, seconds, cuda), "success": solved})  # fmt: skip
     return rows
 
 

@@ -24,3 +24,17 @@ def test_fk_ik_and_wholebody_rows_and_table():
     table = gpu_table(rows)
     assert len(table.rows) == 9 and table.rows[-1]["success"] == 1.0
     assert "| IK full pose | fixed, CUDA graphs | 5 |" in table.markdown()
+
+
+def test_model_rows_draw_and_refine_with_each_sampler():
+    from experiments.gpu import model_rows
+    from torchik.models import load_pretrained
+
+    torch.set_num_threads(1)
+    robot = load_robot("panda")
+    rows = model_rows(robot, load_pretrained("panda"), 4, seconds=0.01)
+    paths = ["own", "own", "FEW_PASSES", "FEW_PASSES", "FEW_PASSES_BF16", "FEW_PASSES_BF16"]
+    assert [r["path"] for r in rows] == paths
+    assert [r["what"] for r in rows[:2]] == ["model draw", "model + refinement"]
+    assert all(r["ms"] > 0 for r in rows) and "success" not in rows[0]
+    assert all(0.0 <= r["success"] <= 1.0 for r in rows[1::2])
