@@ -143,6 +143,19 @@ def test_dataset_train_eval_round_trip(tmp_path, capsys):
         "json",
     )
     assert code == 0 and len(json.loads(out)) == 3
+    code, _, err = run(capsys, "solve", "snake2", "--position", "0.1", "0.1", "--model",
+                       str(run_dir / "model.pt"), "--sampler", "few")  # fmt: skip
+    assert code == 1 and "--sampler is for flow-matching models; this model is 'iknet'" in err
+
+
+@pytest.mark.parametrize("sampler", ["model", "few", "few-bf16"])
+def test_solve_with_the_bundled_model_and_each_sampler(sampler, capsys):
+    code, out, err = run(capsys, "solve", "panda", "--pose", "0.4", "0.1", "0.5", "0", "1", "0",
+                         "0", "--model", "pretrained", "--refine", "-n", "20", "--sampler",
+                         sampler, "--format", "json")  # fmt: skip
+    assert code == 0, err
+    rows = json.loads(out)
+    assert len(rows) == 20 and sum(r["success"] for r in rows) >= 18
 
 
 @pytest.mark.parametrize(
