@@ -40,6 +40,11 @@ def _rate(fn: Callable[[], object], n: int, seconds: float, cuda: bool) -> dict[
     return {"ms": t.median * 1e3, "G_per_s": n / t.median / 1e9}
 
 
+def _failed(what: str, path: str, n: int, error: Exception) -> dict[str, Any]:
+    """A row for a measurement that raised: the table keeps the other rows."""
+    return {"what": what, "path": path, "n": n, "status": f"failed: {error}"[:160]}
+
+
 def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list[dict[str, Any]]:
     """FK pose (one link and every link), FK + backward and Jacobian rates of ``n``
     configurations, on both FK paths (``robot.backend``; the fused kernels on CUDA only).
@@ -69,7 +74,11 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
                 ("FK + backward", backward),
                 ("Jacobian", lambda q=q: robot.jacobian(q, link)),
             ):
-                rows.append({"what": what, "path": path, "n": n, **_rate(fn, n, seconds, cuda)})
+                try:
+                    rows.append({"what": what, "path": path, "n": n,
+                                 **_rate(fn, n, seconds, cuda)})  # fmt: skip
+                except Exception as error:  # noqa: BLE001 - a failed row (e.g. a kernel)
+                    rows.append(_failed(what, path, n, error))
     robot.backend = "auto"
     return rows
 
@@ -101,11 +110,15 @@ def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
         for name, settings in LOOPS.items():
             solver = LevenbergMarquardt(**settings)
             solve = partial(solve_ik, robot, targets, link, method=solver)
-            result = solve()
-            rows.append({
-                "what": "IK full pose", "path": name, "n": n, **_rate(solve, n, seconds, cuda),
-                "success": result.success.any(-1).double().mean().item(),
-            })  # fmt: skip
+            try:
+                result = solve()
+                rows.append({
+                    "what": "IK full pose", "path": name, "n": n,
+                    **_rate(solve, n, seconds, cuda),
+                    "success": result.success.any(-1).double().mean().item(),
+                })  # fmt: skip
+            except Exception as error:  # noqa: BLE001 - a failed row (e.g. a capture)
+                rows.append(_failed("IK full pose", name, n, error))
     return rows
 
 
@@ -123,11 +136,13 @@ def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> 
         loop = LOOPS[name]["loop"]
         solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
                         loop=loop)  # fmt: skip
-        solved = solve().success.any(-1).double().mean().item()
-        rows.append({
-            "what": f"whole-body IK, {len(links)} links", "path": name, "n": n,
-            **_rate(solve, n, seconds, cuda), "success": solved,
-        })  # fmt: skip
+        what = f"whole-body IK, {len(links)} links"
+        try:
+            solved = solve().success.any(-1).double().mean().item()
+            rows.append({"what": what, "path": name, "n": n, **_rate(solve, n, seconds, cuda),
+                         "success": solved})  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - a failed row (e.g. a capture)
+            rows.append(_failed(what, name, n, error))
     return rows
 
 
@@ -153,10 +168,14 @@ def model_rows(robot: Any, model: Any, n: int, seconds: float) -> list[dict[str,
         draw = partial(model.sample, encoded, n, **options)
         solve = partial(solve_with_model, robot, model, target, n, sample_options=options,
                         max_iters=15)  # fmt: skip
-        solved = solve().result.success.double().mean().item()
-        rows.append({"what": "model draw", "path": name, "n": n, **_rate(draw, n, seconds, cuda)})
-        rows.append({"what": "model + refinement", "path": name, "n": n,
-                     **_rate(solve, n, seconds, cuda), "success": solved})  # fmt: skip
+        try:
+            rows.append({"what": "model draw", "path": name, "n": n,
+                         **_rate(draw, n, seconds, cuda)})  # fmt: skip
+            solved = solve().result.success.double().mean().item()
+            rows.append({"what": "model + refinement", "path": name, "n": n,
+                         **_rate(solve, n, seconds, cuda), "success": solved})  # fmt: skip
+        except Exception as error:  # noqa: BLE001 - a failed row (e.g. bf16 on this device)
+            rows.append(_failed("model draw + refinement", name, n, error))
     return rows
 
 

@@ -6,14 +6,19 @@
 #   OUT=/where/results/go bash scripts/gpu_check.sh            # PY=python3 by default
 #   PY=.venv/bin/python bash scripts/gpu_check.sh --dry-run    # here: the same steps, tiny, CPU
 #
+# Most wanted first, so that a run cut short keeps the most:
 # 1. the GPU-relevant tests on the GPU: the kinematics (fused kernels on CUDA tensors), IK and
-#    training-engine suites, and every test marked `cuda` (CUDA graph capture, no host syncs);
-# 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, timed
-#    with CUDA events -> $OUT/gpu.md, gpu.json;
+#    training-engine suites, with every test marked `cuda` (CUDA graph capture, no host syncs);
+# 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, the
+#    bundled model's samples, timed with CUDA events -> $OUT/gpu.md, gpu.json (rewritten after
+#    every group of rows);
 # 3. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
-#    batch 4096, fp32 / bf16 / on-device stream / CUDA graphs -> $OUT/train_speed_cuda.md, .json.
+#    batch 4096, fp32 / bf16 / on-device stream / CUDA graphs -> $OUT/train_speed_cuda.md, .json;
+# 4. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
+#    saying which).
 # Each step has its own time limit; a failed step is reported and the next one still runs; the
-# exit status is 1 if any step failed. Copy $OUT's files into benchmarks/results/ afterwards.
+# exit status is 1 if any step failed. Everything printed is also in $OUT/gpu_check.log. Copy
+# $OUT's files into benchmarks/results/ afterwards.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -22,6 +27,7 @@ DRY=0
 [ "${1:-}" = "--dry-run" ] && DRY=1
 export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
+exec > >(tee "$OUT/gpu_check.log") 2>&1
 failed=()
 start=$(date +%s)
 
@@ -45,28 +51,35 @@ try:
 except ImportError:
     print("triton: not installed (the fused kernels are off)")'
 
+gpu_tests=(tests/kinematics tests/ik tests/train/test_engine.py tests/experiments/test_gpu.py)
 if [ "$DRY" = 1 ]; then
-  tests=(tests/ik/test_fixed.py tests/kinematics/test_fused.py tests/experiments/test_gpu.py)
+  gpu_tests=(tests/ik/test_fixed.py tests/kinematics/test_fused.py tests/experiments/test_gpu.py)
+  rest=(tests/robot/test_robot.py) doctests=()
   workers=2 quick=(--quick --seconds 0.02) device=cpu batch=64 steps=2 families=(mlp)
   modes=(eager stream)
 else
-  tests=(tests/kinematics tests/ik tests/train/test_engine.py tests/experiments/test_gpu.py)
-  workers=8 quick=() device=cuda batch=4096 steps=50 families=(fm iknet)
+  rest=(tests) doctests=(--doctest-modules src/torchik experiments)
+  workers=12 quick=() device=cuda batch=4096 steps=50 families=(fm iknet)
   modes=(eager bf16 stream stream+bf16 stream+graphs)
+  nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv
 fi
+ignore=()
+for t in "${gpu_tests[@]}"; do ignore+=(--ignore "$t"); done
 
-step "tests: kinematics, IK, engine"
-run tests 240 "$PY" -m pytest -q -n "$workers" -p no:cacheprovider "${tests[@]}"
-step "tests: every test marked cuda"
-run cuda-tests 120 "$PY" -m pytest -q -p no:cacheprovider -m cuda tests
+step "tests: kinematics, IK, engine, with the cuda-marked cases"
+run tests 90 "$PY" -m pytest -q -rfEs -n "$workers" -p no:cacheprovider "${gpu_tests[@]}"
 
 step "kinematics and IK throughput (benchmarks/gpu.py)"
-run gpu 200 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
+run gpu 190 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
 
 step "training throughput (benchmarks/train_speed.py)"
-run train_speed 200 "$PY" benchmarks/train_speed.py --device "$device" --size paper \
+run train_speed 110 "$PY" benchmarks/train_speed.py --device "$device" --size paper \
   --families "${families[@]}" --modes "${modes[@]}" --batch "$batch" --steps "$steps" \
   --warmup 5 --repeats 1 --threads 4 --suffix "$device" --out "$OUT"
+
+step "the rest of the suite"
+run suite 130 "$PY" -m pytest -q -rfE -n "$workers" -p no:cacheprovider \
+  --continue-on-collection-errors "${rest[@]}" "${ignore[@]}" "${doctests[@]}"
 
 step "done"
 if [ ${#failed[@]} -gt 0 ]; then
