@@ -23,6 +23,8 @@ from experiments.gpu import fk_rows, gpu_table, ik_rows, model_rows, wholebody_r
 from torchik import load_robot
 from torchik.models import load_pretrained
 
+GROUPS = ["fk", "ik", "wholebody", "model"]
+
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
@@ -30,6 +32,8 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--seconds", type=float, default=0.5, help="measurement per row")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--only", nargs="+", choices=GROUPS, default=GROUPS, help="these rows")
+    parser.add_argument("--name", default="gpu", help="the results' file name (NAME.md)")
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
     robot = load_robot(args.robot, dtype=torch.float32).to(device)
@@ -39,9 +43,9 @@ def main() -> None:
     g1 = load_robot("g1", dtype=torch.float32).to(device)
     hands = ["left_rubber_hand", "right_rubber_hand"]
     groups = [
-        ("FK", lambda: fk_rows(robot, link, fk_sizes, args.seconds)),
-        ("IK", lambda: ik_rows(robot, link, ik_sizes, args.seconds)),
-        ("whole-body IK", lambda: wholebody_rows(g1, hands, 20 if args.quick else 1000,
+        ("fk", lambda: fk_rows(robot, link, fk_sizes, args.seconds)),
+        ("ik", lambda: ik_rows(robot, link, ik_sizes, args.seconds)),
+        ("wholebody", lambda: wholebody_rows(g1, hands, 20 if args.quick else 1000,
                                                  args.seconds)),
     ]  # fmt: skip
     if args.robot == "panda":  # the bundled pose model: 1000 refined solutions of one pose
@@ -49,15 +53,15 @@ def main() -> None:
         n = 50 if args.quick else 1000
         groups.append(("model", lambda: model_rows(robot, model, n, args.seconds)))
     rows: list[dict] = []
-    for name, make_rows in groups:  # a failing group is a failed row; the table is kept
-        try:
+    for name, make_rows in [g for g in groups if g[0] in args.only]:
+        try:  # a failing group is a failed row; the table is kept
             new = make_rows()
         except Exception as error:  # noqa: BLE001 - reported in the table and the log
             new = [{"what": name, "path": "-", "n": 0, "status": f"failed: {error}"[:200]}]
         for row in new:
             log(" ".join(f"{k}={v}" for k, v in row.items()))
         rows += new
-        report = Report("gpu", "GPU kinematics (issues 19, 34)", tables=[gpu_table(rows)])
+        report = Report(args.name, "GPU kinematics (issues 19, 34)", tables=[gpu_table(rows)])
         md, _ = report.write(args.out)  # after every group: a run cut short keeps its rows
     log(f"wrote {md}")
     print(md.read_text())

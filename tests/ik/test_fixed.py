@@ -172,18 +172,26 @@ def test_captured_chunks_equal_the_eager_loop_and_are_reused():
         torch.cuda.set_sync_debug_mode("default")
 
 
-def test_the_fixed_loop_keeps_retries_on_the_device(panda, monkeypatch):
-    """No rounds with host checks between them: one call of the loop, stalled slots re-seeded
-    inside it, and every target solved."""
+def test_the_fixed_loop_retries_in_rounds_at_bucket_sizes(panda, monkeypatch):
+    """Rounds as on the host loop (the hard targets get ``retry_seeds`` fresh slots each), the
+    retry rounds at power-of-two counts of targets (captured chunks are reused), and every
+    target solved."""
     from torchik.ik import base
 
-    calls = []
+    rows = []
     solve = base.IKSolver.solve
-    monkeypatch.setattr(base.IKSolver, "solve", lambda *a, **k: calls.append(1) or solve(*a, **k))
-    targets = _targets(panda, 64, seed=12)
-    result = solve_ik(panda, targets, method=LevenbergMarquardt(loop="fixed"),
-                      generator=torch.Generator().manual_seed(3))  # fmt: skip
-    assert len(calls) == 1 and bool(result.success.any(-1).all())
-    calls.clear()
-    solve_ik(panda, targets, generator=torch.Generator().manual_seed(3))  # host: in rounds
-    assert len(calls) > 1
+    monkeypatch.setattr(base.IKSolver, "solve",
+                        lambda self, problem, *a, **k: rows.append(len(problem))
+                        or solve(self, problem, *a, **k))  # fmt: skip
+    targets = _targets(panda, 200, seed=12)
+    method = LevenbergMarquardt(loop="fixed")
+    result = solve_ik(panda, targets, method=method, generator=torch.Generator().manual_seed(3))
+    k = result.q.shape[1]
+    assert bool(result.success.any(-1).all()) and result.q.shape == (200, k, 7)
+    first, *retries = rows
+    r = method.settings.retry_seeds
+    assert first == 200 * k and retries, "no retry round: make the targets harder"
+    assert all(n % r == 0 and (n // r) & (n // r - 1) == 0 for n in retries), rows
+    rows.clear()
+    solve_ik(panda, targets, generator=torch.Generator().manual_seed(3))  # host: exact counts
+    assert len(rows) > 1

@@ -38,8 +38,10 @@ IKProblem = Any
 
 __all__ = ["Carry", "MAX_GRAPHS", "run_fixed"]
 
-MAX_GRAPHS = 8
-"""Captured chunks kept (least recently used first out): a graph holds its buffers' memory."""
+MAX_GRAPHS = 16
+"""Captured runners kept (least recently used first out): a graph holds its buffers' memory.
+A ``solve_ik`` call under ``early_stop`` uses a few: its first round and its retry rounds at
+bucket sizes (:mod:`torchik.ik.rounds`)."""
 
 
 @dataclass

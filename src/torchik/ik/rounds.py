@@ -44,11 +44,15 @@ class Run:
 
     @property
     def staged(self) -> bool:
-        """Rounds with host checks between them: the host loop under ``early_stop``. The
-        fixed-shape loop (accelerators) keeps its retries on the device instead: one call,
-        whose stalled slots are re-seeded between chunks (:mod:`torchik.ik.fixed`)."""
+        """Rounds with host checks between them, under ``early_stop``, on either loop. On the
+        fixed-shape loop (accelerators) each round is one call, whose stalled slots are also
+        re-seeded between chunks (:mod:`torchik.ik.fixed`), and the retry rounds run at bucket
+        sizes (:func:`_padded`) so that their captured chunks are reused. One round of
+        ``max_iters`` instead left the few hard targets of a batch on one slot each, and kept
+        every row of the batch stepping until they finished: on an H200, 1 000 Panda poses
+        took 22 ms at 99.6 % and 100 000 took 157 ms at 99.7 % that way."""
         s = self.solver.settings
-        return s.early_stop and s.round_iters > 0 and not self.solver._fixed(self.position)
+        return s.early_stop and s.round_iters > 0
 
     def problem(self, k: int, todo: Tensor | None = None) -> IKProblem:
         """The rows of ``k`` slots for every target, or for the targets ``todo`` (long)."""
@@ -174,13 +178,27 @@ def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> 
         if todo.numel() == 0:
             break
         iters = min(s.round_iters, s.max_iters - used)
-        problem = problem_of(r, todo)
+        problem = problem_of(r, _padded(todo, solver))
         seeder = _seeder(problem, r, seed_pool, solver, generator)
         q0 = seeder(*_first_attempt(len(problem), todo.device))
         retried = _run(solver, problem, q0, seeder, iters, used, r)
+        if len(problem) > r * todo.numel():  # the padding's results are dropped
+            retried = _take_rows(retried, torch.arange(todo.numel(), device=todo.device))
         result = _replace_rows(result, todo, _concat(_take_rows(result, todo), retried).top(k))
         used += iters
     return result
+
+
+def _padded(todo: Tensor, solver) -> Tensor:
+    """The targets ``todo (n,)`` of a retry round, repeated up to the next power of two where
+    the solver takes the fixed-shape loop: a captured chunk per shape, so a few bucket sizes are
+    captured once and replayed by later solves instead of one capture per count of unsolved
+    targets. The repeats are solved too and their results dropped."""
+    n = todo.numel()
+    if n == 0 or not solver._fixed(todo):
+        return todo
+    size = 1 << (n - 1).bit_length()
+    return todo[torch.arange(size, device=todo.device) % n]
 
 
 def evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) -> IKResult:
