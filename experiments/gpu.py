@@ -16,7 +16,7 @@ Example:
     >>> robot = load_robot("snake2")
     >>> rows = ik_rows(robot, "ee", [10], seconds=0.01)
     >>> [row["path"] for row in rows], rows[0]["success"] == 1.0
-    (['host loop', 'fixed, eager', 'fixed, CUDA graphs'], True)
+    (['host loop', 'fixed, eager', 'fixed, CUDA graphs', 'fixed, fused LM step'], True)
 """
 
 from __future__ import annotations
@@ -87,10 +87,12 @@ LOOPS = {
     "host loop": {"loop": "host", "sync_every": 1},
     "fixed, eager": {"loop": "fixed", "capture": False},
     "fixed, CUDA graphs": {"loop": "fixed"},
+    "fixed, fused LM step": {"loop": "fixed", "fused_step": True},
 }
 """The IK loops of :func:`ik_rows`: the host loop that drops finished rows at every iteration,
-the fixed-shape loop launching every operation, and the same captured in CUDA graphs (eager
-off CUDA)."""
+the fixed-shape loop launching every operation, the same captured in CUDA graphs (eager off
+CUDA), and captured with each iteration in one kernel (``fused_step``: where FK takes the fused
+kernels; the CUDA-graphs row elsewhere)."""
 
 
 def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list[dict[str, Any]]:

@@ -195,3 +195,33 @@ def test_the_fixed_loop_retries_in_rounds_at_bucket_sizes(panda, monkeypatch):
     rows.clear()
     solve_ik(panda, targets, generator=torch.Generator().manual_seed(3))  # host: exact counts
     assert len(rows) > 1
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() and __import__("os").environ.get("TRITON_INTERPRET") != "1",
+    reason="the fused kernels run on CUDA or in Triton's interpreter",
+)
+def test_the_fused_lm_step_gives_the_loop_its_answers(panda):
+    """``fused_step=True``: one kernel per iteration (residual, step, projection) where FK takes
+    the fused kernels, the same answers as the usual operations on those kernels (float64);
+    elsewhere (the reference backend) the usual operations."""
+    pytest.importorskip("triton", reason="the fused kernels need Triton")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    robot = load_robot("panda", dtype=torch.float64, backend="fused").to(device)
+    targets = _targets(robot, 12, seed=5).to(device)
+    out = {}
+    for fused in (False, True):
+        method = LevenbergMarquardt(loop="fixed", fused_step=fused, max_iters=30)
+        out[fused] = solve_ik(robot, targets, method=method, num_seeds=1,
+                              generator=torch.Generator().manual_seed(0))  # fmt: skip
+    assert torch.equal(out[True].success, out[False].success)
+    assert bool(out[True].success.float().mean() > 0.5)
+    torch.testing.assert_close(out[True].q, out[False].q, atol=TOL, rtol=0)
+    problem = make_problem(robot, "panda_hand", targets[:, :3, 3], targets[:, :3, :3], 1,
+                           1e-3, 0.01)  # fmt: skip
+    solver = LevenbergMarquardt(fused_step=True)
+    q = robot.random_configuration(12).to(device)
+    assert solver.fused_iteration(problem, q) is not None
+    robot.backend = "reference"
+    assert solver.fused_iteration(problem, q) is None
+    assert LevenbergMarquardt().fused_iteration(problem, q) is None  # off by default

@@ -96,6 +96,33 @@ def test_lm_step_equals_the_solver_step_and_projection(name, link, pose, device)
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("pose", [True, False])
+def test_lm_step_writes_the_residual_at_q(pose, device):
+    from torchik.kinematics import fused
+
+    robot, link = _robot("panda"), "panda_hand"
+    q, position, rotmat = _rows(robot, link, 40)
+    rotmat = rotmat if pose else None
+    problem = _problem(robot, link, position, rotmat)
+    lin = LevenbergMarquardt(SETTINGS).linearize(problem, q)
+    lim, w = problem.limits, problem.weights(SETTINGS.rotation_weight)
+    on = lambda t: None if t is None else t.to(device)  # noqa: E731
+    residual = torch.full((40, w.shape[0]), torch.nan, dtype=q.dtype, device=device)
+    out = fused.lm_step(on(q), robot.to(device).tree, robot.link_index(link), on(position),
+                        on(rotmat), on(w), 0.1, on(lim.lower), on(lim.upper),
+                        continuous=on(lim.continuous), full_turn=on(lim.full_turn),
+                        residual=residual)  # fmt: skip
+    robot.to("cpu")
+    torch.testing.assert_close(residual.cpu(), lin.error, atol=1e-12, rtol=0)
+    assert out.shape == q.shape
+    with pytest.raises(ValueError, match="residual must have shape"):
+        fused.lm_step(on(q), robot.to(device).tree, robot.link_index(link), on(position),
+                      on(rotmat), on(w), 0.1, on(lim.lower), on(lim.upper),
+                      residual=residual[:, :2])  # fmt: skip
+    robot.to("cpu")
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_lm_step_with_a_damping_per_row(device):
     robot, link = _robot("panda"), "panda_hand"
     q, position, rotmat = _rows(robot, link, 40)

@@ -99,7 +99,9 @@ def iterate(solver: IKSolver, problem: IKProblem, c: Carry, max_iters: int, trac
     """One iteration on every row of ``c``, in place (the tensors of ``c`` keep their storage,
     as a captured graph needs): linearize, note the best, freeze the finished rows, step the
     others; count stalls if ``track``. No host read."""
-    lin = solver.linearize(problem, c.q)
+    fused = getattr(solver, "fused_iteration", None)
+    both = fused(problem, c.q) if fused is not None else None  # (next q, residual) in one kernel
+    lin = solver.linearize(problem, c.q) if both is None else both[1]
     done = problem.converged(lin)
     better = (lin.cost < c.best_cost) | done
     c.best_q.copy_(torch.where(better[:, None], c.q, c.best_q))
@@ -112,6 +114,15 @@ def iterate(solver: IKSolver, problem: IKProblem, c: Carry, max_iters: int, trac
     first = finished & (c.iterations == max_iters) & (c.it < max_iters)
     c.iterations.copy_(torch.where(first, c.it, c.iterations))
     c.finished.copy_(finished)
+    stepped = _step(solver, problem, c, lin) if both is None else both[0]
+    c.q.copy_(torch.where(finished[:, None], c.q, stepped))
+    if track:
+        c.stalled.copy_(_stalled(solver, lin.cost, c))
+    c.it.add_(1)
+
+
+def _step(solver: IKSolver, problem: IKProblem, c: Carry, lin: Any) -> Tensor:
+    """The solver's step from ``c.q``, projected; the solver state written back into ``c``."""
     state = dict(c.state)
     stepped = problem.project(solver.step(problem, c.q, lin, state))
     for key, value in state.items():  # the step may assign new tensors: copy them back
@@ -119,10 +130,7 @@ def iterate(solver: IKSolver, problem: IKProblem, c: Carry, max_iters: int, trac
             c.state[key].copy_(value)
         else:  # a key the first step adds (adaptive LM): eager runs only, see capturable
             c.state[key] = value.clone()
-    c.q.copy_(torch.where(finished[:, None], c.q, stepped))
-    if track:
-        c.stalled.copy_(_stalled(solver, lin.cost, c))
-    c.it.add_(1)
+    return stepped
 
 
 def _stalled(solver: IKSolver, cost: Tensor, c: Carry) -> Tensor:

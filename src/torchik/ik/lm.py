@@ -9,6 +9,7 @@ from torch import Tensor
 
 from torchik.checks import check_bool, check_float
 from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, State
+from torchik.kinematics import fused
 
 __all__ = ["LevenbergMarquardt", "LMSettings", "damped_step", "free_limit_columns"]
 
@@ -85,6 +86,12 @@ class LMSettings(SolverSettings):
         decrease: divisor of ``μ`` after an accepted step.
         mu_min: lower bound of ``μ``.
         mu_max: upper bound of ``μ``.
+        fused_step: in the fixed-shape loop, each iteration (residual, step, projection) in
+            one kernel, :func:`torchik.kinematics.fused.lm_step`, where it serves: FK on the
+            fused kernels (:meth:`torchik.robot.Robot.takes_fused`), one link, a fixed base,
+            limits shared by the rows, ``adaptive=False``; the usual operations elsewhere. Off
+            by default until a GPU measures it (``benchmarks/gpu.py``'s row "fixed, fused LM
+            step"); equal to the usual iteration to rounding (tested in Triton's interpreter).
     """
 
     max_iters: int = 60
@@ -97,12 +104,14 @@ class LMSettings(SolverSettings):
     decrease: float = 2.0
     mu_min: float = 1e-3
     mu_max: float = 1e4
+    fused_step: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("damping", "damping_floor", "increase", "decrease", "mu_min", "mu_max"):
             check_float(name, getattr(self, name), 0.0)
         check_bool("adaptive", self.adaptive)
+        check_bool("fused_step", self.fused_step)
 
 
 class LevenbergMarquardt(IKSolver):
@@ -135,6 +144,25 @@ class LevenbergMarquardt(IKSolver):
         w = problem.weights(s.rotation_weight)
         jac = free_limit_columns(problem, q, jac, error, w)
         return q + damped_step(jac, error, mu * (cost + s.damping_floor), w)
+
+    def fused_iteration(self, problem: IKProblem, q: Tensor) -> tuple[Tensor, Linearization] | None:
+        """The next ``q (B, dof)``, projected, and the residual and cost at ``q`` from one
+        kernel (:func:`torchik.kinematics.fused.lm_step`), or ``None`` where it does not serve
+        (see :class:`LMSettings` ``fused_step``): then :meth:`linearize` and :meth:`step`."""
+        s, robot, limits = self.settings, problem.robot, problem.limits
+        if not s.fused_step or s.adaptive or len(problem.targets) != 1 or limits.per_row:
+            return None
+        if robot.floating_bases or not robot.takes_fused(q):
+            return None
+        target, w = problem.target, problem.weights(s.rotation_weight)
+        error = q.new_empty(q.shape[0], w.shape[0])
+        stepped = fused.lm_step(
+            q, robot.tree, robot.link_index(target.link), target.position, target.rotmat, w,
+            s.damping, limits.lower, limits.upper, damping_floor=s.damping_floor,
+            continuous=limits.continuous, full_turn=limits.full_turn, residual=error,
+        )  # fmt: skip
+        angle = error[:, 3:].norm(dim=-1, keepdim=True)  # (B, 1): zeros for a position target
+        return stepped, Linearization(error, angle, ((w * error) ** 2).sum(dim=-1))
 
     def _accept_or_undo(self, q: Tensor, lin: Linearization, state: State):
         s = self.settings

@@ -525,8 +525,11 @@ def _project(code: _Code, wraps: tuple[bool, bool]) -> None:
             code.add(f"p{c} = tl.where(tl.load(cont_ptr + {c}) != 0, wa{c}, p{c})")
 
 
-def _lm_kernel(code: _Code, pose: bool, per_row: bool, wraps: tuple[bool, bool]) -> Any:
-    """One Levenberg-Marquardt step of each row (see :func:`lm_step`)."""
+def _lm_kernel(
+    code: _Code, pose: bool, per_row: bool, wraps: tuple[bool, bool], residual: bool
+) -> Any:
+    """One Levenberg-Marquardt step of each row (see :func:`lm_step`); with ``residual``,
+    the residual at ``q`` is stored too."""
     dof = code.tree.dof
     needed = code.walk(lambda i, j: code.link_frame(i), every_column=True)
     m = 6 if pose else 3
@@ -534,6 +537,8 @@ def _lm_kernel(code: _Code, pose: bool, per_row: bool, wraps: tuple[bool, bool])
         for c, value in enumerate(values):
             code.add(f"J{r}_{c} = {value}")
     _residual(code, pose)
+    if residual:
+        code.store_tile("err_ptr", m, 0, [f"e{r}" for r in range(m)])
     _free_limit_columns(code, m, wraps)
     _damped_solve(code, m, per_row)
     for c in range(dof):
@@ -541,7 +546,7 @@ def _lm_kernel(code: _Code, pose: bool, per_row: bool, wraps: tuple[bool, bool])
     _project(code, wraps)
     code.store_tile("out_ptr", dof, 0, [f"p{c}" for c in range(dof)])
     args = ("q_ptr, c_ptr, tp_ptr, tr_ptr, w_ptr, mu_ptr, mu_hi, mu_lo, floor_hi, floor_lo, "
-            "lo_ptr, hi_ptr, cont_ptr, turn_ptr, out_ptr")  # fmt: skip
+            "lo_ptr, hi_ptr, cont_ptr, turn_ptr, err_ptr, out_ptr")  # fmt: skip
     return _compile(code.source("lm_step", args), "lm_step")
 
 
@@ -670,7 +675,8 @@ def _check_lm(q: Tensor, tree: KinematicTree, position: Tensor, rotmat: Tensor |
     m = 3 if rotmat is None else 6
     for name, value in named.items():
         if isinstance(value, Tensor):
-            size: tuple[int, ...] = {"weights": (m,), "damping": (batch,)}.get(name, (dof,))
+            sizes = {"weights": (m,), "damping": (batch,), "residual": (batch, m)}
+            size: tuple[int, ...] = sizes.get(name, (dof,))
             shapes[name] = (value, size)
     for name, (value, size) in shapes.items():
         if tuple(value.shape) != size:
@@ -696,6 +702,7 @@ def lm_step(
     damping_floor: float = 1e-6,
     continuous: Tensor | None = None,
     full_turn: Tensor | None = None,
+    residual: Tensor | None = None,
 ) -> Tensor:
     """One Levenberg-Marquardt step of single-link IK for every row, in one kernel launch.
 
@@ -713,10 +720,11 @@ def lm_step(
     (``adaptive=False``): ``linearize``, ``step``, ``problem.project``. Left to the caller:
     adaptive damping (its accepted or undone steps), per-row joint boxes
     (:meth:`~torchik.ik.base.JointLimits.within`), several links, floating bases (the tree is
-    the fixed-base part), and the convergence test (it needs the residual, which is not
-    returned). It reads nothing back to the host and copies nothing to the device after the
-    first call with a tree, so a loop of calls can be captured in a CUDA graph. An IK loop
-    calls it as::
+    the fixed-base part), and the convergence test (from the residual at ``q``, which the
+    kernel writes into ``residual`` if given; the fixed-shape IK loop does this with
+    ``LevenbergMarquardt(fused_step=True)``). It reads nothing back to the host and copies
+    nothing to the device after the first call with a tree, so a loop of calls can be
+    captured in a CUDA graph. An IK loop calls it as::
 
         limits, s = problem.limits, solver.settings
         q = fused.lm_step(q, robot.tree, robot.link_index(target.link), target.position,
@@ -739,19 +747,24 @@ def lm_step(
         continuous: ``(D,)`` bool, joints wrapped to (-π, π] (``None``: none).
         full_turn: ``(D,)`` bool, limited joints moved by whole turns into their range
             (``None``: none); the joints in neither mask are the clamped ones.
+        residual: ``(B, m)`` written with the residual ``e`` at ``q`` (as
+            :func:`torchik.ik.base.pose_residual`: position then rotation), or ``None``.
 
     Returns:
         ``(B, D)`` the next joint values (not differentiable).
     """
     named = dict(weights=weights, damping=damping, lower=lower, upper=upper,
-                 continuous=continuous, full_turn=full_turn)  # fmt: skip
+                 continuous=continuous, full_turn=full_turn, residual=residual)  # fmt: skip
     _check_lm(q, tree, target_position, target_rotmat, **named)
+    if residual is not None and not residual.is_contiguous():
+        raise ValueError("lm_step: residual must be contiguous (the kernel writes into it)")
     q = q.detach().contiguous()
     out = torch.empty_like(q)
     if q.shape[0] == 0:
         return out
     per_row = isinstance(damping, Tensor)
-    options = (target_rotmat is not None, per_row, (continuous is not None, full_turn is not None))
+    wraps = (continuous is not None, full_turn is not None)
+    options = (target_rotmat is not None, per_row, wraps, residual is not None)
     kernel, table = _prepared("lm", tree, (link,), q, options)
     mu = _float32_pair(0.0 if per_row else float(damping))
     given = (
@@ -762,7 +775,8 @@ def lm_step(
     )
     pointers = [q if t is None else t.detach().contiguous() for t in given]  # q: unused
     masks = [q if t is None else t.contiguous() for t in (continuous, full_turn)]
+    err = q if residual is None else residual  # q: unused
     _run(kernel, (_cdiv(q.shape[0], BLOCK),), q, table, *pointers, *mu,
-         *_float32_pair(damping_floor), lower.contiguous(), upper.contiguous(), *masks, out,
+         *_float32_pair(damping_floor), lower.contiguous(), upper.contiguous(), *masks, err, out,
          q.shape[0])  # fmt: skip
     return out

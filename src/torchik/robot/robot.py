@@ -518,6 +518,11 @@ class Robot(nn.Module):
     def backend(self, value: str) -> None:
         self._backend = _check_backend(value)
 
+    def takes_fused(self, q: Tensor) -> bool:
+        """Whether FK and Jacobians of ``q (B, dof)`` run on the fused kernels (see
+        :attr:`backend`): what a caller of :mod:`torchik.kinematics.fused` checks first."""
+        return self._kernels(q, self.tree) is fused
+
     def _kernels(self, q: Tensor, tree: kin.KinematicTree) -> Any:
         """The module whose ``forward_kinematics`` / ``jacobian`` serve ``q``."""
         if self._backend == "reference" or (self._backend == "auto" and not q.is_cuda):
