@@ -56,3 +56,17 @@ def test_fuzz_urdf_tallies_a_few_examples() -> None:
     assert set(tally.counts) <= set(ACCEPTABLE), tally.details
     assert sum(tally.kinds.values()) == tally.counts["URDFError"]
     assert 0 <= tally.slowest < 5
+
+
+def test_iknet_benchmark_runs_a_tiny_protocol(tmp_path: Path) -> None:
+    """``benchmarks/iknet.py`` past its parser (it built its settings from arguments it does
+    not have, and failed at once): one tiny family on the Digit arm writes its table."""
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT)]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "BENCH_THREADS": "1"}
+    args = ["--robots", "digit_arm", "--steps", "digit_arm=5", "--train-size", "digit_arm=200",
+            "--samples", "5", "--train-threads", "1", "--no-iknet", "--families", "mdn",
+            "--work", str(tmp_path / "work"), "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, "benchmarks/iknet.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    assert "| digit_arm" in (tmp_path / "iknet.md").read_text()
