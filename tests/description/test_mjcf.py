@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import re
 import sys
+import warnings
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,14 @@ import torch
 
 import torchik
 from torchik import Robot
-from torchik.description import MJCFError, bundled_urdf, mjcf_names, parse_mjcf, qpos_index
+from torchik.description import (
+    MJCFError,
+    MJCFWarning,
+    bundled_urdf,
+    mjcf_names,
+    parse_mjcf,
+    qpos_index,
+)
 
 mujoco = pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
 
@@ -535,3 +543,23 @@ def test_is_mjcf_reads_the_root_element_only(tmp_path):
     if hasattr(os, "mkfifo"):
         os.mkfifo(tmp_path / "fifo.xml")
         assert not is_mjcf(tmp_path / "fifo.xml")  # refused at once, never waited on
+
+
+def test_mujoco_warnings_are_python_warnings_not_a_log_file(tmp_path, monkeypatch):
+    """MuJoCo appends its compile warnings to ``MUJOCO_LOG.TXT`` in the current folder (a file
+    in the user's folder); torchik says them as an :class:`MJCFWarning` naming the model, once
+    the model loads, and a refused model says only why it is refused."""
+    monkeypatch.chdir(tmp_path)
+    twin = (
+        '<mujoco><worldbody><body name="b"><joint name="a" axis="0 0 1" range="-1 1"/>'
+        '<joint name="c" axis="0 0 1" range="-1 1"/><geom size="0.05"/></body></worldbody>'
+        "</mujoco>"
+    )  # fmt: skip  (two joints on one axis: a singular inertia matrix)
+    with pytest.warns(MJCFWarning, match="the MJCF text: MuJoCo: Inertia matrix"):
+        assert Robot.from_mjcf(twin).dof == 2
+    ball = twin.replace('<joint name="c" axis="0 0 1" range="-1 1"/>', '<joint type="ball"/>')
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(MJCFError, match="ball joint"):
+            Robot.from_mjcf(ball)
+    assert not (tmp_path / "MUJOCO_LOG.TXT").exists()

@@ -19,6 +19,7 @@ from torchik.description.end_link import (
 from torchik.description.mjcf import (
     FREE_JOINT_OPTIONS,
     MJCFError,
+    MJCFWarning,
     is_mjcf,
     mjcf_names,
     parse_mjcf,
@@ -52,6 +53,7 @@ __all__ = [
     "MAX_URDF_BYTES",
     "Mimic",
     "MJCFError",
+    "MJCFWarning",
     "is_mjcf",
     "mjcf_names",
     "Origin",

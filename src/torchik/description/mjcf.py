@@ -43,6 +43,7 @@ from __future__ import annotations
 import os
 import re
 import stat
+import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -51,12 +52,20 @@ import torch
 from torch import Tensor
 
 from torchik.description.reading import MAX_MAGNITUDE, MAX_URDF_BYTES, URDFError, xml_root_tag
-from torchik.description.urdf import Joint, Mimic, Origin, URDFModel
+from torchik.description.urdf import Joint, Mimic, Origin, URDFModel, URDFWarning
 from torchik.files import FileRefused, read_regular_file
 from torchik.geometry.floating import BASE_COORDINATES
 from torchik.geometry.rotations import quat_to_rotmat, rotmat_to_rpy
 
-__all__ = ["MJCFError", "parse_mjcf", "qpos_index", "mjcf_names", "is_mjcf", "FREE_JOINT_OPTIONS"]
+__all__ = [
+    "MJCFError",
+    "MJCFWarning",
+    "parse_mjcf",
+    "qpos_index",
+    "mjcf_names",
+    "is_mjcf",
+    "FREE_JOINT_OPTIONS",
+]
 
 FREE_JOINT_OPTIONS = ("floating", "fixed", "error")
 _ACCEPTED = "hinge, slide and free joints"
@@ -66,6 +75,11 @@ _EQ_JOINT = 2  # mujoco.mjtEq.mjEQ_JOINT
 
 class MJCFError(URDFError):
     """An MJCF model that torchik cannot load; the message names the file and the element."""
+
+
+class MJCFWarning(URDFWarning):
+    """A warning of MuJoCo's while it compiles a model, naming the file (MuJoCo itself would
+    append it to ``MUJOCO_LOG.TXT`` in the current folder)."""
 
 
 def parse_mjcf(
@@ -104,11 +118,14 @@ def parse_mjcf(
     """
     if free_joint not in FREE_JOINT_OPTIONS:
         raise ValueError(f"free_joint must be one of {FREE_JOINT_OPTIONS}, not {free_joint!r}")
-    model, label = _compile(source)
+    model, label, said = _compile(source)
     try:
-        return _build(model, free_joint, dict(limits or {}), sites)
+        parsed = _build(model, free_joint, dict(limits or {}), sites)
     except MJCFError as err:
         raise MJCFError(f"{label}: {err}") from None
+    for message in said:  # MuJoCo's warnings, once the model loads (a refusal says enough)
+        warnings.warn(f"{label}: MuJoCo: {message}", MJCFWarning, stacklevel=3)
+    return parsed
 
 
 def qpos_index(model: Any, joint_names: tuple[str, ...] | list[str]) -> list[int]:
@@ -163,24 +180,31 @@ def _import_mujoco() -> Any:
     return mujoco
 
 
-def _compile(source: str | os.PathLike | Any) -> tuple[Any, str]:
-    """``(mujoco.MjModel, label for messages)``."""
+def _compile(source: str | os.PathLike | Any) -> tuple[Any, str, list[str]]:
+    """``(mujoco.MjModel, label for messages, MuJoCo's warnings while compiling)``."""
     mujoco = _import_mujoco()
     if isinstance(source, mujoco.MjModel):
-        return source, "the MjModel"
+        return source, "the MjModel", []
     text = isinstance(source, str) and source.lstrip().startswith("<")
     label = "the MJCF text" if text else ascii(str(source))[1:-1]
     if text:
         _check_text(str(source), Path.cwd(), label)
     else:
         _check_text(_read(Path(source), label), Path(source).parent, label)
+    said: list[str] = []
+    previous = mujoco.get_mju_user_warning()
+    mujoco.set_mju_user_warning(said.append)  # not a MUJOCO_LOG.TXT in the user's folder
     try:
         if text:
-            return mujoco.MjModel.from_xml_string(str(source)), label
-        return mujoco.MjModel.from_xml_path(str(source)), label
+            model = mujoco.MjModel.from_xml_string(str(source))
+        else:
+            model = mujoco.MjModel.from_xml_path(str(source))
     except ValueError as err:
         message = " ".join(str(err).split())  # MuJoCo's message may span lines
         raise MJCFError(f"{label}: MuJoCo cannot compile it: {message}") from None
+    finally:
+        mujoco.set_mju_user_warning(previous)
+    return model, label, list(dict.fromkeys(" ".join(m.split()) for m in said))
 
 
 def _read(path: Path, label: str) -> str:
