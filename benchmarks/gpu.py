@@ -19,7 +19,14 @@ from pathlib import Path
 import torch
 from common import RESULTS_DIR, Report, log
 
-from experiments.gpu import fk_rows, gpu_table, ik_rows, model_rows, wholebody_rows
+from experiments.gpu import (
+    failed_row,
+    fk_rows,
+    gpu_table,
+    ik_rows,
+    model_rows,
+    wholebody_rows,
+)
 from torchik import load_robot
 from torchik.models import load_pretrained
 
@@ -57,7 +64,7 @@ def main() -> None:
         try:  # a failing group is a failed row; the table is kept
             new = make_rows()
         except Exception as error:  # noqa: BLE001 - reported in the table and the log
-            new = [{"what": name, "path": "-", "n": 0, "status": f"failed: {error}"[:200]}]
+            new = [failed_row(name, "-", 0, error)]
         for row in new:
             log(" ".join(f"{k}={v}" for k, v in row.items()))
         rows += new

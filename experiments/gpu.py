@@ -30,7 +30,10 @@ import torch
 from experiments.table import Column, Table
 from experiments.timing import time_call, time_cuda
 
-__all__ = ["LOOPS", "fk_rows", "gpu_table", "ik_rows", "model_rows", "wholebody_rows"]
+__all__ = [
+    "LOOPS", "failed_row", "fk_rows", "gpu_table", "ik_rows", "measured", "model_rows",
+    "wholebody_rows",
+]  # fmt: skip
 
 
 def _rate(fn: Callable[[], object], n: int, seconds: float, cuda: bool) -> dict[str, float]:
@@ -40,9 +43,26 @@ def _rate(fn: Callable[[], object], n: int, seconds: float, cuda: bool) -> dict[
     return {"ms": t.median * 1e3, "G_per_s": n / t.median / 1e9}
 
 
-def _failed(what: str, path: str, n: int, error: Exception) -> dict[str, Any]:
+def failed_row(what: str, path: str, n: int, error: Exception) -> dict[str, Any]:
     """A row for a measurement that raised: the table keeps the other rows."""
     return {"what": what, "path": path, "n": n, "status": f"failed: {error}"[:160]}
+
+
+def measured(what: str, path: str, n: int, measure: Callable[[], dict]) -> dict[str, Any]:
+    """The row ``what``, ``path``, ``n`` with the values ``measure()`` returns, or the
+    :func:`failed_row` if it raises (a kernel, a capture, bf16 on this device)."""
+    try:
+        return {"what": what, "path": path, "n": n, **measure()}
+    except Exception as error:  # noqa: BLE001 - reported in the table
+        return failed_row(what, path, n, error)
+
+
+def _solved(solve: Callable[[], Any], n: int, seconds: float) -> dict[str, float]:
+    """:func:`_rate` of ``solve()`` (an ``IKResult``, on its device) and the share of its
+    targets (rows of ``success``) with a success."""
+    success = solve().success
+    rate = _rate(solve, n, seconds, success.is_cuda)
+    return {**rate, "success": success.reshape(n, -1).any(-1).double().mean().item()}
 
 
 def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list[dict[str, Any]]:
@@ -74,11 +94,7 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
                 ("FK + backward", backward),
                 ("Jacobian", lambda q=q: robot.jacobian(q, link)),
             ):
-                try:
-                    rows.append({"what": what, "path": path, "n": n,
-                                 **_rate(fn, n, seconds, cuda)})  # fmt: skip
-                except Exception as error:  # noqa: BLE001 - a failed row (e.g. a kernel)
-                    rows.append(_failed(what, path, n, error))
+                rows.append(measured(what, path, n, partial(_rate, fn, n, seconds, cuda)))
     robot.backend = "auto"
     return rows
 
@@ -104,7 +120,7 @@ def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
     """
     from torchik.ik import LevenbergMarquardt, solve_ik
 
-    rows, cuda = [], robot.device.type == "cuda"
+    rows = []
     for n in sizes:
         g = torch.Generator().manual_seed(n)
         q = robot.random_configuration(n, generator=g).to(robot.device)
@@ -112,15 +128,7 @@ def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
         for name, settings in LOOPS.items():
             solver = LevenbergMarquardt(**settings)
             solve = partial(solve_ik, robot, targets, link, method=solver)
-            try:
-                result = solve()
-                rows.append({
-                    "what": "IK full pose", "path": name, "n": n,
-                    **_rate(solve, n, seconds, cuda),
-                    "success": result.success.any(-1).double().mean().item(),
-                })  # fmt: skip
-            except Exception as error:  # noqa: BLE001 - a failed row (e.g. a capture)
-                rows.append(_failed("IK full pose", name, n, error))
+            rows.append(measured("IK full pose", name, n, partial(_solved, solve, n, seconds)))
     return rows
 
 
@@ -129,7 +137,6 @@ def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> 
     host loop and the fixed loop (:data:`LOOPS`' first and last)."""
     from torchik.ik import solve_wholebody
 
-    cuda = robot.device.type == "cuda"
     g = torch.Generator().manual_seed(n)
     poses = robot.forward_kinematics(robot.random_configuration(n, generator=g), list(links))
     targets = dict(zip(links, poses.unbind(1), strict=True))
@@ -139,12 +146,7 @@ def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> 
         solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
                         loop=loop)  # fmt: skip
         what = f"whole-body IK, {len(links)} links"
-        try:
-            solved = solve().success.any(-1).double().mean().item()
-            rows.append({"what": what, "path": name, "n": n, **_rate(solve, n, seconds, cuda),
-                         "success": solved})  # fmt: skip
-        except Exception as error:  # noqa: BLE001 - a failed row (e.g. a capture)
-            rows.append(_failed(what, name, n, error))
+        rows.append(measured(what, name, n, partial(_solved, solve, n, seconds)))
     return rows
 
 
@@ -170,14 +172,9 @@ def model_rows(robot: Any, model: Any, n: int, seconds: float) -> list[dict[str,
         draw = partial(model.sample, encoded, n, **options)
         solve = partial(solve_with_model, robot, model, target, n, sample_options=options,
                         max_iters=15)  # fmt: skip
-        try:
-            rows.append({"what": "model draw", "path": name, "n": n,
-                         **_rate(draw, n, seconds, cuda)})  # fmt: skip
-            solved = solve().result.success.double().mean().item()
-            rows.append({"what": "model + refinement", "path": name, "n": n,
-                         **_rate(solve, n, seconds, cuda), "success": solved})  # fmt: skip
-        except Exception as error:  # noqa: BLE001 - a failed row (e.g. bf16 on this device)
-            rows.append(_failed("model draw + refinement", name, n, error))
+        rows.append(measured("model draw", name, n, partial(_rate, draw, n, seconds, cuda)))
+        refined = partial(_solved, lambda solve=solve: solve().result, n, seconds)
+        rows.append(measured("model + refinement", name, n, refined))
     return rows
 
 
