@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # `make gpu-check`: everything only a GPU machine can check, in one call of at most 9 minutes
-# (about 7 on an H200, 2026-11-27; issue 34). Run from the repository root on the GPU machine, with the Python that
-# holds its CUDA torch and Triton (no .venv: such a machine has no package registry):
+# (about 7 on an H200, 2026-11-27; issue 34). Run from the repository root on the GPU machine,
+# with the Python that holds its CUDA torch and Triton (no .venv: such a machine has no package
+# registry):
 #
 #   OUT=/where/results/go bash scripts/gpu_check.sh            # PY=python3 by default
 #   PY=.venv/bin/python bash scripts/gpu_check.sh --dry-run    # here: the same steps, tiny, CPU

@@ -426,6 +426,12 @@ class IKSolver(ABC):
         """Per-row solver state for fresh seeds ``q (B, dof)`` (batch-first tensors)."""
         return {}
 
+    def fused_iteration(self, problem: IKProblem, q: Tensor) -> tuple[Tensor, Linearization] | None:
+        """The next ``q (B, dof)``, projected, and the :class:`Linearization` at ``q`` (its
+        ``jacobian`` may be ``None``) in one kernel, for the fixed-shape loop; ``None`` (the
+        default) where the solver has none: then :meth:`linearize` and :meth:`step`."""
+        return None
+
     @abstractmethod
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         """The next ``q (B, dof)`` from ``q`` (it is projected into the limits afterwards).

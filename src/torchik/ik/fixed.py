@@ -99,8 +99,7 @@ def iterate(solver: IKSolver, problem: IKProblem, c: Carry, max_iters: int, trac
     """One iteration on every row of ``c``, in place (the tensors of ``c`` keep their storage,
     as a captured graph needs): linearize, note the best, freeze the finished rows, step the
     others; count stalls if ``track``. No host read."""
-    fused = getattr(solver, "fused_iteration", None)
-    both = fused(problem, c.q) if fused is not None else None  # (next q, residual) in one kernel
+    both = solver.fused_iteration(problem, c.q)  # (next q, residual) in one kernel, or None
     lin = solver.linearize(problem, c.q) if both is None else both[1]
     done = problem.converged(lin)
     better = (lin.cost < c.best_cost) | done

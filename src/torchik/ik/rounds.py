@@ -178,11 +178,12 @@ def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> 
         if todo.numel() == 0:
             break
         iters = min(s.round_iters, s.max_iters - used)
-        problem = problem_of(r, _padded(todo, solver))
+        padded = _padded(todo, solver)
+        problem = problem_of(r, padded)
         seeder = _seeder(problem, r, seed_pool, solver, generator)
         q0 = seeder(*_first_attempt(len(problem), todo.device))
         retried = _run(solver, problem, q0, seeder, iters, used, r)
-        if len(problem) > r * todo.numel():  # the padding's results are dropped
+        if padded.numel() > todo.numel():  # the padding's results are dropped
             retried = _take_rows(retried, torch.arange(todo.numel(), device=todo.device))
         result = _replace_rows(result, todo, _concat(_take_rows(result, todo), retried).top(k))
         used += iters
