@@ -123,12 +123,19 @@ def test_solvers_converge_at_their_order(solver, schedule, low, high):
     assert low < error[0] / error[1] < high, error
 
 
-def test_dpm2m_is_exact_for_a_constant_field():
-    model = _model().eval()
-    x, context = torch.randn(6, 7, generator=_gen(1)), torch.zeros(6, 3)
+def _constant_field(model):
+    """``model``'s velocity set to 0.5 everywhere (its head zeroed, biased), and noise ``x``
+    with a context to move."""
     with torch.no_grad():
         model.net.head[1].weight.zero_()
         model.net.head[1].bias.fill_(0.5)
+    return torch.randn(6, 7, generator=_gen(1)), torch.zeros(6, 3)
+
+
+def test_dpm2m_is_exact_for_a_constant_field():
+    model = _model().eval()
+    x, context = _constant_field(model)
+    with torch.no_grad():
         for sampler in (FEW_PASSES, FMSampler(1, "dpm2m"), FMSampler(5, "dpm2m", 3.0)):
             torch.testing.assert_close(model.integrate(x, context, sampler=sampler), x + 0.5)
 
@@ -171,10 +178,8 @@ def test_logit_space_has_about_unit_scale():
 def test_integrate_steps_and_solvers():
     """A constant field moves noise by exactly ``v``; more steps change a learned field's end."""
     model = _model().eval()
-    x, context = torch.randn(6, 7, generator=_gen(1)), torch.zeros(6, 3)
+    x, context = _constant_field(model)
     with torch.no_grad():
-        model.net.head[1].weight.zero_()
-        model.net.head[1].bias.fill_(0.5)
         torch.testing.assert_close(model.integrate(x, context, steps=3), x + 0.5)
     euler = _model(solver="euler").eval()
     with torch.no_grad():
