@@ -224,4 +224,6 @@ def test_the_fused_lm_step_gives_the_loop_its_answers(panda):
     assert solver.fused_iteration(problem, q) is not None
     robot.backend = "reference"
     assert solver.fused_iteration(problem, q) is None
-    assert LevenbergMarquardt().fused_iteration(problem, q) is None  # off by default
+    assert LevenbergMarquardt(fused_step=False).fused_iteration(problem, q) is None
+    robot.backend = "fused"
+    assert LevenbergMarquardt().fused_iteration(problem, q) is not None  # on by default

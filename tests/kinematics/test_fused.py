@@ -78,6 +78,31 @@ def test_fused_fk_jacobian_and_backward_equal_the_reference(name, device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+def test_fused_backward_reads_strided_upstream_gradients(device):
+    """The backward kernel reads G by its strides: the expanded ones of ``.sum()`` (strides 0,
+    never written out) and a transposed G give the reference's gradients."""
+    from torchik.kinematics import fused
+
+    ref_robot, robot = _robot("two_branches"), _robot("two_branches", device=device)
+    q_ref = ref_robot.random_configuration(140, generator=torch.Generator().manual_seed(7))
+    links = tuple(range(len(robot.link_names)))[1::2]
+    g = torch.randn(150, len(links), 4, 4, dtype=torch.float64,
+                    generator=torch.Generator().manual_seed(8))[:140]  # fmt: skip
+    for upstream in (None, g.transpose(-1, -2)):
+        q1, q2 = q_ref.clone().requires_grad_(), q_ref.to(device, copy=True).requires_grad_()
+        ref = kinematics.forward_kinematics(q1, ref_robot.tree, links)
+        out = fused.forward_kinematics(q2, robot.tree, links)
+        if upstream is None:
+            ref.sum().backward()
+            out.sum().backward()
+        else:
+            assert not upstream.is_contiguous()
+            ref.backward(upstream)
+            out.backward(upstream.to(device))
+        _close(q2.grad, q1.grad, 1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_fused_gradcheck(device):
     from torchik.kinematics import fused
 

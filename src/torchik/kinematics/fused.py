@@ -47,6 +47,13 @@ __all__ = ["available", "forward_kinematics", "jacobian", "lm_step", "runs_on", 
 BLOCK = 128
 """Configurations per program instance."""
 
+WARPS = 4
+"""Warps per program instance (``num_warps``)."""
+
+TILE_STORES = True
+"""Outputs stored by tiles (see :class:`_Code`), else by one strided store per value (a
+variant ``scripts/gpu_probe.py`` times)."""
+
 _KERNELS: dict[tuple, Any] = {}
 """Compiled kernels (``triton.jit`` functions, launched as ``kernel[grid](...)``) by structure."""
 _COUNTER = itertools.count()
@@ -280,6 +287,10 @@ class _Code:
     def store_tile(self, ptr: str, stride: int, at: int, values: list[str]) -> None:
         """Store ``values`` at ``ptr + row * stride + at + (0, 1, ...)``."""
         n, k = len(values), _width(len(values))
+        if not TILE_STORES:
+            for i, value in enumerate(values):
+                self.add(f"tl.store({ptr} + row * {stride} + {at + i}, {value}, mask=ok)")
+            return
         if k == 0:
             self.add(f"tl.store({ptr} + row * {stride} + {at}, {values[0]}, mask=ok)")
             return
@@ -334,15 +345,16 @@ def _backward_kernel(code: _Code) -> Any:
     subtree are its own plus its children's (one addition per link and per joint, not one per
     pair); then ``dθ_j = a_j . (Σm - o_j x Σg)`` (revolute) or ``a_j . Σg`` (prismatic).
     """
-    tree, n = code.tree, len(code.links)
+    tree = code.tree
     own: set[int] = set()  # joints whose own links' sums are started
 
     def on_link(i: int, j: int) -> None:
         if j < 0:  # a link that no joint moves adds nothing
             return
-        frame, base = code.link_frame(i), f"g_ptr + row * {16 * n} + {16 * i}"
-        for e in range(12):  # strided loads: the row's 64 bytes are one or two cache sectors
-            code.add(f"g{i}_{e // 4}{e % 4} = tl.load({base} + {e}, mask=ok, other=0.0)")
+        frame, base = code.link_frame(i), f"g_ptr + row * gs0 + {i} * gs1"
+        for e in range(12):  # strided loads: a contiguous row's 64 bytes are 2 cache sectors
+            at = f"{base} + {e // 4} * gs2 + {e % 4} * gs3"
+            code.add(f"g{i}_{e // 4}{e % 4} = tl.load({at}, mask=ok, other=0.0)")
         for x, (y, z) in enumerate(((1, 2), (2, 0), (0, 1))):
             terms = [f"{frame}{y}{k} * g{i}_{z}{k} - {frame}{z}{k} * g{i}_{y}{k}" for k in range(4)]
             started = f"om{j}_{x} + " if j in own else ""
@@ -364,7 +376,8 @@ def _backward_kernel(code: _Code) -> Any:
         columns.setdefault(src, []).append(_times(f"d{j}", code.const(code.mult_at + j)))
     values = [code.sum(columns.get(col, [])) for col in range(tree.dof)]
     code.store_tile("out_ptr", tree.dof, 0, values)
-    return _compile(code.source("fk_backward", "q_ptr, c_ptr, g_ptr, out_ptr"), "fk_backward")
+    args = "q_ptr, c_ptr, g_ptr, out_ptr, gs0, gs1, gs2, gs3"  # gs: G's strides (0: expanded)
+    return _compile(code.source("fk_backward", args), "fk_backward")
 
 
 def _joint_gradient(revolute: bool, j: int) -> str:
@@ -574,7 +587,7 @@ def _kernel(
 ) -> Any:
     """The kernel of ``kind`` for this structure, links, pattern of constants and writer
     ``options`` (generated and compiled once per process)."""
-    key = (kind, _structure(tree), links, pattern, options)
+    key = (kind, _structure(tree), links, pattern, options, TILE_STORES)
     if key not in _KERNELS:
         _KERNELS[key] = _WRITERS[kind](_Code(tree, links, pattern), *options)
     return _KERNELS[key]
@@ -592,10 +605,10 @@ def _prepared(
         table = _table(tree, links, q.dtype)
         return _kernel(kind, tree, links, _pattern(table), options), table.to(q.device)
 
-    return tree.cached(("fused", kind, links, q.dtype, q.device, options), build)
+    return tree.cached(("fused", kind, links, q.dtype, q.device, options, TILE_STORES), build)
 
 
-def _launch(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, *outs: Tensor):
+def _launch(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, *outs: Tensor | int):
     batch = q.shape[0]
     if batch == 0:
         return
@@ -603,10 +616,11 @@ def _launch(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, *
     _run(kernel, (_cdiv(batch, BLOCK),), q, table, *outs, batch)
 
 
-def _run(kernel: Any, grid: tuple[int, ...], *args: Any) -> None:
+def _run(kernel: Any, grid: tuple[int, ...], *args: Any) -> Any:
     """Launch ``kernel`` on ``grid``: the one place where kernels start (the capture tests
-    record everything around it)."""
-    kernel[grid](*args, BLOCK=BLOCK)
+    record everything around it). Returns what Triton returns (the compiled kernel on a GPU,
+    whose ``n_regs``, ``n_spills`` and ``metadata.shared`` ``scripts/gpu_probe.py`` reads)."""
+    return kernel[grid](*args, BLOCK=BLOCK, num_warps=WARPS)
 
 
 def _cdiv(a: int, b: int) -> int:
@@ -626,8 +640,10 @@ class _FusedFK(torch.autograd.Function):
     @staticmethod
     def backward(ctx: Any, grad: Tensor) -> tuple[Tensor, None, None]:
         (q,) = ctx.saved_tensors
-        out = torch.zeros_like(q)
-        _launch("backward", ctx.tree, ctx.links, q, grad.contiguous(), out)
+        out = torch.empty_like(q)  # the kernel writes every column
+        # G as it comes, by its strides: the gradient of a sum is an expanded tensor of ones,
+        # which .contiguous() would write out in full (4 M poses: 268 MB) before the kernel
+        _launch("backward", ctx.tree, ctx.links, q, grad, out, *grad.stride())
         return out, None, None
 
 
