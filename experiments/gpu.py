@@ -15,8 +15,8 @@ Example:
     >>> from torchik import load_robot
     >>> robot = load_robot("snake2")
     >>> rows = ik_rows(robot, "ee", [10], seconds=0.01)
-    >>> [row["path"] for row in rows], rows[0]["success"] == 1.0
-    (['host loop', 'fixed, eager', 'fixed, CUDA graphs', 'fixed, fused LM step'], True)
+    >>> [row["path"] for row in rows][-3:], rows[0]["success"] == 1.0
+    (['fixed, CUDA graphs', 'fixed, fused LM step', 'fixed, fused LM loop'], True)
 """
 
 from __future__ import annotations
@@ -101,14 +101,16 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
 
 LOOPS = {
     "host loop": {"loop": "host", "sync_every": 1},
-    "fixed, eager": {"loop": "fixed", "capture": False},
-    "fixed, CUDA graphs": {"loop": "fixed"},
-    "fixed, fused LM step": {"loop": "fixed", "fused_step": True},
+    "fixed, eager": {"loop": "fixed", "capture": False, "fused_step": False, "fused_loop": False},
+    "fixed, CUDA graphs": {"loop": "fixed", "fused_step": False, "fused_loop": False},
+    "fixed, fused LM step": {"loop": "fixed", "fused_step": True, "fused_loop": False},
+    "fixed, fused LM loop": {"loop": "fixed", "fused_loop": True},
 }
 """The IK loops of :func:`ik_rows`: the host loop that drops finished rows at every iteration,
 the fixed-shape loop launching every operation, the same captured in CUDA graphs (eager off
-CUDA), and captured with each iteration in one kernel (``fused_step``: where FK takes the fused
-kernels; the CUDA-graphs row elsewhere)."""
+CUDA), captured with each iteration in one kernel (``fused_step``: where FK takes the fused
+kernels; the CUDA-graphs row elsewhere), and with each chunk of iterations in one kernel
+(``fused_loop``)."""
 
 
 def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list[dict[str, Any]]:

@@ -172,6 +172,33 @@ def test_captured_chunks_equal_the_eager_loop_and_are_reused():
         torch.cuda.set_sync_debug_mode("default")
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CI has none)")
+def test_the_fused_lm_loop_is_captured_and_equals_the_fused_step_on_cuda():
+    """On CUDA (Triton compiled, not interpreted): a chunk of ``fused_loop`` iterations is one
+    kernel in a captured graph whose replays never sync, with the answers of one kernel per
+    iteration (one slot per target, one round: the early stop is then per row)."""
+    pytest.importorskip("triton", reason="the fused kernels need Triton")
+    robot = load_robot("panda", dtype=torch.float64).to("cuda")
+    targets = _targets(robot, 300, seed=4)
+    out = {}
+    for loop in (False, True):
+        _Runner._cache.clear()
+        g = torch.Generator(device="cuda").manual_seed(0)
+        solver = LevenbergMarquardt(loop="fixed", fused_loop=loop, round_iters=0)
+        out[loop] = solve_ik(robot, targets, method=solver, num_seeds=1, generator=g)
+    assert torch.equal(out[True].success, out[False].success)
+    assert bool(out[True].success.float().mean() > 0.95)
+    torch.testing.assert_close(out[True].q, out[False].q, atol=1e-8, rtol=0)
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        for runner in _Runner._cache.values():
+            for graph in runner.graphs.values():
+                graph.replay()  # a replay never syncs
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+
+
 def test_the_fixed_loop_retries_in_rounds_at_bucket_sizes(panda, monkeypatch):
     """Rounds as on the host loop (the hard targets get ``retry_seeds`` fresh slots each), the
     retry rounds at power-of-two counts of targets (captured chunks are reused), and every
@@ -227,3 +254,39 @@ def test_the_fused_lm_step_gives_the_loop_its_answers(panda):
     assert LevenbergMarquardt(fused_step=False).fused_iteration(problem, q) is None
     robot.backend = "fused"
     assert LevenbergMarquardt().fused_iteration(problem, q) is not None  # on by default
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() and __import__("os").environ.get("TRITON_INTERPRET") != "1",
+    reason="the fused kernels run on CUDA or in Triton's interpreter",
+)
+@pytest.mark.parametrize("position_only", [False, True])
+def test_the_fused_lm_loop_gives_the_per_iteration_answers(panda, position_only):
+    """``fused_loop=True``: each chunk of iterations in one kernel. With one slot per target
+    and one round (the retry rounds give a target several slots) the early stop over slots is
+    per row: the answers, iterations and restarts are those of one kernel per iteration
+    (float64). With rounds and two slots every target is still solved."""
+    pytest.importorskip("triton", reason="the fused kernels need Triton")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    robot = load_robot("panda", dtype=torch.float64, backend="fused").to(device)
+    targets = _targets(robot, 10, seed=6).to(device)
+    targets = targets[:, :3, 3] if position_only else targets
+    out = {}
+    for loop in (False, True):
+        method = LevenbergMarquardt(loop="fixed", fused_loop=loop, max_iters=40, sync_every=4,
+                                    round_iters=0)  # fmt: skip
+        out[loop] = solve_ik(robot, targets, method=method, num_seeds=1,
+                             position_only=position_only,
+                             generator=torch.Generator().manual_seed(1))  # fmt: skip
+    assert bool(out[False].success.all())
+    assert torch.equal(out[True].success, out[False].success)
+    assert torch.equal(out[True].iterations, out[False].iterations)
+    torch.testing.assert_close(out[True].q, out[False].q, atol=TOL, rtol=0)
+    two = solve_ik(robot, targets, method=LevenbergMarquardt(loop="fixed", fused_loop=True),
+                   num_seeds=2, position_only=position_only)  # fmt: skip
+    assert bool(two.success.any(-1).all())
+    position = targets if position_only else targets[:, :3, 3]
+    problem = make_problem(robot, "panda_hand", position, None, 1, 1e-3, 0.01)
+    carry = Carry.start(robot.random_configuration(10).to(device), {}, 40)
+    robot.backend = "reference"
+    assert not LevenbergMarquardt(fused_loop=True).fused_loop(problem, carry, 4, 40, False)

@@ -11,6 +11,7 @@ iterations only pay for the rows that still need work.
 from __future__ import annotations
 
 import math
+import weakref
 from abc import ABC, abstractmethod
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
@@ -22,7 +23,7 @@ from torch import Tensor
 
 from torchik.checks import check_bool, check_choice, check_float, check_int
 from torchik.geometry.joints import circular_joints, project_to_limits, wrap_angle
-from torchik.ik.fixed import run_fixed
+from torchik.ik.fixed import Carry, run_fixed
 from torchik.ik.seeding import Seeder
 from torchik.robot.robot import Robot
 
@@ -137,6 +138,11 @@ def pose_residual(pose: Tensor, target_position: Tensor, target_rotmat: Tensor |
     return torch.cat((pos, sin_axis * scale[:, None]), dim=-1), angle
 
 
+_LIMITS: weakref.WeakKeyDictionary = weakref.WeakKeyDictionary()
+"""``JointLimits.of``'s cache: robot -> (the limit buffers' pointers, versions and devices, the
+limits made from them). An in-place edit of a limit bumps its version; ``.to()`` moves it."""
+
+
 @dataclass(frozen=True)
 class JointLimits:
     """How joint values are kept within the limits, shared by every row or one box per row.
@@ -160,10 +166,20 @@ class JointLimits:
 
     @classmethod
     def of(cls, robot: Robot) -> JointLimits:
+        """The robot's limits, made once per robot and state of its limit buffers (so that
+        the masks :meth:`project` reads once from the device are read once per robot, not
+        once per ``solve_ik`` round: each read stalls a GPU)."""
+        buffers = (robot.lower, robot.upper, robot.continuous, robot.prismatic)
+        stamp = tuple((b.data_ptr(), b._version, b.device) for b in buffers)
+        known = _LIMITS.get(robot)
+        if known is not None and known[0] == stamp:
+            return known[1]
         revolute = ~robot.prismatic
         circular = circular_joints(robot.lower, robot.upper, robot.continuous, tol=1e-6)
         full = revolute & ~robot.continuous & circular
-        return cls(robot.lower, robot.upper, robot.continuous, full, ~(robot.continuous | full))
+        made = cls(robot.lower, robot.upper, robot.continuous, full, ~(robot.continuous | full))
+        _LIMITS[robot] = (stamp, made)
+        return made
 
     @property
     def per_row(self) -> bool:
@@ -431,6 +447,12 @@ class IKSolver(ABC):
         ``jacobian`` may be ``None``) in one kernel, for the fixed-shape loop; ``None`` (the
         default) where the solver has none: then :meth:`linearize` and :meth:`step`."""
         return None
+
+    def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool) -> bool:
+        """``n`` iterations of the fixed-shape loop on its carry ``c`` in one kernel, for
+        :mod:`torchik.ik.fixed`; ``False`` (the default: nothing done) where the solver has
+        none: then ``n`` calls of :func:`torchik.ik.fixed.iterate`."""
+        return False
 
     @abstractmethod
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:

@@ -7,8 +7,8 @@ launches (a 1000-pose solve was 3 450 launches for 5.9 ms of GPU work). Here eve
 every iteration and finished rows are frozen by masks (their ``q`` never changes again, so the
 answers are the host loop's up to the rounding of batched products over another batch). The
 iterations run in chunks of ``sync_every``; between chunks stalled rows get fresh seeds (drawn
-for every row and kept where stalled: no boolean indexing) and the host reads one flag: whether
-every row has finished.
+for every row and kept where stalled: no boolean indexing) and the host reads two flags at once:
+whether every row has finished, and whether any stalled (seeds are drawn only then).
 
 On CUDA a chunk of iterations is captured once in a CUDA graph, per (solver settings, problem
 structure, rows, dtype, device, robot), and replayed: one launch per chunk. A later solve of
@@ -36,7 +36,7 @@ from torchik.ik.seeding import Seeder
 IKSolver = Any
 IKProblem = Any
 
-__all__ = ["Carry", "MAX_GRAPHS", "run_fixed"]
+__all__ = ["Carry", "MAX_GRAPHS", "finish_groups", "run_fixed"]
 
 MAX_GRAPHS = 16
 """Captured runners kept (least recently used first out): a graph holds its buffers' memory.
@@ -120,6 +120,23 @@ def iterate(solver: IKSolver, problem: IKProblem, c: Carry, max_iters: int, trac
     c.it.add_(1)
 
 
+def finish_groups(solver: IKSolver, problem: IKProblem, c: Carry, n: int, max_iters: int) -> None:
+    """After ``n`` iterations in one kernel (:meth:`IKSolver.fused_loop`), which finished the
+    rows that converged: under ``early_stop`` every slot of a target with a converged slot
+    finishes too (its ``iterations`` the chunk's last), and is no longer stalled; ``it``
+    advances by ``n``. No host read."""
+    if solver.settings.early_stop:
+        hits = torch.zeros_like(c.iterations).index_add_(0, problem.group, c.finished.long())
+        c.finished_groups.logical_or_(hits > 0)
+        finished = c.finished_groups[problem.group]
+        last = c.it + (n - 1)
+        first = finished & (c.iterations == max_iters) & (last < max_iters)
+        c.iterations.copy_(torch.where(first, last, c.iterations))
+        c.finished.copy_(finished)
+        c.stalled.logical_and_(~finished)
+    c.it.add_(n)
+
+
 def _step(solver: IKSolver, problem: IKProblem, c: Carry, lin: Any) -> Tensor:
     """The solver's step from ``c.q``, projected; the solver state written back into ``c``."""
     state = dict(c.state)
@@ -196,9 +213,10 @@ def run_fixed(
         n = min(chunk, max_iters + 1 - evaluations)
         runner.run(n)
         evaluations += n
-        if bool(c.finished.all()):  # the one host read of a chunk
+        done, stalled = torch.stack((c.finished.all(), c.stalled.any())).tolist()  # one read
+        if done:
             break
-        if track and evaluations < max_iters + 1:
+        if track and stalled and evaluations < max_iters + 1:  # fresh seeds cost an FK
             restart(solver, c, reseed, ids)  # type: ignore[arg-type]
     return c.best_q.clone(), c.iterations.clone()
 
@@ -254,6 +272,9 @@ class _Runner:
             self._capture(n)
 
     def _eager(self, n: int) -> None:
+        if self.solver.fused_loop(self.problem, self.carry, n, self.max_iters, self.track):
+            finish_groups(self.solver, self.problem, self.carry, n, self.max_iters)
+            return
         for _ in range(n):
             iterate(self.solver, self.problem, self.carry, self.max_iters, self.track)
 

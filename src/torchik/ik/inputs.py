@@ -29,15 +29,20 @@ def check_target(robot: Robot, target: Tensor, position_only: bool):
         want = "(..., 3) positions or (..., 4, 4) poses" if position_only else "(..., 4, 4) poses"
         hint = "" if position_only else " (pass position_only=True for (..., 3) positions)"
         raise ValueError(f"target must be {want}, got shape {tuple(target.shape)}{hint}")
-    if not bool(torch.isfinite(target).all()):
-        raise ValueError("target contains NaN or infinite values")
+    flags = [~torch.isfinite(target).all().to(robot.device)]  # read once, below
     position = position.to(robot.device, robot.dtype).reshape(-1, 3)
     if rotmat is not None:
         rotmat = rotmat.to(robot.device, robot.dtype).reshape(-1, 3, 3)
-        eye = torch.eye(3, dtype=rotmat.dtype, device=rotmat.device)
-        off = (rotmat.transpose(-1, -2) @ rotmat - eye).abs().amax().item() if len(rotmat) else 0
-        if off > 1e-3 or bool((torch.linalg.det(rotmat) <= 0).any()):
-            raise ValueError("target rotations must be orthonormal with determinant +1")
+        if len(rotmat):
+            eye = torch.eye(3, dtype=rotmat.dtype, device=rotmat.device)
+            off = (rotmat.transpose(-1, -2) @ rotmat - eye).abs().amax()
+            det = (rotmat[:, 0] * torch.linalg.cross(rotmat[:, 1], rotmat[:, 2])).sum(-1)
+            flags.append((off > 1e-3) | (det <= 0).any())
+    bad = torch.stack(flags).tolist()  # one host read (each one stalls a GPU)
+    if bad[0]:
+        raise ValueError("target contains NaN or infinite values")
+    if len(bad) > 1 and bad[1]:
+        raise ValueError("target rotations must be orthonormal with determinant +1")
     return batch, position, rotmat
 
 

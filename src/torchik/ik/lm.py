@@ -9,6 +9,7 @@ from torch import Tensor
 
 from torchik.checks import check_bool, check_float
 from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, State
+from torchik.ik.fixed import Carry
 from torchik.kinematics import fused
 
 __all__ = ["LevenbergMarquardt", "LMSettings", "damped_step", "free_limit_columns"]
@@ -94,6 +95,12 @@ class LMSettings(SolverSettings):
             3.8 / 17.4 / 42.2 ms against 4.4 / 21.6 / 85.9 ms for the captured usual iteration
             (``benchmarks/results/gpu_probe_ik.md``); equal to the usual iteration to rounding
             (tested in Triton's interpreter).
+        fused_loop: in the fixed-shape loop, each chunk of ``sync_every`` iterations in one
+            kernel, :func:`torchik.kinematics.fused.lm_loop` (where ``fused_step`` would
+            serve): the rows' state stays in registers between iterations, and the early stop
+            over a target's slots is applied at the end of the chunk (a slot whose sibling
+            converged mid-chunk steps on to its end; with one slot per target the answers
+            are the per-iteration loop's).
     """
 
     max_iters: int = 60
@@ -107,6 +114,7 @@ class LMSettings(SolverSettings):
     mu_min: float = 1e-3
     mu_max: float = 1e4
     fused_step: bool = True
+    fused_loop: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -114,6 +122,7 @@ class LMSettings(SolverSettings):
             check_float(name, getattr(self, name), 0.0)
         check_bool("adaptive", self.adaptive)
         check_bool("fused_step", self.fused_step)
+        check_bool("fused_loop", self.fused_loop)
 
 
 class LevenbergMarquardt(IKSolver):
@@ -147,14 +156,20 @@ class LevenbergMarquardt(IKSolver):
         jac = free_limit_columns(problem, q, jac, error, w)
         return q + damped_step(jac, error, mu * (cost + s.damping_floor), w)
 
+    def _fused_serves(self, problem: IKProblem, q: Tensor) -> bool:
+        """Whether the fused LM kernels can take this problem's iterations: one link, a fixed
+        base on the fused FK kernels, limits shared by the rows, no adaptive damping."""
+        s, robot = self.settings, problem.robot
+        if s.adaptive or len(problem.targets) != 1 or problem.limits.per_row:
+            return False
+        return not robot.floating_bases and robot.takes_fused(q)
+
     def fused_iteration(self, problem: IKProblem, q: Tensor) -> tuple[Tensor, Linearization] | None:
         """The next ``q (B, dof)``, projected, and the residual and cost at ``q`` from one
         kernel (:func:`torchik.kinematics.fused.lm_step`), or ``None`` where it does not serve
         (see :class:`LMSettings` ``fused_step``): then :meth:`linearize` and :meth:`step`."""
         s, robot, limits = self.settings, problem.robot, problem.limits
-        if not s.fused_step or s.adaptive or len(problem.targets) != 1 or limits.per_row:
-            return None
-        if robot.floating_bases or not robot.takes_fused(q):
+        if not s.fused_step or not self._fused_serves(problem, q):
             return None
         target, w = problem.target, problem.weights(s.rotation_weight)
         error = q.new_empty(q.shape[0], w.shape[0])
@@ -165,6 +180,29 @@ class LevenbergMarquardt(IKSolver):
         )  # fmt: skip
         angle = error[:, 3:].norm(dim=-1, keepdim=True)  # (B, 1): zeros for a position target
         return stepped, Linearization(error, angle, ((w * error) ** 2).sum(dim=-1))
+
+    def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool) -> bool:
+        """``n`` iterations of the fixed-shape loop on the carry ``c`` in one kernel
+        (:func:`torchik.kinematics.fused.lm_loop`) and the early stop over each target's slots
+        after it; ``False`` (nothing done) where it does not serve (see :class:`LMSettings`
+        ``fused_loop``)."""
+        s, robot, limits = self.settings, problem.robot, problem.limits
+        if not s.fused_loop or not self._fused_serves(problem, c.q):
+            return False
+        target = problem.target
+        state = dict(best_q=c.best_q, best_cost=c.best_cost, iterations=c.iterations,
+                     finished=c.finished, it=c.it)  # fmt: skip
+        if track:
+            state.update(seed_cost=c.seed_cost, stall=c.stall, age=c.age, stalled=c.stalled)
+        fused.lm_loop(
+            c.q, robot.tree, robot.link_index(target.link), target.position, target.rotmat,
+            problem.weights(s.rotation_weight), s.damping, limits.lower, limits.upper, state,
+            n_iters=n, max_iters=max_iters, tol_position=problem.tol_position,
+            tol_rotation=problem.tol_rotation, damping_floor=s.damping_floor,
+            continuous=limits.continuous, full_turn=limits.full_turn, patience=s.patience,
+            min_improvement=s.min_improvement, attempt_iters=s.attempt_iters,
+        )  # fmt: skip
+        return True
 
     def _accept_or_undo(self, q: Tensor, lin: Linearization, state: State):
         s = self.settings

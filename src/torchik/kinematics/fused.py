@@ -42,7 +42,9 @@ from torch import Tensor
 from torchik.kinematics import reference as kinematics
 from torchik.kinematics.reference import REVOLUTE, KinematicTree
 
-__all__ = ["available", "forward_kinematics", "jacobian", "lm_step", "runs_on", "supports"]
+__all__ = [
+    "available", "forward_kinematics", "jacobian", "lm_loop", "lm_step", "runs_on", "supports",
+]  # fmt: skip
 
 BLOCK = 128
 """Configurations per program instance."""
@@ -155,6 +157,7 @@ class _Code:
     def __init__(self, tree: KinematicTree, links: tuple[int, ...], pattern: tuple):
         self.tree, self.links, self.pattern = tree, links, pattern
         self.lines: list[str] = []
+        self.depth = 1  # indentation (2 inside a loop)
         self.loaded: set[int] = set()
         self.axes: set[int] = set()
         self.literals: dict[float, str] = {}
@@ -164,7 +167,7 @@ class _Code:
         self.off_at = self.mult_at + j_count
 
     def add(self, line: str) -> None:
-        self.lines.append("    " + line)
+        self.lines.append("    " * self.depth + line)
 
     def fresh(self, prefix: str) -> str:
         return f"{prefix}{next(self._fresh)}"
@@ -236,15 +239,16 @@ class _Code:
         self.frame(f"l{i}_", None if j < 0 else f"f{j}_", self.link_at + 12 * i)
         return f"l{i}_"
 
-    def walk(self, on_link, every_column: bool = False) -> tuple[int, ...]:
+    def walk(self, on_link, every_column: bool = False, loaded: bool = False) -> tuple[int, ...]:
         """Every needed joint's frame; ``on_link(i, j)`` as soon as requested link ``i``'s
         joint ``j`` (``-1``: the root) is written, so that its frame's registers are freed
         early. Loads the columns of ``q`` that the joints use (``every_column``: all, as
-        ``q{c}``). Returns the needed joints."""
+        ``q{c}``; ``loaded``: they are, load none). Returns the needed joints."""
         tree = self.tree
         needed = kinematics._ancestors(tree, self.links)
         used = {int(tree.source[j]) for j in needed}
-        q = self.load_q(list(range(tree.dof)) if every_column else sorted(used))
+        columns = list(range(tree.dof)) if every_column else sorted(used)
+        q = {c: f"q{c}" for c in columns} if loaded else self.load_q(columns)
         hanging: dict[int, list[int]] = {}
         for i, link in enumerate(self.links):
             hanging.setdefault(tree.link_joint[link], []).append(i)
@@ -451,14 +455,30 @@ def _atan2(code: _Code, s: str, c: str, out: str) -> None:
     code.add(f"{out} = tl.where({c} < 0, {code.literal(math.pi)} - {out}_t, {out}_t)")
 
 
+def _load_inputs(code: _Code, pose: bool, wraps: tuple[bool, bool]) -> None:
+    """What every step reads: the row's target ``P{x}``, ``T{r}{c}``, the weights ``w{r}``, the
+    limits ``lo{c}``, ``hi{c}`` and the masks ``cont{c}``, ``turn{c}`` (loaded once, before a
+    loop of steps)."""
+    for x in range(3):
+        code.add(f"P{x} = tl.load(tp_ptr + row * 3 + {x}, mask=ok, other=0.0)")
+    for e in range(9 if pose else 0):
+        code.add(f"T{e // 3}{e % 3} = tl.load(tr_ptr + row * 9 + {e}, mask=ok, other=0.0)")
+    for r in range(6 if pose else 3):
+        code.add(f"w{r} = tl.load(w_ptr + {r})")
+    for c in range(code.tree.dof):
+        code.add(f"lo{c} = tl.load(lo_ptr + {c})")
+        code.add(f"hi{c} = tl.load(hi_ptr + {c})")
+        for name, on in zip(("cont", "turn"), wraps, strict=True):
+            if on:
+                code.add(f"{name}{c} = tl.load({name}_ptr + {c}) != 0")
+
+
 def _residual(code: _Code, pose: bool) -> int:
     """``e{r}`` (as :func:`torchik.ik.base.pose_residual`), ``we{r} = w_r e_r`` and
-    ``cost``; returns the rows ``m``."""
+    ``cost`` from the inputs of :func:`_load_inputs`; returns the rows ``m``."""
     for x in range(3):
-        code.add(f"e{x} = tl.load(tp_ptr + row * 3 + {x}, mask=ok, other=0.0) - l0_{x}3")
+        code.add(f"e{x} = P{x} - l0_{x}3")
     if pose:  # vee(R_t Rᵀ) = sin θ u = ½ Σ_k r_k x t_k; cos θ = (tr(R_t Rᵀ) - 1) / 2
-        for e in range(9):
-            code.add(f"T{e // 3}{e % 3} = tl.load(tr_ptr + row * 9 + {e}, mask=ok, other=0.0)")
         for x, (y, z) in enumerate(((1, 2), (2, 0), (0, 1))):
             terms = " + ".join(f"l0_{y}{k} * T{z}{k} - l0_{z}{k} * T{y}{k}" for k in range(3))
             code.add(f"sa{x} = 0.5 * ({terms})")
@@ -472,7 +492,6 @@ def _residual(code: _Code, pose: bool) -> int:
             code.add(f"e{x + 3} = sa{x} * sc")
     m = 6 if pose else 3
     for r in range(m):
-        code.add(f"w{r} = tl.load(w_ptr + {r})")
         code.add(f"we{r} = w{r} * e{r}")
     code.add("cost = " + " + ".join(f"we{r} * we{r}" for r in range(m)))
     return m
@@ -480,13 +499,10 @@ def _residual(code: _Code, pose: bool) -> int:
 
 def _free_limit_columns(code: _Code, m: int, wraps: tuple[bool, bool]) -> None:
     """Zero the columns ``J{r}_{c}`` of clamped joints on a limit that ``Jᵀ W e`` pushes out
-    (:func:`torchik.ik.lm.free_limit_columns`); loads ``lo{c}``, ``hi{c}``."""
+    (:func:`torchik.ik.lm.free_limit_columns`)."""
     for c in range(code.tree.dof):
-        code.add(f"lo{c} = tl.load(lo_ptr + {c})")
-        code.add(f"hi{c} = tl.load(hi_ptr + {c})")
         code.add(f"gr{c} = " + " + ".join(f"J{r}_{c} * (w{r} * we{r})" for r in range(m)))
-        free = [f"(tl.load({ptr} + {c}) != 0)" for ptr, on in zip(("cont_ptr", "turn_ptr"), wraps,
-                                                                    strict=True) if on]  # fmt: skip
+        free = [f"{name}{c}" for name, on in zip(("cont", "turn"), wraps, strict=True) if on]
         out = f"((q{c} <= lo{c}) & (gr{c} < 0)) | ((q{c} >= hi{c}) & (gr{c} > 0))"
         clamped = " & ".join(f"~{f}" for f in free)
         code.add(f"bl{c} = {clamped} & ({out})" if free else f"bl{c} = {out}")
@@ -528,14 +544,36 @@ def _project(code: _Code, wraps: tuple[bool, bool]) -> None:
         if wraps[1]:  # full turn: lower + ((q - lower) mod 2π), torch.remainder's sign
             code.add(f"rm{c} = (n{c} - lo{c}) % {two_pi}")
             code.add(f"rm{c} = tl.where(rm{c} < 0, rm{c} + {two_pi}, rm{c})")
-            code.add(f"n{c}_in = tl.where(tl.load(turn_ptr + {c}) != 0, lo{c} + rm{c}, n{c})")
+            code.add(f"n{c}_in = tl.where(turn{c}, lo{c} + rm{c}, n{c})")
             value = f"n{c}_in"
         code.add(f"p{c} = tl.minimum(tl.maximum({value}, lo{c}), hi{c})")
         if wraps[0]:  # continuous: wrap_angle, into (-π, π]
             code.add(f"wa{c} = n{c} - {two_pi} * tl.ceil((n{c} - {pi}) / {two_pi})")
             code.add(f"wa{c} = tl.where(wa{c} <= -{pi}, wa{c} + {two_pi}, wa{c})")
             code.add(f"wa{c} = tl.where(wa{c} > {pi}, wa{c} - {two_pi}, wa{c})")
-            code.add(f"p{c} = tl.where(tl.load(cont_ptr + {c}) != 0, wa{c}, p{c})")
+            code.add(f"p{c} = tl.where(cont{c}, wa{c}, p{c})")
+
+
+def _lm_body(code: _Code, pose: bool, per_row: bool, wraps: tuple[bool, bool]) -> int:
+    """From ``q{c}`` (loaded) and the inputs of :func:`_load_inputs`: the residual ``e{r}``,
+    ``cost`` and the projected next ``p{c}`` of one step; returns the residual rows ``m``."""
+    dof = code.tree.dof
+    needed = code.walk(lambda i, j: code.link_frame(i), every_column=True, loaded=True)
+    m = 6 if pose else 3
+    for r, values in enumerate(_jacobian_columns(code, needed)[:m]):
+        for c, value in enumerate(values):
+            code.add(f"J{r}_{c} = {value}")
+    _residual(code, pose)
+    _free_limit_columns(code, m, wraps)
+    _damped_solve(code, m, per_row)
+    for c in range(dof):
+        code.add(f"n{c} = q{c} + " + " + ".join(f"jw{r}_{c} * y{r}" for r in range(m)))
+    _project(code, wraps)
+    return m
+
+
+_LM_ARGS = ("q_ptr, c_ptr, tp_ptr, tr_ptr, w_ptr, mu_ptr, mu_hi, mu_lo, floor_hi, floor_lo, "
+            "lo_ptr, hi_ptr, cont_ptr, turn_ptr")  # fmt: skip
 
 
 def _lm_kernel(
@@ -544,23 +582,69 @@ def _lm_kernel(
     """One Levenberg-Marquardt step of each row (see :func:`lm_step`); with ``residual``,
     the residual at ``q`` is stored too."""
     dof = code.tree.dof
-    needed = code.walk(lambda i, j: code.link_frame(i), every_column=True)
-    m = 6 if pose else 3
-    for r, values in enumerate(_jacobian_columns(code, needed)[:m]):
-        for c, value in enumerate(values):
-            code.add(f"J{r}_{c} = {value}")
-    _residual(code, pose)
+    code.load_q(list(range(dof)))
+    _load_inputs(code, pose, wraps)
+    m = _lm_body(code, pose, per_row, wraps)
     if residual:
         code.store_tile("err_ptr", m, 0, [f"e{r}" for r in range(m)])
-    _free_limit_columns(code, m, wraps)
-    _damped_solve(code, m, per_row)
-    for c in range(dof):
-        code.add(f"n{c} = q{c} + " + " + ".join(f"jw{r}_{c} * y{r}" for r in range(m)))
-    _project(code, wraps)
     code.store_tile("out_ptr", dof, 0, [f"p{c}" for c in range(dof)])
-    args = ("q_ptr, c_ptr, tp_ptr, tr_ptr, w_ptr, mu_ptr, mu_hi, mu_lo, floor_hi, floor_lo, "
-            "lo_ptr, hi_ptr, cont_ptr, turn_ptr, err_ptr, out_ptr")  # fmt: skip
-    return _compile(code.source("lm_step", args), "lm_step")
+    return _compile(code.source("lm_step", _LM_ARGS + ", err_ptr, out_ptr"), "lm_step")
+
+
+_STATE = (("bc", "cost"), ("it", "iterations"), ("fin", "finished"))
+_STALLS = (("seedc", "seed_cost"), ("st", "stall"), ("age", "age"))
+"""The state of :func:`lm_loop` in its kernel: names that the step's code does not use (its
+``sc`` is the rotation residual's scale)."""
+
+
+def _lm_loop_kernel(code: _Code, pose: bool, wraps: tuple[bool, bool], track: bool) -> Any:
+    """``n_iters`` Levenberg-Marquardt iterations of each row in one launch, its state in
+    registers (see :func:`lm_loop`): per iteration the residual, the convergence test, the
+    best point, the stall counters (``track``) and the step of the rows not finished."""
+    dof = code.tree.dof
+    code.load_q(list(range(dof)))
+    for c in range(dof):
+        code.add(f"bq{c} = tl.load(bq_ptr + row * {dof} + {c}, mask=ok, other=0.0)")
+    for name, _ in _STATE + (_STALLS if track else ()):
+        code.add(f"{name} = tl.load({name}_ptr + row, mask=ok, other=0)")
+    code.add("fin = fin != 0")
+    code.add("it0 = tl.load(it0_ptr)")
+    _load_inputs(code, pose, wraps)
+    code.tile_axes(_width(dof))  # made before the loop: the stores after it use them
+    pair = lambda name: f"((zero + {name}_hi) + {name}_lo)"  # noqa: E731 (a float64 constant)
+    code.add("for i in range(0, n_iters):")
+    code.depth = 2
+    code.add("at = it0 + i")
+    _lm_body(code, pose, False, wraps)
+    code.add(f"conv = tl.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < {pair('tolp')}")
+    if pose:  # the angle: |e[3:]| as the usual iteration's linearization takes it
+        code.add(f"conv = conv & (tl.sqrt(e3 * e3 + e4 * e4 + e5 * e5) < {pair('tolr')})")
+    code.add("live = ~fin")
+    code.add("better = live & ((cost < bc) | conv)")
+    for c in range(dof):
+        code.add(f"bq{c} = tl.where(better, q{c}, bq{c})")
+    code.add("bc = tl.where(better, cost, bc)")
+    code.add("it = tl.where(live & conv & (at < max_iters), at, it)")
+    code.add("fin = fin | conv")
+    if track:
+        code.add(f"progress = cost < {pair('keep')} * seedc")
+        code.add("seedc = tl.where(progress, cost, seedc)")
+        code.add("st = tl.where(progress, st * 0, st + 1)")
+        code.add("age = age + 1")
+    for c in range(dof):
+        code.add(f"q{c} = tl.where(fin, q{c}, p{c})")
+    code.depth = 1
+    code.store_tile("q_ptr", dof, 0, [f"q{c}" for c in range(dof)])
+    code.store_tile("bq_ptr", dof, 0, [f"bq{c}" for c in range(dof)])
+    for name, _ in _STATE + (_STALLS if track else ()):
+        code.add(f"tl.store({name}_ptr + row, {name}, mask=ok)")
+    if track:
+        code.add("late = (st >= patience) | ((attempt_iters > 0) & (age >= attempt_iters))")
+        code.add("tl.store(stalled_ptr + row, late & ~fin, mask=ok)")
+    state = ", ".join(f"{name}_ptr" for name, _ in _STATE + _STALLS)
+    args = (f"{_LM_ARGS}, bq_ptr, {state}, stalled_ptr, it0_ptr, n_iters, max_iters, tolp_hi, "
+            "tolp_lo, tolr_hi, tolr_lo, keep_hi, keep_lo, patience, attempt_iters")  # fmt: skip
+    return _compile(code.source("lm_loop", args), "lm_loop")
 
 
 _WRITERS: dict[str, Callable[..., Any]] = {
@@ -568,6 +652,7 @@ _WRITERS: dict[str, Callable[..., Any]] = {
     "backward": _backward_kernel,
     "jac": _jacobian_kernel,
     "lm": _lm_kernel,
+    "lm_loop": _lm_loop_kernel,
 }
 """How each kind of kernel is written."""
 
@@ -796,3 +881,104 @@ def lm_step(
          *_float32_pair(damping_floor), lower.contiguous(), upper.contiguous(), *masks, err, out,
          q.shape[0])  # fmt: skip
     return out
+
+
+def _check_state(q: Tensor, state: dict[str, Tensor]) -> None:
+    """Shapes, dtypes, devices and layout of :func:`lm_loop`'s state (no value is read)."""
+    batch, dof = q.shape
+    kinds = {
+        "best_q": ((batch, dof), q.dtype), "best_cost": ((batch,), q.dtype),
+        "iterations": ((batch,), torch.long), "finished": ((batch,), torch.bool),
+        "it": ((), torch.long), "seed_cost": ((batch,), q.dtype),
+        "stall": ((batch,), torch.long), "age": ((batch,), torch.long),
+        "stalled": ((batch,), torch.bool),
+    }  # fmt: skip
+    for name, value in state.items():
+        shape, dtype = kinds[name]
+        if tuple(value.shape) != shape or value.dtype != dtype or value.device != q.device:
+            got = f"{value.dtype} {tuple(value.shape)} on {value.device}"
+            raise ValueError(f"lm_loop: {name} must be {dtype} {shape} on {q.device}, got {got}")
+        if not value.is_contiguous():
+            raise ValueError(f"lm_loop: {name} must be contiguous (the kernel writes into it)")
+
+
+def lm_loop(
+    q: Tensor,
+    tree: KinematicTree,
+    link: int,
+    target_position: Tensor,
+    target_rotmat: Tensor | None,
+    weights: Tensor,
+    damping: float,
+    lower: Tensor,
+    upper: Tensor,
+    state: dict[str, Tensor],
+    *,
+    n_iters: int,
+    max_iters: int,
+    tol_position: float,
+    tol_rotation: float,
+    damping_floor: float = 1e-6,
+    continuous: Tensor | None = None,
+    full_turn: Tensor | None = None,
+    patience: int = 4,
+    min_improvement: float = 1e-3,
+    attempt_iters: int = 0,
+) -> None:
+    """``n_iters`` iterations of the fixed-shape IK loop with :func:`lm_step`'s step, in one
+    kernel launch: every row's state stays in registers between iterations.
+
+    Per row and iteration ``at = it + i`` (``i < n_iters``), as :func:`torchik.ik.fixed.iterate`
+    does for one link with ``early_stop`` per row: the residual at ``q``; converged if the
+    position error is under ``tol_position`` and (pose targets) the angle under
+    ``tol_rotation``; a row not yet finished keeps ``q`` as ``best_q`` if it converged or lowered
+    ``best_cost``, records ``at`` in ``iterations`` when it first converges (``at <
+    max_iters``), and steps unless it converged; finished rows are frozen. With the stall
+    counters in ``state`` (``seed_cost``, ``stall``, ``age``, ``stalled``) it also counts
+    stalls as :meth:`torchik.ik.base.IKSolver._track_progress` does and writes ``stalled`` at the
+    end (``stall >= patience``, or ``age >= attempt_iters`` if that is positive, and not
+    finished). Left to the caller: ``it += n_iters``, early stop over the slots of a target
+    (rows finished by a sibling), restarts. Nothing is read back to the host: a loop of calls
+    can be captured in a CUDA graph.
+
+    Args:
+        q: ``(B, D)`` joint values, updated in place (float32 or float64, contiguous).
+        tree, link, target_position, target_rotmat, weights, damping, lower, upper,
+            damping_floor, continuous, full_turn: as :func:`lm_step` (``damping`` a float).
+        state: ``best_q (B, D)``, ``best_cost (B,)``, ``iterations (B,)`` long, ``finished
+            (B,)`` bool, ``it ()`` long (the first iteration's number, read on the device), and
+            optionally the stall counters ``seed_cost (B,)``, ``stall (B,)`` long, ``age (B,)``
+            long, ``stalled (B,)`` bool: updated in place.
+        n_iters: iterations in this launch.
+        max_iters: iterations of the whole solve (see ``iterations``).
+        tol_position: metres; ``tol_rotation``: radians.
+        patience, min_improvement, attempt_iters: the stall rule
+            (:class:`torchik.ik.base.SolverSettings`).
+    """
+    named = dict(weights=weights, lower=lower, upper=upper, continuous=continuous,
+                 full_turn=full_turn)  # fmt: skip
+    _check_lm(q, tree, target_position, target_rotmat, **named)
+    track = "stall" in state
+    needed = {"best_q", "best_cost", "iterations", "finished", "it"}
+    needed |= {"seed_cost", "stall", "age", "stalled"} if track else set()
+    if set(state) != needed:
+        raise ValueError(f"lm_loop: state must hold {sorted(needed)}, got {sorted(state)}")
+    _check_state(q, state)
+    if not q.is_contiguous():
+        raise ValueError("lm_loop: q must be contiguous (the kernel writes into it)")
+    if q.shape[0] == 0 or n_iters <= 0:
+        return
+    wraps = (continuous is not None, full_turn is not None)
+    kernel, table = _prepared("lm_loop", tree, (link,), q, (target_rotmat is not None, wraps,
+                                                            track))  # fmt: skip
+    given = (target_position, target_rotmat, weights)
+    pointers = [q if t is None else t.detach().contiguous() for t in given]  # q: unused
+    masks = [q if t is None else t.contiguous() for t in (continuous, full_turn)]
+    unused = state["iterations"]
+    stalls = [state[k] if track else unused for k in ("seed_cost", "stall", "age", "stalled")]
+    _run(kernel, (_cdiv(q.shape[0], BLOCK),), q, table, *pointers, q, *_float32_pair(damping),
+         *_float32_pair(damping_floor), lower.contiguous(), upper.contiguous(), *masks,
+         state["best_q"], state["best_cost"], state["iterations"], state["finished"],
+         *stalls[:3], stalls[3], state["it"], n_iters, max_iters, *_float32_pair(tol_position),
+         *_float32_pair(tol_rotation), *_float32_pair(1.0 - min_improvement), patience,
+         attempt_iters, q.shape[0])  # fmt: skip

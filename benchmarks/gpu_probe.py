@@ -1,0 +1,69 @@
+"""What the fused kernels and the IK loop cost on a GPU (issue 34; the protocol:
+:mod:`experiments.gpu_probe`): each fused kernel per launch shape and store style, and IK solves
+under the profiler. Writes ``benchmarks/results/gpu_probe.{md,json}`` and, with ``--host``, the
+host's profile of a solve to ``gpu_probe_host.txt``.
+
+Run on a GPU machine (Triton installed, as with the CUDA torch wheels):
+
+    python benchmarks/gpu_probe.py                     # kernels and solves (about 2 minutes)
+    python benchmarks/gpu_probe.py --only solves --host
+    python benchmarks/gpu_probe.py --quick             # tiny, also on the CPU (interpreter)
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+from pathlib import Path
+
+import torch
+from common import RESULTS_DIR, Report, log
+
+GROUPS = ["kernels", "solves"]
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--quick", action="store_true", help="tiny sizes (CPU: the interpreter)")
+    parser.add_argument("--only", nargs="+", choices=GROUPS, default=GROUPS, help="these tables")
+    parser.add_argument("--host", action="store_true", help="also profile the host side")
+    parser.add_argument("--out", type=Path, default=RESULTS_DIR)
+    parser.add_argument("--name", default="gpu_probe", help="the results' file name (NAME.md)")
+    args = parser.parse_args()
+    cuda = torch.cuda.is_available() and not args.quick
+    if not cuda:
+        os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported
+    from experiments.gpu_probe import (
+        host_profile,
+        kernel_rows,
+        kernel_table,
+        profile_rows,
+        solve_table,
+    )
+    from torchik import load_robot
+
+    device = "cuda" if cuda else "cpu"
+    backend = "auto" if cuda else "fused"
+    robot = load_robot("panda", dtype=torch.float32, backend=backend).to(device)
+    g1 = load_robot("g1", dtype=torch.float32, backend=backend).to(device)
+    tables = []
+    if "kernels" in args.only:
+        tables.append(kernel_table(kernel_rows(robot, "panda_hand", 1 << 22 if cuda else 64, cuda)))
+        log("kernels done")
+    if "solves" in args.only:
+        sizes = [1, 1000] if cuda else [4]
+        tables.append(solve_table(profile_rows(robot, g1 if cuda else None, "panda_hand", sizes,
+                                               cuda)))  # fmt: skip
+        log("solves done")
+    intro = ["Panda, float32; one GPU. Registers and shared memory: Triton's compile report."]
+    md, _ = Report(args.name, "GPU probe: fused kernels and IK solves (issue 34)", intro,
+                   tables=tables).write(args.out)  # fmt: skip
+    if args.host:
+        text = host_profile(robot, "panda_hand", [1, 1000] if cuda else [4], cuda)
+        (args.out / f"{args.name}_host.txt").write_text(text)
+    log(f"wrote {md}")
+    print(md.read_text())
+
+
+if __name__ == "__main__":
+    main()

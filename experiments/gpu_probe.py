@@ -1,0 +1,280 @@
+"""What the fused kernels and the IK loop cost on a GPU, for choosing what to speed up (issue 34;
+``benchmarks/gpu_probe.py`` runs it on a GPU machine).
+
+1. :func:`kernel_rows`: each fused kernel (FK of one link, of every link, FK backward,
+   Jacobian, the LM step) on the Panda at 4 M configurations, float32, for several launch
+   shapes (rows per program, warps) and both store styles (tiles, scalar stores): registers and
+   shared memory as the compiler reports them, median time by CUDA events
+   (``triton.testing.do_bench``).
+2. :func:`profile_rows`: one IK solve (1 and 1 000 Panda poses per loop; whole-body G1) under
+   ``torch.profiler``: kernels and graph launches, their summed GPU time against the wall time.
+3. :func:`host_profile`: where the host spends a solve (``cProfile``), and each synchronising
+   CUDA call's Python line.
+
+Without a GPU the same code runs at tiny sizes in Triton's interpreter (the robot's backend
+``"fused"``, ``TRITON_INTERPRET=1`` set before Triton is imported).
+
+Example:
+    >>> from torchik import load_robot
+    >>> robot = load_robot("snake2")
+    >>> [row["case"] for row in profile_rows(robot, None, "ee", [2], cuda=False)][:2]
+    ['IK graphs', 'IK graphs, fused step']
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+import torch
+
+from experiments.table import Column, Table
+
+__all__ = ["SHAPES", "host_profile", "kernel_rows", "kernel_table", "profile_rows",
+           "solve_table"]  # fmt: skip
+
+SHAPES = [(128, 4), (64, 2), (256, 4), (32, 1)]
+"""(rows per program, warps) tried per kernel: (128, 4) is today's."""
+
+
+def _kernels(robot, link: str, n: int):
+    """The fused calls timed: name -> a function of no arguments."""
+    from torchik.kinematics import fused
+
+    tree, index = robot.tree, robot.link_index(link)
+    q = robot.random_configuration(n).to(robot.device)
+    grad = torch.randn(n, 1, 4, 4, device=q.device)
+    lo, hi = robot.lower.to(q), robot.upper.to(q)
+    target = robot.forward_kinematics(robot.random_configuration(n).to(q.device), link)
+    w = torch.tensor([1.0, 1, 1, 0.3, 0.3, 0.3], device=q.device)
+    err = q.new_empty(n, 6)
+    every = tuple(range(len(robot.link_names)))
+
+    def backward():
+        out = torch.empty_like(q)
+        fused._launch("backward", tree, (index,), q, grad, out, *grad.stride())
+
+    return {
+        "fk pose": lambda: fused.forward_kinematics(q, tree, (index,)),
+        "fk all links": lambda: fused.forward_kinematics(q, tree, every),
+        "fk backward": backward,
+        "jacobian": lambda: fused.jacobian(q, tree, index),
+        "lm step": lambda: fused.lm_step(q, tree, index, target[:, :3, 3], target[:, :3, :3], w,
+                                         0.1, lo, hi, residual=err),
+    }  # fmt: skip
+
+
+def kernel_rows(robot, link: str, n: int, cuda: bool) -> list[dict]:
+    """Each fused kernel of ``link`` on ``n`` configurations, for each launch shape of
+    :data:`SHAPES` with tile stores and the first two with scalar stores (the first two only
+    without CUDA, in Triton's interpreter).
+
+    Returns:
+        Rows ``kernel``, ``tiles``, ``block``, ``warps``, ``regs``, ``spills``, ``shared`` (CUDA
+        only), ``ms``, ``G_per_s``; or ``error``.
+    """
+    from torchik.kinematics import fused
+
+    rows = []
+    for tiles in (True, False):
+        fused.TILE_STORES = tiles
+        for block, warps in SHAPES if cuda and tiles else SHAPES[:2]:
+            fused.BLOCK, fused.WARPS = block, warps
+            for name, call in _kernels(robot, link, n).items():
+                row = {"kernel": name, "tiles": tiles, "block": block, "warps": warps}
+                try:
+                    compiled = _compiled(call)
+                    row.update(_report(compiled))
+                    row["ms"] = _median_ms(call, cuda)
+                    row["G_per_s"] = n / row["ms"] / 1e6
+                except Exception as error:  # noqa: BLE001 - a row of the table
+                    row["error"] = str(error)[:200]
+                rows.append(row)
+    fused.TILE_STORES, fused.BLOCK, fused.WARPS = True, 128, 4
+    return rows
+
+
+def _compiled(call):
+    """The compiled kernel of ``call``'s (last) launch."""
+    from torchik.kinematics import fused
+
+    launched = []
+    run = fused._run
+
+    def spy(*args, **kwargs):
+        launched.append(run(*args, **kwargs))
+        return launched[-1]
+
+    fused._run = spy
+    try:
+        call()
+    finally:
+        fused._run = run
+    return launched[-1] if launched else None
+
+
+def _report(compiled) -> dict:
+    if compiled is None or not hasattr(compiled, "n_regs"):
+        return {}
+    return {"regs": compiled.n_regs, "spills": compiled.n_spills,
+            "shared": getattr(compiled.metadata, "shared", None)}  # fmt: skip
+
+
+def _median_ms(call, cuda: bool) -> float:
+    if cuda:
+        import triton.testing
+
+        return float(triton.testing.do_bench(call, warmup=25, rep=100, return_mode="median"))
+    start = time.perf_counter()
+    call()
+    return (time.perf_counter() - start) * 1e3
+
+
+def profile_rows(robot, g1, link: str, sizes: list[int], cuda: bool) -> list[dict]:
+    """One solve of ``n`` poses of ``link`` (each of ``sizes``) per fixed-loop variant, and of
+    the G1's two hands (``g1``, or ``None``), after two warm-up solves: its wall time, then
+    under ``torch.profiler`` its kernels (inside graphs too), their GPU time, graph launches,
+    synchronisations and copies.
+
+    Returns:
+        Rows ``case``, ``n``, ``wall_ms``, ``kernels``, ``gpu_ms``, ``graph_launches``,
+        ``syncs_or_copies``, ``iterations`` (mean), ``top`` (most launched kernels); or
+        ``error``.
+    """
+    from torchik.ik import LevenbergMarquardt, solve_ik, solve_wholebody
+
+    rows = []
+    cases = []
+    for n in sizes:
+        g = torch.Generator().manual_seed(n)
+        targets = robot.forward_kinematics(robot.random_configuration(n, generator=g).to(
+            robot.device), link)  # fmt: skip
+        for name, settings in (("graphs", {"loop": "fixed", "fused_step": False}),
+                               ("graphs, fused step", {"loop": "fixed", "fused_step": True}),
+                               ("graphs, fused loop", {"loop": "fixed", "fused_loop": True}),
+                               ("eager", {"loop": "fixed", "capture": False,
+                                          "fused_step": False})):  # fmt: skip
+            solver = LevenbergMarquardt(**settings)
+            cases.append(
+                (f"IK {name}", n, lambda t=targets, s=solver: solve_ik(robot, t, link, method=s))
+            )
+    if g1 is not None:  # the G1's two hands, as many targets as the largest size
+        hands, n = ["left_rubber_hand", "right_rubber_hand"], sizes[-1]
+        poses = g1.forward_kinematics(g1.random_configuration(n).to(g1.device), hands)
+        wb = dict(zip(hands, poses.unbind(1), strict=True))
+        cases.append(("whole-body graphs", n, lambda: solve_wholebody(g1, wb, loop="fixed")))
+    for what, n, call in cases:
+        row = {"case": what, "n": n}
+        try:
+            row.update(_profiled(call, cuda))
+        except Exception as error:  # noqa: BLE001
+            row["error"] = str(error)[:200]
+        rows.append(row)
+    return rows
+
+
+def _profiled(call, cuda: bool) -> dict:
+    from torch.profiler import ProfilerActivity, profile
+
+    call()
+    call()
+    if cuda:
+        torch.cuda.synchronize()
+    start = time.perf_counter()
+    result = call()
+    if cuda:
+        torch.cuda.synchronize()
+    wall = time.perf_counter() - start
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if cuda else [])
+    with profile(activities=activities) as prof:
+        call()
+        if cuda:
+            torch.cuda.synchronize()
+    events = prof.events()
+    kernels = [e for e in events if getattr(e, "device_type", None) is not None
+               and str(e.device_type).endswith("CUDA")]  # fmt: skip
+    names: dict[str, int] = {}
+    for e in kernels:
+        names[e.name[:60]] = names.get(e.name[:60], 0) + 1
+    launches = sum(1 for e in events if "cudaGraphLaunch" in e.name)
+    syncs = sum(1 for e in events if "Synchronize" in e.name or "cudaMemcpy" in e.name)
+    top = sorted(names.items(), key=lambda kv: -kv[1])[:8]
+    gpu_ms = sum(e.device_time_total for e in kernels) / 1e3 if kernels else 0.0
+    return {"wall_ms": wall * 1e3, "kernels": len(kernels), "gpu_ms": gpu_ms,
+            "graph_launches": launches, "syncs_or_copies": syncs,
+            "iterations": int(result.iterations.float().mean().item())
+            if hasattr(result, "iterations") else None, "top": top}  # fmt: skip
+
+
+def host_profile(robot, link: str, sizes: list[int], cuda: bool) -> str:
+    """Where the host spends a solve of ``n`` targets (each of ``sizes``): ``cProfile``'s
+    functions by cumulative and own time over 10 solves, and every synchronising CUDA call's
+    Python line in one solve (``torch.cuda.set_sync_debug_mode``), as text."""
+    import cProfile
+    import io
+    import pstats
+    import warnings
+
+    from torchik.ik import solve_ik
+
+    rows = []
+    for n in sizes:
+        g = torch.Generator().manual_seed(n)
+        targets = robot.forward_kinematics(robot.random_configuration(n, generator=g).to(
+            robot.device), link)  # fmt: skip
+        for _ in range(3):
+            solve_ik(robot, targets, link)
+        profiler = cProfile.Profile()
+        profiler.enable()
+        for _ in range(10):
+            solve_ik(robot, targets, link)
+        if cuda:
+            torch.cuda.synchronize()
+        profiler.disable()
+        text = io.StringIO()
+        stats = pstats.Stats(profiler, stream=text)
+        stats.sort_stats("cumulative").print_stats(45)
+        stats.sort_stats("tottime").print_stats(25)
+        syncs: dict[str, int] = {}
+        if cuda:
+            torch.cuda.set_sync_debug_mode("warn")
+            with warnings.catch_warnings(record=True) as caught:
+                warnings.simplefilter("always")
+                solve_ik(robot, targets, link)
+            torch.cuda.set_sync_debug_mode("default")
+            for w in caught:
+                where = f"{w.filename.split('src/')[-1]}:{w.lineno}"
+                syncs[where] = syncs.get(where, 0) + 1
+        ordered = sorted(syncs.items(), key=lambda kv: -kv[1])
+        rows.append(f"== n={n}: 10 solves\n{text.getvalue()}\nsynchronising lines: {ordered}")
+    return "\n".join(rows)
+
+
+def kernel_table(rows: list[dict[str, Any]]) -> Table:
+    """The rows of :func:`kernel_rows` as a table."""
+    table = Table("Fused kernels at 4 M configurations (median of CUDA events)", [
+        Column("stores", "stores"), Column("block", "rows/program"), Column("warps", "warps"),
+        Column("regs", "registers"), Column("shared", "shared B"),
+        Column("ms", "ms", lambda x: f"{x:.3f}"), Column("G_per_s", "G/s", lambda x: f"{x:.2f}"),
+    ])  # fmt: skip
+    for row in rows:
+        status = f"failed: {row['error']}" if "error" in row else "ok"
+        values = {k: v for k, v in row.items() if k not in ("kernel", "tiles", "error")}
+        table.add(row["kernel"], status, stores="tiles" if row["tiles"] else "scalar", **values)
+    return table
+
+
+def solve_table(rows: list[dict[str, Any]]) -> Table:
+    """The rows of :func:`profile_rows` as a table."""
+    table = Table("One solve under torch.profiler (after two warm-up solves)", [
+        Column("n", "n", lambda x: f"{x:,}"), Column("wall_ms", "wall ms", lambda x: f"{x:.1f}"),
+        Column("kernels", "kernels", lambda x: f"{x:,}"),
+        Column("gpu_ms", "GPU ms (kernels)", lambda x: f"{x:.2f}"),
+        Column("graph_launches", "graph launches"), Column("syncs_or_copies", "syncs, copies"),
+        Column("iterations", "mean iterations"),
+    ])  # fmt: skip
+    for row in rows:
+        status = f"failed: {row['error']}" if "error" in row else "ok"
+        values = {k: v for k, v in row.items() if k not in ("case", "top", "error")}
+        table.add(row["case"], status, **values)
+    return table
