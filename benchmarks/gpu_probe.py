@@ -1,12 +1,12 @@
 """What the fused kernels and the IK loop cost on a GPU (issue 34; the protocol:
-:mod:`experiments.gpu_probe`): each fused kernel per launch shape and store style, and IK solves
-under the profiler. Writes ``benchmarks/results/gpu_probe.{md,json}`` and, with ``--host``, the
+:mod:`experiments.gpu_probe`): each fused kernel per launch shape and store style, IK solves
+under the profiler, and settings of the fixed loop timed. Writes ``benchmarks/results/gpu_probe.{md,json}`` and, with ``--host``, the
 host's profile of a solve to ``gpu_probe_host.txt``.
 
 Run on a GPU machine (Triton installed, as with the CUDA torch wheels):
 
-    python benchmarks/gpu_probe.py                     # kernels and solves (about 2 minutes)
-    python benchmarks/gpu_probe.py --only solves --host
+    python benchmarks/gpu_probe.py                     # kernels, solves, loop settings
+    python benchmarks/gpu_probe.py --only solves variants --host
     python benchmarks/gpu_probe.py --quick             # tiny, also on the CPU (interpreter)
 """
 
@@ -19,7 +19,7 @@ from pathlib import Path
 import torch
 from common import RESULTS_DIR, Report, log
 
-GROUPS = ["kernels", "solves"]
+GROUPS = ["kernels", "solves", "variants"]
 
 
 def main() -> None:
@@ -33,12 +33,14 @@ def main() -> None:
     cuda = torch.cuda.is_available() and not args.quick
     if not cuda:
         os.environ.setdefault("TRITON_INTERPRET", "1")  # before Triton is imported
+    from experiments.gpu import gpu_table
     from experiments.gpu_probe import (
         host_profile,
         kernel_rows,
         kernel_table,
         profile_rows,
         solve_table,
+        variant_rows,
     )
     from torchik import load_robot
 
@@ -55,6 +57,12 @@ def main() -> None:
         tables.append(solve_table(profile_rows(robot, g1 if cuda else None, "panda_hand", sizes,
                                                cuda)))  # fmt: skip
         log("solves done")
+    if "variants" in args.only:
+        sizes = [1, 1000, 10_000, 100_000] if cuda else [4]
+        table = gpu_table(variant_rows(robot, "panda_hand", sizes, 0.5 if cuda else 0.01))
+        table.title = "Fixed-loop settings, full-pose IK (median of CUDA events)"
+        tables.append(table)
+        log("variants done")
     intro = ["Panda, float32; one GPU. Registers and shared memory: Triton's compile report."]
     md, _ = Report(args.name, "GPU probe: fused kernels and IK solves (issue 34)", intro,
                    tables=tables).write(args.out)  # fmt: skip

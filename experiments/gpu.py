@@ -113,8 +113,11 @@ kernels; the CUDA-graphs row elsewhere), and with each chunk of iterations in on
 (``fused_loop``)."""
 
 
-def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list[dict[str, Any]]:
-    """Full-pose IK of ``n`` FK poses (seed ``n``) by each of :data:`LOOPS`.
+def ik_rows(
+    robot: Any, link: str, sizes: Sequence[int], seconds: float, loops: dict | None = None
+) -> list[dict[str, Any]]:
+    """Full-pose IK of ``n`` FK poses (seed ``n``) by each of ``loops`` (name -> settings of
+    :class:`~torchik.ik.LevenbergMarquardt`; default :data:`LOOPS`).
 
     Returns:
         Rows ``what``, ``path`` (the loop), ``n``, ``ms``, ``success`` (share of targets
@@ -127,7 +130,7 @@ def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
         g = torch.Generator().manual_seed(n)
         q = robot.random_configuration(n, generator=g).to(robot.device)
         targets = robot.forward_kinematics(q, link)
-        for name, settings in LOOPS.items():
+        for name, settings in (LOOPS if loops is None else loops).items():
             solver = LevenbergMarquardt(**settings)
             solve = partial(solve_ik, robot, targets, link, method=solver)
             rows.append(measured("IK full pose", name, n, partial(_solved, solve, n, seconds)))
@@ -136,7 +139,8 @@ def ik_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
 
 def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> list[dict]:
     """Whole-body IK of ``n`` targets of every link in ``links`` (FK poses, seed ``n``), by the
-    host loop and the fixed loop (:data:`LOOPS`' first and last)."""
+    host loop and the fixed loop (the ``loop`` of :data:`LOOPS`' "host loop" and "fixed, CUDA
+    graphs"; a whole-body problem has two links, which the fused LM kernels do not take)."""
     from torchik.ik import solve_wholebody
 
     g = torch.Generator().manual_seed(n)

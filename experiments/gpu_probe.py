@@ -30,8 +30,8 @@ import torch
 
 from experiments.table import Column, Table
 
-__all__ = ["SHAPES", "host_profile", "kernel_rows", "kernel_table", "profile_rows",
-           "solve_table"]  # fmt: skip
+__all__ = ["SHAPES", "VARIANTS", "host_profile", "kernel_rows", "kernel_table", "profile_rows",
+           "solve_table", "variant_rows"]  # fmt: skip
 
 SHAPES = [(128, 4), (64, 2), (256, 4), (32, 1)]
 """(rows per program, warps) tried per kernel: (128, 4) is today's."""
@@ -171,6 +171,31 @@ def profile_rows(robot, g1, link: str, sizes: list[int], cuda: bool) -> list[dic
             row["error"] = str(error)[:200]
         rows.append(row)
     return rows
+
+
+VARIANTS = {
+    "fused step, rounds of 10, chunks of 8": {"fused_step": True},
+    "fused loop, rounds of 10, chunks of 8": {"fused_loop": True},
+    "fused loop, rounds of 10, chunks of 11": {"fused_loop": True, "sync_every": 11},
+    "fused loop, rounds of 20, chunks of 10": {"fused_loop": True, "round_iters": 20,
+                                               "sync_every": 10},
+    "fused loop, one round, chunks of 12": {"fused_loop": True, "round_iters": 0,
+                                            "sync_every": 12},
+}  # fmt: skip
+"""Settings of the fixed loop (``LevenbergMarquardt(loop="fixed", ...)``) timed by
+:func:`variant_rows`: with each iteration in a kernel launch every iteration costs about the
+same; with chunks in one kernel, the rounds (each a host round trip with its own set-up) and
+the host reads between chunks are what is left to trade against success."""
+
+
+def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dict[str, Any]]:
+    """Full-pose IK of ``n`` poses (each of ``sizes``) by each of :data:`VARIANTS`, timed and
+    scored as ``benchmarks/gpu.py``'s IK rows (:func:`experiments.gpu.ik_rows`)."""
+    from experiments.gpu import ik_rows
+
+    return ik_rows(robot, link, sizes, seconds, loops={
+        name: {"loop": "fixed", **settings} for name, settings in VARIANTS.items()
+    })  # fmt: skip
 
 
 def _profiled(call, cuda: bool) -> dict:

@@ -13,13 +13,17 @@
 # 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, the
 #    bundled model's samples, timed with CUDA events -> $OUT/gpu.md, gpu.json (rewritten after
 #    every group of rows);
-# 3. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
+# 3. on request (STEPS names probe): benchmarks/gpu_probe.py, one IK solve under the profiler
+#    per loop (kernels, GPU time, host reads) and settings of the fixed loop timed ->
+#    $OUT/gpu_probe.md, .json;
+# 4. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
 #    batch 4096, fp32 / bf16 / on-device stream / CUDA graphs -> $OUT/train_speed_cuda.md, .json;
-# 4. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
+# 5. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
 #    saying which).
-# Each step has its own time limit; a failed step is reported and the next one still runs; the
-# exit status is 1 if any step failed. Everything printed is also in $OUT/gpu_check.log. Copy
-# $OUT's files into benchmarks/results/ afterwards.
+# STEPS picks steps by name (default "tests gpu train_speed suite"; STEPS="tests gpu probe" for
+# the IK work). Each step has its own time limit; a failed step is reported and the next one
+# still runs; the exit status is 1 if any step failed. Everything printed is also in
+# $OUT/gpu_check.log. Copy $OUT's files into benchmarks/results/ afterwards.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
@@ -29,6 +33,7 @@ DRY=0
 export PYTHONPATH="$PWD/src:$PWD${PYTHONPATH:+:$PYTHONPATH}" PYTHONUNBUFFERED=1
 mkdir -p "$OUT"
 exec > >(tee "$OUT/gpu_check.log") 2>&1
+STEPS=${STEPS:-tests gpu train_speed suite}  # probe: on request
 failed=()
 start=$(date +%s)
 
@@ -36,6 +41,7 @@ step() { echo "== $1 ($(($(date +%s) - start)) s)"; }
 run() {  # run NAME SECONDS CMD...: a step with its own limit; pytest's 5 (nothing collected) passes
   local name=$1 limit=$2
   shift 2
+  case " $STEPS " in *" $name "*) ;; *) echo "(skipped: not in STEPS)"; return ;; esac
   timeout "$limit" "$@"
   local code=$?
   if [ "$code" != 0 ] && [ "$code" != 5 ]; then
@@ -71,7 +77,10 @@ step "tests: kinematics, IK, engine, with the cuda-marked cases"
 run tests 110 "$PY" -m pytest -q -rfEs -n "$workers" -p no:cacheprovider "${gpu_tests[@]}"
 
 step "kinematics and IK throughput (benchmarks/gpu.py)"
-run gpu 100 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
+run gpu 130 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
+
+step "IK solves profiled, fixed-loop settings (benchmarks/gpu_probe.py)"
+run probe 70 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"
 
 step "training throughput (benchmarks/train_speed.py)"
 run train_speed 150 "$PY" benchmarks/train_speed.py --device "$device" --size paper \

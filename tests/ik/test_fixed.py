@@ -260,8 +260,8 @@ def test_the_fused_lm_step_gives_the_loop_its_answers(panda):
     not torch.cuda.is_available() and __import__("os").environ.get("TRITON_INTERPRET") != "1",
     reason="the fused kernels run on CUDA or in Triton's interpreter",
 )
-@pytest.mark.parametrize("position_only", [False, True])
-def test_the_fused_lm_loop_gives_the_per_iteration_answers(panda, position_only):
+@pytest.mark.parametrize(("position_only", "attempt_iters"), [(False, 0), (True, 0), (False, 6)])
+def test_the_fused_lm_loop_gives_the_per_iteration_answers(panda, position_only, attempt_iters):
     """``fused_loop=True``: each chunk of iterations in one kernel. With one slot per target
     and one round (the retry rounds give a target several slots) the early stop over slots is
     per row: the answers, iterations and restarts are those of one kernel per iteration
@@ -274,11 +274,11 @@ def test_the_fused_lm_loop_gives_the_per_iteration_answers(panda, position_only)
     out = {}
     for loop in (False, True):
         method = LevenbergMarquardt(loop="fixed", fused_loop=loop, max_iters=40, sync_every=4,
-                                    round_iters=0)  # fmt: skip
+                                    round_iters=0, attempt_iters=attempt_iters)  # fmt: skip
         out[loop] = solve_ik(robot, targets, method=method, num_seeds=1,
                              position_only=position_only,
                              generator=torch.Generator().manual_seed(1))  # fmt: skip
-    assert bool(out[False].success.all())
+    assert bool(out[False].success.float().mean() >= 0.8)  # restarts after 6: one left
     assert torch.equal(out[True].success, out[False].success)
     assert torch.equal(out[True].iterations, out[False].iterations)
     torch.testing.assert_close(out[True].q, out[False].q, atol=TOL, rtol=0)

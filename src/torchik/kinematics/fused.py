@@ -639,7 +639,9 @@ def _lm_loop_kernel(code: _Code, pose: bool, wraps: tuple[bool, bool], track: bo
     for name, _ in _STATE + (_STALLS if track else ()):
         code.add(f"tl.store({name}_ptr + row, {name}, mask=ok)")
     if track:
-        code.add("late = (st >= patience) | ((attempt_iters > 0) & (age >= attempt_iters))")
+        # (age * 0 + attempt_iters): a block, whatever Triton makes of the integer argument
+        code.add("late = (st >= patience) | ((age * 0 + attempt_iters > 0) & "
+                 "(age >= attempt_iters))")  # fmt: skip
         code.add("tl.store(stalled_ptr + row, late & ~fin, mask=ok)")
     state = ", ".join(f"{name}_ptr" for name, _ in _STATE + _STALLS)
     args = (f"{_LM_ARGS}, bq_ptr, {state}, stalled_ptr, it0_ptr, n_iters, max_iters, tolp_hi, "
