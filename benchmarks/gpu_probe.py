@@ -1,7 +1,8 @@
 """What the fused kernels and the IK loop cost on a GPU (issue 34; the protocol:
 :mod:`experiments.gpu_probe`): each fused kernel per launch shape and store style, IK solves
-under the profiler, and settings of the fixed loop timed. Writes ``benchmarks/results/gpu_probe.{md,json}`` and, with ``--host``, the
-host's profile of a solve to ``gpu_probe_host.txt``.
+under the profiler, and settings of the fixed loop timed. Writes
+``benchmarks/results/gpu_probe.{md,json}`` and, with ``--host``, the host's profile of a solve
+to ``gpu_probe_host.txt``.
 
 Run on a GPU machine (Triton installed, as with the CUDA torch wheels):
 
