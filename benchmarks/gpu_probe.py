@@ -60,7 +60,7 @@ def main() -> None:
         log("solves done")
     if "variants" in args.only:
         sizes = [1, 1000, 10_000, 100_000] if cuda else [4]
-        table = gpu_table(variant_rows(robot, "panda_hand", sizes, 0.5 if cuda else 0.01))
+        table = gpu_table(variant_rows(robot, "panda_hand", sizes, 0.3 if cuda else 0.01))
         table.title = "Fixed-loop settings, full-pose IK (median of CUDA events)"
         tables.append(table)
         log("variants done")

@@ -80,7 +80,7 @@ step "kinematics and IK throughput (benchmarks/gpu.py)"
 run gpu 130 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
 
 step "IK solves profiled, fixed-loop settings (benchmarks/gpu_probe.py)"
-run probe 70 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"
+run probe 100 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"
 
 step "training throughput (benchmarks/train_speed.py)"
 run train_speed 150 "$PY" benchmarks/train_speed.py --device "$device" --size paper \
