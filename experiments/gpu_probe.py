@@ -130,6 +130,16 @@ def _median_ms(call, cuda: bool) -> float:
     return (time.perf_counter() - start) * 1e3
 
 
+PROFILED = {
+    "graphs": {"fused_step": False, "fused_loop": False},
+    "graphs, fused step": {"fused_step": True, "fused_loop": False},
+    "graphs, fused loop": {"fused_loop": True},
+    "eager": {"capture": False, "fused_step": False, "fused_loop": False},
+}
+"""The fixed loops of :func:`profile_rows`: captured (each iteration's operations, one kernel
+per iteration, a chunk in one kernel) and eager."""
+
+
 def profile_rows(robot, g1, link: str, sizes: list[int], cuda: bool) -> list[dict]:
     """One solve of ``n`` poses of ``link`` (each of ``sizes``) per fixed-loop variant, and of
     the G1's two hands (``g1``, or ``None``), after two warm-up solves: its wall time, then
@@ -149,12 +159,8 @@ def profile_rows(robot, g1, link: str, sizes: list[int], cuda: bool) -> list[dic
         g = torch.Generator().manual_seed(n)
         targets = robot.forward_kinematics(robot.random_configuration(n, generator=g).to(
             robot.device), link)  # fmt: skip
-        for name, settings in (("graphs", {"loop": "fixed", "fused_step": False}),
-                               ("graphs, fused step", {"loop": "fixed", "fused_step": True}),
-                               ("graphs, fused loop", {"loop": "fixed", "fused_loop": True}),
-                               ("eager", {"loop": "fixed", "capture": False,
-                                          "fused_step": False})):  # fmt: skip
-            solver = LevenbergMarquardt(**settings)
+        for name, settings in PROFILED.items():
+            solver = LevenbergMarquardt(loop="fixed", **settings)
             cases.append(
                 (f"IK {name}", n, lambda t=targets, s=solver: solve_ik(robot, t, link, method=s))
             )
@@ -174,8 +180,9 @@ def profile_rows(robot, g1, link: str, sizes: list[int], cuda: bool) -> list[dic
 
 
 VARIANTS = {
-    "fused step, rounds of 10, chunks of 8": {"fused_step": True},
-    "fused loop, rounds of 10, chunks of 8": {"fused_loop": True},
+    "fused step, rounds of 10, chunks of 8": {"fused_step": True, "fused_loop": False,
+                                              "sync_every": 8},
+    "fused loop, rounds of 10, chunks of 8": {"fused_loop": True, "sync_every": 8},
     "fused loop, rounds of 10, chunks of 11": {"fused_loop": True, "sync_every": 11},
     "fused loop, rounds of 20, chunks of 10": {"fused_loop": True, "round_iters": 20,
                                                "sync_every": 10},

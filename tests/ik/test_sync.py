@@ -28,7 +28,7 @@ def _targets(robot, n, seed):
 @pytest.mark.parametrize("sync_every", [1, 3, CUDA_SYNC_EVERY])
 @pytest.mark.parametrize("early_stop", [True, False])
 def test_masked_loop_solves_and_meets_the_targets(panda, sync_every, early_stop):
-    targets = _targets(panda, 64, seed=sync_every)
+    targets = _targets(panda, 64, seed=8)  # the same targets for every setting
     solver = LevenbergMarquardt(sync_every=sync_every)
     g = torch.Generator().manual_seed(0)
     res = solve_ik(panda, targets, method=solver, generator=g, early_stop=early_stop)

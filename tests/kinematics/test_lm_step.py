@@ -158,6 +158,40 @@ def test_lm_step_checks_its_arguments_and_an_empty_batch():
     assert empty.shape == (0, robot.dof)
 
 
+def test_lm_loop_checks_its_state_and_runs_nothing_on_an_empty_batch():
+    """``fused.lm_loop``'s state: every key it needs, shapes, dtypes, contiguous (written in
+    place); errors name ``lm_loop``. (Its iterations are checked against the per-iteration loop
+    in tests/ik/test_fixed.py.)"""
+    from torchik.kinematics import fused
+
+    robot = _robot("panda")
+    q, position, rotmat = _rows(robot, "panda_hand", 4)
+    w, link = torch.ones(6, dtype=torch.float64), robot.link_index("panda_hand")
+    state = dict(
+        best_q=q.clone(),
+        best_cost=torch.full((4,), torch.inf, dtype=q.dtype),
+        iterations=torch.zeros(4, dtype=torch.long),
+        finished=torch.zeros(4, dtype=torch.bool),
+        it=torch.zeros((), dtype=torch.long),
+    )
+    args = (robot.tree, link, position, rotmat, w, 0.1, robot.lower, robot.upper)
+    run = dict(n_iters=2, max_iters=10, tol_position=1e-3, tol_rotation=0.01)  # fmt: skip
+    with pytest.raises(ValueError, match="lm_loop: state must hold"):
+        fused.lm_loop(q, *args, {k: v for k, v in state.items() if k != "it"}, **run)
+    with pytest.raises(ValueError, match="lm_loop: iterations must be torch.int64"):
+        fused.lm_loop(q, *args, {**state, "iterations": state["iterations"].int()}, **run)
+    with pytest.raises(ValueError, match="lm_loop: best_q must be contiguous"):
+        fused.lm_loop(q, *args, {**state, "best_q": q.t().contiguous().t()}, **run)
+    with pytest.raises(ValueError, match="lm_loop: weights must have shape"):
+        fused.lm_loop(q, *args[:4], w[:3], *args[5:], state, **run)
+    before = q.clone()
+    empty = {k: v[:0] if v.dim() else v for k, v in state.items()}
+    fused.lm_loop(q[:0], robot.tree, link, position[:0], rotmat[:0], w, 0.1, robot.lower,
+                  robot.upper, empty, **run)  # fmt: skip
+    fused.lm_loop(q, *args, state, **{**run, "n_iters": 0})
+    assert torch.equal(q, before) and int(state["it"]) == 0
+
+
 @pytest.mark.skipif("cpu" not in DEVICES, reason="records the host-side ops in the interpreter")
 def test_a_second_lm_step_neither_syncs_nor_copies_from_the_host(monkeypatch):
     from torchik.kinematics import fused

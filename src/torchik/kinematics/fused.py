@@ -766,7 +766,8 @@ def _float32_pair(x: float) -> tuple[float, float]:
     return hi, x - hi
 
 
-def _check_lm(q: Tensor, tree: KinematicTree, position: Tensor, rotmat: Tensor | None, **named):
+def _check_lm(q: Tensor, tree: KinematicTree, position: Tensor, rotmat: Tensor | None,
+              named: dict[str, Any], fn: str = "lm_step") -> None:  # fmt: skip
     """Shapes, dtypes and devices of :func:`lm_step`'s arguments (no value is read)."""
     batch, dof = q.shape[0], tree.dof
     shapes: dict[str, tuple[Tensor, tuple[int, ...]]] = {
@@ -783,12 +784,12 @@ def _check_lm(q: Tensor, tree: KinematicTree, position: Tensor, rotmat: Tensor |
             shapes[name] = (value, size)
     for name, (value, size) in shapes.items():
         if tuple(value.shape) != size:
-            raise ValueError(f"lm_step: {name} must have shape {size}, got {tuple(value.shape)}")
+            raise ValueError(f"{fn}: {name} must have shape {size}, got {tuple(value.shape)}")
         if value.device != q.device:
-            raise ValueError(f"lm_step: {name} is on {value.device}, q on {q.device}")
+            raise ValueError(f"{fn}: {name} is on {value.device}, q on {q.device}")
         masks = ("continuous", "full_turn")
         if value.dtype != (torch.bool if name in masks else q.dtype):
-            raise TypeError(f"lm_step: {name} has dtype {value.dtype}, q {q.dtype}")
+            raise TypeError(f"{fn}: {name} has dtype {value.dtype}, q {q.dtype}")
 
 
 def lm_step(
@@ -858,7 +859,7 @@ def lm_step(
     """
     named = dict(weights=weights, damping=damping, lower=lower, upper=upper,
                  continuous=continuous, full_turn=full_turn, residual=residual)  # fmt: skip
-    _check_lm(q, tree, target_position, target_rotmat, **named)
+    _check_lm(q, tree, target_position, target_rotmat, named)
     if residual is not None and not residual.is_contiguous():
         raise ValueError("lm_step: residual must be contiguous (the kernel writes into it)")
     q = q.detach().contiguous()
@@ -945,8 +946,15 @@ def lm_loop(
 
     Args:
         q: ``(B, D)`` joint values, updated in place (float32 or float64, contiguous).
-        tree, link, target_position, target_rotmat, weights, damping, lower, upper,
-            damping_floor, continuous, full_turn: as :func:`lm_step` (``damping`` a float).
+        tree: the flattened robot (the arguments up to ``full_turn`` are :func:`lm_step`'s,
+            ``damping`` a float).
+        link: the link index.
+        target_position: ``(B, 3)``.
+        target_rotmat: ``(B, 3, 3)``, or ``None`` to place the origin only.
+        weights: ``(m,)`` square roots of the residual weights.
+        damping: ``μ``.
+        lower: ``(D,)`` lower joint limits; ``upper`` the upper ones.
+        upper: ``(D,)``.
         state: ``best_q (B, D)``, ``best_cost (B,)``, ``iterations (B,)`` long, ``finished
             (B,)`` bool, ``it ()`` long (the first iteration's number, read on the device), and
             optionally the stall counters ``seed_cost (B,)``, ``stall (B,)`` long, ``age (B,)``
@@ -954,12 +962,17 @@ def lm_loop(
         n_iters: iterations in this launch.
         max_iters: iterations of the whole solve (see ``iterations``).
         tol_position: metres; ``tol_rotation``: radians.
-        patience, min_improvement, attempt_iters: the stall rule
-            (:class:`torchik.ik.base.SolverSettings`).
+        damping_floor: keeps ``λ`` positive at the solution.
+        continuous: ``(D,)`` bool, joints wrapped to (-π, π], or ``None``.
+        full_turn: ``(D,)`` bool, joints moved by whole turns, or ``None``.
+        patience: the stall rule of :class:`torchik.ik.base.SolverSettings`, with
+            ``min_improvement`` and ``attempt_iters``.
+        min_improvement: see ``patience``.
+        attempt_iters: see ``patience``.
     """
     named = dict(weights=weights, lower=lower, upper=upper, continuous=continuous,
                  full_turn=full_turn)  # fmt: skip
-    _check_lm(q, tree, target_position, target_rotmat, **named)
+    _check_lm(q, tree, target_position, target_rotmat, named, "lm_loop")
     track = "stall" in state
     needed = {"best_q", "best_cost", "iterations", "finished", "it"}
     needed |= {"seed_cost", "stall", "age", "stalled"} if track else set()
