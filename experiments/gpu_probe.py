@@ -3,8 +3,9 @@
 
 1. :func:`kernel_rows`: each fused kernel (FK of one link, of every link, FK backward,
    Jacobian, the LM step) on the Panda at 4 M configurations, float32, for several launch
-   shapes (rows per program, warps) and both store styles (tiles, scalar stores): registers and
-   shared memory as the compiler reports them, median time by CUDA events
+   shapes (rows per program, warps) and store styles (:data:`torchik.kinematics.fused.STORES`:
+   tiles, scalar stores, the Jacobian in one tile): registers and shared memory as the
+   compiler reports them, median time by CUDA events
    (``triton.testing.do_bench``).
 2. :func:`profile_rows`: one IK solve (1 and 1 000 Panda poses per loop; whole-body G1) under
    ``torch.profiler``: kernels and graph launches, their summed GPU time against the wall time.
@@ -66,22 +67,25 @@ def _kernels(robot, link: str, n: int):
 
 def kernel_rows(robot, link: str, n: int, cuda: bool) -> list[dict]:
     """Each fused kernel of ``link`` on ``n`` configurations, for each launch shape of
-    :data:`SHAPES` with tile stores and the first two with scalar stores (the first two only
-    without CUDA, in Triton's interpreter).
+    :data:`SHAPES` with tile stores, the first two with scalar stores and the first with the
+    Jacobian in one tile (without CUDA, in Triton's interpreter: the first two shapes at most).
 
     Returns:
-        Rows ``kernel``, ``tiles``, ``block``, ``warps``, ``regs``, ``spills``, ``shared`` (CUDA
-        only), ``ms``, ``G_per_s``; or ``error``.
+        Rows ``kernel``, ``stores``, ``block``, ``warps``, ``regs``, ``spills``, ``shared``
+        (CUDA only), ``ms``, ``G_per_s``; or ``error``.
     """
     from torchik.kinematics import fused
 
     rows = []
-    for tiles in (True, False):
-        fused.TILE_STORES = tiles
-        for block, warps in SHAPES if cuda and tiles else SHAPES[:2]:
+    for stores in ("tiles", "scalar", "whole"):
+        fused.STORES = stores
+        shapes = SHAPES if cuda and stores == "tiles" else SHAPES[: 1 if stores == "whole" else 2]
+        for block, warps in shapes:
             fused.BLOCK, fused.WARPS = block, warps
             for name, call in _kernels(robot, link, n).items():
-                row = {"kernel": name, "tiles": tiles, "block": block, "warps": warps}
+                if stores == "whole" and name != "jacobian":
+                    continue  # the same code as "tiles"
+                row = {"kernel": name, "stores": stores, "block": block, "warps": warps}
                 try:
                     compiled = _compiled(call)
                     row.update(_report(compiled))
@@ -90,7 +94,7 @@ def kernel_rows(robot, link: str, n: int, cuda: bool) -> list[dict]:
                 except Exception as error:  # noqa: BLE001 - a row of the table
                     row["error"] = str(error)[:200]
                 rows.append(row)
-    fused.TILE_STORES, fused.BLOCK, fused.WARPS = True, 128, 4
+    fused.STORES, fused.BLOCK, fused.WARPS = "tiles", 128, 4
     return rows
 
 
@@ -292,7 +296,9 @@ def kernel_table(rows: list[dict[str, Any]]) -> Table:
     for row in rows:
         status = f"failed: {row['error']}" if "error" in row else "ok"
         values = {k: v for k, v in row.items() if k not in ("kernel", "tiles", "error")}
-        table.add(row["kernel"], status, stores="tiles" if row["tiles"] else "scalar", **values)
+        if "tiles" in row:  # rows of the first probe, before the "whole" variant
+            values["stores"] = "tiles" if row["tiles"] else "scalar"
+        table.add(row["kernel"], status, **values)
     return table
 
 

@@ -103,6 +103,30 @@ def test_fused_backward_reads_strided_upstream_gradients(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("stores", ["scalar", "whole"])
+def test_the_store_variants_write_the_same_values(device, stores, monkeypatch):
+    """``fused.STORES`` (the probe's variants: one store per value, the Jacobian in one tile)
+    changes how outputs are written, not what: FK, Jacobian and gradient equal the reference."""
+    from torchik.kinematics import fused
+
+    monkeypatch.setattr(fused, "STORES", stores)
+    ref_robot, robot = _robot("mimic"), _robot("mimic", device=device)
+    q_ref = ref_robot.random_configuration(140, generator=torch.Generator().manual_seed(9))
+    q = q_ref.to(device, copy=True).requires_grad_()
+    links = tuple(range(len(robot.link_names)))
+    out = fused.forward_kinematics(q, robot.tree, links)
+    _close(out, kinematics.forward_kinematics(q_ref, ref_robot.tree, links), 1e-12)
+    jac, pose = fused.jacobian(q.detach(), robot.tree, links[-1])
+    jac_ref, pose_ref = kinematics.jacobian(q_ref, ref_robot.tree, links[-1])
+    _close(jac, jac_ref, 1e-12)
+    _close(pose, pose_ref, 1e-12)
+    out.sum().backward()
+    q1 = q_ref.clone().requires_grad_()
+    kinematics.forward_kinematics(q1, ref_robot.tree, links).sum().backward()
+    _close(q.grad, q1.grad, 1e-12)
+
+
+@pytest.mark.parametrize("device", DEVICES)
 def test_fused_gradcheck(device):
     from torchik.kinematics import fused
 

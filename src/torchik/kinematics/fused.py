@@ -52,9 +52,11 @@ BLOCK = 128
 WARPS = 4
 """Warps per program instance (``num_warps``)."""
 
-TILE_STORES = True
-"""Outputs stored by tiles (see :class:`_Code`), else by one strided store per value (a
-variant ``scripts/gpu_probe.py`` times)."""
+STORES = "tiles"
+"""How outputs are stored: ``"tiles"`` (see :class:`_Code`), ``"scalar"`` (one strided store
+per value) or ``"whole"`` (as tiles, but the Jacobian's ``6 D`` values of a row in one tile
+instead of one tile per Jacobian row, whose ``D`` values start off a 32-byte boundary):
+variants ``benchmarks/gpu_probe.py`` times."""
 
 _KERNELS: dict[tuple, Any] = {}
 """Compiled kernels (``triton.jit`` functions, launched as ``kernel[grid](...)``) by structure."""
@@ -291,7 +293,7 @@ class _Code:
     def store_tile(self, ptr: str, stride: int, at: int, values: list[str]) -> None:
         """Store ``values`` at ``ptr + row * stride + at + (0, 1, ...)``."""
         n, k = len(values), _width(len(values))
-        if not TILE_STORES:
+        if STORES == "scalar":
             for i, value in enumerate(values):
                 self.add(f"tl.store({ptr} + row * {stride} + {at + i}, {value}, mask=ok)")
             return
@@ -420,7 +422,10 @@ def _jacobian_kernel(code: _Code) -> Any:
     """The Jacobian ``(B, 6, D)`` of the one requested link and its pose ``(B, 4, 4)``."""
     needed = code.walk(lambda i, j: code.store_pose("pose_ptr", 16, 0, code.link_frame(i)))
     dof = code.tree.dof
-    for r, values in enumerate(_jacobian_columns(code, needed)):
+    rows = _jacobian_columns(code, needed)
+    if STORES == "whole":
+        code.store_tile("jac_ptr", 6 * dof, 0, [value for values in rows for value in values])
+    for r, values in enumerate(rows if STORES != "whole" else []):
         code.store_tile("jac_ptr", 6 * dof, r * dof, values)
     return _compile(code.source("jac", "q_ptr, c_ptr, jac_ptr, pose_ptr"), "jac")
 
@@ -674,7 +679,7 @@ def _kernel(
 ) -> Any:
     """The kernel of ``kind`` for this structure, links, pattern of constants and writer
     ``options`` (generated and compiled once per process)."""
-    key = (kind, _structure(tree), links, pattern, options, TILE_STORES)
+    key = (kind, _structure(tree), links, pattern, options, STORES)
     if key not in _KERNELS:
         _KERNELS[key] = _WRITERS[kind](_Code(tree, links, pattern), *options)
     return _KERNELS[key]
@@ -692,7 +697,7 @@ def _prepared(
         table = _table(tree, links, q.dtype)
         return _kernel(kind, tree, links, _pattern(table), options), table.to(q.device)
 
-    return tree.cached(("fused", kind, links, q.dtype, q.device, options, TILE_STORES), build)
+    return tree.cached(("fused", kind, links, q.dtype, q.device, options, STORES), build)
 
 
 def _launch(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, *outs: Tensor | int):
