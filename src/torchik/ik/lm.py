@@ -185,9 +185,9 @@ class LevenbergMarquardt(IKSolver):
 
     def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool) -> bool:
         """``n`` iterations of the fixed-shape loop on the carry ``c`` in one kernel
-        (:func:`torchik.kinematics.fused.lm_loop`) and the early stop over each target's slots
-        after it; ``False`` (nothing done) where it does not serve (see :class:`LMSettings`
-        ``fused_loop``)."""
+        (:func:`torchik.kinematics.fused.lm_loop`; the early stop over each target's slots
+        follows in :func:`torchik.ik.fixed.finish_groups`); ``False`` (nothing done) where it
+        does not serve (see :class:`LMSettings` ``fused_loop``)."""
         s, robot, limits = self.settings, problem.robot, problem.limits
         if not s.fused_loop or not self._fused_serves(problem, c.q):
             return False

@@ -18,6 +18,8 @@ can be captured in a CUDA graph.
 - :func:`jacobian`: the geometric Jacobian ``(B, 6, D)`` of one link and its pose.
 - :func:`lm_step`: one Levenberg-Marquardt step of single-link IK (residual, damped step,
   projection into the limits) per configuration.
+- :func:`lm_loop`: a chunk of iterations of the fixed-shape IK loop (:mod:`torchik.ik.fixed`)
+  with that step, each row's state kept in registers from one iteration to the next.
 
 Use. A robot takes this path when its :attr:`~torchik.robot.Robot.backend` says so: by default
 (``"auto"``) for CUDA tensors when Triton is installed, where :func:`supports` allows it. Without
