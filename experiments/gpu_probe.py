@@ -295,9 +295,7 @@ def kernel_table(rows: list[dict[str, Any]]) -> Table:
     ])  # fmt: skip
     for row in rows:
         status = f"failed: {row['error']}" if "error" in row else "ok"
-        values = {k: v for k, v in row.items() if k not in ("kernel", "tiles", "error")}
-        if "tiles" in row:  # rows of the first probe, before the "whole" variant
-            values["stores"] = "tiles" if row["tiles"] else "scalar"
+        values = {k: v for k, v in row.items() if k not in ("kernel", "error")}
         table.add(row["kernel"], status, **values)
     return table
 

@@ -9,6 +9,8 @@ them frozen), float64.
 
 from __future__ import annotations
 
+import os
+
 import pytest
 import torch
 from torch.utils._python_dispatch import TorchDispatchMode
@@ -25,6 +27,10 @@ from torchik.ik.fixed import Carry, _clone, _copy_into, _Runner, capturable, ite
 from torchik.ik.rounds import make_problem
 
 TOL = 1e-9  # batched solves over a different batch round differently (~1e-11 seen)
+FUSED = pytest.mark.skipif(
+    not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1",
+    reason="the fused kernels run on CUDA or in Triton's interpreter",
+)
 
 
 @pytest.fixture(scope="module")
@@ -226,10 +232,7 @@ def test_the_fixed_loop_retries_in_rounds_at_bucket_sizes(panda, monkeypatch):
     assert len(rows) > 1
 
 
-@pytest.mark.skipif(
-    not torch.cuda.is_available() and __import__("os").environ.get("TRITON_INTERPRET") != "1",
-    reason="the fused kernels run on CUDA or in Triton's interpreter",
-)
+@FUSED
 def test_the_fused_lm_step_gives_the_loop_its_answers(panda):
     """``fused_step=True``: one kernel per iteration (residual, step, projection) where FK takes
     the fused kernels, the same answers as the usual operations on those kernels (float64);
@@ -259,10 +262,7 @@ def test_the_fused_lm_step_gives_the_loop_its_answers(panda):
     assert LevenbergMarquardt().fused_iteration(problem, q) is not None  # on by default
 
 
-@pytest.mark.skipif(
-    not torch.cuda.is_available() and __import__("os").environ.get("TRITON_INTERPRET") != "1",
-    reason="the fused kernels run on CUDA or in Triton's interpreter",
-)
+@FUSED
 @pytest.mark.parametrize(("position_only", "attempt_iters"), [(False, 0), (True, 0), (False, 6)])
 def test_the_fused_lm_loop_gives_the_per_iteration_answers(panda, position_only, attempt_iters):
     """``fused_loop=True``: each chunk of iterations in one kernel. With one slot per target

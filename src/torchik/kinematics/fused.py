@@ -598,10 +598,11 @@ def _lm_kernel(
     return _compile(code.source("lm_step", _LM_ARGS + ", err_ptr, out_ptr"), "lm_step")
 
 
-_STATE = (("bc", "cost"), ("it", "iterations"), ("fin", "finished"))
+_STATE = (("bc", "best_cost"), ("it", "iterations"), ("fin", "finished"))
 _STALLS = (("seedc", "seed_cost"), ("st", "stall"), ("age", "age"))
-"""The state of :func:`lm_loop` in its kernel: names that the step's code does not use (its
-``sc`` is the rotation residual's scale)."""
+"""The per-row state of :func:`lm_loop` besides ``best_q``: its name in the kernel (names that
+the step's code does not use: its ``sc`` is the rotation residual's scale) and its key in
+``state``, in the order of the kernel's arguments (then ``stalled_ptr``, ``it0_ptr``)."""
 
 
 def _lm_loop_kernel(code: _Code, pose: bool, wraps: tuple[bool, bool], track: bool) -> Any:
@@ -981,8 +982,8 @@ def lm_loop(
                  full_turn=full_turn)  # fmt: skip
     _check_lm(q, tree, target_position, target_rotmat, named, "lm_loop")
     track = "stall" in state
-    needed = {"best_q", "best_cost", "iterations", "finished", "it"}
-    needed |= {"seed_cost", "stall", "age", "stalled"} if track else set()
+    needed = {"best_q", "it", *(key for _, key in _STATE)}
+    needed |= {*(key for _, key in _STALLS), "stalled"} if track else set()
     if set(state) != needed:
         raise ValueError(f"lm_loop: state must hold {sorted(needed)}, got {sorted(state)}")
     _check_state(q, state)
@@ -996,11 +997,10 @@ def lm_loop(
     given = (target_position, target_rotmat, weights)
     pointers = [q if t is None else t.detach().contiguous() for t in given]  # q: unused
     masks = [q if t is None else t.contiguous() for t in (continuous, full_turn)]
-    unused = state["iterations"]
-    stalls = [state[k] if track else unused for k in ("seed_cost", "stall", "age", "stalled")]
+    unused = state["iterations"]  # the stall pointers without track: never read
+    rows = [state.get(key, unused) for _, key in _STATE + _STALLS] + [state.get("stalled", unused)]
     _run(kernel, (_cdiv(q.shape[0], BLOCK),), q, table, *pointers, q, *_float32_pair(damping),
          *_float32_pair(damping_floor), lower.contiguous(), upper.contiguous(), *masks,
-         state["best_q"], state["best_cost"], state["iterations"], state["finished"],
-         *stalls[:3], stalls[3], state["it"], n_iters, max_iters, *_float32_pair(tol_position),
+         state["best_q"], *rows, state["it"], n_iters, max_iters, *_float32_pair(tol_position),
          *_float32_pair(tol_rotation), *_float32_pair(1.0 - min_improvement), patience,
          attempt_iters, q.shape[0])  # fmt: skip
