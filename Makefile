@@ -68,7 +68,7 @@ bench: $(STAMP)-bench
 	$(BIN)/python benchmarks/run.py
 
 # On a GPU machine, with its own Python (PY=python3; no .venv there): tests, kinematics and
-# training throughput, results into $(OUT) (default benchmarks/results). At most 9.5 minutes.
+# training throughput, results into $(OUT) (default benchmarks/results). At most 8 minutes (BUDGET=480 s).
 gpu-check:
 	bash scripts/gpu_check.sh
 
