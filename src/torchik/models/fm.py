@@ -74,7 +74,15 @@ from torchik.learn.spec import ProblemSpec
 from torchik.models.common import ACTIVATIONS, JointModel
 from torchik.models.registry import register
 
-__all__ = ["FEW_PASSES", "FEW_PASSES_BF16", "FMConfig", "FMSampler", "FlowMatching", "VelocityNet"]
+__all__ = [
+    "FEW_PASSES",
+    "FEW_PASSES_BF16",
+    "FMConfig",
+    "FMSampler",
+    "FlowMatching",
+    "VelocityNet",
+    "run_steps",
+]
 
 _SPACES = ("logit", "features")
 _SOLVERS = ("euler", "midpoint", "dpm2m")
@@ -94,35 +102,73 @@ class FMSampler:
             pass a step, second order; see the module docstring).
         schedule: ``p`` of the time grid ``t_i = 1 - (1 - i / steps)^p`` (1: uniform).
         bf16_until: passes at times below it run the per-sample layers in bfloat16 (0: none).
+        times: an explicit time grid, ``steps + 1`` increasing values from 0 to 1, in place of
+            ``schedule`` (empty: the schedule's); fitted by
+            :func:`torchik.models.fm_fit.fit_sampler`.
+        weights: ``"dpm2m"`` only: each step's extrapolation weight ``w`` in ``D' = (1 + w) D
+            - w D_prev`` (``steps`` values; the first two steps and the last have no previous
+            pass and ignore theirs; empty: ``0.5 / r`` from the grid, DPM-Solver++(2M)).
+        scales: each step's factor on the network's velocity (``steps`` values; empty: 1).
 
     Example:
         >>> FMSampler(steps=12, solver="dpm2m", schedule=2.0).passes
         12
+        >>> FMSampler(2, "euler", times=(0.0, 0.75, 1.0)).intervals()
+        [(0.0, 0.75), (0.75, 0.25)]
     """
 
     steps: int = 8
     solver: str = "midpoint"
     schedule: float = 1.0
     bf16_until: float = 0.0
+    times: tuple[float, ...] = ()
+    weights: tuple[float, ...] = ()
+    scales: tuple[float, ...] = ()
 
     def __post_init__(self) -> None:
         check_int("steps", self.steps, 1, 10_000)
         check_choice("solver", self.solver, _SOLVERS)
         check_float("schedule", self.schedule, 0.1, 10.0)
         check_float("bf16_until", self.bf16_until, 0.0, 1.0)
+        for name in ("times", "weights", "scales"):  # lists (from JSON) become tuples
+            values = tuple(float(v) for v in getattr(self, name))
+            if not all(math.isfinite(v) for v in values):
+                raise ValueError(f"{name} must be finite, got {values}")
+            object.__setattr__(self, name, values)
+        t = self.times
+        if t and (len(t) != self.steps + 1 or t[0] != 0.0 or t[-1] != 1.0
+                  or any(b <= a for a, b in zip(t[:-1], t[1:], strict=True))):  # fmt: skip
+            raise ValueError(
+                f"times must be {self.steps + 1} increasing values from 0 to 1, got {t}"
+            )
+        for name in ("weights", "scales"):
+            if getattr(self, name) and len(getattr(self, name)) != self.steps:
+                raise ValueError(f"{name} must have one value per step ({self.steps}), got "
+                                 f"{getattr(self, name)}")  # fmt: skip
+        if self.weights and self.solver != "dpm2m":
+            raise ValueError(f"weights are for the 'dpm2m' solver, not {self.solver!r}")
+        if any(v <= 0.0 for v in self.scales):
+            raise ValueError(f"scales must be positive, got {self.scales}")
 
     @property
     def passes(self) -> int:
         """Network passes per sample."""
         return self.steps * _PASSES[self.solver]
 
+    def grid(self) -> list[float]:
+        """The ``steps + 1`` times from 0 to 1: :attr:`times`, or the schedule's."""
+        if self.times:
+            return list(self.times)
+        h = 1.0 / self.steps
+        return [1.0 - (1.0 - i * h) ** self.schedule for i in range(self.steps)] + [1.0]
+
     def intervals(self) -> list[tuple[float, float]]:
         """``(start, length)`` of each step; the uniform grid is ``(i h, h)`` with ``h = 1 /
         steps`` exactly, as the sampler has always stepped."""
-        h = 1.0 / self.steps
-        if self.schedule == 1.0:
+        if self.schedule == 1.0 and not self.times:
+            h = 1.0 / self.steps
             return [(i * h, h) for i in range(self.steps)]
-        t = [1.0 - (1.0 - i * h) ** self.schedule for i in range(self.steps)] + [1.0]
+        t = self.grid()
         return [(a, b - a) for a, b in zip(t[:-1], t[1:], strict=True)]
 
 
@@ -312,11 +358,7 @@ class FlowMatching(JointModel):
             if steps < 1:
                 raise ValueError(f"steps must be positive, got {steps}")
             sampler = replace(sampler, steps=steps)
-        velocity, step = self._velocity(context, sampler.bf16_until), _STEPS[sampler.solver]
-        state = None
-        for t, h in sampler.intervals():
-            x, state = step(velocity, x, t, h, state)
-        return x
+        return run_steps(sampler, self._velocity(context, sampler.bf16_until), x)
 
     def _velocity(self, context: Tensor, bf16_until: float) -> Velocity:
         """``v(x, t, dt)`` at the time tensor ``t + dt`` (formed as a tensor sum, as the
@@ -365,31 +407,62 @@ class FlowMatching(JointModel):
 # ---------------------------------------------------------------------------- ODE steps
 Velocity = Callable[..., Tensor]
 """``velocity(x, t, dt=0.0) -> v`` at time ``t + dt`` (see ``FlowMatching._velocity``)."""
-State = tuple[Tensor, float] | None
+State = tuple[Tensor, float | Tensor] | None
 """What a multistep rule carries from one step to the next."""
 
 
-def _euler(velocity: Velocity, x: Tensor, t: float, h: float, state: State):
+Time = float | Tensor
+"""A time, step length or coefficient: a float when sampling, a tensor when fitting them
+(:mod:`torchik.models.fm_fit`)."""
+
+
+def run_steps(
+    sampler: FMSampler,
+    velocity: Velocity,
+    x: Tensor,
+    intervals: list[tuple[Time, Time]] | None = None,
+    weights: list[Time | None] | None = None,
+    scales: list[Time] | None = None,
+) -> Tensor:
+    """Integrate ``x`` from ``t = 0`` to ``1`` with ``sampler``'s solver: each step's
+    ``(start, length)``, extrapolation weight and velocity scale are the sampler's unless given
+    (as tensors, to differentiate through them)."""
+    step = _STEPS[sampler.solver]
+    intervals = sampler.intervals() if intervals is None else intervals
+    weights = weights or list(sampler.weights or [None] * sampler.steps)
+    scales = scales or list(sampler.scales or [1.0] * sampler.steps)
+    state = None
+    for (t, h), w, k in zip(intervals, weights, scales, strict=True):
+        field = velocity
+        if not isinstance(k, float) or k != 1.0:
+            field = lambda x, t, dt=0.0, k=k: k * velocity(x, t, dt)  # noqa: E731
+        x, state = step(field, x, t, h, state, w)
+    return x
+
+
+def _euler(velocity: Velocity, x: Tensor, t: Time, h: Time, state: State, weight=None):
     return x + h * velocity(x, t), state
 
 
-def _midpoint(velocity: Velocity, x: Tensor, t: float, h: float, state: State):
+def _midpoint(velocity: Velocity, x: Tensor, t: Time, h: Time, state: State, weight=None):
     v = velocity(x, t)
     return x + h * velocity(x + 0.5 * h * v, t, 0.5 * h), state
 
 
-def _dpm2m(velocity: Velocity, x: Tensor, t: float, h: float, state: State):
+def _dpm2m(velocity: Velocity, x: Tensor, t: Time, h: Time, state: State, weight=None):
     """DPM-Solver++(2M) for the straight path ``x_t = (1 - t) x0 + t x1``: with the network's
     end point ``D = x + (1 - t) v``, the exact step for a constant ``D`` is ``x' = ((1 - t') x
     + (t' - t) D) / (1 - t)``; ``D`` is extrapolated in ``lambda = log(t / (1 - t))`` from
-    the previous pass. The first step (``lambda = -inf``) and the last (``+inf``) use ``D``."""
+    the previous pass, ``(1 + w) D - w D_prev`` with ``w = 0.5 / r`` unless ``weight`` is
+    given. The first step (``lambda = -inf``) and the last (``+inf``) use ``D``."""
     end = t + h
     d = x + (1.0 - t) * velocity(x, t)
     ahead = d
     if state is not None and end < 1.0:
-        lam = lambda s: math.log(s / (1.0 - s))  # noqa: E731
-        r = (lam(t) - lam(state[1])) / (lam(end) - lam(t))
-        ahead = (1.0 + 0.5 / r) * d - (0.5 / r) * state[0]
+        if weight is None:
+            lam = lambda s: math.log(s / (1.0 - s))  # noqa: E731
+            weight = 0.5 / ((lam(t) - lam(state[1])) / (lam(end) - lam(t)))
+        ahead = (1.0 + weight) * d - weight * state[0]
     x = ((1.0 - end) * x + h * ahead) / (1.0 - t)
     return x, ((d, t) if t > 0.0 else None)
 

@@ -1,7 +1,9 @@
 """Pretrained models bundled with torchik and the evaluation that measured them.
 
 The checkpoints (``<name>.pt``) and their measured accuracy (``accuracy.json``) are written by
-``scripts/train_pretrained.py``; load a model with :func:`load_pretrained`.
+``scripts/train_pretrained.py``; load a model with :func:`load_pretrained`. A flow-matching
+model's few-pass sampler fitted to it (``samplers.json``, ``scripts/fit_sampler.py``) comes
+with :func:`fitted_sampler`.
 The accuracy is that of *raw* samples (no refinement) on held-out targets: the targets of
 joint configurations drawn uniformly within the limits with the seed :data:`TEST_SEED`, which
 no training set uses.
@@ -11,6 +13,8 @@ from torchik.models.pretrained.catalog import (
     PRETRAINED,
     TEST_SEED,
     evaluate,
+    fitted_sampler,
+    fitted_samplers,
     held_out_targets,
     load_pretrained,
     measured_accuracy,
@@ -23,6 +27,8 @@ __all__ = [
     "PRETRAINED",
     "TEST_SEED",
     "evaluate",
+    "fitted_sampler",
+    "fitted_samplers",
     "held_out_targets",
     "load_pretrained",
     "measured_accuracy",

@@ -12,11 +12,14 @@ from torch import Tensor
 
 if TYPE_CHECKING:
     from torchik.models.base import IKModel
+    from torchik.models.fm import FMSampler
 
 __all__ = [
     "PRETRAINED",
     "TEST_SEED",
     "evaluate",
+    "fitted_sampler",
+    "fitted_samplers",
     "held_out_targets",
     "load_pretrained",
     "measured_accuracy",
@@ -68,6 +71,30 @@ def load_pretrained(name: str, map_location: Any = None) -> IKModel:
 
 TEST_SEED = 2026
 """Seed of the held-out targets (training data use other seeds)."""
+
+
+def fitted_samplers() -> dict[str, dict[str, Any]]:
+    """The contents of ``samplers.json``: model name -> its fitted sampler's record (the
+    sampler's fields, the fit's settings, the teacher, the losses, where and when it ran),
+    written by ``scripts/fit_sampler.py``."""
+    resource = resources.files("torchik.models.pretrained").joinpath("samplers.json")
+    return json.loads(resource.read_text()) if resource.is_file() else {}
+
+
+def fitted_sampler(name: str) -> FMSampler | None:
+    """The few-pass sampler fitted to the bundled flow-matching model ``name``
+    (:func:`torchik.models.fm_fit.fit_sampler`), or None where there is none.
+
+    Example:
+        >>> fitted_sampler("panda").passes
+        8
+        >>> fitted_sampler("snake2") is None
+        True
+    """
+    from torchik.models.fm import FMSampler
+
+    record = fitted_samplers().get(name)
+    return None if record is None else FMSampler(**record["sampler"])
 
 
 def held_out_targets(robot: Any, targets: str, n: int, seed: int = TEST_SEED) -> Tensor:

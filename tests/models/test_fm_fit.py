@@ -1,0 +1,108 @@
+"""Fitted few-pass samplers: the sampler's explicit grid, weights and scales, the fit itself,
+and the bundled Panda model's fitted sampler against the one it replaces."""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import pytest
+import torch
+
+from torchik import load_robot
+from torchik.learn import ProblemSpec, evaluate_model
+from torchik.models import FEW_PASSES, FlowMatching, FMConfig, FMSampler, load_pretrained
+from torchik.models.fm_fit import SamplerFit, fit_sampler
+from torchik.models.pretrained import fitted_sampler, fitted_samplers, held_out_targets
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [{"steps": 2, "times": (0.0, 1.0)}, {"steps": 2, "times": (0.0, 0.6, 0.9)},
+     {"steps": 2, "times": (0.0, 0.6, 0.5, 1.0)}, {"steps": 2, "times": (0.0, 0.7, 0.7)},
+     {"steps": 2, "scales": (1.0,)}, {"steps": 2, "scales": (1.0, 0.0)},
+     {"steps": 2, "solver": "dpm2m", "weights": (0.0, 0.0, 0.0)},
+     {"steps": 2, "solver": "euler", "weights": (0.0, 0.0)},
+     {"steps": 1, "solver": "dpm2m", "weights": (math.nan,)}],
+)  # fmt: skip
+def test_explicit_grid_weights_and_scales_are_validated(bad):
+    with pytest.raises(ValueError):
+        FMSampler(**bad)
+
+
+def test_a_sampler_survives_json():
+    sampler = FMSampler(3, "dpm2m", 1.0, 0.5, (0.0, 0.5, 0.9, 1.0), (0.0, 0.0, 0.0), (1, 2, 1))
+    assert FMSampler(**dataclasses.asdict(sampler)) == sampler
+    assert sampler.scales == (1.0, 2.0, 1.0)  # lists and ints become tuples of floats
+
+
+def _model(**config) -> FlowMatching:
+    torch.manual_seed(0)
+    spec = ProblemSpec.from_robot(load_robot("panda"), targets="pose")
+    return FlowMatching(spec, FMConfig(width=16, blocks=1, embedding=8, **config)).double()
+
+
+def test_the_schedule_written_out_samples_as_the_schedule():
+    """An explicit grid equal to schedule 2's, DPM-Solver++(2M)'s own weights and unit scales
+    give the schedule's samples (float64)."""
+    from torchik.models.fm_fit import _dpm2m_weights
+
+    model = _model().eval()
+    schedule = FMSampler(6, "dpm2m", 2.0)
+    grid = schedule.grid()
+    written = FMSampler(6, "dpm2m", times=tuple(grid), weights=tuple(_dpm2m_weights(grid)),
+                        scales=(1.0,) * 6)  # fmt: skip
+    x = torch.randn(4, 5, model.size, generator=torch.Generator().manual_seed(1)).double()
+    context = torch.randn(4, 1, 9, generator=torch.Generator().manual_seed(2)).double()
+    with torch.no_grad():
+        expected = model.integrate(x, context, sampler=schedule)
+        torch.testing.assert_close(model.integrate(x, context, sampler=written), expected,
+                                   rtol=0.0, atol=1e-12)  # fmt: skip
+        doubled = FMSampler(6, "dpm2m", 2.0, scales=(2.0,) * 6)
+        assert not torch.allclose(model.integrate(x, context, sampler=doubled), expected)
+
+
+@pytest.mark.parametrize("solver", ["dpm2m", "euler"])
+def test_the_fit_lowers_its_loss_and_leaves_the_model_alone(solver):
+    model = _model(steps=8)
+    robot = load_robot("panda", dtype=torch.float64)
+    before = [p.detach().clone() for p in model.parameters()]
+    fit = SamplerFit(steps=3, solver=solver, targets=16, samples=4, iters=40, batch=16, lr=0.05)
+    fitted = fit_sampler(model, robot, fit)
+    first, last = sum(fitted.losses[:5]) / 5, sum(fitted.losses[-5:]) / 5
+    assert last < first, fitted.losses
+    sampler = fitted.sampler
+    assert sampler.steps == 3 and len(sampler.times) == 4 and len(sampler.scales) == 3
+    assert len(sampler.weights) == (3 if solver == "dpm2m" else 0)
+    assert sampler.times != tuple(FMSampler(3, solver, 2.0).grid())  # it moved
+    assert fitted.teacher == model.config.sampler and fitted.fit == fit
+    assert all(torch.equal(a, b) for a, b in zip(before, model.parameters(), strict=True))
+    assert all(p.requires_grad for p in model.parameters())
+
+
+def test_fit_settings_are_validated():
+    for bad in ({"steps": 0}, {"solver": "midpoint"}, {"samples": 1}, {"lr": 0.0}):
+        with pytest.raises(ValueError):
+            SamplerFit(**bad)
+
+
+@pytest.mark.slow
+def test_the_bundled_fitted_sampler_keeps_the_accuracy_it_replaces():
+    """The Panda pose model's fitted sampler, 8 passes, against :data:`FEW_PASSES` (12) on
+    held-out targets: mean position and rotation errors within 10 %, diversity (mean pairwise
+    joint distance of a target's samples) not below 90 % of it, on the 1000 held-out targets x 10
+    samples of the table (the first noise seed), where the mean errors' tail is tamed:
+    ``benchmarks/results/fm_samplers.md``."""
+    record = fitted_samplers()["panda"]
+    fitted = fitted_sampler("panda")
+    assert fitted is not None and fitted.passes < FEW_PASSES.passes
+    assert record["fit"]["seed"] != 2026  # fitted on other targets than the held-out ones
+    model = load_pretrained("panda")
+    robot = load_robot("panda", dtype=torch.float64)
+    target = held_out_targets(robot, "pose", 1000)
+    with torch.no_grad():
+        few, new = (evaluate_model(model, target, robot, 10, 2026, {"sampler": s})
+                    for s in (FEW_PASSES, fitted))  # fmt: skip
+    assert new.position_mean <= 1.1 * few.position_mean, (new.position_mean, few.position_mean)
+    assert new.rotation_mean <= 1.1 * few.rotation_mean, (new.rotation_mean, few.rotation_mean)
+    assert new.diversity >= 0.9 * few.diversity, (new.diversity, few.diversity)
