@@ -29,6 +29,7 @@ from experiments.gpu import (
 )
 from torchik import load_robot
 from torchik.models import load_pretrained
+from torchik.models.pretrained import fitted_sampler
 
 GROUPS = ["fk", "ik", "wholebody", "model"]
 
@@ -58,7 +59,8 @@ def main() -> None:
     if args.robot == "panda":  # the bundled pose model: 1000 refined solutions of one pose
         model = load_pretrained("panda").to(device)
         n = 50 if args.quick else 1000
-        groups.append(("model", lambda: model_rows(robot, model, n, args.seconds)))
+        fitted = fitted_sampler("panda")
+        groups.append(("model", lambda: model_rows(robot, model, n, args.seconds, fitted)))
     rows: list[dict] = []
     for name, make_rows in [g for g in groups if g[0] in args.only]:
         try:  # a failing group is a failed row; the table is kept

@@ -15,6 +15,7 @@ for a second raw row and, with that refinement cap, the many-solutions rows (``m
 from __future__ import annotations
 
 import argparse
+from dataclasses import replace
 
 import torch
 from common import Report, add_common_args, fixture_urdf, log, read_chain, wait_for_quiet
@@ -24,9 +25,18 @@ import torchik
 from experiments.pose import pose_table
 from experiments.pose_notes import MANY, annotate, intro
 from torchik.models import fm, load_pretrained
-from torchik.models.pretrained import TEST_SEED, measured_accuracy
+from torchik.models.pretrained import TEST_SEED, fitted_sampler, measured_accuracy
 
 LINK = "panda_hand"
+
+
+def _sampler(name: str) -> fm.FMSampler:
+    """``--sampler``'s sampler: a preset of :mod:`torchik.models.fm`, or the fitted one."""
+    if name in ("FITTED", "FITTED_BF16"):
+        fitted = fitted_sampler("panda")
+        assert fitted is not None, "samplers.json has no sampler fitted to the panda model"
+        return replace(fitted, bf16_until=0.98) if name == "FITTED_BF16" else fitted
+    return getattr(fm, name)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -40,7 +50,11 @@ def main(argv: list[str] | None = None) -> int:
         "--one-each-samples", type=int, default=4, help="model samples per pose as seeds, one each"
     )
     parser.add_argument("--min-run-time", type=float, default=0.2, help="s measured per timing")
-    parser.add_argument("--sampler", default="FEW_PASSES_BF16", help="'' for the model's own")
+    parser.add_argument(
+        "--sampler", default="FITTED_BF16",
+        help="a torchik.models.fm preset, FITTED or FITTED_BF16 (the sampler fitted to the "
+        "bundled model, torchik.models.pretrained.fitted_sampler), '' for the model's own",
+    )  # fmt: skip
     parser.add_argument("--max-iters", type=int, default=15, help="refinement cap, those rows")
     add_common_args(parser)
     args = parser.parse_args(argv)
@@ -58,7 +72,7 @@ def main(argv: list[str] | None = None) -> int:
         robot, model, args.poses, args.samples, check=check,
         timing_poses=min(args.timing_poses, args.poses), one_each_samples=args.one_each_samples,
         many=MANY, min_run_time=args.min_run_time, label="pretrained panda",
-        many_options={"sample_options": {"sampler": getattr(fm, args.sampler)},
+        many_options={"sample_options": {"sampler": _sampler(args.sampler)},
                       "max_iters": args.max_iters} if args.sampler else None,
         many_label=f"{args.sampler}, max_iters {args.max_iters}",
     )  # fmt: skip

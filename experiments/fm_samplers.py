@@ -21,6 +21,7 @@ Example:
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -48,6 +49,7 @@ COLUMNS = [
     Column("position", "position mean (mm), per seed"),
     Column("rotation", "rotation mean (°), per seed"),
     Column("position_median", "position median (mm), first seed"),
+    Column("diversity", "diversity (rad), first seed", _f),
     Column("worst_ratio", "worst ratio to the reference", _f),
     Column("kept", "within 10 %"),
     Column("draw_s", "draw 1000 samples of one target", fmt_time),
@@ -59,7 +61,7 @@ def _errors(model: FlowMatching, target, robot, n: int, seed: int, sampler) -> d
     r = evaluate_model(model, target, robot, n, seed, options)
     assert r.rotation_mean is not None  # full-pose targets
     return {"position": 1000 * r.position_mean, "rotation": math.degrees(r.rotation_mean),
-            "median": 1000 * r.position_median}  # fmt: skip
+            "median": 1000 * r.position_median, "diversity": r.diversity}  # fmt: skip
 
 
 def _draw_seconds(model: FlowMatching, target, sampler, many: int, min_run_time: float) -> float:
@@ -75,7 +77,8 @@ def _draw_seconds(model: FlowMatching, target, sampler, many: int, min_run_time:
 
 def _describe(s: FMSampler) -> str:
     low = f", bf16 before {s.bf16_until:g}" if s.bf16_until else ""
-    return f"{s.solver}, {s.steps}, {s.schedule:g}{low}"
+    grid = "fitted grid, weights, scales" if s.times else f"{s.schedule:g}"
+    return f"{s.solver}, {s.steps}, {grid}{low}"
 
 
 def sampler_table(
@@ -118,7 +121,8 @@ def sampler_table(
             label, sampler=_describe(sampler or reference), passes=(sampler or reference).passes,
             position=" / ".join(f"{e['position']:.2f}" for e in errs),
             rotation=" / ".join(f"{e['rotation']:.3f}" for e in errs),
-            position_median=round(errs[0]["median"], 2), worst_ratio=ratio,
+            position_median=round(errs[0]["median"], 2), diversity=errs[0]["diversity"],
+            worst_ratio=ratio,
             kept="reference" if sampler is None else ("yes" if ratio <= 1 + TOLERANCE else "no"),
             draw_s=_draw_seconds(model, target, sampler, many, min_run_time), errors=errs,
         )  # fmt: skip
@@ -127,15 +131,28 @@ def sampler_table(
         f"{', '.join(map(str, seeds))}; 'worst ratio': the largest of a sampler's mean "
         "position and rotation errors over the reference's, over the seeds; kept when it is "
         f"at most {1 + TOLERANCE:g}. Schedule p: time grid t_i = 1 - (1 - i / steps)^p. "
-        "Draw time: `torch.utils.benchmark` median, the first target."
+        "Diversity: mean pairwise joint distance of a target's samples, averaged over the "
+        "targets. Draw time: `torch.utils.benchmark` median, the first target."
     )
     return table
 
 
-def default_samplers() -> dict[str, Any]:
-    """The candidates of ``benchmarks/fm_samplers.py``: name -> :class:`FMSampler`."""
+def default_samplers(model: str | None = None) -> dict[str, Any]:
+    """The candidates of ``scripts/fm_samplers.py``: name -> :class:`FMSampler`; with the name
+    of a bundled model that has a fitted sampler
+    (:func:`torchik.models.pretrained.fitted_sampler`), that one too, in full precision and
+    with bfloat16 passes, beside the schedule it started from."""
     from torchik.models.fm import FEW_PASSES, FEW_PASSES_BF16
+    from torchik.models.pretrained import fitted_sampler
 
+    fitted = None if model is None else fitted_sampler(model)
+    extra = {} if fitted is None else {
+        f"dpm2m, {fitted.steps} steps, schedule 2 (the fit's start)": FMSampler(
+            fitted.steps, "dpm2m", 2.0),
+        f"fitted, {fitted.steps} steps": fitted,
+        f"fitted, {fitted.steps} steps, bf16 before 0.98": replace(fitted, bf16_until=0.98),
+        f"fitted, {fitted.steps} steps, every pass in bf16": replace(fitted, bf16_until=1.0),
+    }  # fmt: skip
     return {
         "midpoint, 8 steps (training's validation)": FMSampler(8, "midpoint"),
         "midpoint, 8 steps, schedule 2": FMSampler(8, "midpoint", 2.0),
@@ -149,4 +166,5 @@ def default_samplers() -> dict[str, Any]:
         "FEW_PASSES, bf16 before 0.9": FMSampler(12, "dpm2m", 2.0, 0.9),
         "dpm2m, 10 steps, schedule 2, bf16 before 0.98": FMSampler(10, "dpm2m", 2.0, 0.98),
         "FEW_PASSES, every pass in bf16": FMSampler(12, "dpm2m", 2.0, 1.0),
+        **extra,
     }

@@ -22,6 +22,7 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -156,10 +157,14 @@ def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> 
     return rows
 
 
-def model_rows(robot: Any, model: Any, n: int, seconds: float) -> list[dict[str, Any]]:
+def model_rows(
+    robot: Any, model: Any, n: int, seconds: float, fitted: Any = None
+) -> list[dict[str, Any]]:
     """``n`` solutions of one pose of ``model``'s link (seed 0): the draw alone and the draw
     refined by :func:`torchik.models.solve_with_model` (at most 15 LM iterations, as the pose
-    protocol's fast rows), for the model's own sampler and the few-pass presets.
+    protocol's fast rows), for the model's own sampler, the few-pass presets and ``fitted``
+    (a sampler fitted to the model, :func:`torchik.models.pretrained.fitted_sampler`), in full
+    precision and with bfloat16 passes.
 
     Returns:
         Rows ``what``, ``path`` (the sampler), ``n``, ``ms``, ``success`` (share of the ``n``
@@ -172,8 +177,11 @@ def model_rows(robot: Any, model: Any, n: int, seconds: float) -> list[dict[str,
     target = robot.forward_kinematics(q.to(robot.device), link)[0]
     encoded = model_targets(model, target)
     rows = []
-    for name, sampler in (("own", None), ("FEW_PASSES", FEW_PASSES),
-                          ("FEW_PASSES_BF16", FEW_PASSES_BF16)):  # fmt: skip
+    samplers = {"own": None, "FEW_PASSES": FEW_PASSES, "FEW_PASSES_BF16": FEW_PASSES_BF16}
+    if fitted is not None:
+        samplers[f"fitted, {fitted.passes} passes"] = fitted
+        samplers[f"fitted, {fitted.passes} passes, bf16"] = replace(fitted, bf16_until=0.98)
+    for name, sampler in samplers.items():
         options = {} if sampler is None else {"sampler": sampler}
         draw = partial(model.sample, encoded, n, **options)
         solve = partial(solve_with_model, robot, model, target, n, sample_options=options,

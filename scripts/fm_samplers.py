@@ -33,7 +33,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--targets", type=int, default=1000, help="held-out targets")
     parser.add_argument("--samples", type=int, default=10, help="samples per target")
     parser.add_argument("--min-run-time", type=float, default=0.5, help="s measured per timing")
-    parser.add_argument("--threads", type=int, default=1, help="torch threads")
+    parser.add_argument("--threads", type=int, default=2, help="torch threads (all cores)")
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
@@ -46,7 +46,11 @@ def main(argv: list[str] | None = None) -> Path:
     title = "Flow-matching samplers with fewer passes"
     report = Report("fm_samplers", title, intro, stamp=machine_stamp(root=ROOT))
     table = sampler_table(
-        model, default_samplers(), args.targets, args.samples, min_run_time=args.min_run_time
+        model,
+        default_samplers(args.model),
+        args.targets,
+        args.samples,
+        min_run_time=args.min_run_time,
     )
     report.tables.append(table)
     return report.write(args.out)[0]

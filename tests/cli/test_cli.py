@@ -148,7 +148,19 @@ def test_dataset_train_eval_round_trip(tmp_path, capsys):
     assert code == 1 and "--sampler is for flow-matching models; this model is 'iknet'" in err
 
 
-@pytest.mark.parametrize("sampler", ["model", "few", "few-bf16"])
+def test_a_fitted_sampler_is_only_for_a_bundled_model_that_has_one(capsys, tmp_path):
+    from torchik.cli.solve import _sample_options
+    from torchik.models import FEW_PASSES, load_pretrained
+    from torchik.models.pretrained import fitted_sampler
+
+    panda = load_pretrained("panda")
+    assert _sample_options(panda, None, "panda") == {"sampler": fitted_sampler("panda")}
+    assert _sample_options(panda, None, None) == {"sampler": FEW_PASSES}  # a model file
+    with pytest.raises(ValueError, match="no sampler is fitted to this model"):
+        _sample_options(panda, "fitted", None)
+
+
+@pytest.mark.parametrize("sampler", ["model", "few", "few-bf16", "fitted", "fitted-bf16"])
 def test_solve_with_the_bundled_model_and_each_sampler(sampler, capsys):
     code, out, err = run(capsys, "solve", "panda", "--pose", "0.4", "0.1", "0.5", "0", "1", "0",
                          "0", "--model", "pretrained", "--refine", "-n", "20", "--sampler",

@@ -29,3 +29,14 @@ def test_the_default_candidates_name_the_presets():
     candidates = default_samplers()
     assert candidates["FEW_PASSES"] == FEW_PASSES
     assert all(isinstance(s, FMSampler) for s in candidates.values())
+
+
+def test_a_bundled_model_adds_its_fitted_sampler_and_its_start():
+    from torchik.models.pretrained import fitted_sampler
+
+    candidates = default_samplers("panda")
+    fitted = fitted_sampler("panda")
+    assert candidates["fitted, 8 steps"] == fitted
+    assert candidates["fitted, 8 steps, bf16 before 0.98"].bf16_until == 0.98
+    assert candidates["dpm2m, 8 steps, schedule 2 (the fit's start)"].times == ()
+    assert "fitted, 8 steps" not in default_samplers("snake2")

@@ -32,8 +32,11 @@ def test_model_rows_draw_and_refine_with_each_sampler():
 
     torch.set_num_threads(1)
     robot = load_robot("panda")
-    rows = model_rows(robot, load_pretrained("panda"), 4, seconds=0.01)
-    paths = ["own", "own", "FEW_PASSES", "FEW_PASSES", "FEW_PASSES_BF16", "FEW_PASSES_BF16"]
+    from torchik.models.pretrained import fitted_sampler
+
+    rows = model_rows(robot, load_pretrained("panda"), 4, 0.01, fitted_sampler("panda"))
+    paths = ["own", "FEW_PASSES", "FEW_PASSES_BF16", "fitted, 8 passes", "fitted, 8 passes, bf16"]
+    paths = [p for p in paths for _ in range(2)]
     assert [r["path"] for r in rows] == paths
     assert [r["what"] for r in rows[:2]] == ["model draw", "model + refinement"]
     assert all(r["ms"] > 0 for r in rows) and "success" not in rows[0]

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import math
 import sys
+from dataclasses import replace
 from typing import Any
 
 import torch
@@ -41,10 +42,11 @@ def add_parser(sub) -> None:
                    help="solutions (seeds or samples), default 100")  # fmt: skip
     p.add_argument("--refine", action="store_true", help="refine model samples numerically")
     p.add_argument("--sampler", choices=tuple(_SAMPLERS), default=None,
-                   help="a flow-matching model's sampler: 'few' (default, 12 passes), "
-                        "'few-bf16' (11 of them in bfloat16: fastest on CPUs with bfloat16 "
-                        "units) or 'model' (the model's own, 64 passes for the bundled ones)"
-                   )  # fmt: skip
+                   help="a flow-matching model's sampler: 'fitted' (the default for a "
+                        "bundled model with one: 8 passes fitted to it), 'fitted-bf16' (7 of "
+                        "them in bfloat16: fastest on CPUs with bfloat16 units), 'few' (the "
+                        "default otherwise: 12 passes), 'few-bf16' or 'model' (the model's "
+                        "own, 64 passes for the bundled ones)")  # fmt: skip
     p.add_argument("--method", choices=METHODS, default="lm", help="numerical solver")
     p.add_argument("--tol-position", type=_non_negative, default=1e-3,
                    help="position tolerance in metres (default 1e-3)")  # fmt: skip
@@ -136,7 +138,9 @@ def _solve_with_model(args, robot, target, position_only, link):
 
     model = _load_model(args.model, args.robot, torch.device(args.device))
     check_model_fits(model, robot, link)
-    options = _sample_options(model, args.sampler)
+    options = _sample_options(
+        model, args.sampler, args.robot if args.model == "pretrained" else None
+    )
     gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
     tol_rotation = math.radians(args.tol_rotation)
     name = f"{model.family} model"
@@ -152,14 +156,19 @@ def _solve_with_model(args, robot, target, position_only, link):
     return result.top(args.n), f"{name} + refinement"
 
 
-_SAMPLERS = {"few": "FEW_PASSES", "few-bf16": "FEW_PASSES_BF16", "model": None}
-"""``--sampler`` -> the :mod:`torchik.models` preset (``None``: the model's own sampler)."""
+_SAMPLERS = {"fitted": None, "fitted-bf16": None, "few": "FEW_PASSES",
+             "few-bf16": "FEW_PASSES_BF16", "model": None}  # fmt: skip
+"""``--sampler`` -> the :mod:`torchik.models` preset (``None``: the model's own sampler, or
+for ``fitted*`` the one fitted to a bundled model)."""
 
 
-def _sample_options(model, sampler: str | None) -> dict[str, Any]:
-    """``model.sample`` keywords for ``--sampler``: a flow-matching model samples with
-    ``FEW_PASSES`` unless told otherwise; other families have no sampler to choose."""
+def _sample_options(model, sampler: str | None, bundled: str | None = None) -> dict[str, Any]:
+    """``model.sample`` keywords for ``--sampler``: a flow-matching model samples with the
+    sampler fitted to it where it is a bundled model that has one (``bundled`` names it),
+    else with ``FEW_PASSES``, unless told otherwise; other families have no sampler to
+    choose."""
     import torchik.models
+    from torchik.models.pretrained import fitted_sampler, fitted_samplers
 
     if model.family != "fm":
         if sampler not in (None, "model"):
@@ -167,7 +176,16 @@ def _sample_options(model, sampler: str | None) -> dict[str, Any]:
                 f"--sampler is for flow-matching models; this model is {model.family!r}"
             )
         return {}
-    preset = _SAMPLERS[sampler or "few"]
+    fitted = None if bundled is None else fitted_sampler(bundled)
+    choice = sampler or ("fitted" if fitted is not None else "few")
+    if choice.startswith("fitted"):
+        if fitted is None:
+            raise ValueError(
+                f"--sampler {choice}: no sampler is fitted to this model (bundled ones with "
+                "one: " + ", ".join(fitted_samplers()) + "); use few or few-bf16"
+            )
+        return {"sampler": replace(fitted, bf16_until=0.98) if choice == "fitted-bf16" else fitted}
+    preset = _SAMPLERS[choice]
     return {} if preset is None else {"sampler": getattr(torchik.models, preset)}
 
 
