@@ -183,13 +183,18 @@ def model_rows(
         samplers[f"fitted, {fitted.passes} passes, bf16"] = replace(fitted, bf16_until=0.98)
     for name, sampler in samplers.items():
         options = {} if sampler is None else {"sampler": sampler}
-        draw = partial(model.sample, encoded, n, **options)
+        draw = partial(_draw, model, encoded, n, options)
         solve = partial(solve_with_model, robot, model, target, n, sample_options=options,
                         max_iters=15)  # fmt: skip
         rows.append(measured("model draw", name, n, partial(_rate, draw, n, seconds, cuda)))
         refined = partial(_solved, lambda solve=solve: solve().result, n, seconds)
         rows.append(measured("model + refinement", name, n, refined))
     return rows
+
+
+@torch.no_grad()  # as solve_with_model draws (with autograd on, the draw timed slower alone)
+def _draw(model: Any, encoded: torch.Tensor, n: int, options: dict[str, Any]) -> Any:
+    return model.sample(encoded, n, **options)
 
 
 def gpu_table(rows: list[dict[str, Any]]) -> Table:

@@ -9,8 +9,9 @@
 #   PY=.venv/bin/python bash scripts/gpu_check.sh --dry-run    # here: the same steps, tiny, CPU
 #
 # Most wanted first, so that a run cut short keeps the most:
-# 1. the GPU-relevant tests on the GPU: the kinematics (fused kernels on CUDA tensors), IK and
-#    training-engine suites, with every test marked `cuda` (CUDA graph capture, no host syncs);
+# 1. the GPU-relevant tests on the GPU: the kinematics (fused kernels on CUDA tensors), IK,
+#    training-engine and flow-matching sampling suites, with every test marked `cuda` (CUDA
+#    graph capture, no host syncs);
 # 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, the
 #    bundled model's samples, timed with CUDA events -> $OUT/gpu.md, gpu.json (rewritten after
 #    every group of rows);
@@ -68,7 +69,8 @@ try:
 except ImportError:
     print("triton: not installed (the fused kernels are off)")'
 
-gpu_tests=(tests/kinematics tests/ik tests/train/test_engine.py tests/experiments/test_gpu.py)
+gpu_tests=(tests/kinematics tests/ik tests/train/test_engine.py tests/models/test_fm.py
+  tests/experiments/test_gpu.py)
 if [ "$DRY" = 1 ]; then
   gpu_tests=(tests/ik/test_fixed.py tests/kinematics/test_fused.py tests/experiments/test_gpu.py)
   rest=(tests/robot/test_robot.py) doctests=()
@@ -83,7 +85,7 @@ fi
 ignore=()
 for t in "${gpu_tests[@]}"; do ignore+=(--ignore "$t"); done
 
-step "tests: kinematics, IK, engine, with the cuda-marked cases"
+step "tests: kinematics, IK, engine, fm sampling, with the cuda-marked cases"
 run tests 150 "$PY" -m pytest -q -rfEs -n "$workers" -p no:cacheprovider "${gpu_tests[@]}"
 
 step "kinematics and IK throughput (benchmarks/gpu.py)"

@@ -225,3 +225,44 @@ def test_snake2_finds_both_elbow_modes():
     ok = error < 0.02  # 2 cm on an arm of reach 0.2 m
     up, down = (ok & (elbow > 0)).float().mean(-1), (ok & (elbow < 0)).float().mean(-1)
     assert up.min() >= 0.10 and down.min() >= 0.10, (up, down)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="captures a CUDA graph: needs CUDA")
+@pytest.mark.parametrize("sampler", [FEW_PASSES, FEW_PASSES_BF16])
+def test_sampling_in_a_cuda_graph_equals_eager_and_follows_the_weights(sampler, monkeypatch):
+    """The captured integration gives the eager samples, replays without a host sync, is
+    reused for the same shape and captured anew when a weight changes in place."""
+    from torchik.models import fm
+
+    model = _model().cuda().eval()
+    x = torch.randn(3, 16, model.size, generator=_gen(1)).cuda()
+    context = torch.randn(3, 1, 3, generator=_gen(2)).cuda()
+    fm._GRAPHS.clear()
+    with torch.no_grad():
+        monkeypatch.setattr(fm, "CUDA_GRAPHS", False)
+        eager = model.integrate(x, context, sampler=sampler)
+        monkeypatch.setattr(fm, "CUDA_GRAPHS", True)
+        first = model.integrate(x, context, sampler=sampler)
+        torch.cuda.set_sync_debug_mode("error")
+        try:
+            second = model.integrate(x, context, sampler=sampler)
+        finally:
+            torch.cuda.set_sync_debug_mode("default")
+        assert len(fm._GRAPHS) == 1 and next(iter(fm._GRAPHS.values())) is not None
+        torch.testing.assert_close(first, eager, rtol=0.0, atol=1e-6)
+        torch.testing.assert_close(second, eager, rtol=0.0, atol=1e-6)
+        model.net.head[1].bias.add_(0.25)
+        moved = model.integrate(x, context, sampler=sampler)
+        assert len(fm._GRAPHS) == 2 and not torch.allclose(moved, eager)
+    fm._GRAPHS.clear()
+
+
+def test_sampling_on_the_cpu_captures_nothing():
+    from torchik.models import fm
+
+    fm._GRAPHS.clear()
+    model = _model().eval()
+    with torch.no_grad():
+        model.sample(torch.zeros(2, 3), 4, _gen(0), sampler=FEW_PASSES)
+    assert not fm._GRAPHS

@@ -62,7 +62,10 @@ from __future__ import annotations
 
 import copy
 import math
-from collections.abc import Callable
+import warnings
+import weakref
+from collections import OrderedDict
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
 from typing import cast
 
@@ -358,6 +361,8 @@ class FlowMatching(JointModel):
             if steps < 1:
                 raise ValueError(f"steps must be positive, got {steps}")
             sampler = replace(sampler, steps=steps)
+        if _capturable(x):
+            return _graphed(self, sampler, x, context)
         return run_steps(sampler, self._velocity(context, sampler.bf16_until), x)
 
     def _velocity(self, context: Tensor, bf16_until: float) -> Velocity:
@@ -404,6 +409,75 @@ class FlowMatching(JointModel):
         return self.decode(self.integrate(x, context, steps, sampler))
 
 
+# ---------------------------------------------------------------------------- CUDA graphs
+CUDA_GRAPHS = True
+"""Integrate in CUDA graphs on CUDA: each (model weights, sampler, shape) is captured once and
+replayed, one launch for all the passes' kernels (sampling is launch-bound on a GPU), with the
+same samples. Only where no gradient is recorded; ``False``: launch kernel by kernel as before."""
+
+MAX_GRAPHS = 8
+"""Captured integrations kept (least recently used dropped)."""
+
+_GRAPHS: OrderedDict[tuple, _Graphed | None] = OrderedDict()
+
+
+def _capturable(x: Tensor) -> bool:
+    return CUDA_GRAPHS and x.is_cuda and not torch.is_grad_enabled()
+
+
+class _Graphed:
+    """One integration captured in a CUDA graph: its noise and context buffers, the velocity
+    (with its bfloat16 copy of the network) and the output buffer it writes."""
+
+    def __init__(self, model: FlowMatching, sampler: FMSampler, x: Tensor, context: Tensor):
+        self.model = weakref.ref(model)
+        self.x, self.context = x.clone(), context.clone()
+        velocity = model._velocity(self.context, sampler.bf16_until)  # the copy made here
+
+        def run() -> Tensor:
+            return run_steps(sampler, velocity, self.x)
+
+        side = torch.cuda.Stream(x.device)  # warm up on a side stream, as capture wants
+        side.wait_stream(torch.cuda.current_stream(x.device))
+        with torch.cuda.stream(side):
+            run()
+        torch.cuda.current_stream(x.device).wait_stream(side)
+        self.graph = torch.cuda.CUDAGraph()
+        with torch.cuda.graph(self.graph):
+            self.out = run()
+
+    def __call__(self, x: Tensor, context: Tensor) -> Tensor:
+        self.x.copy_(x)
+        self.context.copy_(context)
+        self.graph.replay()
+        return self.out.clone()
+
+
+def _graphed(model: FlowMatching, sampler: FMSampler, x: Tensor, context: Tensor) -> Tensor:
+    """``run_steps`` through the cached graph of this model state, sampler and shape (captured
+    on first use); eagerly where a capture failed (warned once per key)."""
+    weights = tuple((p.data_ptr(), p._version) for p in model.net.parameters())
+    key = (id(model), weights, sampler, x.shape, context.shape, x.dtype, x.device)
+    cached = _GRAPHS.get(key)
+    if cached is not None and cached.model() is not model:
+        del _GRAPHS[key]  # another model at a freed one's address
+    if key not in _GRAPHS:
+        try:
+            _GRAPHS[key] = _Graphed(model, sampler, x, context)
+        except RuntimeError as err:  # something in the pass cannot be captured
+            torch.cuda.synchronize(x.device)
+            warnings.warn(f"sampling runs eagerly: CUDA graph capture failed ({err})",
+                          RuntimeWarning, stacklevel=4)  # fmt: skip
+            _GRAPHS[key] = None
+        while len(_GRAPHS) > MAX_GRAPHS:
+            _GRAPHS.popitem(last=False)
+    _GRAPHS.move_to_end(key)
+    graphed = _GRAPHS[key]
+    if graphed is None:
+        return run_steps(sampler, model._velocity(context, sampler.bf16_until), x)
+    return graphed(x, context)
+
+
 # ---------------------------------------------------------------------------- ODE steps
 Velocity = Callable[..., Tensor]
 """``velocity(x, t, dt=0.0) -> v`` at time ``t + dt`` (see ``FlowMatching._velocity``)."""
@@ -420,19 +494,19 @@ def run_steps(
     sampler: FMSampler,
     velocity: Velocity,
     x: Tensor,
-    intervals: list[tuple[Time, Time]] | None = None,
-    weights: list[Time | None] | None = None,
-    scales: list[Time] | None = None,
+    intervals: Sequence[tuple[Time, Time]] | None = None,
+    weights: Sequence[Time | None] | None = None,
+    scales: Sequence[Time] | None = None,
 ) -> Tensor:
     """Integrate ``x`` from ``t = 0`` to ``1`` with ``sampler``'s solver: each step's
     ``(start, length)``, extrapolation weight and velocity scale are the sampler's unless given
     (as tensors, to differentiate through them)."""
     step = _STEPS[sampler.solver]
-    intervals = sampler.intervals() if intervals is None else intervals
+    grid: Sequence[tuple[Time, Time]] = sampler.intervals() if intervals is None else intervals
     weights = weights or list(sampler.weights or [None] * sampler.steps)
     scales = scales or list(sampler.scales or [1.0] * sampler.steps)
     state = None
-    for (t, h), w, k in zip(intervals, weights, scales, strict=True):
+    for (t, h), w, k in zip(grid, weights, scales, strict=True):
         field = velocity
         if not isinstance(k, float) or k != 1.0:
             field = lambda x, t, dt=0.0, k=k: k * velocity(x, t, dt)  # noqa: E731

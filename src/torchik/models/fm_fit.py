@@ -143,7 +143,7 @@ class _Problem:
         q = self.model.decode(x)
         position, rotation = self.errors(q, rows)
         loss = (position / self.scale[0]).mean()
-        if rotation is not None:
+        if rotation is not None and self.scale[1] is not None:
             loss = loss + (rotation / self.scale[1]).mean()
         if fit.teacher_weight:
             loss = loss + fit.teacher_weight * (x - self.teacher[rows]).norm(dim=-1).mean()
