@@ -15,7 +15,6 @@ development machine. Its accuracy on the held-out targets: ``scripts/fm_samplers
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 import time
@@ -51,10 +50,7 @@ def main(argv: list[str] | None = None) -> Path:
     fitted = fit_sampler(model, robot, fit, progress=True)
     stamp = machine_stamp(root=ROOT)
     record = {
-        "sampler": dataclasses.asdict(fitted.sampler),
-        "fit": dataclasses.asdict(fit),
-        "teacher": dataclasses.asdict(fitted.teacher),
-        "loss_first_last": [fitted.losses[0], fitted.losses[-1]],
+        **fitted.record(),
         "seconds": round(time.perf_counter() - start, 1),
         **{key: stamp[key] for key in ("date", "command", "cpu", "torch_threads", "torchik")},
     }

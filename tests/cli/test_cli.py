@@ -36,9 +36,10 @@ def test_each_command_is_a_module_with_add_parser_and_run():
     from torchik.cli import build_parser
 
     sub = next(a for a in build_parser()._actions if a.dest == "command")
-    assert list(sub.choices) == "info dataset train eval solve plot bench tune view".split()
+    commands = "info dataset train eval fit-sampler solve plot bench tune view".split()
+    assert list(sub.choices) == commands
     for name, parser in sub.choices.items():
-        module = importlib.import_module(f"torchik.cli.{name}")
+        module = importlib.import_module(f"torchik.cli.{name.split('-')[0]}")  # fit-sampler: fit
         assert callable(module.add_parser)
         assert parser.get_default("func") is module.run
 
@@ -641,3 +642,37 @@ def test_dataset_out_never_replaces_what_is_there(capsys, tmp_path, kind):
         return
     assert_one_line_error(code, err)
     assert "not a regular file: nothing was written" in err
+
+
+def test_fit_sampler_writes_json_that_solve_samples_with(capsys, tmp_path):
+    import torch
+
+    from torchik import load_robot
+    from torchik.learn import ProblemSpec
+    from torchik.models import FlowMatching, FMConfig
+    from torchik.models.fm_fit import load_sampler
+
+    torch.manual_seed(0)
+    spec = ProblemSpec.from_robot(load_robot("panda"), targets="pose")
+    FlowMatching(spec, FMConfig(width=8, blocks=1, steps=2)).save(tmp_path / "fm.pt")
+    out = tmp_path / "sampler.json"
+    code, _, err = run(capsys, "fit-sampler", "--model", str(tmp_path / "fm.pt"), "--out",
+                       str(out), "--steps", "3", "--iters", "2", "--no-progress")  # fmt: skip
+    assert code == 0, err
+    assert "3 passes" in err and load_sampler(out).steps == 3
+    code, stdout, err = run(capsys, "solve", "panda", "--pose", "0.4", "0.1", "0.5", "0", "1",
+                            "0", "0", "--model", str(tmp_path / "fm.pt"), "-n", "4",
+                            "--sampler", str(out), "--format", "json")  # fmt: skip
+    assert code in (0, 3) and len(json.loads(stdout)) == 4, (
+        err
+    )  # 3: raw samples of an untrained model
+    code, _, err = run(capsys, "fit-sampler", "--model", "pretrained", "--robot", "snake2",
+                       "--out", str(tmp_path / "x.json"))  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "for flow-matching models; this model is 'mdn'" in err
+    (tmp_path / "bad.json").write_text("{}")
+    bad = str(tmp_path / "bad.json")
+    code, _, err = run(capsys, "solve", "panda", "--pose", "0.4", "0.1", "0.5", "0", "1", "0",
+                       "0", "--model", str(tmp_path / "fm.pt"), "--sampler", bad)  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "not a sampler written by fit_sampler" in err

@@ -4,6 +4,7 @@ and the bundled Panda model's fitted sampler against the one it replaces."""
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
 
 import pytest
@@ -106,3 +107,18 @@ def test_the_bundled_fitted_sampler_keeps_the_accuracy_it_replaces():
     assert new.position_mean <= 1.1 * few.position_mean, (new.position_mean, few.position_mean)
     assert new.rotation_mean <= 1.1 * few.rotation_mean, (new.rotation_mean, few.rotation_mean)
     assert new.diversity >= 0.9 * few.diversity, (new.diversity, few.diversity)
+
+
+def test_a_fitted_sampler_saves_and_loads(tmp_path):
+    from torchik.models.fm_fit import FittedSampler, load_sampler, save_sampler
+
+    sampler = FMSampler(2, "dpm2m", times=(0.0, 0.6, 1.0), weights=(0.0, 0.0), scales=(1.1, 0.9))
+    fitted = FittedSampler(sampler, SamplerFit(steps=2), FEW_PASSES, [3.0, 2.0, 1.0])
+    save_sampler(fitted, tmp_path / "s.json", model="m.pt")
+    assert load_sampler(tmp_path / "s.json") == sampler
+    record = json.loads((tmp_path / "s.json").read_text())
+    assert record["loss_first_last"] == [3.0, 1.0] and record["model"] == "m.pt"
+    for bad in ("[1, 2]", '{"sampler": {"steps": 0}}', "not json", '{"steps": 2, "nope": 1}'):
+        (tmp_path / "bad.json").write_text(bad)
+        with pytest.raises(ValueError, match="not a sampler written by fit_sampler"):
+            load_sampler(tmp_path / "bad.json")

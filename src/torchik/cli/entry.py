@@ -1,10 +1,11 @@
 """The ``torchik`` command line: parses arguments, then calls the library.
 
-Commands: ``info``, ``dataset``, ``train``, ``eval``, ``solve``, ``plot``, ``bench``, ``tune``,
-``view``; run ``torchik COMMAND --help`` for each. A robot is a bundled name (``panda``, ``ur5``,
-``digit_arm``, ``snake2``, ``snake4``, ``rail_arm``, ``g1``), ``planar:L1,L2,...`` (a planar arm
-with those link lengths) or the path of a URDF file. Errors print one line on stderr and exit
-with status 1 (2 for malformed arguments); they never print a traceback. ``solve`` exits with 3
+Commands: ``info``, ``dataset``, ``train``, ``eval``, ``fit-sampler``, ``solve``, ``plot``,
+``bench``, ``tune``, ``view``; run ``torchik COMMAND --help`` for each. A robot is a bundled
+name (``panda``, ``ur5``, ``digit_arm``, ``snake2``, ``snake4``, ``rail_arm``, ``g1``),
+``planar:L1,L2,...`` (a planar arm with those link lengths) or the path of a URDF file. Errors
+print one line on stderr and exit with status 1 (2 for malformed arguments); they never print a
+traceback. ``solve`` exits with 3
 when no solution is within tolerance; an interrupted command (Ctrl-C) exits with 130.
 
 Each command is a module of this package (:mod:`torchik.cli.info`, ...) with ``add_parser(sub)``
@@ -23,12 +24,12 @@ import sys
 import warnings
 from collections.abc import Sequence
 
-from torchik.cli import bench, dataset, eval, info, plot, solve, train, tune, view
+from torchik.cli import bench, dataset, eval, fit, info, plot, solve, train, tune, view
 from torchik.cli.common import _Parser
 
 __all__ = ["build_parser", "main"]
 
-_COMMANDS = (info, dataset, train, eval, solve, plot, bench, tune, view)
+_COMMANDS = (info, dataset, train, eval, fit, solve, plot, bench, tune, view)
 _ERRORS = (ValueError, TypeError, OSError, RuntimeError, ArithmeticError, ImportError, MemoryError)
 
 

@@ -41,12 +41,13 @@ def add_parser(sub) -> None:
     p.add_argument("-n", type=_positive_int, default=100,
                    help="solutions (seeds or samples), default 100")  # fmt: skip
     p.add_argument("--refine", action="store_true", help="refine model samples numerically")
-    p.add_argument("--sampler", choices=tuple(_SAMPLERS), default=None,
+    p.add_argument("--sampler", type=_sampler_arg, default=None,
                    help="a flow-matching model's sampler: 'fitted' (the default for a "
                         "bundled model with one: 8 passes fitted to it), 'fitted-bf16' (7 of "
                         "them in bfloat16: fastest on CPUs with bfloat16 units), 'few' (the "
-                        "default otherwise: 12 passes), 'few-bf16' or 'model' (the model's "
-                        "own, 64 passes for the bundled ones)")  # fmt: skip
+                        "default otherwise: 12 passes), 'few-bf16', 'model' (the model's "
+                        "own, 64 passes for the bundled ones) or a JSON file of "
+                        "'torchik fit-sampler'")  # fmt: skip
     p.add_argument("--method", choices=METHODS, default="lm", help="numerical solver")
     p.add_argument("--tol-position", type=_non_negative, default=1e-3,
                    help="position tolerance in metres (default 1e-3)")  # fmt: skip
@@ -162,6 +163,15 @@ _SAMPLERS = {"fitted": None, "fitted-bf16": None, "few": "FEW_PASSES",
 for ``fitted*`` the one fitted to a bundled model)."""
 
 
+def _sampler_arg(value: str) -> str:
+    """``--sampler``: a name of :data:`_SAMPLERS` or a ``.json`` file."""
+    if value in _SAMPLERS or value.endswith(".json"):
+        return value
+    raise argparse.ArgumentTypeError(
+        f"{value!r}: choose from {', '.join(_SAMPLERS)} or a .json file of torchik fit-sampler"
+    )
+
+
 def _sample_options(model, sampler: str | None, bundled: str | None = None) -> dict[str, Any]:
     """``model.sample`` keywords for ``--sampler``: a flow-matching model samples with the
     sampler fitted to it where it is a bundled model that has one (``bundled`` names it),
@@ -176,6 +186,10 @@ def _sample_options(model, sampler: str | None, bundled: str | None = None) -> d
                 f"--sampler is for flow-matching models; this model is {model.family!r}"
             )
         return {}
+    if sampler is not None and sampler.endswith(".json"):
+        from torchik.models.fm_fit import load_sampler
+
+        return {"sampler": load_sampler(sampler)}
     fitted = None if bundled is None else fitted_sampler(bundled)
     choice = sampler or ("fitted" if fitted is not None else "few")
     if choice.startswith("fitted"):

@@ -32,17 +32,22 @@ Example:
 
 from __future__ import annotations
 
+import dataclasses
+import json
 import math
+import os
 from dataclasses import dataclass, field
+from typing import Any
 
 import torch
 from torch import Tensor
 
 from torchik.checks import check_choice, check_float, check_int
+from torchik.files import read_text, write_text
 from torchik.learn.data import decode_target, make_dataset
 from torchik.models.fm import FlowMatching, FMSampler, run_steps
 
-__all__ = ["FittedSampler", "SamplerFit", "fit_sampler"]
+__all__ = ["FittedSampler", "SamplerFit", "fit_sampler", "load_sampler", "save_sampler"]
 
 FIT_SEED = 7
 """Seed of the fitting targets (the held-out ones use ``TEST_SEED``, 2026)."""
@@ -105,6 +110,39 @@ class FittedSampler:
     fit: SamplerFit
     teacher: FMSampler
     losses: list[float] = field(default_factory=list)
+
+    def record(self) -> dict[str, Any]:
+        """Plain types for JSON: the sampler's fields, the settings, the teacher and the first
+        and last losses (what :func:`save_sampler` writes)."""
+        return {
+            "sampler": dataclasses.asdict(self.sampler),
+            "fit": dataclasses.asdict(self.fit),
+            "teacher": dataclasses.asdict(self.teacher),
+            "loss_first_last": [self.losses[0], self.losses[-1]] if self.losses else [],
+        }
+
+
+def save_sampler(fitted: FittedSampler, path: str | os.PathLike, **extra: Any) -> None:
+    """Write :meth:`FittedSampler.record` (with ``extra`` entries) to ``path`` as JSON."""
+    text = json.dumps({**fitted.record(), **extra}, indent=1) + "\n"
+    write_text(path, text)
+
+
+def load_sampler(path: str | os.PathLike) -> FMSampler:
+    """The sampler of a JSON file of :func:`save_sampler` (or of the bare sampler's fields).
+
+    Raises:
+        ValueError: the file is not such JSON, or its fields are not a valid sampler (the
+            message names the file).
+    """
+    try:
+        record = json.loads(read_text(path))
+        fields = record.get("sampler", record) if isinstance(record, dict) else None
+        if not isinstance(fields, dict) or "steps" not in fields:
+            raise ValueError("no sampler's fields in it")
+        return FMSampler(**fields)
+    except (json.JSONDecodeError, TypeError, KeyError, ValueError) as err:
+        raise ValueError(f"{path}: not a sampler written by fit_sampler ({err})") from None
 
 
 class _Problem:
