@@ -4,9 +4,10 @@
 pose model): the raw accuracy of each sampler of
 :func:`experiments.fm_samplers.default_samplers` on 1000 held-out targets x 10 samples, two
 noise seeds, against the model's own sampler (32 midpoint steps), and the time to draw 1000
-samples of one target. About 4 minutes on one thread of the 2-core development machine.
+samples of one target. About 6 minutes on the 2-core development machine.
 
     python scripts/fm_samplers.py                     # -> benchmarks/results/fm_samplers.*
+    python scripts/fm_samplers.py --model ur5         # -> benchmarks/results/fm_samplers_ur5.*
     python scripts/fm_samplers.py --targets 50 --out /tmp/fm   # a quick look elsewhere
 """
 
@@ -44,7 +45,8 @@ def main(argv: list[str] | None = None) -> Path:
         "`torchik.models.fm.FMSampler`, `model.sample(target, n, sampler=...)`."
     ]
     title = "Flow-matching samplers with fewer passes"
-    report = Report("fm_samplers", title, intro, stamp=machine_stamp(root=ROOT))
+    name = "fm_samplers" if args.model == "panda" else f"fm_samplers_{args.model}"
+    report = Report(name, title, intro, stamp=machine_stamp(root=ROOT))
     table = sampler_table(
         model,
         default_samplers(args.model),
