@@ -164,7 +164,7 @@ def model_rows(
     refined by :func:`torchik.models.solve_with_model` (at most 15 LM iterations, as the pose
     protocol's fast rows), for the model's own sampler, the few-pass presets and ``fitted``
     (a sampler fitted to the model, :func:`torchik.models.pretrained.fitted_sampler`), in full
-    precision and with bfloat16 passes.
+    precision and with bfloat16 passes; on CUDA also ``fitted``'s draw without a CUDA graph.
 
     Returns:
         Rows ``what``, ``path`` (the sampler), ``n``, ``ms``, ``success`` (share of the ``n``
@@ -189,7 +189,22 @@ def model_rows(
         rows.append(measured("model draw", name, n, partial(_rate, draw, n, seconds, cuda)))
         refined = partial(_solved, lambda solve=solve: solve().result, n, seconds)
         rows.append(measured("model + refinement", name, n, refined))
+    if cuda and fitted is not None:  # what the CUDA graph of the passes saves
+        eager = partial(_without_graphs, partial(_draw, model, encoded, n, {"sampler": fitted}))
+        path = f"fitted, {fitted.passes} passes, no CUDA graph"
+        rows.append(measured("model draw", path, n, partial(_rate, eager, n, seconds, cuda)))
     return rows
+
+
+def _without_graphs(fn: Callable[[], object]) -> object:
+    """``fn()`` with :data:`torchik.models.fm.CUDA_GRAPHS` off."""
+    from torchik.models import fm
+
+    saved, fm.CUDA_GRAPHS = fm.CUDA_GRAPHS, False
+    try:
+        return fn()
+    finally:
+        fm.CUDA_GRAPHS = saved
 
 
 @torch.no_grad()  # as solve_with_model draws (with autograd on, the draw timed slower alone)

@@ -41,3 +41,10 @@ def test_model_rows_draw_and_refine_with_each_sampler():
     assert [r["what"] for r in rows[:2]] == ["model draw", "model + refinement"]
     assert all(r["ms"] > 0 for r in rows) and "success" not in rows[0]
     assert all(0.0 <= r["success"] <= 1.0 for r in rows[1::2])
+
+
+def test_without_graphs_turns_them_off_for_the_call_only():
+    from experiments.gpu import _without_graphs
+    from torchik.models import fm
+
+    assert fm.CUDA_GRAPHS and _without_graphs(lambda: fm.CUDA_GRAPHS) is False and fm.CUDA_GRAPHS
