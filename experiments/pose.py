@@ -34,7 +34,8 @@ from torch import Tensor
 from experiments.numerical import FK, Problem, errors, run_timed
 from experiments.table import Column, Table, Tables, fmt_pct, fmt_time
 from torchik.geometry import joint_distance
-from torchik.ik import IKResult, refine_samples, solve_ik
+from torchik.ik import IKResult, collect_solutions, refine_samples, solve_ik
+from torchik.ik.refine import MARGIN
 from torchik.learn import evaluate_samples, sample_errors
 from torchik.models import model_targets, solve_with_model
 
@@ -256,16 +257,12 @@ def one_pose(setup: Setup, method: Method, pose: Tensor, many: int, seed: int) -
         result = solve_ik(robot, pose, link, num_seeds=many, early_stop=False,
                           tol_rotation=ROT_TOL, generator=gen, num_threads=1)  # fmt: skip
         return {"q": result.q, "seeds": many}
-    qs, solved, seeds = [], 0, 0
-    for round_ in range(TOP_UP_ROUNDS if method.top_up else 1):
-        n = many if not seeds else max(8, math.ceil(1.5 * (many - solved)))
-        result = method.solve(pose, n, seed + round_)
-        qs.append(result.q[result.success] if method.top_up else result.q)
-        solved, seeds = solved + int(result.success.sum()), seeds + n
-        if solved >= many:
-            break
-    q = torch.cat(qs)[:many] if method.top_up else qs[0]
-    return {"q": q, "seeds": seeds}
+    solve = method.solve
+    if not method.top_up:
+        return {"q": solve(pose, many, seed).q, "seeds": many}
+    got = collect_solutions(lambda n, round_: solve(pose, n, seed + round_), many,
+                            rounds=TOP_UP_ROUNDS)  # fmt: skip
+    return {"q": got.q, "seeds": got.seeds}
 
 
 def one_pose_methods(setup: Setup, many: int) -> dict[str, Method]:
@@ -374,9 +371,10 @@ def one_pose_table(setup: Setup, n_poses: int, many: int) -> Table:
         "= sampling (model rows) + refinement, `torch.utils.benchmark` median per pose, then "
         "the median over the poses (quartiles beside it); 'drawing seeds alone': one call "
         f"drawing {many} seeds, after the timed ones. 'solutions': configurations passing "
-        f"the float64 check (1 mm, 0.01 rad, limits); 'until {many} solve': more samples or "
-        f"seeds (1.5 × the shortfall) are refined until {many} succeed (at most "
-        f"{TOP_UP_ROUNDS} rounds), the first {many} kept.",
+        f"the float64 check (1 mm, 0.01 rad, limits); 'until {many} solve': "
+        f"`torchik.ik.collect_solutions`, {100 * MARGIN:g} % more samples or seeds than {many} "
+        "refined first, then 1.5 × the shortfall per round until "
+        f"{many} succeed (at most {TOP_UP_ROUNDS} rounds), the first {many} kept.",
         *([f"{setup.many_label} = `{setup.many_options}`."] if setup.many_options else []),
         "CPU time: the process's CPU time per call over every call the timer made. With one "
         "torch thread it is close to the wall time on an idle core, and other jobs inflate it far "

@@ -71,3 +71,39 @@ def test_bad_samples_raise():
     robot, target, samples = near_solutions(2, 3, 0.05)
     with pytest.raises(ValueError, match="seeds"):
         refine_samples(robot, target, samples[..., :5])
+
+
+class _Refined:
+    """What ``collect_solutions`` reads of an :class:`IKResult`: ``q`` and ``success``."""
+
+    def __init__(self, n: int, rate: float, round_: int):
+        self.q = torch.full((n, 2), float(round_))
+        self.success = torch.arange(n) < round(rate * n)
+
+
+@pytest.mark.parametrize(
+    ("rate", "asked", "rounds"),
+    [(1.0, [105], 1), (0.9, [105, 9], 2), (0.5, [105, 72, 18, 8], 4)],
+)
+def test_collect_solutions_asks_for_a_margin_then_for_the_shortfall(rate, asked, rounds):
+    from torchik.ik import collect_solutions
+
+    calls: list[int] = []
+
+    def solve(n, round_):
+        calls.append(n)
+        return _Refined(n, rate, round_)
+
+    got = collect_solutions(solve, 100)
+    assert calls == asked and got.rounds == rounds and got.seeds == sum(asked)
+    assert got.q.shape == (100, 2) and got.q[0, 0] == 0.0  # the first round's solutions first
+
+
+def test_collect_solutions_stops_after_its_rounds_and_checks_its_arguments():
+    from torchik.ik import collect_solutions
+
+    got = collect_solutions(lambda n, r: _Refined(n, 0.0, r), 10, rounds=2, margin=0.0)
+    assert got.q.shape == (0, 2) and got.seeds == 10 + 15 and got.rounds == 2
+    for bad in ({"count": 0}, {"count": 5, "rounds": 0}, {"count": 5, "margin": -0.1}):
+        with pytest.raises(ValueError, match="count and rounds must be positive"):
+            collect_solutions(lambda n, r: _Refined(n, 1.0, r), **bad)

@@ -71,3 +71,17 @@ def test_a_model_of_another_robot_or_link_or_target_is_refused(panda, model):
     with pytest.raises(ValueError, match="trained on full poses"):
         solve_with_model(panda, model, torch.zeros(3, dtype=torch.float64), 2, position_only=True)
     assert check_model_fits(model, panda) == "panda_hand"
+
+
+def test_solutions_with_model_gathers_as_many_exact_solutions_as_asked(panda, model):
+    from torchik.models import solutions_with_model
+
+    pose = _poses(panda, 1, 4)[0]
+    got = solutions_with_model(panda, model, pose, 40, generator=torch.Generator().manual_seed(0),
+                               sample_options={"sampler": FEW_PASSES}, tol_rotation=0.01,
+                               max_iters=3)  # fmt: skip
+    assert got.q.shape == (40, 7) and got.seeds >= 42 and got.rounds >= 1
+    placed = panda.forward_kinematics(got.q, "panda_hand")
+    assert (placed[:, :3, 3] - pose[:3, 3]).norm(dim=-1).max() <= 1e-3
+    with pytest.raises(ValueError, match=r"one target, a \(4, 4\) pose, got shape \(2, 4, 4\)"):
+        solutions_with_model(panda, model, _poses(panda, 2, 5), 4)

@@ -17,6 +17,7 @@ from torchik.models.pipeline import (
     ModelSolutions,
     check_model_fits,
     model_targets,
+    solutions_with_model,
     solve_with_model,
 )
 from torchik.models.pretrained import PRETRAINED, load_pretrained
@@ -54,6 +55,7 @@ __all__ = [
     "load_pretrained",
     "model_targets",
     "register",
+    "solutions_with_model",
     "solve_with_model",
     "squash_to_limits",
 ]

@@ -1,6 +1,7 @@
 """Sampling and refinement as one call: a learned model's samples polished into exact solutions.
 
-:func:`solve_with_model` is the one way from a target to refined model samples; ``torchik solve
+:func:`solve_with_model` is the one way from a target to refined model samples
+(:func:`solutions_with_model` runs it in rounds until a number of them solve); ``torchik solve
 --model ... --refine``, ``python -m torchik.demo`` and the full-pose protocol
 (``experiments/pose.py``) call it. It lives here, not in :mod:`torchik.ik`, because it reads
 the model's targets (:func:`torchik.learn.encode_target`) and :mod:`torchik.learn` already
@@ -22,14 +23,20 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchik.ik.refine import refine_samples
+from torchik.ik.refine import MARGIN, Collected, collect_solutions, refine_samples
 from torchik.ik.result import IKResult
 from torchik.learn.data import encode_target
 from torchik.learn.spec import robot_hash
 from torchik.models.base import IKModel
 from torchik.robot.robot import Robot
 
-__all__ = ["ModelSolutions", "check_model_fits", "model_targets", "solve_with_model"]
+__all__ = [
+    "ModelSolutions",
+    "check_model_fits",
+    "model_targets",
+    "solutions_with_model",
+    "solve_with_model",
+]
 
 
 @dataclass(frozen=True)
@@ -141,3 +148,59 @@ def solve_with_model(
         num_threads=num_threads,
     )  # fmt: skip
     return ModelSolutions(samples, result)
+
+
+def solutions_with_model(
+    robot: Robot,
+    model: IKModel,
+    target: Tensor,
+    count: int,
+    link: str | None = None,
+    *,
+    position_only: bool = False,
+    generator: torch.Generator | None = None,
+    sample_options: Mapping[str, Any] | None = None,
+    margin: float = MARGIN,
+    rounds: int = 5,
+    **refine_options: Any,
+) -> Collected:
+    """``count`` exact solutions of one target: :func:`solve_with_model` in rounds
+    (:func:`torchik.ik.collect_solutions`: ``margin`` more samples than ``count`` first, then
+    1.5 times the shortfall).
+
+    Args:
+        robot, model, link, position_only, generator, sample_options: as for
+            :func:`solve_with_model`.
+        target: one ``(4, 4)`` pose, or with ``position_only=True`` one ``(3,)`` position.
+        count: solutions wanted.
+        margin, rounds: as for :func:`~torchik.ik.collect_solutions`.
+        **refine_options: ``method``, ``tol_position``, ``tol_rotation``, ``max_iters``,
+            ``num_threads`` of :func:`solve_with_model`.
+
+    Returns:
+        :class:`~torchik.ik.refine.Collected`: ``q (m, dof)`` with ``m <= count`` (fewer only
+        when the rounds ran out), the samples refined and the rounds run.
+
+    Raises:
+        ValueError: more than one target (a batch: call :func:`solve_with_model`).
+
+    Example:
+        >>> import torchik
+        >>> from torchik.models import load_pretrained
+        >>> robot = torchik.load_robot("panda", dtype=torch.float64)
+        >>> pose = robot.forward_kinematics(robot.random_configuration(1)[0], "panda_hand")
+        >>> got = solutions_with_model(robot, load_pretrained("panda"), pose, 50,
+        ...                            tol_rotation=0.01, max_iters=15)
+        >>> got.q.shape
+        torch.Size([50, 7])
+    """
+    if target.dim() != (1 if position_only else 2):
+        one = "(3,) position" if position_only else "(4, 4) pose"
+        raise ValueError(f"one target, a {one}, got shape {tuple(target.shape)}")
+
+    def solve(n: int, round_: int) -> IKResult:
+        return solve_with_model(robot, model, target, n, link, position_only=position_only,
+                                generator=generator, sample_options=sample_options,
+                                **refine_options).result  # fmt: skip
+
+    return collect_solutions(solve, count, margin=margin, rounds=rounds)
