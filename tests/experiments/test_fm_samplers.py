@@ -40,3 +40,13 @@ def test_a_bundled_model_adds_its_fitted_sampler_and_its_start():
     assert candidates["fitted, 8 steps, bf16 before 0.98"].bf16_until == 0.98
     assert candidates["dpm2m, 8 steps, schedule 2 (the fit's start)"].times == ()
     assert "fitted, 8 steps" not in default_samplers("snake2")
+
+
+def test_a_position_model_is_judged_on_position_alone():
+    model = load_pretrained("ur5")
+    table = sampler_table(model, {"few": FEW_PASSES}, n_targets=4, n_samples=2, seeds=(0,),
+                          many=4, min_run_time=0.01)  # fmt: skip
+    reference, few = table.rows
+    assert reference["rotation"] == few["rotation"] == "—"
+    assert few["worst_ratio"] == pytest.approx(few["errors"][0]["position"]
+                                               / reference["errors"][0]["position"])  # fmt: skip
