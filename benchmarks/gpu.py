@@ -59,8 +59,8 @@ def main() -> None:
     if args.robot == "panda":  # the bundled pose model: 1000 refined solutions of one pose
         model = load_pretrained("panda").to(device)
         n = 50 if args.quick else 1000
-        fitted = fitted_sampler("panda")
-        groups.append(("model", lambda: model_rows(robot, model, n, args.seconds, fitted)))
+        fitted = fitted_sampler("panda"), fitted_sampler("panda", bf16=True)
+        groups.append(("model", lambda: model_rows(robot, model, n, args.seconds, *fitted)))
     rows: list[dict] = []
     for name, make_rows in [g for g in groups if g[0] in args.only]:
         try:  # a failing group is a failed row; the table is kept

@@ -15,7 +15,6 @@ for a second raw row and, with that refinement cap, the many-solutions rows (``m
 from __future__ import annotations
 
 import argparse
-from dataclasses import replace
 
 import torch
 from common import Report, add_common_args, fixture_urdf, log, read_chain, wait_for_quiet
@@ -33,9 +32,9 @@ LINK = "panda_hand"
 def _sampler(name: str) -> fm.FMSampler:
     """``--sampler``'s sampler: a preset of :mod:`torchik.models.fm`, or the fitted one."""
     if name in ("FITTED", "FITTED_BF16"):
-        fitted = fitted_sampler("panda")
+        fitted = fitted_sampler("panda", bf16=name == "FITTED_BF16")
         assert fitted is not None, "samplers.json has no sampler fitted to the panda model"
-        return replace(fitted, bf16_until=0.98) if name == "FITTED_BF16" else fitted
+        return fitted
     return getattr(fm, name)
 
 

@@ -79,6 +79,8 @@ def _draw_seconds(model: FlowMatching, target, sampler, many: int, min_run_time:
 
 def _describe(s: FMSampler) -> str:
     low = f", bf16 before {s.bf16_until:g}" if s.bf16_until else ""
+    if s.mixed:
+        low += ", then mixed" if s.bf16_until else ", mixed"
     grid = "fitted grid, weights, scales" if s.times else f"{s.schedule:g}"
     return f"{s.solver}, {s.steps}, {grid}{low}"
 
@@ -149,11 +151,14 @@ def default_samplers(model: str | None = None) -> dict[str, Any]:
     from torchik.models.pretrained import fitted_sampler
 
     fitted = None if model is None else fitted_sampler(model)
-    extra = {} if fitted is None else {
+    low = None if model is None else fitted_sampler(model, bf16=True)
+    extra = {} if fitted is None or low is None else {
         f"dpm2m, {fitted.steps} steps, schedule 2 (the fit's start)": FMSampler(
             fitted.steps, "dpm2m", 2.0),
         f"fitted, {fitted.steps} steps": fitted,
         f"fitted, {fitted.steps} steps, bf16 before 0.98": replace(fitted, bf16_until=0.98),
+        f"fitted, {fitted.steps} steps, bf16 before 0.98, then mixed (its bf16 variant)": low,
+        f"fitted, {fitted.steps} steps, every pass mixed": replace(fitted, mixed=True),
         f"fitted, {fitted.steps} steps, every pass in bf16": replace(fitted, bf16_until=1.0),
     }  # fmt: skip
     return {

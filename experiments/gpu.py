@@ -22,7 +22,6 @@ Example:
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -158,13 +157,14 @@ def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> 
 
 
 def model_rows(
-    robot: Any, model: Any, n: int, seconds: float, fitted: Any = None
+    robot: Any, model: Any, n: int, seconds: float, fitted: Any = None, fitted_bf16: Any = None
 ) -> list[dict[str, Any]]:
     """``n`` solutions of one pose of ``model``'s link (seed 0): the draw alone and the draw
     refined by :func:`torchik.models.solve_with_model` (at most 15 LM iterations, as the pose
     protocol's fast rows), for the model's own sampler, the few-pass presets and ``fitted``
-    (a sampler fitted to the model, :func:`torchik.models.pretrained.fitted_sampler`), in full
-    precision and with bfloat16 passes; on CUDA also ``fitted``'s draw without a CUDA graph.
+    (a sampler fitted to the model, :func:`torchik.models.pretrained.fitted_sampler`) and
+    ``fitted_bf16`` (its bfloat16 variant); on CUDA also ``fitted``'s draw without a CUDA
+    graph.
 
     Returns:
         Rows ``what``, ``path`` (the sampler), ``n``, ``ms``, ``success`` (share of the ``n``
@@ -180,7 +180,8 @@ def model_rows(
     samplers = {"own": None, "FEW_PASSES": FEW_PASSES, "FEW_PASSES_BF16": FEW_PASSES_BF16}
     if fitted is not None:
         samplers[f"fitted, {fitted.passes} passes"] = fitted
-        samplers[f"fitted, {fitted.passes} passes, bf16"] = replace(fitted, bf16_until=0.98)
+    if fitted_bf16 is not None:
+        samplers[f"fitted, {fitted_bf16.passes} passes, bf16"] = fitted_bf16
     for name, sampler in samplers.items():
         options = {} if sampler is None else {"sampler": sampler}
         draw = partial(_draw, model, encoded, n, options)

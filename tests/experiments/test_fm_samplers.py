@@ -38,6 +38,8 @@ def test_a_bundled_model_adds_its_fitted_sampler_and_its_start():
     fitted = fitted_sampler("panda")
     assert candidates["fitted, 8 steps"] == fitted
     assert candidates["fitted, 8 steps, bf16 before 0.98"].bf16_until == 0.98
+    low = candidates["fitted, 8 steps, bf16 before 0.98, then mixed (its bf16 variant)"]
+    assert low == fitted_sampler("panda", bf16=True) and low.mixed
     assert candidates["dpm2m, 8 steps, schedule 2 (the fit's start)"].times == ()
     assert "fitted, 8 steps" not in default_samplers("snake2")
 

@@ -34,7 +34,8 @@ def test_model_rows_draw_and_refine_with_each_sampler():
     robot = load_robot("panda")
     from torchik.models.pretrained import fitted_sampler
 
-    rows = model_rows(robot, load_pretrained("panda"), 4, 0.01, fitted_sampler("panda"))
+    fitted = fitted_sampler("panda"), fitted_sampler("panda", bf16=True)
+    rows = model_rows(robot, load_pretrained("panda"), 4, 0.01, *fitted)
     paths = ["own", "FEW_PASSES", "FEW_PASSES_BF16", "fitted, 8 passes", "fitted, 8 passes, bf16"]
     paths = [p for p in paths for _ in range(2)]
     assert [r["path"] for r in rows] == paths

@@ -4,6 +4,7 @@ that reaches the 2-joint snake's targets with both elbow modes."""
 from __future__ import annotations
 
 import math
+from dataclasses import replace
 
 import pytest
 import torch
@@ -266,3 +267,30 @@ def test_sampling_on_the_cpu_captures_nothing():
     with torch.no_grad():
         model.sample(torch.zeros(2, 3), 4, _gen(0), sampler=FEW_PASSES)
     assert not fm._GRAPHS
+
+
+def test_the_mixed_trunk_is_the_trunk_up_to_bfloat16_products():
+    import copy
+
+    net = VelocityNet(size=7, context=3, width=64, blocks=2, embedding=8)
+    low = copy.deepcopy(net).to(torch.bfloat16)
+    x, context = torch.randn(32, 7, generator=_gen(0)), torch.randn(32, 3, generator=_gen(1))
+    with torch.no_grad():
+        c, terms = net.conditioning(torch.full((32, 1), 0.9), context)
+        exact, mixed = net.trunk(x, c, terms), net.mixed_trunk(x, c, terms, low)
+        pure = low.trunk(x.bfloat16(), c.bfloat16(), [t.bfloat16() for t in terms]).float()
+    assert mixed.dtype == torch.float32 and 0 < (mixed - exact).abs().max() < 0.05
+    assert (mixed - exact).abs().mean() < (pure - exact).abs().mean()  # the stream kept exact
+
+
+def test_a_mixed_sampler_runs_its_late_passes_mixed():
+    model = _model().eval()
+    x, context = torch.randn(6, model.size, generator=_gen(1)), torch.zeros(6, 3)
+    with torch.no_grad():
+        full = model.integrate(x, context, sampler=FEW_PASSES)
+        late = model.integrate(x, context, sampler=replace(FEW_PASSES_BF16, mixed=True))
+        every = model.integrate(x, context, sampler=replace(FEW_PASSES, mixed=True))
+    assert not torch.equal(late, full) and not torch.equal(every, full)
+    torch.testing.assert_close(every, full, rtol=0.0, atol=0.05)
+    with pytest.raises(TypeError, match="mixed must be True or False"):
+        FMSampler(mixed=1)  # type: ignore[arg-type]

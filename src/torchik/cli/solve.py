@@ -6,7 +6,6 @@ from __future__ import annotations
 import argparse
 import math
 import sys
-from dataclasses import replace
 from typing import Any
 
 import torch
@@ -198,7 +197,8 @@ def _sample_options(model, sampler: str | None, bundled: str | None = None) -> d
                 f"--sampler {choice}: no sampler is fitted to this model (bundled ones with "
                 "one: " + ", ".join(fitted_samplers()) + "); use few or few-bf16"
             )
-        return {"sampler": replace(fitted, bf16_until=0.98) if choice == "fitted-bf16" else fitted}
+        assert bundled is not None  # a fitted sampler is a bundled model's
+        return {"sampler": fitted_sampler(bundled, bf16=choice == "fitted-bf16")}
     preset = _SAMPLERS[choice]
     return {} if preset is None else {"sampler": getattr(torchik.models, preset)}
 

@@ -4,6 +4,7 @@ evaluation that measured them (see the package docstring of :mod:`torchik.models
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from importlib import resources
 from typing import TYPE_CHECKING, Any
 
@@ -15,6 +16,7 @@ if TYPE_CHECKING:
     from torchik.models.fm import FMSampler
 
 __all__ = [
+    "BF16_UNTIL",
     "PRETRAINED",
     "TEST_SEED",
     "evaluate",
@@ -81,20 +83,36 @@ def fitted_samplers() -> dict[str, dict[str, Any]]:
     return json.loads(resource.read_text()) if resource.is_file() else {}
 
 
-def fitted_sampler(name: str) -> FMSampler | None:
+BF16_UNTIL = 0.98
+"""Where :func:`fitted_sampler`'s ``bf16`` variant leaves pure bfloat16: the passes before it
+run in bfloat16, the last one mixed (:meth:`torchik.models.fm.VelocityNet.mixed_trunk`)."""
+
+
+def fitted_sampler(name: str, bf16: bool = False) -> FMSampler | None:
     """The few-pass sampler fitted to the bundled flow-matching model ``name``
     (:func:`torchik.models.fm_fit.fit_sampler`), or None where there is none.
+
+    Args:
+        name: a bundled model's name.
+        bf16: its passes before :data:`BF16_UNTIL` in bfloat16 and the last one mixed
+            (bfloat16 matrix products, full-precision residual stream): for CPUs with bfloat16
+            matrix units, and GPUs.
 
     Example:
         >>> fitted_sampler("panda").passes
         8
+        >>> fitted_sampler("panda", bf16=True).mixed
+        True
         >>> fitted_sampler("snake2") is None
         True
     """
     from torchik.models.fm import FMSampler
 
     record = fitted_samplers().get(name)
-    return None if record is None else FMSampler(**record["sampler"])
+    if record is None:
+        return None
+    sampler = FMSampler(**record["sampler"])
+    return replace(sampler, bf16_until=BF16_UNTIL, mixed=True) if bf16 else sampler
 
 
 def held_out_targets(robot: Any, targets: str, n: int, seed: int = TEST_SEED) -> Tensor:
