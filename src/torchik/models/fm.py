@@ -44,6 +44,10 @@ Design choices:
   faster where the matrix units take bfloat16 (recent Xeons, GPUs), slower where bfloat16 is
   emulated. The last pass stays in full precision because its errors land in the samples:
   every pass in bfloat16 gives 6.2 mm, all but the last (:data:`FEW_PASSES_BF16`) 5.5 / 5.2.
+  ``mixed`` runs the other passes half-way: the blocks' matrix products in bfloat16, the
+  residual stream in full precision (:meth:`VelocityNet.mixed_trunk`), at about half the cost
+  of a full-precision pass. A sampler fitted to a model (:mod:`torchik.models.fm_fit`) moves
+  its grid, weights and velocity scales for fewer passes.
   The config's default, 8 midpoint steps, is measured (``benchmarks/results/learned_recipes.md``,
   Panda positions after 3000 steps): mean errors 20.3, 5.7, 4.4 and 4.7 cm with 2, 4, 8 and 16
   steps.
