@@ -122,3 +122,18 @@ def test_a_fitted_sampler_saves_and_loads(tmp_path):
         (tmp_path / "bad.json").write_text(bad)
         with pytest.raises(ValueError, match="not a sampler written by fit_sampler"):
             load_sampler(tmp_path / "bad.json")
+
+
+def test_every_bundled_fitted_sampler_is_for_a_bundled_fm_model_and_fit_elsewhere():
+    """The measured accuracy of each: ``benchmarks/results/fm_samplers*.md``."""
+    from torchik.models.pretrained import PRETRAINED, TEST_SEED
+
+    records = fitted_samplers()
+    assert "panda" in records
+    for name, record in records.items():
+        assert name in PRETRAINED and load_pretrained(name).family == "fm"
+        sampler = fitted_sampler(name)
+        assert sampler is not None and sampler.passes < FEW_PASSES.passes and sampler.times
+        assert record["fit"]["seed"] != TEST_SEED and FMSampler(**record["teacher"])
+        low = fitted_sampler(name, bf16=True)
+        assert low is not None and low.mixed and low.times == sampler.times
