@@ -45,6 +45,7 @@ def main(argv: list[str] | None = None) -> Path:
         "`torchik.models.fm.FMSampler`, `model.sample(target, n, sampler=...)`."
     ]
     title = "Flow-matching samplers with fewer passes"
+    title += "" if args.model == "panda" else f": {args.model}"
     name = "fm_samplers" if args.model == "panda" else f"fm_samplers_{args.model}"
     report = Report(name, title, intro, stamp=machine_stamp(root=ROOT))
     table = sampler_table(
