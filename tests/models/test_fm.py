@@ -256,6 +256,11 @@ def test_sampling_in_a_cuda_graph_equals_eager_and_follows_the_weights(sampler, 
         model.net.head[1].bias.add_(0.25)
         moved = model.integrate(x, context, sampler=sampler)
         assert len(fm._GRAPHS) == 2 and not torch.allclose(moved, eager)
+    with torch.inference_mode():  # buffers of inference mode are its own
+        torch.testing.assert_close(model.integrate(x, context, sampler=sampler), moved)
+    with torch.no_grad():
+        torch.testing.assert_close(model.integrate(x, context, sampler=sampler), moved)
+    assert len(fm._GRAPHS) == 3
     fm._GRAPHS.clear()
 
 

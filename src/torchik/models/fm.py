@@ -492,7 +492,8 @@ def _graphed(model: FlowMatching, sampler: FMSampler, x: Tensor, context: Tensor
     """``run_steps`` through the cached graph of this model state, sampler and shape (captured
     on first use); eagerly where a capture failed (warned once per key)."""
     weights = tuple((p.data_ptr(), p._version) for p in model.net.parameters())
-    key = (id(model), weights, sampler, x.shape, context.shape, x.dtype, x.device)
+    inference = torch.is_inference_mode_enabled()  # its buffers take no copy_ outside it
+    key = (id(model), weights, sampler, x.shape, context.shape, x.dtype, x.device, inference)
     cached = _GRAPHS.get(key)
     if cached is not None and cached.model() is not model:
         del _GRAPHS[key]  # another model at a freed one's address
