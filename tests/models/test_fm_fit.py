@@ -137,3 +137,13 @@ def test_every_bundled_fitted_sampler_is_for_a_bundled_fm_model_and_fit_elsewher
         assert record["fit"]["seed"] != TEST_SEED and FMSampler(**record["teacher"])
         low = fitted_sampler(name, bf16=True)
         assert low is not None and low.mixed and low.times == sampler.times
+
+
+def test_the_fit_refuses_another_family_or_another_robot():
+    from torchik.models import MLP
+
+    panda = load_robot("panda", dtype=torch.float64)
+    with pytest.raises(TypeError, match="takes a flow-matching model, not MLP"):
+        fit_sampler(MLP(ProblemSpec.from_robot(panda), MLP.tiny_config()), panda)
+    with pytest.raises(ValueError, match="the model is for robot 'panda'"):
+        fit_sampler(_model(), load_robot("ur5", dtype=torch.float64))

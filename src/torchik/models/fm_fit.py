@@ -102,7 +102,7 @@ class FittedSampler:
     Attributes:
         sampler: the fitted :class:`FMSampler` (its ``times``, ``weights`` and ``scales``).
         fit: the settings.
-        teacher: the sampler it was fitted to (the model's own).
+        teacher: the sampler it was fitted to (by default the model's own).
         losses: the loss of each Adam step (of its batch).
     """
 
@@ -262,7 +262,16 @@ def fit_sampler(
 
     Returns:
         :class:`FittedSampler`: the sampler, the settings, the teacher and the losses.
+
+    Raises:
+        TypeError: ``model`` is not a :class:`FlowMatching` model.
+        ValueError: ``robot`` is not the model's (:func:`~torchik.models.check_model_fits`).
     """
+    from torchik.models.pipeline import check_model_fits
+
+    if not isinstance(model, FlowMatching):
+        raise TypeError(f"fit_sampler takes a flow-matching model, not {type(model).__name__}")
+    check_model_fits(model, robot)
     fit = SamplerFit() if fit is None else fit
     teacher = model.config.sampler if teacher is None else teacher
     start = FMSampler(fit.steps, fit.solver, fit.schedule)
