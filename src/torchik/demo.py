@@ -2,9 +2,9 @@
 
 Loads the bundled full-pose Panda model (:func:`torchik.models.load_pretrained`), samples 100
 joint configurations for each of a few random reachable poses and refines every sample, both in
-one call (:func:`torchik.models.solve_with_model`, with the 12-pass sampler
-:data:`torchik.models.FEW_PASSES`), prints a table (raw errors, success after refinement,
-distinct solutions, time) and saves pictures to ``demo_output/``. Run with
+one call (:func:`torchik.models.solve_with_model`, with the 8-pass sampler fitted to the model,
+:func:`torchik.models.pretrained.fitted_sampler`), prints a table (raw errors, success after
+refinement, distinct solutions, time) and saves pictures to ``demo_output/``. Run with
 ``python -m torchik.demo [--poses N] [--samples N] [--out DIR]``.
 
 ``python -m torchik.demo --forum`` runs the earlier demo instead: a small MLP learns Panda
@@ -52,12 +52,14 @@ def solve_pose(model, robot, pose: Tensor, n: int, seed: int) -> PoseRow:
     """Sample ``n`` configurations for ``pose`` and refine each one (1 mm, 0.01 rad)."""
     from torchik.learn.data import encode_target
     from torchik.learn.evaluate import sample_errors
-    from torchik.models import FEW_PASSES, solve_with_model
+    from torchik.models import solve_with_model
+    from torchik.models.pretrained import fitted_sampler
 
     gen = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
     out = solve_with_model(robot, model, pose, n, generator=gen,
-                           sample_options={"sampler": FEW_PASSES}, tol_rotation=0.01)  # fmt: skip
+                           sample_options={"sampler": fitted_sampler("panda")},
+                           tol_rotation=0.01)  # fmt: skip
     solve_ms = 1000 * (time.perf_counter() - start)
     _, keep = out.result.distinct()
     with torch.no_grad():
