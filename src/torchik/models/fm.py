@@ -95,6 +95,7 @@ __all__ = [
     "FMSampler",
     "FlowMatching",
     "VelocityNet",
+    "dpm2m_weight",
     "run_steps",
 ]
 
@@ -550,6 +551,14 @@ def run_steps(
     return x
 
 
+def dpm2m_weight(previous: float, t: float, end: float) -> float:
+    """DPM-Solver++(2M)'s extrapolation weight ``0.5 / r`` of a step from ``t`` to ``end`` after
+    one from ``previous``: ``r`` is the ratio of the two steps' lengths in ``lambda = log(t / (1
+    - t))`` (all three strictly between 0 and 1)."""
+    lam = lambda s: math.log(s / (1.0 - s))  # noqa: E731
+    return 0.5 / ((lam(t) - lam(previous)) / (lam(end) - lam(t)))
+
+
 def _euler(velocity: Velocity, x: Tensor, t: Time, h: Time, state: State, weight=None):
     return x + h * velocity(x, t), state
 
@@ -570,8 +579,7 @@ def _dpm2m(velocity: Velocity, x: Tensor, t: Time, h: Time, state: State, weight
     ahead = d
     if state is not None and end < 1.0:
         if weight is None:
-            lam = lambda s: math.log(s / (1.0 - s))  # noqa: E731
-            weight = 0.5 / ((lam(t) - lam(state[1])) / (lam(end) - lam(t)))
+            weight = dpm2m_weight(float(state[1]), float(t), float(end))
         ahead = (1.0 + weight) * d - weight * state[0]
     x = ((1.0 - end) * x + h * ahead) / (1.0 - t)
     return x, ((d, t) if t > 0.0 else None)

@@ -45,7 +45,7 @@ from torch import Tensor
 from torchik.checks import check_choice, check_float, check_int
 from torchik.files import read_text, write_text
 from torchik.learn.data import decode_target, make_dataset
-from torchik.models.fm import FlowMatching, FMSampler, run_steps
+from torchik.models.fm import FlowMatching, FMSampler, dpm2m_weight, run_steps
 
 __all__ = ["FittedSampler", "SamplerFit", "fit_sampler", "load_sampler", "save_sampler"]
 
@@ -221,12 +221,11 @@ class _Coefficients(torch.nn.Module):
 
 
 def _dpm2m_weights(grid: list[float]) -> list[float]:
-    """DPM-Solver++(2M)'s ``0.5 / r`` of each step of ``grid`` (0 where a step has none)."""
-    lam = lambda s: math.log(s / (1.0 - s))  # noqa: E731
+    """DPM-Solver++(2M)'s ``0.5 / r`` of each step of ``grid`` (0 where a step has none: the
+    first two, which have no previous pass, and the last, to ``t = 1``)."""
     weights = [0.0] * (len(grid) - 1)
     for i in range(2, len(grid) - 2):
-        r = (lam(grid[i]) - lam(grid[i - 1])) / (lam(grid[i + 1]) - lam(grid[i]))
-        weights[i] = 0.5 / r
+        weights[i] = dpm2m_weight(grid[i - 1], grid[i], grid[i + 1])
     return weights
 
 
