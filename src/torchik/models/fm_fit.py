@@ -45,7 +45,9 @@ from torch import Tensor
 from torchik.checks import check_choice, check_float, check_int
 from torchik.files import read_text, write_text
 from torchik.learn.data import decode_target, make_dataset
+from torchik.learn.metrics import mean_pairwise_distance
 from torchik.models.fm import FlowMatching, FMSampler, dpm2m_weight, run_steps
+from torchik.models.pipeline import check_model_fits
 
 __all__ = ["FittedSampler", "SamplerFit", "fit_sampler", "load_sampler", "save_sampler"]
 
@@ -163,7 +165,7 @@ class _Problem:
             position, rotation = self.errors(q, slice(None))
             rotation_scale = None if rotation is None else rotation.mean().clamp_min(1e-9)
             self.scale = (position.mean().clamp_min(1e-9), rotation_scale)
-            self.diversity = _diversity(q)
+            self.diversity = mean_pairwise_distance(q)
 
     def errors(self, q: Tensor, rows) -> tuple[Tensor, Tensor | None]:
         """Position error and chordal rotation error (``|R - R*|_F / sqrt 2``, smooth at 0;
@@ -186,15 +188,9 @@ class _Problem:
         if fit.teacher_weight:
             loss = loss + fit.teacher_weight * (x - self.teacher[rows]).norm(dim=-1).mean()
         if fit.diversity_weight:
-            drop = (self.diversity[rows] - _diversity(q).to(loss)).clamp_min(0.0)
+            drop = (self.diversity[rows] - mean_pairwise_distance(q).to(loss)).clamp_min(0.0)
             loss = loss + fit.diversity_weight * drop.mean()
         return loss
-
-
-def _diversity(q: Tensor) -> Tensor:
-    """Mean pairwise distance of the ``n`` samples of each target: ``(b, n, D)`` -> ``(b,)``."""
-    n = q.shape[-2]
-    return torch.cdist(q, q).sum((-1, -2)) / (n * (n - 1))
 
 
 class _Coefficients(torch.nn.Module):
@@ -266,8 +262,6 @@ def fit_sampler(
         TypeError: ``model`` is not a :class:`FlowMatching` model.
         ValueError: ``robot`` is not the model's (:func:`~torchik.models.check_model_fits`).
     """
-    from torchik.models.pipeline import check_model_fits
-
     if not isinstance(model, FlowMatching):
         raise TypeError(f"fit_sampler takes a flow-matching model, not {type(model).__name__}")
     check_model_fits(model, robot)
