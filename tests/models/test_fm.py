@@ -299,3 +299,19 @@ def test_a_mixed_sampler_runs_its_late_passes_mixed():
     torch.testing.assert_close(every, full, rtol=0.0, atol=0.05)
     with pytest.raises(TypeError, match="mixed must be True or False"):
         FMSampler(mixed=1)  # type: ignore[arg-type]
+
+
+def test_the_bfloat16_copy_is_kept_until_a_weight_changes():
+    model = _model().eval()
+    x, context = torch.randn(6, model.size, generator=_gen(1)), torch.zeros(6, 3)
+    with torch.no_grad():
+        first = model.integrate(x, context, sampler=FEW_PASSES_BF16)
+        low = model._bf16_net()
+        assert model.integrate(x, context, sampler=FEW_PASSES_BF16).equal(first)
+        assert model._bf16_net() is low and "_bf16_copy" not in model.state_dict()
+        model.net.head[1].bias.add_(0.25)  # in place: the copy is made again
+        assert model._bf16_net() is not low
+        assert not model.integrate(x, context, sampler=FEW_PASSES_BF16).equal(first)
+    outside = model._bf16_net()
+    with torch.inference_mode():  # a copy of its own: one made in it holds inference tensors
+        assert model._bf16_net() is not outside
