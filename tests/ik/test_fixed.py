@@ -44,9 +44,12 @@ def _targets(robot, n, seed, link="panda_hand"):
 
 
 def _both(solve, **options):
+    """The host loop and the fixed loop's per-iteration form (``fused_loop=False``: the compiled
+    loop on the CPU applies the early stop over slots per chunk, tested on its own)."""
     out = {}
     for loop in ("host", "fixed"):
-        out[loop] = solve(LevenbergMarquardt(loop=loop, patience=1000, **options))
+        out[loop] = solve(LevenbergMarquardt(loop=loop, patience=1000, fused_loop=False,
+                                             **options))  # fmt: skip
     return out["host"], out["fixed"]
 
 
@@ -209,10 +212,11 @@ def test_the_fused_lm_loop_is_captured_and_equals_the_fused_step_on_cuda():
 
 def test_the_fixed_loop_retries_in_rounds_at_bucket_sizes(panda, monkeypatch):
     """Rounds as on the host loop (the hard targets get ``retry_seeds`` fresh slots each), the
-    retry rounds at power-of-two counts of targets (captured chunks are reused), and every
-    target solved."""
-    from torchik.ik import base
+    retry rounds at power-of-two counts of targets where chunks are captured (CUDA: captured
+    chunks are reused; forced here), and every target solved. Elsewhere exact counts."""
+    from torchik.ik import base, rounds
 
+    monkeypatch.setattr(rounds, "capturable", lambda solver, q: True)
     rows = []
     solve = base.IKSolver.solve
     monkeypatch.setattr(base.IKSolver, "solve",
@@ -228,8 +232,12 @@ def test_the_fixed_loop_retries_in_rounds_at_bucket_sizes(panda, monkeypatch):
     assert first == 200 * k and retries, "no retry round: make the targets harder"
     assert all(n % r == 0 and (n // r) & (n // r - 1) == 0 for n in retries), rows
     rows.clear()
-    solve_ik(panda, targets, generator=torch.Generator().manual_seed(3))  # host: exact counts
-    assert len(rows) > 1
+    monkeypatch.undo()
+    monkeypatch.setattr(base.IKSolver, "solve",
+                        lambda self, problem, *a, **k: rows.append(len(problem))
+                        or solve(self, problem, *a, **k))  # fmt: skip
+    solve_ik(panda, targets, method=method, generator=torch.Generator().manual_seed(3))
+    assert len(rows) > 1 and any(n // r & (n // r - 1) for n in rows[1:]), rows  # exact
 
 
 @FUSED
@@ -262,23 +270,19 @@ def test_the_fused_lm_step_gives_the_loop_its_answers(panda):
     assert LevenbergMarquardt().fused_iteration(problem, q) is not None  # on by default
 
 
-@FUSED
-@pytest.mark.parametrize(("position_only", "attempt_iters"), [(False, 0), (True, 0), (False, 6)])
-def test_the_fused_lm_loop_gives_the_per_iteration_answers(panda, position_only, attempt_iters):
-    """``fused_loop=True``: each chunk of iterations in one kernel. With one slot per target
-    and one round (the retry rounds give a target several slots) the early stop over slots is
-    per row: the answers, iterations and restarts are those of one kernel per iteration
-    (float64). With rounds and two slots every target is still solved."""
-    pytest.importorskip("triton", reason="the fused kernels need Triton")
-    device = "cuda" if torch.cuda.is_available() else "cpu"
-    robot = load_robot("panda", dtype=torch.float64, backend="fused").to(device)
+def _loop_kernel_answers(robot, position_only: bool, attempt_iters: int) -> None:
+    """``fused_loop=True`` against ``False`` on ``robot`` (float64, on its device): with one
+    slot per target and one round (the retry rounds give a target several slots) the early
+    stop over slots is per row, so the answers, iterations and restarts are those of one
+    iteration at a time; given seeds likewise; with rounds and two slots every target is
+    solved."""
+    device = robot.lower.device
     targets = _targets(robot, 10, seed=6).to(device)
     targets = targets[:, :3, 3] if position_only else targets
     out = {}
     for loop in (False, True):
         method = LevenbergMarquardt(loop="fixed", fused_loop=loop, max_iters=40, sync_every=4,
                                     round_iters=0, attempt_iters=attempt_iters)  # fmt: skip
-        # (fused_step, on by default, makes the per-iteration loop one kernel per iteration)
         out[loop] = solve_ik(robot, targets, method=method, num_seeds=1,
                              position_only=position_only,
                              generator=torch.Generator().manual_seed(1))  # fmt: skip
@@ -300,8 +304,66 @@ def test_the_fused_lm_loop_gives_the_per_iteration_answers(panda, position_only,
     two = solve_ik(robot, targets, method=LevenbergMarquardt(loop="fixed", fused_loop=True),
                    num_seeds=2, position_only=position_only)  # fmt: skip
     assert bool(two.success.any(-1).all())
-    position = targets if position_only else targets[:, :3, 3]
+
+
+LOOP_CASES = [(False, 0), (True, 0), (False, 6)]
+
+
+@FUSED
+@pytest.mark.parametrize(("position_only", "attempt_iters"), LOOP_CASES)
+def test_the_fused_lm_loop_gives_the_per_iteration_answers(panda, position_only, attempt_iters):
+    """Triton's loop kernel (on CUDA, or in Triton's interpreter): see
+    :func:`_loop_kernel_answers` (``fused_step``, on by default, makes the per-iteration loop
+    one kernel per iteration there)."""
+    pytest.importorskip("triton", reason="the fused kernels need Triton")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    robot = load_robot("panda", dtype=torch.float64, backend="fused").to(device)
+    _loop_kernel_answers(robot, position_only, attempt_iters)
+    targets = _targets(robot, 10, seed=6).to(device)
+    position = targets[:, :3, 3]
     problem = make_problem(robot, "panda_hand", position, None, 1, 1e-3, 0.01)
     carry = Carry.start(robot.random_configuration(10).to(device), {}, 40)
     robot.backend = "reference"
     assert not LevenbergMarquardt(fused_loop=True).fused_loop(problem, carry, 4, 40, False)
+
+
+@pytest.mark.parametrize(("position_only", "attempt_iters"), LOOP_CASES)
+def test_the_compiled_cpu_loop_gives_the_per_iteration_answers(position_only, attempt_iters):
+    """The CPU's loop compiled by Numba (:mod:`torchik.kinematics.native`): see
+    :func:`_loop_kernel_answers`."""
+    pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
+    _loop_kernel_answers(load_robot("panda", dtype=torch.float64), position_only, attempt_iters)
+
+
+def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
+    """By default (``loop="auto"``, ``fused_loop=True``) a single-link problem with shared
+    limits on a fixed base; not with the reference backend, without ``fused_loop``, adaptive
+    damping, a box per target, ``loop="host"``, or without Numba (then the host loop)."""
+    pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
+    from torchik.kinematics import native
+
+    calls, real = [], native.lm_loop
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(len(a[0])) or real(*a, **k))
+    targets = _targets(panda, 16, seed=2)
+    assert bool(solve_ik(panda, targets).success.any(-1).all()) and calls
+    position, rotmat = targets[:, :3, 3], targets[:, :3, :3]
+    problem = make_problem(panda, "panda_hand", position, rotmat, 1, 1e-3, 0.01)
+    boxed = make_problem(panda, "panda_hand", position, rotmat, 1, 1e-3, 0.01,
+                         bounds=(panda.lower.expand(16, 7), panda.upper.expand(16, 7)))  # fmt: skip
+    q = panda.random_configuration(16)
+    assert LevenbergMarquardt().compiled_loop(problem, q)
+    assert LevenbergMarquardt()._fixed(q, problem) and not LevenbergMarquardt()._fixed(q)
+    assert not LevenbergMarquardt(loop="host")._fixed(q, problem)
+    for method in (LevenbergMarquardt(fused_loop=False), LevenbergMarquardt(adaptive=True)):
+        assert not method.compiled_loop(problem, q)
+    assert not LevenbergMarquardt().compiled_loop(boxed, q)
+    assert not DampedLeastSquares().compiled_loop(problem, q)
+    panda.backend = "reference"
+    try:
+        assert not LevenbergMarquardt().compiled_loop(problem, q)
+    finally:
+        panda.backend = "auto"
+    monkeypatch.setattr(native, "runs_on", lambda q: False)  # as without Numba
+    assert not LevenbergMarquardt()._fixed(q, problem)
+    calls.clear()
+    assert bool(solve_ik(panda, targets).success.any(-1).all()) and not calls

@@ -47,7 +47,7 @@ def test_masked_loop_agrees_with_the_host_loop(panda):
     results = {}
     for every in (1, 5):
         g = torch.Generator().manual_seed(0)
-        solver = LevenbergMarquardt(sync_every=every, patience=1000)  # no restarts: same path
+        solver = LevenbergMarquardt(loop="host", sync_every=every, patience=1000)  # same path
         results[every] = solve_ik(panda, targets, method=solver, generator=g, restarts=False)
     a, b = results[1], results[5]
     assert torch.equal(a.success, b.success)

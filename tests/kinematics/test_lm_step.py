@@ -15,11 +15,9 @@ import os
 import pytest
 import torch
 
+from tests.kinematics.lm_cases import CASES, SETTINGS, case_robot, lm_problem, lm_rows
 from tests.kinematics.test_capture import _host_traffic
-from tests.paths import DATA
-from torchik import Robot, load_robot
-from torchik.ik.base import IKProblem, LinkTarget
-from torchik.ik.lm import LevenbergMarquardt, LMSettings, damped_step, free_limit_columns
+from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 
 pytest.importorskip("triton", reason="the fused kernels need Triton (the dev extra installs it)")
 DEVICES = (["cuda"] if torch.cuda.is_available() else []) + (
@@ -29,39 +27,11 @@ if not DEVICES:
     pytest.skip("no GPU and TRITON_INTERPRET is not 1 (tests/conftest.py sets it without a GPU)",
                 allow_module_level=True)  # fmt: skip
 
-SETTINGS = LMSettings(rotation_weight=0.3, damping=0.1, damping_floor=1e-6)
-
-
-def _robot(name: str) -> Robot:
-    if name in ("panda", "ur5"):
-        return load_robot(name, dtype=torch.float64)
-    return Robot.from_urdf(DATA / "urdf" / f"{name}.urdf", dtype=torch.float64)
-
-
-def _rows(robot: Robot, link: str, n: int = 160):
-    """``q`` with some joints on a limit, and targets far and near."""
-    g = torch.Generator().manual_seed(n)
-    q = robot.random_configuration(n, generator=g)
-    on_limit = torch.rand(q.shape, generator=g) < 0.15
-    q = torch.where(on_limit, torch.where(torch.rand(q.shape, generator=g) < 0.5, robot.lower,
-                                          robot.upper), q)  # fmt: skip
-    q = torch.where(torch.isfinite(q), q, 0.0)  # unlimited prismatic joints stay at 0
-    far = robot.forward_kinematics(robot.random_configuration(n, generator=g), link)
-    near = robot.forward_kinematics(q + 1e-3 * torch.randn(q.shape, generator=g, dtype=q.dtype),
-                                    link)  # fmt: skip
-    pose = torch.where((torch.arange(n) % 2 == 0)[:, None, None], far, near)
-    return q, pose[:, :3, 3].contiguous(), pose[:, :3, :3].contiguous()
-
-
-def _problem(robot, link, position, rotmat) -> IKProblem:
-    target = LinkTarget(link, position, rotmat)
-    return IKProblem(robot, (target,), torch.arange(len(position)), 1e-9, 1e-9)
-
 
 def _fused(robot, link, q, position, rotmat, device, damping=SETTINGS.damping):
     from torchik.kinematics import fused
 
-    problem = _problem(robot, link, position, rotmat)
+    problem = lm_problem(robot, link, position, rotmat)
     lim, w = problem.limits, problem.weights(SETTINGS.rotation_weight)
     on = lambda t: None if t is None else t.to(device)  # noqa: E731
     tree = robot.to(device).tree
@@ -75,19 +45,14 @@ def _fused(robot, link, q, position, rotmat, device, damping=SETTINGS.damping):
     return out.cpu()
 
 
-CASES = [("panda", "panda_hand", True), ("panda", "panda_link5", False), ("ur5", "ee_link", True),
-         ("prismatic_continuous", None, True), ("mimic", None, True), ("two_branches", None, True),
-         ("tilted_axes", None, False)]  # fmt: skip
-
-
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("name", "link", "pose"), CASES)
 def test_lm_step_equals_the_solver_step_and_projection(name, link, pose, device):
-    robot = _robot(name)
+    robot = case_robot(name)
     link = link or robot.link_names[-1]
-    q, position, rotmat = _rows(robot, link)
+    q, position, rotmat = lm_rows(robot, link)
     rotmat = rotmat if pose else None
-    problem, solver = _problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
+    problem, solver = lm_problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
     lin = solver.linearize(problem, q)
     expected = problem.project(solver.step(problem, q, lin, {}))
     assert not torch.equal(expected, problem.project(q))  # the rows do move
@@ -100,10 +65,10 @@ def test_lm_step_equals_the_solver_step_and_projection(name, link, pose, device)
 def test_lm_step_writes_the_residual_at_q(pose, device):
     from torchik.kinematics import fused
 
-    robot, link = _robot("panda"), "panda_hand"
-    q, position, rotmat = _rows(robot, link, 40)
+    robot, link = case_robot("panda"), "panda_hand"
+    q, position, rotmat = lm_rows(robot, link, 40)
     rotmat = rotmat if pose else None
-    problem = _problem(robot, link, position, rotmat)
+    problem = lm_problem(robot, link, position, rotmat)
     lin = LevenbergMarquardt(SETTINGS).linearize(problem, q)
     lim, w = problem.limits, problem.weights(SETTINGS.rotation_weight)
     on = lambda t: None if t is None else t.to(device)  # noqa: E731
@@ -124,12 +89,12 @@ def test_lm_step_writes_the_residual_at_q(pose, device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_lm_step_with_a_damping_per_row(device):
-    robot, link = _robot("panda"), "panda_hand"
-    q, position, rotmat = _rows(robot, link, 40)
+    robot, link = case_robot("panda"), "panda_hand"
+    q, position, rotmat = lm_rows(robot, link, 40)
     # λ = μ (cost + 1e-6) >= 1e-8 here; at smaller λ beside a singular Jacobian, LU (the
     # solver's) and Cholesky (the kernel's) both err by about cond(A) 1e-16, above 1e-10
     mu = torch.logspace(-2, 2, 40, dtype=torch.float64)
-    problem, solver = _problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
+    problem, solver = lm_problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
     lin, w = solver.linearize(problem, q), problem.weights(SETTINGS.rotation_weight)
     jac = free_limit_columns(problem, q, lin.jacobian, lin.error, w)
     step = damped_step(jac, lin.error, mu * (lin.cost + SETTINGS.damping_floor), w)
@@ -141,8 +106,8 @@ def test_lm_step_with_a_damping_per_row(device):
 def test_lm_step_checks_its_arguments_and_an_empty_batch():
     from torchik.kinematics import fused
 
-    robot = _robot("panda")
-    q, position, rotmat = _rows(robot, "panda_hand", 4)
+    robot = case_robot("panda")
+    q, position, rotmat = lm_rows(robot, "panda_hand", 4)
     w, link = torch.ones(6, dtype=torch.float64), robot.link_index("panda_hand")
     limits = (robot.lower, robot.upper)
     with pytest.raises(ValueError, match="weights must have shape"):
@@ -164,8 +129,8 @@ def test_lm_loop_checks_its_state_and_runs_nothing_on_an_empty_batch():
     in tests/ik/test_fixed.py.)"""
     from torchik.kinematics import fused
 
-    robot = _robot("panda")
-    q, position, rotmat = _rows(robot, "panda_hand", 4)
+    robot = case_robot("panda")
+    q, position, rotmat = lm_rows(robot, "panda_hand", 4)
     w, link = torch.ones(6, dtype=torch.float64), robot.link_index("panda_hand")
     state = dict(
         best_q=q.clone(),
@@ -196,9 +161,9 @@ def test_lm_loop_checks_its_state_and_runs_nothing_on_an_empty_batch():
 def test_a_second_lm_step_neither_syncs_nor_copies_from_the_host(monkeypatch):
     from torchik.kinematics import fused
 
-    robot = _robot("ur5")
-    q, position, rotmat = _rows(robot, "ee_link", 8)
-    lim = _problem(robot, "ee_link", position, rotmat).limits
+    robot = case_robot("ur5")
+    q, position, rotmat = lm_rows(robot, "ee_link", 8)
+    lim = lm_problem(robot, "ee_link", position, rotmat).limits
     w, link = torch.ones(6, dtype=torch.float64), robot.link_index("ee_link")
 
     def call():
@@ -216,10 +181,10 @@ def test_twenty_lm_steps_are_captured_and_replay_as_they_run():
 
     if os.environ.get("TRITON_INTERPRET") == "1":
         pytest.skip("the interpreter's launches cannot be captured")
-    robot = _robot("panda")
-    q0, position, rotmat = (t.cuda() for t in _rows(robot, "panda_hand", 256))
+    robot = case_robot("panda")
+    q0, position, rotmat = (t.cuda() for t in lm_rows(robot, "panda_hand", 256))
     robot.to("cuda")
-    lim = _problem(robot, "panda_hand", position, rotmat).limits
+    lim = lm_problem(robot, "panda_hand", position, rotmat).limits
     w = torch.tensor([1.0, 1.0, 1.0, 0.3, 0.3, 0.3], dtype=torch.float64, device="cuda")
     args = (robot.tree, robot.link_index("panda_hand"), position, rotmat, w, 0.1, lim.lower,
             lim.upper)  # fmt: skip

@@ -66,9 +66,11 @@ class SolverSettings:
             every this many iterations; in between, finished rows are frozen by masks on the
             device (``0``: automatic, 1 on the CPU, :data:`CUDA_SYNC_EVERY` on other devices).
         loop: ``"host"``: the loop above, whose active set shrinks as rows finish (the CPU's
-            best); ``"fixed"``: every row steps every iteration, finished rows frozen by masks,
-            the host read once per ``sync_every`` iterations, chunks captured in CUDA graphs
-            on CUDA (:mod:`torchik.ik.fixed`); ``"auto"``: host on the CPU, fixed elsewhere.
+            best with PyTorch operations); ``"fixed"``: every row steps every iteration,
+            finished rows frozen by masks, the host read once per ``sync_every`` iterations,
+            chunks captured in CUDA graphs on CUDA (:mod:`torchik.ik.fixed`); ``"auto"``:
+            fixed off the CPU, and on the CPU where the solver compiles its chunks there
+            (:meth:`IKSolver.compiled_loop`: Levenberg-Marquardt with Numba), host otherwise.
         capture: capture the fixed loop's chunks in CUDA graphs on CUDA (``False``: launch
             every operation, e.g. to measure what the graphs save).
     """
@@ -488,7 +490,7 @@ class IKSolver(ABC):
         s = self.settings
         max_iters = s.max_iters if max_iters is None else check_int("max_iters", max_iters)
         sync_every = s.sync_every or (1 if q.device.type == "cpu" else CUDA_SYNC_EVERY)
-        if self._fixed(q):
+        if self._fixed(q, problem):
             chunk = s.sync_every or CUDA_SYNC_EVERY
             return run_fixed(self, problem, q, reseed, max_iters, chunk)
         q = problem.project(q)
@@ -528,11 +530,18 @@ class IKSolver(ABC):
         ``settings.capture``."""
         return self.fixed_shape and self.settings.capture
 
-    def _fixed(self, q: Tensor) -> bool:
-        """Whether this solve takes the fixed-shape loop (see :attr:`SolverSettings.loop`)."""
+    def compiled_loop(self, problem: IKProblem, q: Tensor) -> bool:
+        """Whether :meth:`fused_loop` runs this problem's chunks on the CPU as compiled code
+        (then the fixed-shape loop is the CPU's too); ``False`` by default."""
+        return False
+
+    def _fixed(self, q: Tensor, problem: IKProblem | None = None) -> bool:
+        """Whether this solve takes the fixed-shape loop (see :attr:`SolverSettings.loop`):
+        ``"auto"`` takes it off the CPU, and on the CPU where :meth:`compiled_loop` serves."""
         loop = self.settings.loop
         if loop == "auto":
-            loop = "host" if q.device.type == "cpu" else "fixed"
+            compiled = problem is not None and self.compiled_loop(problem, q)
+            loop = "fixed" if q.device.type != "cpu" or compiled else "host"
         return loop == "fixed" and self.fixed_shape
 
     def _track_progress(self, cost: Tensor, track: State) -> Tensor:

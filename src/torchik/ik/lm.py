@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import torch
 from torch import Tensor
@@ -10,7 +11,7 @@ from torch import Tensor
 from torchik.checks import check_bool, check_float
 from torchik.ik.base import IKProblem, IKSolver, Linearization, SolverSettings, State
 from torchik.ik.fixed import Carry
-from torchik.kinematics import fused
+from torchik.kinematics import fused, native
 
 __all__ = ["LevenbergMarquardt", "LMSettings", "damped_step", "free_limit_columns"]
 
@@ -102,7 +103,10 @@ class LMSettings(SolverSettings):
             converged mid-chunk steps on to its end; with one slot per target the answers
             are the per-iteration loop's). On by default: on an H200, 1 / 1 000 / 10 000 /
             100 000 Panda poses in 3.0 / 12.1 / 19.8 / 48.4 ms against 5.4 / 13.6 / 22.7 /
-            59.3 ms with ``fused_step`` alone (``benchmarks/results/gpu.md``).
+            59.3 ms with ``fused_step`` alone (``benchmarks/results/gpu.md``). On the CPU the
+            chunk is compiled by Numba (:func:`torchik.kinematics.native.lm_loop`, see
+            :meth:`LevenbergMarquardt.compiled_loop`), and ``loop="auto"`` takes the fixed
+            loop there for it.
     """
 
     max_iters: int = 60
@@ -161,10 +165,22 @@ class LevenbergMarquardt(IKSolver):
     def _fused_serves(self, problem: IKProblem, q: Tensor) -> bool:
         """Whether the fused LM kernels can take this problem's iterations: one link, a fixed
         base on the fused FK kernels, limits shared by the rows, no adaptive damping."""
-        s, robot = self.settings, problem.robot
-        if s.adaptive or len(problem.targets) != 1 or problem.limits.per_row:
+        return self._one_link(problem) and problem.robot.takes_fused(q)
+
+    def _one_link(self, problem: IKProblem) -> bool:
+        """One link on a fixed base, limits shared by the rows, no adaptive damping: what
+        both loop kernels (Triton's and the CPU's) take."""
+        if self.settings.adaptive or len(problem.targets) != 1 or problem.limits.per_row:
             return False
-        return not robot.floating_bases and robot.takes_fused(q)
+        return not problem.robot.floating_bases
+
+    def compiled_loop(self, problem: IKProblem, q: Tensor) -> bool:
+        """Whether :meth:`fused_loop` runs this problem on the CPU, compiled by Numba
+        (:func:`torchik.kinematics.native.lm_loop`): ``fused_loop`` on, a CPU tensor, the
+        robot's :attr:`~torchik.robot.Robot.backend` not ``"reference"``, Numba installed."""
+        if not self.settings.fused_loop or problem.robot.backend == "reference":
+            return False
+        return native.runs_on(q) and self._one_link(problem)
 
     def fused_iteration(self, problem: IKProblem, q: Tensor) -> tuple[Tensor, Linearization] | None:
         """The next ``q (B, dof)``, projected, and the residual and cost at ``q`` from one
@@ -189,14 +205,18 @@ class LevenbergMarquardt(IKSolver):
         follows in :func:`torchik.ik.fixed.finish_groups`); ``False`` (nothing done) where it
         does not serve (see :class:`LMSettings` ``fused_loop``)."""
         s, robot, limits = self.settings, problem.robot, problem.limits
-        if not s.fused_loop or not self._fused_serves(problem, c.q):
+        if s.fused_loop and self._fused_serves(problem, c.q):
+            kernels: Any = fused
+        elif self.compiled_loop(problem, c.q):
+            kernels = native
+        else:
             return False
         target = problem.target
         state = dict(best_q=c.best_q, best_cost=c.best_cost, iterations=c.iterations,
                      finished=c.finished, it=c.it)  # fmt: skip
         if track:
             state.update(seed_cost=c.seed_cost, stall=c.stall, age=c.age, stalled=c.stalled)
-        fused.lm_loop(
+        kernels.lm_loop(
             c.q, robot.tree, robot.link_index(target.link), target.position, target.rotmat,
             problem.weights(s.rotation_weight), s.damping, limits.lower, limits.upper, state,
             n_iters=n, max_iters=max_iters, tol_position=problem.tol_position,

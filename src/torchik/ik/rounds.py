@@ -19,6 +19,7 @@ from torch import Tensor
 from torchik.checks import check_generator
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik.base import IKProblem, IKSolver, JointLimits, LinkTarget
+from torchik.ik.fixed import capturable
 from torchik.ik.result import IKResult
 from torchik.ik.seeding import Seeder, nearest_seeder, uniform_seeder
 
@@ -192,11 +193,11 @@ def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> 
 
 def _padded(todo: Tensor, solver) -> Tensor:
     """The targets ``todo (n,)`` of a retry round, repeated up to the next power of two where
-    the solver takes the fixed-shape loop: a captured chunk per shape, so a few bucket sizes are
-    captured once and replayed by later solves instead of one capture per count of unsolved
-    targets. The repeats are solved too and their results dropped."""
+    the fixed-shape loop's chunks are captured (CUDA): a captured chunk per shape, so a few
+    bucket sizes are captured once and replayed by later solves instead of one capture per
+    count of unsolved targets. The repeats are solved too and their results dropped."""
     n = todo.numel()
-    if n == 0 or not solver._fixed(todo):
+    if n == 0 or not (solver._fixed(todo) and capturable(solver, todo)):
         return todo
     size = 1 << (n - 1).bit_length()
     return todo[torch.arange(size, device=todo.device) % n]

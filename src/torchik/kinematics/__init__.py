@@ -1,8 +1,10 @@
 """Forward kinematics and Jacobians of a flattened kinematic tree: the reference path (pure
-PyTorch, analytic backward) and the fused Triton kernels for CUDA (:mod:`torchik.kinematics.fused`).
+PyTorch, analytic backward), the fused Triton kernels for CUDA (:mod:`torchik.kinematics.fused`)
+and the IK loop compiled for the CPU (:mod:`torchik.kinematics.native`, Numba).
 """
 
 from torchik.kinematics import fused as fused
+from torchik.kinematics import native as native
 from torchik.kinematics.reference import (
     KinematicTree,
     forward_kinematics,
@@ -16,4 +18,5 @@ __all__ = [
     "fused",
     "jacobian",
     "KinematicTree",
+    "native",
 ]

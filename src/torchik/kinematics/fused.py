@@ -913,6 +913,23 @@ def _check_state(q: Tensor, state: dict[str, Tensor]) -> None:
             raise ValueError(f"lm_loop: {name} must be contiguous (the kernel writes into it)")
 
 
+def check_loop(q: Tensor, tree: KinematicTree, position: Tensor, rotmat: Tensor | None,
+               named: dict[str, Any], state: dict[str, Tensor]) -> bool:  # fmt: skip
+    """The arguments of :func:`lm_loop` (and of :func:`torchik.kinematics.native.lm_loop`):
+    shapes, dtypes, devices, the state's keys and layout (no value is read). Returns whether
+    the state holds the stall counters."""
+    _check_lm(q, tree, position, rotmat, named, "lm_loop")
+    track = "stall" in state
+    needed = {"best_q", "it", *(key for _, key in _STATE)}
+    needed |= {*(key for _, key in _STALLS), "stalled"} if track else set()
+    if set(state) != needed:
+        raise ValueError(f"lm_loop: state must hold {sorted(needed)}, got {sorted(state)}")
+    _check_state(q, state)
+    if not q.is_contiguous():
+        raise ValueError("lm_loop: q must be contiguous (the kernel writes into it)")
+    return track
+
+
 def lm_loop(
     q: Tensor,
     tree: KinematicTree,
@@ -980,15 +997,7 @@ def lm_loop(
     """
     named = dict(weights=weights, lower=lower, upper=upper, continuous=continuous,
                  full_turn=full_turn)  # fmt: skip
-    _check_lm(q, tree, target_position, target_rotmat, named, "lm_loop")
-    track = "stall" in state
-    needed = {"best_q", "it", *(key for _, key in _STATE)}
-    needed |= {*(key for _, key in _STALLS), "stalled"} if track else set()
-    if set(state) != needed:
-        raise ValueError(f"lm_loop: state must hold {sorted(needed)}, got {sorted(state)}")
-    _check_state(q, state)
-    if not q.is_contiguous():
-        raise ValueError("lm_loop: q must be contiguous (the kernel writes into it)")
+    track = check_loop(q, tree, target_position, target_rotmat, named, state)
     if q.shape[0] == 0 or n_iters <= 0:
         return
     wraps = (continuous is not None, full_turn is not None)

@@ -1,0 +1,170 @@
+"""Fused Levenberg-Marquardt iterations on the CPU, compiled by Numba: the CPU's IK loop.
+
+On the CPU the IK loop's PyTorch operations are small (a few thousand rows of 6x7 matrices) and
+each costs a few microseconds of dispatch whatever its size: a 1 000-pose Panda solve was about
+thirty thousand of them. :func:`lm_loop` runs a chunk of iterations of
+:func:`torchik.kinematics.fused.lm_loop` (the same arguments, the same state, the same answers
+up to rounding) as compiled code, one row after another: the row's frames, Jacobian, residual,
+damped step and projection in a few small scratch arrays, and a row that converged stops
+costing anything. The fixed-shape IK loop (:mod:`torchik.ik.fixed`) takes it on the CPU through
+:meth:`torchik.ik.LevenbergMarquardt.fused_loop`, where it serves (see
+:attr:`~torchik.ik.LMSettings.fused_loop`).
+
+Numba is imported on the first call (it loads LLVM, about half a second); the kernel is
+compiled once per dtype and cached on disk by Numba, so a later process loads it. Without
+Numba (:func:`available` false) the IK loop keeps its PyTorch operations.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any
+
+import numpy as np
+import torch
+from torch import Tensor
+
+from torchik.kinematics import fused
+from torchik.kinematics.reference import KinematicTree
+
+__all__ = ["available", "lm_loop", "runs_on"]
+
+DTYPES = (torch.float32, torch.float64)
+"""The dtypes the kernel is compiled for."""
+
+_STATE = ("seed_cost", "stall", "age", "stalled")
+"""The stall counters of ``state``, in the kernel's order after ``best_q, best_cost,
+iterations, finished``."""
+
+
+@functools.cache
+def available() -> bool:
+    """Whether Numba can be imported."""
+    try:
+        import numba  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
+def runs_on(q: Tensor) -> bool:
+    """Whether :func:`lm_loop` can run on ``q``: a CPU tensor of a float dtype in
+    :data:`DTYPES`, and Numba installed."""
+    return q.device.type == "cpu" and q.dtype in DTYPES and available()
+
+
+def _tree_arrays(tree: KinematicTree, link: int, dtype: torch.dtype) -> tuple:
+    """The constants of the joints that move ``link`` as NumPy arrays (kept with the tree)."""
+
+    def build() -> tuple:
+        plan = tree.plan((link,))
+        needed = list(plan.needed)
+        floats = lambda t: np.ascontiguousarray(t.detach().to(dtype).numpy())  # noqa: E731
+        ints = lambda v: np.asarray(v, dtype=np.int64).reshape(-1)  # noqa: E731
+        return (
+            ints(plan.parent_pos),
+            ints([tree.kind[j] for j in needed]),
+            ints(tree.source[needed].tolist()),
+            floats(tree.multiplier[needed]),
+            floats(tree.offset[needed]),
+            floats(tree.w_joint[needed].transpose(-1, -2)[:, :3, :].reshape(-1, 3, 4)),
+            floats(tree.w_link[link].transpose(-1, -2)[:3, :]),
+            int(plan.link_pos[0]),
+        )
+
+    return tree.cached(("native", link, dtype), build)
+
+
+def _array(t: Tensor | None, like: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
+    """``t`` as a NumPy view (no copy where it is contiguous), or a filler of ``shape``."""
+    if t is None:
+        return np.zeros(shape, dtype=like.dtype)
+    return t.detach().contiguous().numpy()
+
+
+def lm_loop(
+    q: Tensor,
+    tree: KinematicTree,
+    link: int,
+    target_position: Tensor,
+    target_rotmat: Tensor | None,
+    weights: Tensor,
+    damping: float,
+    lower: Tensor,
+    upper: Tensor,
+    state: dict[str, Tensor],
+    *,
+    n_iters: int,
+    max_iters: int,
+    tol_position: float,
+    tol_rotation: float,
+    damping_floor: float = 1e-6,
+    continuous: Tensor | None = None,
+    full_turn: Tensor | None = None,
+    patience: int = 4,
+    min_improvement: float = 1e-3,
+    attempt_iters: int = 0,
+) -> None:
+    """:func:`torchik.kinematics.fused.lm_loop` on the CPU: ``n_iters`` iterations of every row,
+    in place, compiled by Numba (the same arguments and state; see that function).
+
+    A row that converges stops: its stall counters (``stall``, ``age``) run on by the
+    iterations left, as they would with its cost no longer falling, and it is never
+    ``stalled``.
+
+    Args:
+        q: ``(B, D)`` joint values on the CPU, updated in place (float32 or float64, contiguous).
+        tree: the flattened robot (fixed base).
+        link: the link index.
+        target_position: ``(B, 3)``; ``target_rotmat`` ``(B, 3, 3)`` or ``None``.
+        target_rotmat: see ``target_position``.
+        weights: ``(m,)`` square roots of the residual weights.
+        damping: ``μ``.
+        lower: ``(D,)`` lower joint limits.
+        upper: ``(D,)`` upper joint limits.
+        state: as :func:`~torchik.kinematics.fused.lm_loop`'s, updated in place.
+        n_iters: iterations in this call.
+        max_iters: iterations of the whole solve.
+        tol_position: metres.
+        tol_rotation: radians.
+        damping_floor: keeps ``λ`` positive at the solution.
+        continuous: ``(D,)`` bool, joints wrapped to (-π, π], or ``None``.
+        full_turn: ``(D,)`` bool, joints moved by whole turns, or ``None``.
+        patience: the stall rule, with ``min_improvement`` and ``attempt_iters``.
+        min_improvement: see ``patience``.
+        attempt_iters: see ``patience``.
+
+    Raises:
+        ValueError: ``q`` not on the CPU, or a malformed argument (as the fused function).
+        TypeError: a dtype other than ``q``'s, or ``q`` neither float32 nor float64.
+    """
+    if q.device.type != "cpu":
+        raise ValueError(f"native.lm_loop runs on CPU tensors, not on {q.device}")
+    if q.dtype not in DTYPES:
+        raise TypeError(f"native.lm_loop takes float32 or float64, got {q.dtype}")
+    named = dict(weights=weights, lower=lower, upper=upper, continuous=continuous,
+                 full_turn=full_turn)  # fmt: skip
+    track = fused.check_loop(q, tree, target_position, target_rotmat, named, state)
+    if q.shape[0] == 0 or n_iters <= 0:
+        return
+    from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
+
+    x = q.detach().numpy()
+    rows = x.shape[0]
+
+    def view(key: str, dtype: Any) -> np.ndarray:  # the stall counters: scratch without track
+        return state[key].detach().numpy() if key in state else np.empty(rows, dtype)
+
+    kinds = (x.dtype, np.int64, np.int64, np.bool_)
+    counters = [view(k, t) for k, t in zip(_STATE, kinds, strict=True)]
+    head = [state[k].detach().numpy() for k in ("best_q", "best_cost", "iterations", "finished")]
+    target = (target_position.detach().contiguous().numpy(), _array(target_rotmat, x, (1, 3, 3)))
+    limits = tuple(_array(t, x, x.shape[1:]) for t in (lower, upper))
+    masks = tuple(_array(t, np.empty(0, np.bool_), x.shape[1:]) for t in (continuous, full_turn))
+    reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation),
+             1.0 - float(min_improvement))  # fmt: skip
+    ints = (int(state["it"]), int(n_iters), int(max_iters), int(patience), int(attempt_iters),
+            int(track), 3 if target_rotmat is None else 6)  # fmt: skip
+    w = weights.detach().contiguous().numpy()
+    arrays = _tree_arrays(tree, link, q.dtype)
+    _lm_numba.lm_loop(x, (*head, *counters), arrays, target, (*limits, *masks), w, reals, ints)

@@ -1,0 +1,133 @@
+"""native.lm_loop, the CPU's compiled IK loop: one iteration is torchik's Levenberg-Marquardt
+step and projection, its state is the fixed-shape loop's, and it checks its arguments.
+
+The reference: :class:`torchik.ik.LevenbergMarquardt`'s ``linearize`` and ``step`` and
+``IKProblem.project`` on the reference kinematics, float64, on the rows and robots of
+:mod:`tests.kinematics.lm_cases` (joints on their limits; prismatic, continuous and mimic joints,
+branches). Whole solves against the per-iteration loop: ``tests/ik/test_fixed.py``.
+"""
+
+from __future__ import annotations
+
+import pytest
+import torch
+
+from tests.kinematics.lm_cases import CASES, SETTINGS, case_robot, lm_problem, lm_rows
+from torchik.ik.lm import LevenbergMarquardt
+
+pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
+
+
+def _state(q, track: bool) -> dict:
+    n = q.shape[0]
+    state = dict(best_q=q.clone(), best_cost=torch.full((n,), torch.inf, dtype=q.dtype),
+                 iterations=torch.full((n,), 10), finished=torch.zeros(n, dtype=torch.bool),
+                 it=torch.zeros((), dtype=torch.long))  # fmt: skip
+    if track:
+        state.update(seed_cost=torch.full((n,), torch.inf, dtype=q.dtype),
+                     stall=torch.zeros(n, dtype=torch.long), age=torch.zeros(n, dtype=torch.long),
+                     stalled=torch.zeros(n, dtype=torch.bool))  # fmt: skip
+    return state
+
+
+def _loop(robot, link, q, position, rotmat, state, n_iters=1, tol=1e-9, **options):
+    from torchik.kinematics import native
+
+    problem = lm_problem(robot, link, position, rotmat)
+    lim, w = problem.limits, problem.weights(SETTINGS.rotation_weight)
+    native.lm_loop(q, robot.tree, robot.link_index(link), position, rotmat, w, SETTINGS.damping,
+                   lim.lower, lim.upper, state, n_iters=n_iters, max_iters=10,
+                   tol_position=tol, tol_rotation=tol, damping_floor=SETTINGS.damping_floor,
+                   continuous=lim.continuous, full_turn=lim.full_turn, **options)  # fmt: skip
+
+
+@pytest.mark.parametrize(("name", "link", "pose"), CASES)
+def test_one_iteration_is_the_solver_step_and_projection(name, link, pose):
+    robot = case_robot(name)
+    link = link or robot.link_names[-1]
+    q, position, rotmat = lm_rows(robot, link)
+    rotmat = rotmat if pose else None
+    problem, solver = lm_problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
+    lin = solver.linearize(problem, q)
+    expected = problem.project(solver.step(problem, q, lin, {}))
+    assert not torch.equal(expected, problem.project(q))  # the rows do move
+    x, state = q.clone(), _state(q, track=True)
+    _loop(robot, link, x, position, rotmat, state)
+    torch.testing.assert_close(x, expected, atol=1e-10, rtol=0)
+    torch.testing.assert_close(state["best_cost"], lin.cost, atol=1e-12, rtol=1e-12)
+    assert torch.equal(state["best_q"], q) and not bool(state["finished"].any())
+    assert torch.equal(state["stall"], torch.zeros_like(state["stall"]))  # it made progress
+    assert torch.equal(state["age"], torch.ones_like(state["age"]))
+
+
+def test_converged_rows_stop_and_record_their_iteration():
+    """Tolerances every row meets after a few iterations: each row finishes, keeps the
+    converged ``q`` as its best, records the iteration it converged at, and is not stalled;
+    ``stall`` runs on by the iterations left (its cost no longer falls)."""
+    robot, link = case_robot("panda"), "panda_hand"
+    g = torch.Generator().manual_seed(2)
+    q = robot.random_configuration(20, g)
+    moved = torch.minimum(torch.maximum(q + 1e-2 * torch.randn(q.shape, generator=g,
+                                                               dtype=q.dtype), robot.lower),
+                          robot.upper)  # fmt: skip
+    target = robot.forward_kinematics(moved, link)  # reachable, 1e-2 rad away
+    position, rotmat = target[:, :3, 3].contiguous(), target[:, :3, :3].contiguous()
+    state = _state(q, track=True)
+    _loop(robot, link, q, position, rotmat, state, n_iters=8, tol=1e-6, patience=2)
+    assert bool(state["finished"].all()) and not bool(state["stalled"].any())
+    assert torch.equal(state["best_q"], q)
+    at = state["iterations"]
+    assert bool((at > 0).all() & (at < 8).all())
+    assert bool((state["stall"] >= 8 - at - 1).all()) and bool((state["age"] == 8).all())
+    pose = robot.forward_kinematics(q, link)
+    assert bool(((pose[:, :3, 3] - position).norm(dim=-1) < 1e-6).all())
+
+
+def test_stalled_rows_are_flagged_without_track_nothing_is_counted():
+    robot, link = case_robot("ur5"), "ee_link"
+    q, position, rotmat = lm_rows(robot, link, 20)
+    state = _state(q, track=True)
+    _loop(robot, link, q.clone(), position, rotmat, state, n_iters=5, attempt_iters=3)
+    assert bool((state["stalled"] == ~state["finished"]).all())  # age 5 >= attempt_iters 3
+    plain = _state(q, track=False)
+    _loop(robot, link, q.clone(), position, rotmat, plain, n_iters=5)
+    assert set(plain) == {"best_q", "best_cost", "iterations", "finished", "it"}
+    torch.testing.assert_close(plain["best_q"], state["best_q"], atol=0, rtol=0)
+
+
+def test_lm_loop_checks_its_arguments_and_runs_nothing_on_an_empty_batch():
+    from torchik.kinematics import native
+
+    robot, link = case_robot("panda"), "panda_hand"
+    q, position, rotmat = lm_rows(robot, link, 4)
+    with pytest.raises(ValueError, match="runs on CPU tensors, not on meta"):
+        _loop(robot, link, q.to("meta"), position, rotmat, _state(q, True))
+    with pytest.raises(TypeError, match="float32 or float64, got torch.float16"):
+        _loop(robot, link, q.half(), position, rotmat, _state(q, True))
+    with pytest.raises(ValueError, match="lm_loop: state must hold"):
+        _loop(robot, link, q, position, rotmat, {**_state(q, False), "stall": q[:, 0]})
+    with pytest.raises(TypeError, match="target_position has dtype"):
+        _loop(robot, link, q, position.float(), rotmat, _state(q, True))
+    before, state = q.clone(), _state(q, True)
+    _loop(robot, link, q, position, rotmat, state, n_iters=0)
+    _loop(robot, link, q[:0], position[:0], rotmat[:0], {k: v[:0] if v.dim() else v
+                                                          for k, v in state.items()})  # fmt: skip
+    assert torch.equal(q, before) and bool(torch.isinf(state["best_cost"]).all())
+    assert native.runs_on(q) and not native.runs_on(q.half()) and not native.runs_on(q.to("meta"))
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_float32_and_float64_solves_meet_the_targets(dtype):
+    """``solve_ik`` on the CPU takes the compiled loop by default; its answers are checked by
+    FK here: every target solved, answers within the limits."""
+    from torchik import load_robot, solve_ik
+
+    robot = load_robot("panda", dtype=dtype)
+    g = torch.Generator().manual_seed(5)
+    targets = robot.forward_kinematics(robot.random_configuration(100, g), "panda_hand")
+    result = solve_ik(robot, targets, generator=g)
+    assert bool(result.success.any(-1).all())
+    best = result.q[torch.arange(100), result.success.float().argmax(-1)]
+    reached = robot.forward_kinematics(best, "panda_hand")
+    assert bool(((reached[:, :3, 3] - targets[:, :3, 3]).norm(dim=-1) < 1e-3).all())
+    assert bool(((best >= robot.lower) & (best <= robot.upper)).all())
