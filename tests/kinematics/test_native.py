@@ -131,3 +131,26 @@ def test_float32_and_float64_solves_meet_the_targets(dtype):
     reached = robot.forward_kinematics(best, "panda_hand")
     assert bool(((reached[:, :3, 3] - targets[:, :3, 3]).norm(dim=-1) < 1e-3).all())
     assert bool(((best >= robot.lower) & (best <= robot.upper)).all())
+
+
+def test_rows_split_over_threads_give_the_same_answers():
+    """With more threads (``torch.get_num_threads()``, what ``solve_ik(num_threads=...)``
+    sets) the rows run in parts, in parallel: each row's answer is the one thread's."""
+    from torchik.kinematics import native
+
+    robot, link = case_robot("panda"), "panda_hand"
+    q, position, rotmat = lm_rows(robot, link, 4 * native.ROWS_PER_THREAD)
+    out = {}
+    before = torch.get_num_threads()
+    for threads in (1, 3):
+        torch.set_num_threads(threads)
+        try:
+            x, state = q.clone(), _state(q, track=True)
+            assert len(native._parts(len(q))) == threads
+            _loop(robot, link, x, position, rotmat, state, n_iters=3)
+        finally:
+            torch.set_num_threads(before)
+        out[threads] = (x, state)
+    assert torch.equal(out[1][0], out[3][0])
+    for key, value in out[1][1].items():
+        assert torch.equal(value, out[3][1][key]), key

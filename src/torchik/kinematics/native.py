@@ -18,6 +18,8 @@ Numba (:func:`available` false) the IK loop keeps its PyTorch operations.
 from __future__ import annotations
 
 import functools
+import os
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import numpy as np
@@ -31,6 +33,9 @@ __all__ = ["available", "lm_loop", "runs_on"]
 
 DTYPES = (torch.float32, torch.float64)
 """The dtypes the kernel is compiled for."""
+
+ROWS_PER_THREAD = 256
+"""The fewest rows a thread takes: below that, starting it costs about what it saves."""
 
 _STATE = ("seed_cost", "stall", "age", "stalled")
 """The stall counters of ``state``, in the kernel's order after ``best_q, best_cost,
@@ -150,15 +155,6 @@ def lm_loop(
     from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
 
     x = q.detach().numpy()
-    rows = x.shape[0]
-
-    def view(key: str, dtype: Any) -> np.ndarray:  # the stall counters: scratch without track
-        return state[key].detach().numpy() if key in state else np.empty(rows, dtype)
-
-    kinds = (x.dtype, np.int64, np.int64, np.bool_)
-    counters = [view(k, t) for k, t in zip(_STATE, kinds, strict=True)]
-    head = [state[k].detach().numpy() for k in ("best_q", "best_cost", "iterations", "finished")]
-    target = (target_position.detach().contiguous().numpy(), _array(target_rotmat, x, (1, 3, 3)))
     limits = tuple(_array(t, x, x.shape[1:]) for t in (lower, upper))
     masks = tuple(_array(t, np.empty(0, np.bool_), x.shape[1:]) for t in (continuous, full_turn))
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation),
@@ -166,5 +162,47 @@ def lm_loop(
     ints = (int(state["it"]), int(n_iters), int(max_iters), int(patience), int(attempt_iters),
             int(track), 3 if target_rotmat is None else 6)  # fmt: skip
     w = weights.detach().contiguous().numpy()
-    arrays = _tree_arrays(tree, link, q.dtype)
-    _lm_numba.lm_loop(x, (*head, *counters), arrays, target, (*limits, *masks), w, reals, ints)
+    shared = (_tree_arrays(tree, link, q.dtype), (*limits, *masks), w, reals, ints)
+    rows = _row_arrays(x, state, target_position)
+    rotmat = _array(target_rotmat, x, (1, 3, 3))
+
+    def run(part: slice) -> None:  # the kernel releases the GIL: parts run in parallel
+        x_part, position = rows[0][part], rows[2][part]
+        state_part = tuple(a[part] for a in rows[1])
+        aim = (position, rotmat[part] if target_rotmat is not None else rotmat)
+        _lm_numba.lm_loop(x_part, state_part, shared[0], aim, *shared[1:])
+
+    parts = _parts(x.shape[0])
+    if len(parts) == 1:
+        run(parts[0])
+    else:
+        list(_pool().map(run, parts))
+
+
+def _row_arrays(x: np.ndarray, state: dict[str, Tensor], position: Tensor) -> tuple:
+    """``(q, state, position)`` as NumPy views; the state in the kernel's order, the stall
+    counters scratch arrays where ``state`` has none (the kernel leaves them alone then)."""
+    rows = x.shape[0]
+
+    def view(key: str, dtype: Any) -> np.ndarray:
+        return state[key].detach().numpy() if key in state else np.empty(rows, dtype)
+
+    kinds = (x.dtype, np.int64, np.int64, np.bool_)
+    head = [state[k].detach().numpy() for k in ("best_q", "best_cost", "iterations", "finished")]
+    counters = [view(k, t) for k, t in zip(_STATE, kinds, strict=True)]
+    return x, (*head, *counters), position.detach().contiguous().numpy()
+
+
+def _parts(rows: int) -> list[slice]:
+    """Contiguous parts of the rows, one per thread: ``torch.get_num_threads()`` threads (what
+    ``solve_ik(num_threads=...)`` sets), fewer where a part would have under
+    :data:`ROWS_PER_THREAD` rows."""
+    threads = max(1, min(torch.get_num_threads(), rows // ROWS_PER_THREAD))
+    bounds = [rows * i // threads for i in range(threads + 1)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+@functools.cache
+def _pool() -> ThreadPoolExecutor:
+    """The threads that run parts of :func:`lm_loop` (made on first use)."""
+    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="torchik-lm")
