@@ -23,7 +23,7 @@ import inspect
 import math
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import TYPE_CHECKING, Any
 
 import torch
@@ -386,8 +386,9 @@ def torchik_rows(name: str, tip: str, position_only: bool) -> dict[str, Solver]:
     """torchik's rows of the numerical-IK table of a bundled robot.
 
     The shared starts (float32, and float64 at 1e-5), its own seeding (the default LM, also at
-    1e-5 in float64), and each other method (DLS, Jacobian transpose, gradient descent, L-BFGS-B on
-    :data:`LBFGSB_TARGETS` targets) in float64.
+    1e-5 in float64, and in float32 on the host loop: the default's PyTorch operations where it
+    does not compile its loop), and each other method (DLS, Jacobian transpose, gradient
+    descent, L-BFGS-B on :data:`LBFGSB_TARGETS` targets) in float64.
 
     Args:
         name: a bundled robot (``torchik.load_robot``).
@@ -397,6 +398,7 @@ def torchik_rows(name: str, tip: str, position_only: bool) -> dict[str, Solver]:
     Returns:
         Row name -> :class:`Solver`.
     """
+    from torchik.ik import LevenbergMarquardt
     from torchik.robot import load_robot
 
     r32, r64 = (load_robot(name, dtype=d) for d in (torch.float32, torch.float64))
@@ -409,6 +411,9 @@ def torchik_rows(name: str, tip: str, position_only: bool) -> dict[str, Solver]:
         own: torchik_solver(r32, tip, position_only=plain),
         f"{own[:-1]}, float64, tol 1e-5)": torchik_solver(r64, tip, **strict),
     }
+    host = torchik_solver(r32, tip, position_only=plain, method=LevenbergMarquardt(loop="host"))
+    rows[f"{own[:-1]}, host loop)"] = replace(host, settings=host.settings.split(", method=")[0]
+                                              + ", loop='host' (PyTorch operations)")  # fmt: skip
     for method in ("dls", "jt", "gd", "lbfgsb"):
         solver = torchik_solver(r64, tip, method=method, position_only=plain)
         n = LBFGSB_TARGETS if method == "lbfgsb" else None

@@ -145,7 +145,7 @@ def machine_stamp(
     Returns:
         ``date`` (UTC), ``command``, ``launched_by`` (:data:`PARENT_ENV`), ``cpu``, ``cores``,
         ``torch_threads``, ``load_average_at_start``, ``gpu``, the versions of ``python``,
-        ``torch``, ``numpy`` and ``torchik`` (with its git commit) and ``anchors``
+        ``torch``, ``numpy``, ``numba`` and ``torchik`` (with its git commit) and ``anchors``
         (distribution -> version), in this order.
     """
     return {
@@ -160,6 +160,7 @@ def machine_stamp(
         "python": platform.python_version(),
         "torch": torch.__version__,
         "numpy": np.__version__,
+        "numba": dist_version("numba"),  # compiles the CPU's IK loop (torchik.kinematics.native)
         "torchik": f"{dist_version('torchik')} (git {git_commit(root)})",
         "anchors": {dist: dist_version(dist) for dist in anchors},
     }

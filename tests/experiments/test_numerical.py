@@ -148,5 +148,7 @@ def test_torchik_rows_of_the_table():
     assert list(rows)[:4] == ["torchik", "torchik (float64, tol 1e-5)", "torchik (own seeding)",
                               "torchik (own seeding, float64, tol 1e-5)"]  # fmt: skip
     assert rows["torchik lbfgsb (own seeding, float64)"].n_targets == LBFGSB_TARGETS
-    assert rows["torchik dls (own seeding, float64)"].n_targets is None and len(rows) == 8
+    assert rows["torchik dls (own seeding, float64)"].n_targets is None and len(rows) == 9
+    assert rows["torchik (own seeding, host loop)"].settings.endswith("loop='host' (PyTorch "
+                                                                      "operations)")  # fmt: skip
     assert NOTES[0].startswith("Success is decided here")

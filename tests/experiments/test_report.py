@@ -28,7 +28,7 @@ from experiments.table import Column, Table, fmt_time
 
 STAMP_KEYS = [
     "date", "command", "launched_by", "cpu", "cores", "torch_threads", "load_average_at_start",
-    "gpu", "python", "torch", "numpy", "torchik", "anchors",
+    "gpu", "python", "torch", "numpy", "numba", "torchik", "anchors",
 ]  # fmt: skip
 
 
