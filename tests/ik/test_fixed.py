@@ -338,7 +338,8 @@ def test_the_compiled_cpu_loop_gives_the_per_iteration_answers(position_only, at
 def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
     """By default (``loop="auto"``, ``fused_loop=True``) a single-link problem with shared
     limits on a fixed base; not with the reference backend, without ``fused_loop``, adaptive
-    damping, a box per target, ``loop="host"``, or without Numba (then the host loop)."""
+    damping, a box per target, learnable origins, ``loop="host"``, or without Numba (then the
+    host loop)."""
     pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
     from torchik.kinematics import native
 
@@ -363,7 +364,10 @@ def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
         assert not LevenbergMarquardt().compiled_loop(problem, q)
     finally:
         panda.backend = "auto"
-    monkeypatch.setattr(native, "runs_on", lambda q: False)  # as without Numba
+    learnable = load_robot("panda", dtype=torch.float64).learnable_origins()
+    tied = make_problem(learnable, "panda_hand", position, rotmat, 1, 1e-3, 0.01)
+    assert not LevenbergMarquardt().compiled_loop(tied, q)  # origins that change in place
+    monkeypatch.setattr(native, "runs_on", lambda q, tree=None: False)  # as without Numba
     assert not LevenbergMarquardt()._fixed(q, problem)
     calls.clear()
     assert bool(solve_ik(panda, targets).success.any(-1).all()) and not calls

@@ -8,7 +8,7 @@ import torch
 from tests.paths import DATA
 from torchik import Robot, load_robot
 from torchik.ik.base import IKProblem, LinkTarget
-from torchik.ik.lm import LMSettings
+from torchik.ik.lm import LevenbergMarquardt, LMSettings
 
 SETTINGS = LMSettings(rotation_weight=0.3, damping=0.1, damping_floor=1e-6)
 
@@ -39,6 +39,20 @@ def lm_problem(robot, link, position, rotmat) -> IKProblem:
     """One row per target, tolerances that no row meets (every row steps)."""
     target = LinkTarget(link, position, rotmat)
     return IKProblem(robot, (target,), torch.arange(len(position)), 1e-9, 1e-9)
+
+
+def solver_step(name: str, link: str | None, pose: bool):
+    """A case's robot, link, rows (``q``, target position, rotation or ``None``), the solver's
+    linearization at ``q`` and its projected step: what the kernels must give."""
+    robot = case_robot(name)
+    link = link or robot.link_names[-1]
+    q, position, rotmat = lm_rows(robot, link)
+    rotmat = rotmat if pose else None
+    problem, solver = lm_problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
+    lin = solver.linearize(problem, q)
+    expected = problem.project(solver.step(problem, q, lin, {}))
+    assert not torch.equal(expected, problem.project(q))  # the rows do move
+    return robot, link, (q, position, rotmat), lin, expected
 
 
 CASES = [("panda", "panda_hand", True), ("panda", "panda_link5", False), ("ur5", "ee_link", True),

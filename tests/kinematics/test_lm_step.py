@@ -15,7 +15,14 @@ import os
 import pytest
 import torch
 
-from tests.kinematics.lm_cases import CASES, SETTINGS, case_robot, lm_problem, lm_rows
+from tests.kinematics.lm_cases import (
+    CASES,
+    SETTINGS,
+    case_robot,
+    lm_problem,
+    lm_rows,
+    solver_step,
+)
 from tests.kinematics.test_capture import _host_traffic
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 
@@ -48,14 +55,7 @@ def _fused(robot, link, q, position, rotmat, device, damping=SETTINGS.damping):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("name", "link", "pose"), CASES)
 def test_lm_step_equals_the_solver_step_and_projection(name, link, pose, device):
-    robot = case_robot(name)
-    link = link or robot.link_names[-1]
-    q, position, rotmat = lm_rows(robot, link)
-    rotmat = rotmat if pose else None
-    problem, solver = lm_problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
-    lin = solver.linearize(problem, q)
-    expected = problem.project(solver.step(problem, q, lin, {}))
-    assert not torch.equal(expected, problem.project(q))  # the rows do move
+    robot, link, (q, position, rotmat), _, expected = solver_step(name, link, pose)
     torch.testing.assert_close(_fused(robot, link, q, position, rotmat, device), expected,
                                atol=1e-10, rtol=0)  # fmt: skip
 

@@ -12,8 +12,14 @@ from __future__ import annotations
 import pytest
 import torch
 
-from tests.kinematics.lm_cases import CASES, SETTINGS, case_robot, lm_problem, lm_rows
-from torchik.ik.lm import LevenbergMarquardt
+from tests.kinematics.lm_cases import (
+    CASES,
+    SETTINGS,
+    case_robot,
+    lm_problem,
+    lm_rows,
+    solver_step,
+)
 
 pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
 
@@ -43,14 +49,7 @@ def _loop(robot, link, q, position, rotmat, state, n_iters=1, tol=1e-9, **option
 
 @pytest.mark.parametrize(("name", "link", "pose"), CASES)
 def test_one_iteration_is_the_solver_step_and_projection(name, link, pose):
-    robot = case_robot(name)
-    link = link or robot.link_names[-1]
-    q, position, rotmat = lm_rows(robot, link)
-    rotmat = rotmat if pose else None
-    problem, solver = lm_problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
-    lin = solver.linearize(problem, q)
-    expected = problem.project(solver.step(problem, q, lin, {}))
-    assert not torch.equal(expected, problem.project(q))  # the rows do move
+    robot, link, (q, position, rotmat), lin, expected = solver_step(name, link, pose)
     x, state = q.clone(), _state(q, track=True)
     _loop(robot, link, x, position, rotmat, state)
     torch.testing.assert_close(x, expected, atol=1e-10, rtol=0)

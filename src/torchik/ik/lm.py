@@ -177,10 +177,11 @@ class LevenbergMarquardt(IKSolver):
     def compiled_loop(self, problem: IKProblem, q: Tensor) -> bool:
         """Whether :meth:`fused_loop` runs this problem on the CPU, compiled by Numba
         (:func:`torchik.kinematics.native.lm_loop`): ``fused_loop`` on, a CPU tensor, the
-        robot's :attr:`~torchik.robot.Robot.backend` not ``"reference"``, Numba installed."""
+        robot's :attr:`~torchik.robot.Robot.backend` not ``"reference"``, fixed (not
+        learnable) origins, Numba installed (:func:`~torchik.kinematics.native.runs_on`)."""
         if not self.settings.fused_loop or problem.robot.backend == "reference":
             return False
-        return native.runs_on(q) and self._one_link(problem)
+        return native.runs_on(q, problem.robot.tree) and self._one_link(problem)
 
     def fused_iteration(self, problem: IKProblem, q: Tensor) -> tuple[Tensor, Linearization] | None:
         """The next ``q (B, dof)``, projected, and the residual and cost at ``q`` from one

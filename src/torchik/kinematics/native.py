@@ -52,10 +52,13 @@ def available() -> bool:
     return True
 
 
-def runs_on(q: Tensor) -> bool:
+def runs_on(q: Tensor, tree: KinematicTree | None = None) -> bool:
     """Whether :func:`lm_loop` can run on ``q``: a CPU tensor of a float dtype in
-    :data:`DTYPES`, and Numba installed."""
-    return q.device.type == "cpu" and q.dtype in DTYPES and available()
+    :data:`DTYPES`, Numba installed, and (given the ``tree``) constants that need no gradient
+    (learnable origins change in place between steps; the kernel keeps a copy)."""
+    if q.device.type != "cpu" or q.dtype not in DTYPES or not available():
+        return False
+    return tree is None or not (tree.w_joint.requires_grad or tree.w_link.requires_grad)
 
 
 def _tree_arrays(tree: KinematicTree, link: int, dtype: torch.dtype) -> tuple:
