@@ -153,3 +153,23 @@ def test_rows_split_over_threads_give_the_same_answers():
     assert torch.equal(out[1][0], out[3][0])
     for key, value in out[1][1].items():
         assert torch.equal(value, out[3][1][key]), key
+
+
+def test_without_a_place_for_numbas_cache_the_kernel_compiles_and_solves():
+    """Numba refuses ``cache=True`` where it finds no writable folder (a read-only install
+    without a home): the kernels are then compiled uncached in every process. Forced here
+    with a locator Numba cannot find, in a fresh process."""
+    import os
+    import subprocess
+    import sys
+
+    code = ("import torch, torchik\n"
+            "from torchik.kinematics import _lm_numba\n"
+            "r = torchik.load_robot('panda', dtype=torch.float64)\n"
+            "t = r.forward_kinematics(r.random_configuration(4), 'panda_hand')\n"
+            "ok = bool(torchik.solve_ik(r, t).success.any(-1).all())\n"
+            "print(_lm_numba.CACHE, ok)\n")  # fmt: skip
+    env = {**os.environ, "NUMBA_CACHE_LOCATOR_CLASSES": "NoSuchLocator"}
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         timeout=120, check=True)  # fmt: skip
+    assert out.stdout.split() == ["False", "True"], out.stderr

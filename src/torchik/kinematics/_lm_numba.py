@@ -2,9 +2,10 @@
 
 One row at a time, its state in local variables and small scratch arrays, the tree walked from
 arrays of constants (not generated per robot, so one compiled kernel per dtype serves every
-robot and is cached on disk by Numba). The arithmetic is :func:`torchik.kinematics.fused.lm_step`'s
-in the same order where it matters (the Cholesky factorisation, the projection); no
-``fastmath``, so NaN and infinity behave as in the reference path.
+robot and is cached on disk by Numba, see :data:`CACHE`). The arithmetic is
+:func:`torchik.kinematics.fused.lm_step`'s in the same order where it matters (the Cholesky
+factorisation, the projection); no ``fastmath``, so NaN and infinity behave as in the reference
+path.
 """
 
 from __future__ import annotations
@@ -14,9 +15,29 @@ import math
 import numba
 import numpy as np
 
-_kernel = numba.njit(cache=True, nogil=True)
-_inlined = numba.njit(cache=True, nogil=True, inline="always")  # a row's helpers: one function
 TWO_PI = 2.0 * math.pi
+
+
+def _probe() -> int:
+    return 0
+
+
+def _caching() -> bool:
+    """Whether Numba can keep this module's compiled kernels on disk (beside it, or in the
+    user's cache folder): it looks for a writable place when a function is decorated, and
+    refuses (``RuntimeError``) where there is none, e.g. a read-only install without a home
+    folder. Then they are compiled in every process instead (about 5 s per dtype)."""
+    try:
+        numba.njit(cache=True)(_probe)
+    except RuntimeError:
+        return False
+    return True
+
+
+CACHE = _caching()
+"""Whether the kernels are kept in Numba's cache on disk (see :func:`_caching`)."""
+_kernel = numba.njit(cache=CACHE, nogil=True)
+_inlined = numba.njit(cache=CACHE, nogil=True, inline="always")  # a row's helpers: one function
 
 
 @_inlined
