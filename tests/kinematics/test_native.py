@@ -20,6 +20,7 @@ from tests.kinematics.lm_cases import (
     lm_rows,
     solver_step,
 )
+from torchik.ik.lm import LevenbergMarquardt
 
 pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
 
@@ -173,3 +174,60 @@ def test_without_a_place_for_numbas_cache_the_kernel_compiles_and_solves():
     out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
                          timeout=120, check=True)  # fmt: skip
     assert out.stdout.split() == ["False", "True"], out.stderr
+
+
+def _random_tree(draw) -> str:
+    """A random tree of up to 8 moving and fixed joints (revolute, continuous, prismatic,
+    mimic), moderate origins, axes and limits: a URDF text."""
+    from hypothesis import strategies as st
+
+    value = st.floats(-2, 2, allow_nan=False, allow_infinity=False)
+    vector = lambda: " ".join(repr(draw(value)) for _ in range(3))  # noqa: E731
+    count, joints, actuated = draw(st.integers(2, 9)), [], []
+    for i in range(1, count):
+        kind = draw(st.sampled_from(("revolute", "continuous", "prismatic", "fixed")))
+        axis = vector()
+        text = (f'<joint name="j{i}" type="{kind}"><parent link="l{draw(st.integers(0, i - 1))}"/>'
+                f'<child link="l{i}"/><origin xyz="{vector()}" rpy="{vector()}"/>'
+                f'<axis xyz="{axis if axis.strip("0. -") else "0 0 1"}"/>')  # fmt: skip
+        if kind in ("revolute", "prismatic"):
+            low = draw(st.floats(-3, 2.5))
+            text += f'<limit lower="{low!r}" upper="{low + draw(st.floats(0.1, 6.5))!r}"/>'
+        if kind != "fixed" and actuated and draw(st.booleans()):
+            text += (f'<mimic joint="{draw(st.sampled_from(actuated))}" '
+                     f'multiplier="{draw(value)!r}" offset="{draw(value)!r}"/>')  # fmt: skip
+        elif kind != "fixed":
+            actuated.append(f"j{i}")
+        joints.append(text + "</joint>")
+    links = "".join(f'<link name="l{i}"/>' for i in range(count))
+    return f'<robot name="fuzz">{links}{"".join(joints)}</robot>'
+
+
+def test_one_iteration_is_the_solver_step_on_random_trees():
+    """Random trees (every joint kind, mimic joints, joints on their limits, any link, pose or
+    position targets): one compiled iteration is the solver's step and
+    projection, float64 (to 1e-7: a random tree's damped system can be ill-conditioned, where
+    Cholesky and LU differ by more than on the bundled arms)."""
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    from torchik import Robot
+
+    @settings(max_examples=60, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+    @given(st.data())
+    def check(data):
+        robot = Robot.from_urdf(data.draw(st.composite(_random_tree)()), dtype=torch.float64)
+        link = data.draw(st.sampled_from(robot.link_names))
+        q, position, rotmat = lm_rows(robot, link, 24)
+        rotmat = rotmat if data.draw(st.booleans()) else None
+        problem, solver = lm_problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
+        lin = solver.linearize(problem, q)
+        expected = problem.project(solver.step(problem, q, lin, {}))
+        x = q.clone()
+        _loop(robot, link, x, position, rotmat, _state(q, track=False))
+        moved = ~problem.converged(lin)  # a row already on its target does not step
+        torch.testing.assert_close(x[moved], expected[moved], atol=1e-7, rtol=1e-7)
+        assert torch.equal(x[~moved], q[~moved])
+
+    check()
