@@ -336,10 +336,10 @@ def test_the_compiled_cpu_loop_gives_the_per_iteration_answers(position_only, at
 
 
 def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
-    """By default (``loop="auto"``, ``fused_loop=True``) a single-link problem with shared
-    limits on a fixed base; not with the reference backend, without ``fused_loop``, adaptive
-    damping, a box per target, learnable origins, ``loop="host"``, or without Numba (then the
-    host loop)."""
+    """By default (``loop="auto"``, ``fused_loop=True``) a single-link problem on a fixed base,
+    with shared limits or a box per target; not with the reference backend, without
+    ``fused_loop``, adaptive damping, learnable origins, ``loop="host"``, or without Numba
+    (then the host loop)."""
     pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
     from torchik.kinematics import native
 
@@ -357,7 +357,8 @@ def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
     assert not LevenbergMarquardt(loop="host")._fixed(q, problem)
     for method in (LevenbergMarquardt(fused_loop=False), LevenbergMarquardt(adaptive=True)):
         assert not method.compiled_loop(problem, q)
-    assert not LevenbergMarquardt().compiled_loop(boxed, q)
+    assert LevenbergMarquardt().compiled_loop(boxed, q)  # a box per target: the CPU's only
+    assert not LevenbergMarquardt()._fused_serves(boxed, q)
     assert not DampedLeastSquares().compiled_loop(problem, q)
     panda.backend = "reference"
     try:

@@ -55,7 +55,7 @@ def _fused(robot, link, q, position, rotmat, device, damping=SETTINGS.damping):
 @pytest.mark.parametrize("device", DEVICES)
 @pytest.mark.parametrize(("name", "link", "pose"), CASES)
 def test_lm_step_equals_the_solver_step_and_projection(name, link, pose, device):
-    robot, link, (q, position, rotmat), _, expected = solver_step(name, link, pose)
+    robot, link, (q, position, rotmat), _, expected, _ = solver_step(name, link, pose)
     torch.testing.assert_close(_fused(robot, link, q, position, rotmat, device), expected,
                                atol=1e-10, rtol=0)  # fmt: skip
 

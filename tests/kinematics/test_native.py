@@ -15,6 +15,7 @@ import torch
 from tests.kinematics.lm_cases import (
     CASES,
     SETTINGS,
+    boxes,
     case_robot,
     lm_problem,
     lm_rows,
@@ -37,22 +38,32 @@ def _state(q, track: bool) -> dict:
     return state
 
 
-def _loop(robot, link, q, position, rotmat, state, n_iters=1, tol=1e-9, **options):
+def _limits(robot, q):
+    """The robot's limits within a box per row of ``q``."""
+    from torchik.ik import JointLimits
+
+    return JointLimits.of(robot).within(*boxes(robot, q))
+
+
+def _loop(robot, link, q, position, rotmat, state, n_iters=1, tol=1e-9, limits=None, **options):
     from torchik.kinematics import native
 
     problem = lm_problem(robot, link, position, rotmat)
-    lim, w = problem.limits, problem.weights(SETTINGS.rotation_weight)
+    lim, w = limits or problem.limits, problem.weights(SETTINGS.rotation_weight)
     native.lm_loop(q, robot.tree, robot.link_index(link), position, rotmat, w, SETTINGS.damping,
                    lim.lower, lim.upper, state, n_iters=n_iters, max_iters=10,
                    tol_position=tol, tol_rotation=tol, damping_floor=SETTINGS.damping_floor,
                    continuous=lim.continuous, full_turn=lim.full_turn, **options)  # fmt: skip
 
 
+@pytest.mark.parametrize("box", [False, True])
 @pytest.mark.parametrize(("name", "link", "pose"), CASES)
-def test_one_iteration_is_the_solver_step_and_projection(name, link, pose):
-    robot, link, (q, position, rotmat), lin, expected = solver_step(name, link, pose)
+def test_one_iteration_is_the_solver_step_and_projection(name, link, pose, box):
+    """With the joint limits, or within a box per row (continuous joints' boxes anywhere on
+    the real line, every joint clamped, periodic ones first moved by whole turns)."""
+    robot, link, (q, position, rotmat), lin, expected, limits = solver_step(name, link, pose, box)
     x, state = q.clone(), _state(q, track=True)
-    _loop(robot, link, x, position, rotmat, state)
+    _loop(robot, link, x, position, rotmat, state, limits=limits)
     torch.testing.assert_close(x, expected, atol=1e-10, rtol=0)
     torch.testing.assert_close(state["best_cost"], lin.cost, atol=1e-12, rtol=1e-12)
     assert torch.equal(state["best_q"], q) and not bool(state["finished"].any())
@@ -106,6 +117,8 @@ def test_lm_loop_checks_its_arguments_and_runs_nothing_on_an_empty_batch():
         _loop(robot, link, q.half(), position, rotmat, _state(q, True))
     with pytest.raises(ValueError, match="lm_loop: state must hold"):
         _loop(robot, link, q, position, rotmat, {**_state(q, False), "stall": q[:, 0]})
+    with pytest.raises(ValueError, match=r"lm_loop: lower must have shape \(7,\) or \(4, 7\)"):
+        _loop(robot, link, q, position, rotmat, _state(q, True), limits=_limits(robot, q[:2]))
     with pytest.raises(TypeError, match="target_position has dtype"):
         _loop(robot, link, q, position.float(), rotmat, _state(q, True))
     before, state = q.clone(), _state(q, True)
@@ -205,9 +218,9 @@ def _random_tree(draw) -> str:
 
 def test_one_iteration_is_the_solver_step_on_random_trees():
     """Random trees (every joint kind, mimic joints, joints on their limits, any link, pose or
-    position targets): one compiled iteration is the solver's step and
-    projection, float64 (to 1e-7: a random tree's damped system can be ill-conditioned, where
-    Cholesky and LU differ by more than on the bundled arms)."""
+    position targets, the joint limits or a box per row): one compiled iteration is the
+    solver's step and projection, float64 (to 1e-7: a random tree's damped system can be
+    ill-conditioned, where Cholesky and LU differ by more than on the bundled arms)."""
     from hypothesis import HealthCheck, given, settings
     from hypothesis import strategies as st
 
@@ -221,11 +234,13 @@ def test_one_iteration_is_the_solver_step_on_random_trees():
         link = data.draw(st.sampled_from(robot.link_names))
         q, position, rotmat = lm_rows(robot, link, 24)
         rotmat = rotmat if data.draw(st.booleans()) else None
-        problem, solver = lm_problem(robot, link, position, rotmat), LevenbergMarquardt(SETTINGS)
+        box = boxes(robot, q) if data.draw(st.booleans()) else None
+        problem = lm_problem(robot, link, position, rotmat, box)
+        solver = LevenbergMarquardt(SETTINGS)
         lin = solver.linearize(problem, q)
         expected = problem.project(solver.step(problem, q, lin, {}))
         x = q.clone()
-        _loop(robot, link, x, position, rotmat, _state(q, track=False))
+        _loop(robot, link, x, position, rotmat, _state(q, track=False), limits=problem.limits)
         moved = ~problem.converged(lin)  # a row already on its target does not step
         torch.testing.assert_close(x[moved], expected[moved], atol=1e-7, rtol=1e-7)
         assert torch.equal(x[~moved], q[~moved])

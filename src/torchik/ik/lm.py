@@ -165,19 +165,22 @@ class LevenbergMarquardt(IKSolver):
     def _fused_serves(self, problem: IKProblem, q: Tensor) -> bool:
         """Whether the fused LM kernels can take this problem's iterations: one link, a fixed
         base on the fused FK kernels, limits shared by the rows, no adaptive damping."""
+        if problem.limits.per_row:
+            return False
         return self._one_link(problem) and problem.robot.takes_fused(q)
 
     def _one_link(self, problem: IKProblem) -> bool:
-        """One link on a fixed base, limits shared by the rows, no adaptive damping: what
-        both loop kernels (Triton's and the CPU's) take."""
-        if self.settings.adaptive or len(problem.targets) != 1 or problem.limits.per_row:
+        """One link on a fixed base, no adaptive damping: what both loop kernels (Triton's and
+        the CPU's) take; the CPU's takes a box per row too."""
+        if self.settings.adaptive or len(problem.targets) != 1:
             return False
         return not problem.robot.floating_bases
 
     def compiled_loop(self, problem: IKProblem, q: Tensor) -> bool:
         """Whether :meth:`fused_loop` runs this problem on the CPU, compiled by Numba
         (:func:`torchik.kinematics.native.lm_loop`): ``fused_loop`` on, a CPU tensor, the
-        robot's :attr:`~torchik.robot.Robot.backend` not ``"reference"``, fixed (not
+        robot's :attr:`~torchik.robot.Robot.backend` not ``"reference"``, one link on a fixed
+        base (the joint limits or a box per target), no adaptive damping, fixed (not
         learnable) origins, Numba installed (:func:`~torchik.kinematics.native.runs_on`)."""
         if not self.settings.fused_loop or problem.robot.backend == "reference":
             return False

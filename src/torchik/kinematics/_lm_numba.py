@@ -124,7 +124,7 @@ def _residual(err, frames, n, position, rotmat, row, m):
 
 
 @_inlined
-def _step(out, q, row, jac, err, w, m, lam, chol, y, lower, upper, cont, turn):
+def _step(out, q, row, jac, err, w, m, lam, chol, y, lower, upper, cont, turn, box):
     """``out = q + Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e``, projected (``jac`` already ``W^½ J``, with the
     columns of blocked joints zeroed): :func:`torchik.ik.lm.damped_step` by Cholesky, then
     :meth:`torchik.ik.base.JointLimits.project`."""
@@ -151,19 +151,32 @@ def _step(out, q, row, jac, err, w, m, lam, chol, y, lower, upper, cont, turn):
         s = q[row, c]
         for i in range(m):
             s += jac[i, c] * y[i]
-        out[c] = _project(s, lower[c], upper[c], cont[c], turn[c])
+        out[c] = _project(s, lower[c], upper[c], cont[c], turn[c], box)
 
 
 @_inlined
-def _project(v, lower, upper, cont, turn):
-    """One joint value into its limits (:func:`torchik.geometry.joints.project_to_limits`)."""
-    if cont:  # wrap_angle: into (-π, π]
-        a = v - TWO_PI * math.ceil((v - math.pi) / TWO_PI)
-        if a <= -math.pi:
-            a += TWO_PI
-        if a > math.pi:
-            a -= TWO_PI
-        return a
+def _wrap(a):
+    """``a`` into (-π, π] (:func:`torchik.geometry.joints.wrap_angle`)."""
+    a = a - TWO_PI * math.ceil((a - math.pi) / TWO_PI)
+    if a <= -math.pi:
+        a += TWO_PI
+    if a > math.pi:
+        a -= TWO_PI
+    return a
+
+
+@_inlined
+def _project(v, lower, upper, cont, turn, box):
+    """One joint value into its limits (:meth:`torchik.ik.base.JointLimits.project`): with
+    shared limits as :func:`torchik.geometry.joints.project_to_limits`; in a row's ``box``,
+    a periodic joint moved by whole turns nearest the box's centre, then every joint clamped."""
+    if box:
+        if cont or turn:
+            centre = 0.5 * (lower + upper)
+            v = centre + _wrap(v - centre)
+        return min(max(v, lower), upper)
+    if cont:
+        return _wrap(v)
     if turn:  # whole turns into the range: lower + ((v - lower) mod 2π), Python's sign
         v = lower + (v - lower) % TWO_PI
     return min(max(v, lower), upper)
@@ -174,7 +187,8 @@ def _iteration(q, row, out, frames, jac, err, chol, y, tree, target, limits, w, 
     """The residual and cost at ``q[row]`` and the projected next ``out``; returns the cost."""
     parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree
     position, rotmat = target
-    lower, upper, cont, turn = limits
+    boxes, tops, cont, turn, box = limits
+    lower, upper = boxes[row if box else 0], tops[row if box else 0]
     n = parent.shape[0]
     _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos)
     _jacobian(jac, frames, kind, source, mult, m)
@@ -187,10 +201,10 @@ def _iteration(q, row, out, frames, jac, err, chol, y, tree, target, limits, w, 
         for r in range(m):
             g += jac[r, c] * (w[r] * (w[r] * err[r]))
         out_low, out_high = q[row, c] <= lower[c] and g < 0, q[row, c] >= upper[c] and g > 0
-        blocked = not (cont[c] or turn[c]) and (out_low or out_high)
+        blocked = (box or not (cont[c] or turn[c])) and (out_low or out_high)  # the clamped
         for r in range(m):
             jac[r, c] = 0.0 if blocked else w[r] * jac[r, c]
-    _step(out, q, row, jac, err, w, m, mu * (cost + floor), chol, y, lower, upper, cont, turn)
+    _step(out, q, row, jac, err, w, m, mu * (cost + floor), chol, y, lower, upper, cont, turn, box)
     return cost
 
 
@@ -205,7 +219,9 @@ def lm_loop(q, state, tree, target, limits, w, reals, ints):
         tree: ``(parent, kind, source, multiplier, offset, c_joint, c_link, link_pos)`` of the
             link's needed joints (:func:`torchik.kinematics.native._tree_arrays`).
         target: ``(position (B, 3), rotmat (B, 3, 3))``.
-        limits: ``(lower, upper, continuous, full_turn)``, each ``(D,)``.
+        limits: ``(lower, upper, continuous, full_turn, box)``: ``lower`` and ``upper``
+            ``(1, D)`` shared by the rows or ``(B, D)`` one box per row (``box`` true, see
+            :meth:`torchik.ik.base.JointLimits.within`), the masks ``(D,)``.
         w: ``(m,)`` square roots of the residual weights.
         reals: ``(damping, damping_floor, tol_position, tol_rotation, 1 - min_improvement)``.
         ints: ``(it, n_iters, max_iters, patience, attempt_iters, track, m)``.

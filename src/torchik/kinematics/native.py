@@ -128,8 +128,11 @@ def lm_loop(
         target_rotmat: see ``target_position``.
         weights: ``(m,)`` square roots of the residual weights.
         damping: ``μ``.
-        lower: ``(D,)`` lower joint limits.
-        upper: ``(D,)`` upper joint limits.
+        lower: ``(D,)`` lower joint limits, or ``(B, D)`` one box per row (the limits
+            intersected with it, :meth:`torchik.ik.base.JointLimits.within`; then every joint
+            is clamped into its box, periodic ones first moved by whole turns nearest its
+            centre, as :meth:`~torchik.ik.base.JointLimits.project` does).
+        upper: ``(D,)`` upper joint limits, or ``(B, D)``.
         state: as :func:`~torchik.kinematics.fused.lm_loop`'s, updated in place.
         n_iters: iterations in this call.
         max_iters: iterations of the whole solve.
@@ -150,22 +153,22 @@ def lm_loop(
         raise ValueError(f"native.lm_loop runs on CPU tensors, not on {q.device}")
     if q.dtype not in DTYPES:
         raise TypeError(f"native.lm_loop takes float32 or float64, got {q.dtype}")
-    named = dict(weights=weights, lower=lower, upper=upper, continuous=continuous,
-                 full_turn=full_turn)  # fmt: skip
+    box = _check_box(q, lower, upper)
+    named = dict(weights=weights, continuous=continuous, full_turn=full_turn)
     track = fused.check_loop(q, tree, target_position, target_rotmat, named, state)
     if q.shape[0] == 0 or n_iters <= 0:
         return
     from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
 
     x = q.detach().numpy()
-    limits = tuple(_array(t, x, x.shape[1:]) for t in (lower, upper))
+    limits = tuple(_array(t if box else t[None], x, ()) for t in (lower, upper))  # (R, D)
     masks = tuple(_array(t, np.empty(0, np.bool_), x.shape[1:]) for t in (continuous, full_turn))
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation),
              1.0 - float(min_improvement))  # fmt: skip
     ints = (int(state["it"]), int(n_iters), int(max_iters), int(patience), int(attempt_iters),
             int(track), 3 if target_rotmat is None else 6)  # fmt: skip
     w = weights.detach().contiguous().numpy()
-    shared = (_tree_arrays(tree, link, q.dtype), (*limits, *masks), w, reals, ints)
+    shared = (_tree_arrays(tree, link, q.dtype), w, reals, ints)
     rows = _row_arrays(x, state, target_position)
     rotmat = _array(target_rotmat, x, (1, 3, 3))
 
@@ -173,13 +176,28 @@ def lm_loop(
         x_part, position = rows[0][part], rows[2][part]
         state_part = tuple(a[part] for a in rows[1])
         aim = (position, rotmat[part] if target_rotmat is not None else rotmat)
-        _lm_numba.lm_loop(x_part, state_part, shared[0], aim, *shared[1:])
+        bounds = tuple(b[part] for b in limits) if box else limits
+        _lm_numba.lm_loop(x_part, state_part, shared[0], aim, (*bounds, *masks, box), *shared[1:])
 
     parts = _parts(x.shape[0])
     if len(parts) == 1:
         run(parts[0])
     else:
         list(_pool().map(run, parts))
+
+
+def _check_box(q: Tensor, lower: Tensor, upper: Tensor) -> bool:
+    """Whether ``lower`` and ``upper`` are one box per row ``(B, D)`` (else ``(D,)``, shared);
+    their shapes, dtypes and device checked (no value is read)."""
+    batch, dof = q.shape
+    for name, value in (("lower", lower), ("upper", upper)):
+        if tuple(value.shape) not in ((dof,), (batch, dof)) or value.shape != lower.shape:
+            raise ValueError(f"lm_loop: {name} must have shape ({dof},) or ({batch}, {dof}) "
+                             f"as lower, got {tuple(value.shape)}")  # fmt: skip
+        if value.device != q.device or value.dtype != q.dtype:
+            raise TypeError(f"lm_loop: {name} has dtype {value.dtype} on {value.device}, "
+                            f"q {q.dtype} on {q.device}")  # fmt: skip
+    return lower.dim() == 2
 
 
 def _row_arrays(x: np.ndarray, state: dict[str, Tensor], position: Tensor) -> tuple:
