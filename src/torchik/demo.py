@@ -24,6 +24,7 @@ from torch import Tensor, nn
 
 from torchik.files import save_figure
 from torchik.ik.result import IKResult
+from torchik.kinematics import native
 from torchik.robot.robot import load_robot
 
 LINK = "panda_hand"
@@ -155,6 +156,9 @@ def pretrained_demo(poses: int = 5, samples: int = 100, out: Path = Path("demo_o
     print("torchik demo: pretrained Panda IK (full pose), sampled then refined, on the CPU")
     model = load_pretrained("panda")
     robot = load_robot("panda", dtype=torch.float64)
+    if native.available():  # not timed below: the first solve of a process loads it
+        print("loading the compiled CPU IK loop (Numba: compiled once, then cached) ...")
+        native.warm_up(robot.tree)
     rows = [
         solve_pose(model, robot, pose, samples, seed=i)
         for i, pose in enumerate(reachable_poses(robot, poses))

@@ -21,6 +21,7 @@ from tests.kinematics.lm_cases import (
     lm_rows,
     solver_step,
 )
+from torchik import load_robot
 from torchik.ik.lm import LevenbergMarquardt
 
 pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
@@ -246,3 +247,12 @@ def test_one_iteration_is_the_solver_step_on_random_trees():
         assert torch.equal(x[~moved], q[~moved])
 
     check()
+
+
+def test_warm_up_loads_the_kernel_for_a_trees_dtype(monkeypatch):
+    from torchik.kinematics import native
+
+    for dtype in (torch.float32, torch.float64):
+        assert native.warm_up(load_robot("ur5", dtype=dtype).tree)
+    monkeypatch.setattr(native, "available", lambda: False)  # as without Numba
+    assert not native.warm_up(load_robot("ur5", dtype=torch.float64).tree)

@@ -29,7 +29,7 @@ from torch import Tensor
 from torchik.kinematics import fused
 from torchik.kinematics.reference import KinematicTree
 
-__all__ = ["available", "lm_loop", "runs_on"]
+__all__ = ["available", "lm_loop", "runs_on", "warm_up"]
 
 DTYPES = (torch.float32, torch.float64)
 """The dtypes the kernel is compiled for."""
@@ -59,6 +59,26 @@ def runs_on(q: Tensor, tree: KinematicTree | None = None) -> bool:
     if q.device.type != "cpu" or q.dtype not in DTYPES or not available():
         return False
     return tree is None or not (tree.w_joint.requires_grad or tree.w_link.requires_grad)
+
+
+def warm_up(tree: KinematicTree) -> bool:
+    """Load the kernel for ``tree``'s dtype now (compile it, the first time ever), so that a
+    later solve that is timed or latency-bound does not pay for it: about 1.5 s from Numba's
+    cache, 5 s to compile. One iteration of one row at the zero configuration.
+
+    Returns:
+        Whether the kernel serves that dtype on the CPU (False: nothing done).
+    """
+    q = tree.w_joint.new_zeros(1, tree.dof).detach().cpu()
+    if not runs_on(q):
+        return False
+    long, flag = torch.zeros(1, dtype=torch.long), torch.zeros(1, dtype=torch.bool)
+    state = dict(best_q=q.clone(), best_cost=torch.full_like(q[:, 0], torch.inf),
+                 iterations=long.clone(), finished=flag, it=long[0].clone())  # fmt: skip
+    bound, link = torch.ones(tree.dof, dtype=q.dtype), len(tree.link_joint) - 1
+    lm_loop(q, tree, link, q.new_zeros(1, 3), None, q.new_ones(3), 0.1, -bound, bound, state,
+            n_iters=1, max_iters=1, tol_position=0.0, tol_rotation=0.0)  # fmt: skip
+    return True
 
 
 def _tree_arrays(tree: KinematicTree, link: int, dtype: torch.dtype) -> tuple:
