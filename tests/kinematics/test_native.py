@@ -256,3 +256,40 @@ def test_warm_up_loads_the_kernel_for_a_trees_dtype(monkeypatch):
         assert native.warm_up(load_robot("ur5", dtype=dtype).tree)
     monkeypatch.setattr(native, "available", lambda: False)  # as without Numba
     assert not native.warm_up(load_robot("ur5", dtype=torch.float64).tree)
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "fork"), reason="needs os.fork")
+def test_a_forked_child_runs_rows_in_parallel_too():
+    """After the parent used its threads, a forked child (a data-loader worker) makes its own
+    (the inherited pool has no threads there: its work would wait forever)."""
+    import os
+    import time
+
+    from torchik.kinematics import native
+
+    robot, link = case_robot("panda"), "panda_hand"
+    q, position, rotmat = lm_rows(robot, link, 2 * native.ROWS_PER_THREAD)
+    before = torch.get_num_threads()
+    torch.set_num_threads(2)
+    try:
+        _loop(robot, link, q.clone(), position, rotmat, _state(q, True))  # the parent's pool
+        pid = os.fork()
+        if pid == 0:  # the child: exit 0 if the parts ran, whatever happens
+            code = 1
+            try:
+                _loop(robot, link, q.clone(), position, rotmat, _state(q, True))
+                code = 0
+            finally:
+                os._exit(code)
+        for _ in range(600):  # up to 60 s, then the child is taken as hung
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.1)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child's solve hung")
+    finally:
+        torch.set_num_threads(before)
+    assert os.waitstatus_to_exitcode(status) == 0

@@ -243,7 +243,16 @@ def _parts(rows: int) -> list[slice]:
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-@functools.cache
+_POOLS: dict[int, ThreadPoolExecutor] = {}
+
+
 def _pool() -> ThreadPoolExecutor:
-    """The threads that run parts of :func:`lm_loop` (made on first use)."""
-    return ThreadPoolExecutor(max_workers=os.cpu_count() or 1, thread_name_prefix="torchik-lm")
+    """The threads that run parts of :func:`lm_loop`, made on first use in each process (a
+    forked child inherits the parent's pool without its threads: work sent there would wait
+    forever)."""
+    pid = os.getpid()
+    if pid not in _POOLS:
+        _POOLS.clear()
+        _POOLS[pid] = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
+                                         thread_name_prefix="torchik-lm")  # fmt: skip
+    return _POOLS[pid]
