@@ -64,7 +64,8 @@ class SolverSettings:
         retry_seeds: slots per target in the retry rounds.
         sync_every: the loop consults the host (drops finished rows, re-seeds stalled ones)
             every this many iterations; in between, finished rows are frozen by masks on the
-            device (``0``: automatic, 1 on the CPU, :data:`CUDA_SYNC_EVERY` on other devices).
+            device (``0``: automatic, 1 on the CPU's host loop, :data:`CUDA_SYNC_EVERY` on the
+            fixed loop: other devices, and the CPU's compiled loop).
         loop: ``"host"``: the loop above, whose active set shrinks as rows finish (the CPU's
             best with PyTorch operations); ``"fixed"``: every row steps every iteration,
             finished rows frozen by masks, the host read once per ``sync_every`` iterations,
