@@ -94,6 +94,23 @@ def test_solve_position_json(capsys):
     assert rows[0]["rotation_error"] is None and len(rows[0]) == 7 + 3
 
 
+def test_solve_takes_the_host_loop_in_its_one_shot_process():
+    """``torchik solve`` solves one target and exits: on the CPU, LM runs on its host loop
+    (the compiled loop's first load, about 2 s, would cost more than it saves); Numba is
+    never imported."""
+    import torch
+
+    from torchik import load_robot
+    from torchik.cli.solve import _one_shot
+
+    robot = load_robot("panda", dtype=torch.float64)
+    assert _one_shot("lm", robot).settings.loop == "host" and _one_shot("dls", robot) == "dls"
+    code = ("import sys\nfrom torchik.cli import main\n"
+            "main(['solve', 'panda', '--position', '0.4', '0.1', '0.5', '--format', 'json'])\n"
+            "assert 'numba' not in sys.modules\n")  # fmt: skip
+    subprocess.run([sys.executable, "-c", code], check=True, capture_output=True, timeout=120)
+
+
 def test_solve_pose_csv(capsys):
     code, out, _ = run(capsys, "solve", "ur5", "--pose", "0.4", "0.1", "0.3", "0", "1", "0", "0",
                        "-n", "3", "--format", "csv")  # fmt: skip

@@ -126,11 +126,22 @@ def _solve_numerically(args, robot, target, position_only, link):
 
     gen = torch.Generator().manual_seed(args.seed)
     result = solve_ik(
-        robot, target, link, position_only=position_only, num_seeds=args.n, method=args.method,
-        tol_position=args.tol_position, tol_rotation=math.radians(args.tol_rotation),
-        generator=gen, early_stop=False,
+        robot, target, link, position_only=position_only, num_seeds=args.n,
+        method=_one_shot(args.method, robot), tol_position=args.tol_position,
+        tol_rotation=math.radians(args.tol_rotation), generator=gen, early_stop=False,
     )  # fmt: skip
     return result.top(args.n), f"numerical IK ({args.method})"
+
+
+def _one_shot(method: str, robot) -> Any:
+    """The solver of a one-shot process's one target: LM's host loop on the CPU, where the
+    compiled loop's first load in a process (about 2 s, :mod:`torchik.kinematics.native`)
+    would cost far more than it saves on a few rows; ``method`` elsewhere."""
+    from torchik.ik import LevenbergMarquardt
+
+    return (
+        LevenbergMarquardt(loop="host") if method == "lm" and robot.device.type == "cpu" else method
+    )
 
 
 @torch.no_grad()
@@ -153,6 +164,7 @@ def _solve_with_model(args, robot, target, position_only, link):
     result = solve_with_model(
         robot, model, target, args.n, link, position_only=position_only, generator=gen,
         tol_position=args.tol_position, tol_rotation=tol_rotation, sample_options=options,
+        method=_one_shot("lm", robot),
     ).result  # fmt: skip
     return result.top(args.n), f"{name} + refinement"
 

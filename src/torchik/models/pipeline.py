@@ -23,6 +23,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchik.ik.base import IKSolver
 from torchik.ik.refine import MARGIN, Collected, collect_solutions, refine_samples
 from torchik.ik.result import IKResult
 from torchik.learn.data import encode_target
@@ -98,7 +99,7 @@ def solve_with_model(
     position_only: bool = False,
     generator: torch.Generator | None = None,
     sample_options: Mapping[str, Any] | None = None,
-    method: str = "lm",
+    method: str | IKSolver = "lm",
     tol_position: float = 1e-3,
     tol_rotation: float = math.radians(1.0),
     max_iters: int | None = None,
