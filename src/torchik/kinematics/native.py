@@ -63,7 +63,7 @@ def runs_on(q: Tensor, tree: KinematicTree | None = None) -> bool:
 
 def warm_up(tree: KinematicTree) -> bool:
     """Load the kernel for ``tree``'s dtype now (compile it, the first time ever), so that a
-    later solve that is timed or latency-bound does not pay for it: about 1.5 s from Numba's
+    later solve that is timed or latency-bound does not pay for it: about 2 s from Numba's
     cache, 5 s to compile. One iteration of one row at the zero configuration.
 
     Returns:
