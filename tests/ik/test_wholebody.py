@@ -122,6 +122,32 @@ def test_posture_pulls_towards_rest_when_redundant(robot):
     assert float(d_pulled.mean()) < 0.9 * float(d_plain.mean())
 
 
+def test_one_link_keeps_the_whole_body_step(robot, monkeypatch):
+    """A whole-body problem of one link on a fixed base looks like ``solve_ik``'s to the LM
+    kernels, but its step has the posture and the inactive columns: it must never take
+    them (the CPU's compiled loop, or Triton's on CUDA). With the posture, a redundant hand's
+    answer moves towards rest, as on two links."""
+    from torchik.ik.wholebody.solve import WholeBodyLM
+    from torchik.kinematics import native
+
+    calls = []
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(1))
+    targets, q_true = _targets(robot, 16, seed=5)
+    one = {"left_hand": targets["left_hand"][:, :3, 3]}
+    noise = torch.randn(q_true.shape, generator=torch.Generator().manual_seed(6),
+                        dtype=q_true.dtype)  # fmt: skip
+    seeds = torch.clamp(q_true + 0.3 * noise, robot.lower, robot.upper)[:, None]
+    plain = solve_wholebody(robot, one, seeds=seeds)
+    pulled = solve_wholebody(robot, one, seeds=seeds, posture=0.5, posture_iters=40)
+    assert not calls and bool(plain.success.all()) and bool(pulled.success.all())
+    rest = robot.neutral()
+    assert float((pulled.q - rest).norm(dim=-1).mean()) < float(
+        (plain.q - rest).norm(dim=-1).mean()
+    )
+    solver, q = WholeBodyLM(), robot.neutral()[None]
+    assert solver.fused_iteration(None, q) is None and not solver.compiled_loop(None, q)
+
+
 def test_weights_trade_targets_that_cannot_both_be_met(robot):
     # both hands at one point: only reachable approximately, the heavier hand wins
     far = torch.tensor([[0.6, 0.0, 0.1]], dtype=torch.float64)
