@@ -338,8 +338,8 @@ def test_the_compiled_cpu_loop_gives_the_per_iteration_answers(position_only, at
 def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
     """By default (``loop="auto"``, ``fused_loop=True``) a single-link problem on a fixed base,
     with shared limits or a box per target; not with the reference backend, without
-    ``fused_loop``, adaptive damping, learnable origins, ``loop="host"``, or without Numba
-    (then the host loop)."""
+    ``fused_loop``, adaptive damping, learnable origins, a subclass's own step, ``loop="host"``,
+    or without Numba (then the host loop)."""
     pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
     from torchik.kinematics import native
 
@@ -360,6 +360,12 @@ def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
     assert LevenbergMarquardt().compiled_loop(boxed, q)  # a box per target: the CPU's only
     assert not LevenbergMarquardt()._fused_serves(boxed, q)
     assert not DampedLeastSquares().compiled_loop(problem, q)
+
+    class OwnStep(LevenbergMarquardt):  # the kernels step plain LM: not a changed step
+        def step(self, problem, q, lin, state):
+            return super().step(problem, q, lin, state)
+
+    assert not OwnStep().compiled_loop(problem, q)
     panda.backend = "reference"
     try:
         assert not LevenbergMarquardt().compiled_loop(problem, q)

@@ -125,9 +125,8 @@ def test_posture_pulls_towards_rest_when_redundant(robot):
 def test_one_link_keeps_the_whole_body_step(robot, monkeypatch):
     """A whole-body problem of one link on a fixed base looks like ``solve_ik``'s to the LM
     kernels, but its step has the posture and the inactive columns: it must never take
-    them (the CPU's compiled loop, or Triton's on CUDA). With the posture, a redundant hand's
-    answer moves towards rest, as on two links."""
-    from torchik.ik.wholebody.solve import WholeBodyLM
+    them (the CPU's compiled loop, or Triton's on CUDA: they serve only LM's own step). With
+    the posture, a redundant hand's answer moves towards rest, as on two links."""
     from torchik.kinematics import native
 
     calls = []
@@ -144,8 +143,6 @@ def test_one_link_keeps_the_whole_body_step(robot, monkeypatch):
     assert float((pulled.q - rest).norm(dim=-1).mean()) < float(
         (plain.q - rest).norm(dim=-1).mean()
     )
-    solver, q = WholeBodyLM(), robot.neutral()[None]
-    assert solver.fused_iteration(None, q) is None and not solver.compiled_loop(None, q)
 
 
 def test_weights_trade_targets_that_cannot_both_be_met(robot):

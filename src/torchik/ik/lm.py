@@ -170,8 +170,13 @@ class LevenbergMarquardt(IKSolver):
         return self._one_link(problem) and problem.robot.takes_fused(q)
 
     def _one_link(self, problem: IKProblem) -> bool:
-        """One link on a fixed base, no adaptive damping: what both loop kernels (Triton's and
-        the CPU's) take; the CPU's takes a box per row too."""
+        """One link on a fixed base, no adaptive damping, and this class's own step and
+        linearization (a subclass that changes either, as whole-body IK's does with its posture
+        step, keeps them: the kernels step plain LM): what both loop kernels (Triton's and the
+        CPU's) take; the CPU's takes a box per row too."""
+        cls = type(self)
+        if cls.step is not LevenbergMarquardt.step or cls.linearize is not IKSolver.linearize:
+            return False
         if self.settings.adaptive or len(problem.targets) != 1:
             return False
         return not problem.robot.floating_bases

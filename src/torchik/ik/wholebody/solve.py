@@ -36,7 +36,6 @@ from torchik.checks import check_float, check_int, intra_op_threads
 from torchik.geometry.floating import velocity_coordinates
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik.base import IKProblem, JointLimits, Linearization, LinkTarget, State
-from torchik.ik.fixed import Carry
 from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.result import IKResult
@@ -75,19 +74,6 @@ class WholeBodyLM(LevenbergMarquardt):
         lin = super().linearize(problem, q)
         assert lin.jacobian is not None  # IKSolver.linearize sets it
         return replace(lin, jacobian=lin.jacobian * problem.columns)
-
-    def fused_iteration(self, problem: IKProblem, q: Tensor) -> None:
-        """None: the fused kernels step plain LM, without the inactive joints' columns, the
-        posture step and floating bases (they served a one-link whole-body problem before)."""
-        return None
-
-    def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool) -> bool:
-        """False, for the reason of :meth:`fused_iteration`."""
-        return False
-
-    def compiled_loop(self, problem: IKProblem, q: Tensor) -> bool:
-        """False, for the reason of :meth:`fused_iteration`: the host loop on the CPU."""
-        return False
 
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         assert isinstance(problem, WholeBodyProblem) and lin.jacobian is not None
