@@ -1,8 +1,8 @@
 """Fused Levenberg-Marquardt iterations on the CPU, compiled by Numba: the CPU's IK loop.
 
 On the CPU the IK loop's PyTorch operations are small (a few thousand rows of 6x7 matrices) and
-each costs a few microseconds of dispatch whatever its size: a 1 000-pose Panda solve was about
-thirty thousand of them. :func:`lm_loop` runs a chunk of iterations of
+each costs a few microseconds of dispatch whatever its size: a 1 000-pose Panda solve made about
+twenty thousand ATen calls. :func:`lm_loop` runs a chunk of iterations of
 :func:`torchik.kinematics.fused.lm_loop` (the same arguments, the same state, the same answers
 up to rounding) as compiled code, one row after another: the row's frames, Jacobian, residual,
 damped step and projection in a few small scratch arrays, and a row that converged stops
