@@ -148,10 +148,10 @@ def lm_loop(
         target_rotmat: see ``target_position``.
         weights: ``(m,)`` square roots of the residual weights.
         damping: ``μ``.
-        lower: ``(D,)`` lower joint limits, or ``(B, D)`` one box per row (the limits
-            intersected with it, :meth:`torchik.ik.base.JointLimits.within`; then every joint
-            is clamped into its box, periodic ones first moved by whole turns nearest its
-            centre, as :meth:`~torchik.ik.base.JointLimits.project` does).
+        lower: ``(D,)`` lower joint limits, or ``(B, D)`` one box per row, already
+            intersected with the limits (as :meth:`torchik.ik.base.JointLimits.within` makes
+            it): then every joint is clamped into its box, periodic ones first moved by whole
+            turns nearest its centre, as :meth:`~torchik.ik.base.JointLimits.project` does.
         upper: ``(D,)`` upper joint limits, or ``(B, D)``.
         state: as :func:`~torchik.kinematics.fused.lm_loop`'s, updated in place.
         n_iters: iterations in this call.
@@ -167,7 +167,8 @@ def lm_loop(
 
     Raises:
         ValueError: ``q`` not on the CPU, or a malformed argument (as the fused function).
-        TypeError: a dtype other than ``q``'s, or ``q`` neither float32 nor float64.
+        TypeError: an argument of a dtype other than ``q``'s, or ``q`` neither float32 nor
+            float64.
     """
     if q.device.type != "cpu":
         raise ValueError(f"native.lm_loop runs on CPU tensors, not on {q.device}")
