@@ -40,8 +40,10 @@ from common import (
 
 import torchik
 from experiments.numerical import (
+    BATCH_SIZES,
     NOTES,
     Solver,
+    batch_sizes_table,
     many_solutions_table,
     numerical_ik_table,
     problem,
@@ -257,6 +259,10 @@ def robot_tables(args, case: RobotCase, tmp: Path) -> list[Table]:
         if case.name == "panda" and not position_only:
             p = problem(robot, case.tip, args.targets, check=check)
             tables.append(many_solutions_table(p, min_run_time=args.min_run_time))
+            log(f"{case.name}: batch sizes")
+            p = problem(robot, case.tip, max(BATCH_SIZES), check=check)
+            r32 = torchik.load_robot(case.name, dtype=torch.float32)
+            tables.append(batch_sizes_table(p, r32, min_run_time=args.min_run_time))
     return tables
 
 

@@ -19,8 +19,11 @@ Example:
 from __future__ import annotations
 
 import copy
+import functools
 import inspect
+import itertools
 import math
+import os
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, replace
@@ -376,6 +379,58 @@ def many_solutions_table(
         "selection of distinct solutions (torch.utils.benchmark, after a warm-up)"
     )
     return table
+
+
+BATCH_COLUMNS = [
+    Column("poses", "poses"),
+    Column("loop", "loop"),
+    Column("threads", "threads"),
+    Column("success", "success (1 mm, 1°, limits)", fmt_pct),
+    Column("wall_s", "wall time", fmt_time),
+    Column("per_pose_s", "per pose", fmt_time),
+]
+
+BATCH_SIZES = (1, 10, 1000, 10000)
+"""Poses per solve in :func:`batch_sizes_table`."""
+
+
+def batch_sizes_table(
+    p: Problem, robot: Robot, sizes: tuple[int, ...] = BATCH_SIZES, min_run_time: float = 0.2
+) -> Table:
+    """``solve_ik``'s defaults (own seeding) on ``robot`` (its dtype: float32 in the benchmark)
+    for the problem's first ``n`` targets, each ``n`` of ``sizes``: the compiled CPU loop
+    against the host loop (PyTorch operations), on one thread and on every core. The answers
+    are judged by the problem's FK (:func:`check_answers`)."""
+    from torchik.ik import LevenbergMarquardt
+    from torchik.kinematics import native
+
+    table = Table(f"{robot.name} ({p.link}): batch sizes, loops and threads", BATCH_COLUMNS)
+    for n in sizes:
+        targets = p.targets[:n].to(robot.dtype)
+        for loop, threads in itertools.product(("auto", "host"), sorted({1, os.cpu_count() or 1})):
+            run = functools.partial(_solve_seeded, robot, targets, p.link,
+                                    LevenbergMarquardt(loop=loop), threads)  # fmt: skip
+            q, timing, _ = run_timed(run, min_run_time)
+            label = "host" if loop == "host" or not native.available() else "compiled"
+            table.add(f"{n} poses, {label}, {threads} thread(s)", poses=n, loop=label,
+                      threads=threads, success=check_answers(p, q)["success"],
+                      wall_s=timing.median, per_pose_s=timing.median / n)  # fmt: skip
+    table.notes.append(
+        f"the default LM with its own seeding (two slots per pose, retries), {robot.dtype}; "
+        "'compiled': loop='auto', which takes the CPU's compiled loop "
+        "(torchik.kinematics.native, Numba); 'host': loop='host', PyTorch operations; "
+        "threads: solve_ik(num_threads=...); wall time by torch.utils.benchmark after a "
+        "warm-up (the compiled kernel loaded)"
+    )
+    return table
+
+
+def _solve_seeded(robot: Robot, targets: Tensor, link: str, method: Any, threads: int) -> Tensor:
+    """``solve_ik``'s ``q`` with its own seeding from a fixed generator (the same every call)."""
+    from torchik.ik import solve_ik
+
+    gen = torch.Generator().manual_seed(1)
+    return solve_ik(robot, targets, link, method=method, num_threads=threads, generator=gen).q
 
 
 LBFGSB_TARGETS = 50

@@ -152,3 +152,20 @@ def test_torchik_rows_of_the_table():
     assert rows["torchik (own seeding, host loop)"].settings.endswith("loop='host' (PyTorch "
                                                                       "operations)")  # fmt: skip
     assert NOTES[0].startswith("Success is decided here")
+
+
+def test_batch_sizes_table_times_both_loops_on_one_and_every_core():
+    import os
+
+    import torchik
+    from experiments.numerical import batch_sizes_table, problem
+
+    robot = torchik.load_robot("snake2", dtype=torch.float64)
+    p = problem(robot, "ee", 3, position_only=True)
+    table = batch_sizes_table(p, torchik.load_robot("snake2", dtype=torch.float32), (1, 3),
+                              min_run_time=0.01)  # fmt: skip
+    threads = len({1, os.cpu_count() or 1})
+    assert len(table.rows) == 2 * 2 * threads
+    assert {row["loop"] for row in table.rows} == {"compiled", "host"}
+    assert all(row["success"] == 1.0 for row in table.rows)
+    assert "batch sizes" in table.markdown()
