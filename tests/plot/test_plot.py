@@ -94,7 +94,7 @@ def test_training_curves_from_csv_and_dict(tmp_path):
         plot.plot_training_curves(tmp_path / "nostep.csv")
 
 
-@pytest.mark.parametrize("name, tables", [("fk", 1), ("ik", 2)])
+@pytest.mark.parametrize("name, tables", [("fk", 1), ("ik", 3)])  # ik: Panda, UR5, batch sizes
 def test_benchmark(tmp_path, name, tables):
     path = RESULTS / f"{name}.json"
     if not path.exists():
