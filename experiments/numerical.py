@@ -203,6 +203,7 @@ def torchik_solver(
     own_seeds: bool = True,
     seed: int = 1,
     position_only: bool = False,
+    threads: int = 1,
     **options: Any,
 ) -> Solver:
     """A :func:`torchik.ik.solve_ik` row (in the robot's dtype).
@@ -214,6 +215,7 @@ def torchik_solver(
             as a user gets without passing seeds; False: the problem's starts as ``seeds``.
         seed: the generator's seed with ``own_seeds``.
         position_only: position targets.
+        threads: ``solve_ik``'s ``num_threads`` (one in the table, as the anchors run).
         **options: for ``solve_ik`` (``method``, ``tol_position``, ...).
     """
     from torchik.ik import solve_ik
@@ -225,7 +227,7 @@ def torchik_solver(
         else:
             given["seeds"] = starts.to(robot.dtype)
         result = solve_ik(robot, targets.to(robot.dtype), link, position_only=position_only,
-                          num_threads=1, **given, **options)  # fmt: skip
+                          num_threads=threads, **given, **options)  # fmt: skip
         return result.q.detach()
 
     opts = ", ".join(
@@ -408,8 +410,9 @@ def batch_sizes_table(
     for n in sizes:
         targets = p.targets[:n].to(robot.dtype)
         for loop, threads in itertools.product(("auto", "host"), sorted({1, os.cpu_count() or 1})):
-            run = functools.partial(_solve_seeded, robot, targets, p.link,
-                                    LevenbergMarquardt(loop=loop), threads)  # fmt: skip
+            solver = torchik_solver(robot, p.link, threads=threads,
+                                    method=LevenbergMarquardt(loop=loop))  # fmt: skip
+            run = functools.partial(solver.run, targets, p.starts[:n])  # (own seeds: unused)
             q, timing, _ = run_timed(run, min_run_time)
             label = "host" if loop == "host" or not native.available() else "compiled"
             table.add(f"{n} poses, {label}, {threads} thread(s)", poses=n, loop=label,
@@ -423,14 +426,6 @@ def batch_sizes_table(
         "warm-up (the compiled kernel loaded)"
     )
     return table
-
-
-def _solve_seeded(robot: Robot, targets: Tensor, link: str, method: Any, threads: int) -> Tensor:
-    """``solve_ik``'s ``q`` with its own seeding from a fixed generator (the same every call)."""
-    from torchik.ik import solve_ik
-
-    gen = torch.Generator().manual_seed(1)
-    return solve_ik(robot, targets, link, method=method, num_threads=threads, generator=gen).q
 
 
 LBFGSB_TARGETS = 50
@@ -467,8 +462,8 @@ def torchik_rows(name: str, tip: str, position_only: bool) -> dict[str, Solver]:
         f"{own[:-1]}, float64, tol 1e-5)": torchik_solver(r64, tip, **strict),
     }
     host = torchik_solver(r32, tip, position_only=plain, method=LevenbergMarquardt(loop="host"))
-    rows[f"{own[:-1]}, host loop)"] = replace(host, settings=host.settings.split(", method=")[0]
-                                              + ", loop='host' (PyTorch operations)")  # fmt: skip
+    settings = "float32, its own seeds, loop='host' (PyTorch operations)"
+    rows[f"{own[:-1]}, host loop)"] = replace(host, settings=settings)
     for method in ("dls", "jt", "gd", "lbfgsb"):
         solver = torchik_solver(r64, tip, method=method, position_only=plain)
         n = LBFGSB_TARGETS if method == "lbfgsb" else None
