@@ -167,9 +167,9 @@ class LevenbergMarquardt(IKSolver):
         base on the fused FK kernels, limits shared by the rows, no adaptive damping."""
         if problem.limits.per_row:
             return False
-        return self._one_link(problem) and problem.robot.takes_fused(q)
+        return self._kernels_take(problem) and problem.robot.takes_fused(q)
 
-    def _one_link(self, problem: IKProblem) -> bool:
+    def _kernels_take(self, problem: IKProblem) -> bool:
         """One link on a fixed base, no adaptive damping, and this class's own step and
         linearization (a subclass that changes either, as whole-body IK's does with its posture
         step, keeps them: the kernels step plain LM): what both loop kernels (Triton's and the
@@ -189,7 +189,7 @@ class LevenbergMarquardt(IKSolver):
         learnable) origins, Numba installed (:func:`~torchik.kinematics.native.runs_on`)."""
         if not self.settings.fused_loop or problem.robot.backend == "reference":
             return False
-        return native.runs_on(q, problem.robot.tree) and self._one_link(problem)
+        return native.runs_on(q, problem.robot.tree) and self._kernels_take(problem)
 
     def fused_iteration(self, problem: IKProblem, q: Tensor) -> tuple[Tensor, Linearization] | None:
         """The next ``q (B, dof)``, projected, and the residual and cost at ``q`` from one
