@@ -12,7 +12,7 @@ import torch
 from tests.models.snake_ring import trained_ring_samples
 from torchik import load_robot
 from torchik.learn import ProblemSpec
-from torchik.models import FEW_PASSES, FEW_PASSES_BF16, FlowMatching, FMConfig, FMSampler
+from torchik.models import FEW_PASSES, FEW_PASSES_BF16, FlowMatching, FMConfig, FMSampler, fm
 from torchik.models.fm import VelocityNet
 
 
@@ -315,3 +315,66 @@ def test_the_bfloat16_copy_is_kept_until_a_weight_changes():
     outside = model._bf16_net()
     with torch.inference_mode():  # a copy of its own: one made in it holds inference tensors
         assert model._bf16_net() is not outside
+
+
+_NO_ONEDNN = "PyTorch's oneDNN bfloat16 linear kernels are not available on this CPU"
+
+
+@pytest.mark.skipif(not fm._onednn_available(), reason=_NO_ONEDNN)
+@pytest.mark.parametrize("activation", ["silu", "relu", "tanh", "gelu"])
+@pytest.mark.parametrize("mixed", [False, True])
+def test_the_onednn_pass_is_the_modules_pass_up_to_bfloat16(activation, mixed):
+    import copy
+
+    net = VelocityNet(size=7, context=3, width=64, blocks=2, embedding=8, activation=activation)
+    low = copy.deepcopy(net).to(torch.bfloat16)
+    x, context = torch.randn(2, 40, 7, generator=_gen(0)), torch.randn(1, 1, 3, generator=_gen(1))
+    with torch.no_grad():
+        c, terms = net.conditioning(torch.full((1, 1, 1), 0.5), context)
+        fused = fm._OneDNN(low, rows=16).trunk(net, x, c, terms, mixed=mixed)  # any row count
+        if mixed:
+            modules = net.mixed_trunk(x, c, terms, low)
+        else:
+            half = [u.bfloat16() for u in (x, c, *terms)]
+            modules = low.trunk(half[0], half[1], half[2:]).float()
+        exact = net.trunk(x, c, terms)
+    assert fused.shape == x.shape and fused.dtype == torch.float32
+    assert 0 < (fused - modules).abs().max() < 0.1
+    # it rounds less often than the modules (the term, the activation and the residual sum
+    # stay in float32 inside the kernels), so it lands at least as near the exact pass
+    assert (fused - exact).abs().mean() <= 1.05 * (modules - exact).abs().mean()
+
+
+@pytest.mark.skipif(not fm._onednn_available(), reason=_NO_ONEDNN)
+def test_sampling_one_target_on_the_cpu_takes_onednn_and_only_there(monkeypatch):
+    model = _model().eval()
+    target = torch.tensor([0.3, 0.1, 0.5])
+    sampler = replace(FEW_PASSES_BF16, mixed=True)
+    with torch.no_grad():
+        fused = model.sample(target, 50, _gen(0), sampler=sampler)
+        assert "_onednn_copy" in model.__dict__
+        model.__dict__.pop("_onednn_copy")
+        model.sample(target.expand(2, 3), 5, _gen(0), sampler=sampler)  # two targets
+        model.sample(target, 5, _gen(0), sampler=FEW_PASSES)  # no bfloat16 pass
+        monkeypatch.setattr(fm, "ONEDNN", False)
+        modules = model.sample(target, 50, _gen(0), sampler=sampler)
+    monkeypatch.setattr(fm, "ONEDNN", True)
+    model.sample(target, 5, _gen(0), sampler=sampler)  # a gradient may be recorded
+    assert "_onednn_copy" not in model.__dict__
+    assert not torch.equal(fused, modules)
+    torch.testing.assert_close(fused, modules, rtol=0.0, atol=0.1)
+
+
+@pytest.mark.skipif(not fm._onednn_available(), reason=_NO_ONEDNN)
+def test_the_onednn_weights_are_packed_again_when_a_weight_changes():
+    model = _model().eval()
+    target = torch.tensor([0.3, 0.1, 0.5])
+    with torch.no_grad():
+        first = model.sample(target, 8, _gen(0), sampler=FEW_PASSES_BF16)
+        packed = model._onednn_copy[1] if hasattr(model, "_onednn_copy") else None
+        assert packed is not None and "_onednn_copy" not in model.state_dict()
+        assert model.sample(target, 8, _gen(0), sampler=FEW_PASSES_BF16).equal(first)
+        assert model.__dict__["_onednn_copy"][1] is packed
+        model.net.blocks[0].outer.bias.add_(0.25)
+        assert not model.sample(target, 8, _gen(0), sampler=FEW_PASSES_BF16).equal(first)
+        assert model.__dict__["_onednn_copy"][1] is not packed
