@@ -36,7 +36,7 @@ def test_model_rows_draw_and_refine_with_each_sampler():
 
     fitted = fitted_sampler("panda"), fitted_sampler("panda", bf16=True)
     rows = model_rows(robot, load_pretrained("panda"), 4, 0.01, *fitted)
-    paths = ["own", "FEW_PASSES", "FEW_PASSES_BF16", "fitted, 8 passes", "fitted, 8 passes, bf16"]
+    paths = ["own", "FEW_PASSES", "FEW_PASSES_BF16", "fitted, 7 passes", "fitted, 7 passes, bf16"]
     paths = [p for p in paths for _ in range(2)]
     assert [r["path"] for r in rows] == paths
     assert [r["what"] for r in rows[:2]] == ["model draw", "model + refinement"]

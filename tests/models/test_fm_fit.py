@@ -89,7 +89,7 @@ def test_fit_settings_are_validated():
 
 @pytest.mark.slow
 def test_the_bundled_fitted_sampler_keeps_the_accuracy_it_replaces():
-    """The Panda pose model's fitted sampler, 8 passes, against :data:`FEW_PASSES` (12) on
+    """The Panda pose model's fitted sampler, 7 passes, against :data:`FEW_PASSES` (12) on
     held-out targets: mean position and rotation errors within 10 %, diversity (mean pairwise
     joint distance of a target's samples) not below 90 % of it, on the 1000 held-out targets x 10
     samples of the table (the first noise seed), where the mean errors' tail is tamed:

@@ -42,9 +42,9 @@ def add_parser(sub) -> None:
     p.add_argument("--refine", action="store_true", help="refine model samples numerically")
     p.add_argument("--sampler", type=_sampler_arg, default=None,
                    help="a flow-matching model's sampler: 'fitted' (the default for a "
-                        "bundled model with one: 8 passes fitted to it), 'fitted-bf16' (7 of "
-                        "them in bfloat16, the last mixed: fastest on CPUs with bfloat16 "
-                        "units), 'few' (the "
+                        "bundled model with one: 7 or 8 passes fitted to it), 'fitted-bf16' "
+                        "(all but the last in bfloat16, the last mixed: fastest on CPUs with "
+                        "bfloat16 units), 'few' (the "
                         "default otherwise: 12 passes), 'few-bf16', 'model' (the model's "
                         "own, 64 passes for the bundled ones) or a JSON file of "
                         "'torchik fit-sampler'")  # fmt: skip

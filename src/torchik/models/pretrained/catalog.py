@@ -100,7 +100,7 @@ def fitted_sampler(name: str, bf16: bool = False) -> FMSampler | None:
 
     Example:
         >>> fitted_sampler("panda").passes
-        8
+        7
         >>> fitted_sampler("panda", bf16=True).mixed
         True
         >>> fitted_sampler("snake2") is None
