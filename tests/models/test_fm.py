@@ -378,3 +378,21 @@ def test_the_onednn_weights_are_packed_again_when_a_weight_changes():
         model.net.blocks[0].outer.bias.add_(0.25)
         assert not model.sample(target, 8, _gen(0), sampler=FEW_PASSES_BF16).equal(first)
         assert model.__dict__["_onednn_copy"][1] is not packed
+
+
+@pytest.mark.skipif(not fm._onednn_available(), reason=_NO_ONEDNN)
+def test_the_onednn_passes_take_no_rows_and_float64(monkeypatch):
+    model = _model().eval()
+    context, sampler = torch.zeros(1, 3), replace(FEW_PASSES_BF16, mixed=True)
+    with torch.no_grad():
+        assert model.integrate(torch.zeros(0, model.size), context, sampler=sampler).shape == (
+            0,
+            model.size,
+        )
+        wide = model.double()
+        x = torch.randn(5, model.size, dtype=torch.float64, generator=_gen(0))
+        fused = wide.integrate(x, context.double(), sampler=sampler)
+        assert fused.dtype == torch.float64 and "_onednn_copy" in wide.__dict__
+        monkeypatch.setattr(fm, "ONEDNN", False)
+        modules = wide.integrate(x, context.double(), sampler=sampler)
+    torch.testing.assert_close(fused, modules, rtol=0.0, atol=0.1)

@@ -413,7 +413,7 @@ class FlowMatching(JointModel):
     def _onednn(self, x: Tensor, context: Tensor) -> _OneDNN | None:
         """The bfloat16 copy's kernels fused by oneDNN (:class:`_OneDNN`), kept as the copy is,
         where they serve this call: on the CPU, no gradient recorded, one target."""
-        if not (ONEDNN and x.device.type == "cpu" and not torch.is_grad_enabled()
+        if not (ONEDNN and x.device.type == "cpu" and not torch.is_grad_enabled() and x.numel()
                 and context.numel() == context.shape[-1] and _onednn_available()):  # fmt: skip
             return None
         key = (_weights_key(self), torch.is_inference_mode_enabled())
@@ -537,12 +537,12 @@ class _OneDNN:
                 u = cast(_Block, block).norm(h).to(bf16)
                 a = linear(u, inner, half.inner.bias + term, attr, [], algorithm)
                 h.add_(linear(a, outer, half.outer.bias, "none", [], ""))
-            return net.head(h).reshape(*x.shape[:-1], -1)
+            return net.head(h).reshape(x.shape)
         h = linear(rows.to(bf16), self.embed, low.embed.bias + c.to(bf16), "none", [], "")
         for half, inner, outer, term in zip(blocks, self.inner, self.outer, terms, strict=True):
             a = linear(half.norm(h), inner, half.inner.bias + term, attr, [], algorithm)
             h = linear.binary(a, h, outer, half.outer.bias, "add")
-        return low.head(h).to(x.dtype).reshape(*x.shape[:-1], -1)
+        return low.head(h).to(x.dtype).reshape(x.shape)
 
 
 # ---------------------------------------------------------------------------- CUDA graphs
