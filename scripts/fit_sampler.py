@@ -9,7 +9,7 @@ into ``OUT/samplers.json`` (default ``src/torchik/models/pretrained``), where
 :func:`torchik.models.pretrained.fitted_sampler` reads it. About 80 seconds on the 2-core
 development machine. Its accuracy on the held-out targets: ``scripts/fm_samplers.py``.
 
-    python scripts/fit_sampler.py                       # panda, 8 steps
+    python scripts/fit_sampler.py --steps 7             # panda, as bundled (default 8 steps)
     python scripts/fit_sampler.py --model ur5 --teacher few
     python scripts/fit_sampler.py --steps 6 --out /tmp/fit   # a try elsewhere
 """

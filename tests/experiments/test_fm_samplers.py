@@ -36,12 +36,12 @@ def test_a_bundled_model_adds_its_fitted_sampler_and_its_start():
 
     candidates = default_samplers("panda")
     fitted = fitted_sampler("panda")
-    assert candidates["fitted, 8 steps"] == fitted
-    assert candidates["fitted, 8 steps, bf16 before 0.98"].bf16_until == 0.98
-    low = candidates["fitted, 8 steps, bf16 before 0.98, then mixed (its bf16 variant)"]
+    assert candidates["fitted, 7 steps"] == fitted
+    assert candidates["fitted, 7 steps, bf16 before 0.98"].bf16_until == 0.98
+    low = candidates["fitted, 7 steps, bf16 before 0.98, then mixed (its bf16 variant)"]
     assert low == fitted_sampler("panda", bf16=True) and low.mixed
-    assert candidates["dpm2m, 8 steps, schedule 2 (the fit's start)"].times == ()
-    assert "fitted, 8 steps" not in default_samplers("snake2")
+    assert candidates["dpm2m, 7 steps, schedule 2 (the fit's start)"].times == ()
+    assert "fitted, 7 steps" not in default_samplers("snake2")
 
 
 def test_a_position_model_is_judged_on_position_alone():
