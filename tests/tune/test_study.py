@@ -373,3 +373,28 @@ def test_first_trial_is_the_starting_config(tmp_path, capsys):
     assert "the starting config (the baseline trial) gave" in capsys.readouterr().out
     assert main([*CLI, "--trials", "1", "--no-baseline", "--out", str(tmp_path / "d")]) == 0
     assert "starting config" not in capsys.readouterr().out
+
+
+def test_a_diverging_trial_fails_in_one_line_and_the_study_goes_on(
+    tmp_path, capsys, caplog, monkeypatch
+):
+    import torchik.train.loop as loop
+
+    real, calls = loop.train, []
+
+    def train(*args, **kwargs):
+        calls.append(1)
+        if len(calls) == 2:  # the second trial diverges
+            raise FloatingPointError("the loss became nan between steps 1 and 10: lower lr")
+        return real(*args, **kwargs)
+
+    monkeypatch.setattr(loop, "train", train)
+    config = TuneConfig(**{**SMALL, "trials": 3, "pruner": "none"})
+    result = tune(config, tmp_path, parse_space(SPACE, "cvae"), progress=False)
+    err = capsys.readouterr().err
+    assert "torchik: tune: trial 1 failed: the loss became nan between steps 1 and 10" in err
+    optuna_lines = [r.getMessage() for r in caplog.records if r.name.startswith("optuna")]
+    assert not [line for line in optuna_lines if line.startswith("Trial 1 failed")], optuna_lines
+    assert result.states == {"COMPLETE": 2, "FAIL": 1}
+    trial = _study(tmp_path, config.study_name).trials[1]
+    assert trial.state.name == "FAIL" and trial.user_attrs["error"].startswith("the loss became")

@@ -24,16 +24,20 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import logging
 import math
 import multiprocessing
 import os
 import socket
+import sys
 import time
 import warnings
 from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
+
+from tqdm import tqdm
 
 from torchik.checks import check_choice, check_int, check_threads, intra_op_threads
 from torchik.files import pid_alive
@@ -376,6 +380,7 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
             study.stop()
 
     objective = make_objective(config, space, problem)
+    failed = _FailedTrials()
 
     def run(trial) -> float:
         trial.set_user_attr("worker", _worker_name())
@@ -387,7 +392,11 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
             raise
         except OSError as err:  # past Optuna, which would record it and log its traceback:
             raise _Stopped(err) from None  # the trial stays running, resume runs it again
+        except (FloatingPointError, InvalidSettings) as err:
+            return failed.record(trial, err)
 
+    optuna_log = logging.getLogger("optuna.study._optimize")  # where it logs failed trials
+    optuna_log.addFilter(failed)
     try:
         study.optimize(
             run, n_trials=share, callbacks=[stop],
@@ -400,6 +409,30 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
         if behind is err:
             raise
         raise behind from None
+    finally:
+        optuna_log.removeFilter(failed)
+
+
+class _FailedTrials(logging.Filter):
+    """Trials that diverged or drew settings their model refuses: each fails with its reason in
+    one line on stderr and in its ``error`` attribute, the study going on; Optuna's own lines
+    about them (a traceback where the objective raised) are dropped."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.numbers: set[int] = set()
+
+    def record(self, trial: Any, err: Exception) -> float:
+        """Record ``trial``'s failure; nan, which Optuna takes as a failed trial."""
+        reason = str(err).removeprefix(f"trial {trial.number}: ")  # InvalidSettings names it
+        trial.set_user_attr("error", reason)
+        self.numbers.add(trial.number)
+        tqdm.write(f"torchik: tune: trial {trial.number} failed: {reason}", file=sys.stderr)
+        return math.nan
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        text = record.getMessage()
+        return not any(text.startswith(f"Trial {n} failed ") for n in self.numbers)
 
 
 class _Stopped(BaseException):
