@@ -396,5 +396,46 @@ def test_a_diverging_trial_fails_in_one_line_and_the_study_goes_on(
     optuna_lines = [r.getMessage() for r in caplog.records if r.name.startswith("optuna")]
     assert not [line for line in optuna_lines if line.startswith("Trial 1 failed")], optuna_lines
     assert result.states == {"COMPLETE": 2, "FAIL": 1}
-    trial = _study(tmp_path, config.study_name).trials[1]
+    trials = _study(tmp_path, config.study_name).trials
+    assert all(t.user_attrs["beat"] > 0 for t in trials)  # each recorded its worker alive
+    trial = trials[1]
     assert trial.state.name == "FAIL" and trial.user_attrs["error"].startswith("the loss became")
+
+
+def test_a_running_trial_of_another_machine_is_abandoned_only_once_its_beat_is_stale():
+    import socket
+    from types import SimpleNamespace
+
+    from torchik.tune.study import STALE_S, _abandoned
+
+    def trial(**attrs):
+        return SimpleNamespace(user_attrs=attrs)
+
+    now, here = 1e9, socket.gethostname()
+    elsewhere = "another-machine-" + here + ":4242"
+    assert not _abandoned(trial(worker=elsewhere, beat=now - 5.0), now)  # alive there
+    assert _abandoned(trial(worker=elsewhere, beat=now - STALE_S - 1.0), now)
+    assert _abandoned(trial(worker=elsewhere), now)  # an older torchik's: no beat
+    assert _abandoned(trial(), now)  # no worker at all
+    assert _abandoned(trial(worker=f"{here}:{os.getpid()}", beat=now), now)  # this process
+    assert not _abandoned(trial(worker=f"{here}:{os.getppid()}", beat=0.0), now)  # alive here
+
+
+def test_a_trial_beats_while_it_runs_and_stops_after():
+    import threading
+
+    from torchik.tune.study import _beating
+
+    beats: list[float] = []
+
+    class Trial:
+        def set_user_attr(self, key, value):
+            assert key == "beat"
+            beats.append(value)
+
+    with _beating(Trial(), interval=0.01):
+        time.sleep(0.1)
+    count = len(beats)
+    time.sleep(0.05)
+    assert count >= 3 and len(beats) == count and beats == sorted(beats)
+    assert not [t for t in threading.enumerate() if t.name == "torchik-tune-beat"]

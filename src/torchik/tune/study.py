@@ -30,9 +30,12 @@ import multiprocessing
 import os
 import socket
 import sys
+import threading
 import time
 import warnings
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -301,16 +304,52 @@ def _worker_name() -> str:
     return f"{socket.gethostname()}:{os.getpid()}"
 
 
-def _abandoned(trial) -> bool:
+HEARTBEAT_S = 60.0
+"""How often a running trial records that its worker is alive (``user_attrs["beat"]``, seconds
+since the epoch)."""
+
+STALE_S = 600.0
+"""A running trial of another machine whose last beat is older than this counts as abandoned
+(ten beats: room for clocks that disagree and a storage that is slow to answer)."""
+
+
+def _abandoned(trial, now: float | None = None) -> bool:
     """Whether a running trial's worker is gone: a process of this machine that no longer runs,
-    or this process itself (whose trials are not running while it resumes). The trial of a
-    live worker here is left alone. One of another machine, or without a worker (an older
-    torchik's), counts as abandoned: this machine cannot tell (``resume`` on a shared storage
-    is for when the other machines' workers are stopped)."""
+    or this process itself (whose trials are not running while it resumes); on another machine,
+    a trial whose last beat (:data:`HEARTBEAT_S`) is older than :data:`STALE_S`. The trials of
+    live workers are left alone. A trial without a worker or a beat (an older torchik's) counts
+    as abandoned where this machine cannot tell."""
     host, _, pid = str(trial.user_attrs.get("worker", "")).rpartition(":")
     if host != socket.gethostname() or not pid.isdigit():
-        return True
+        beat = trial.user_attrs.get("beat")
+        now = time.time() if now is None else now
+        return not isinstance(beat, (int, float)) or now - beat > STALE_S
     return int(pid) == os.getpid() or not pid_alive(int(pid))
+
+
+@contextmanager
+def _beating(trial, interval: float = HEARTBEAT_S) -> Iterator[None]:
+    """Record ``trial``'s beat now and every ``interval`` seconds until the block ends (a
+    daemon thread; a beat that the storage refuses ends the beating, the trial goes on)."""
+    done = threading.Event()
+
+    def beat() -> None:
+        while True:
+            try:
+                trial.set_user_attr("beat", time.time())
+            except Exception:  # the storage went away, or the trial finished first
+                return
+            if done.wait(interval):
+                return
+
+    trial.set_user_attr("beat", time.time())
+    thread = threading.Thread(target=beat, name="torchik-tune-beat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
 
 
 def _requeue_interrupted(study) -> int:
@@ -386,7 +425,8 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
         trial.set_user_attr("worker", _worker_name())
         trial.set_user_attr("sampler_seed", seed)
         try:
-            return objective(trial)
+            with _beating(trial):
+                return objective(trial)
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
             raise
