@@ -166,16 +166,24 @@ def test_dataset_train_eval_round_trip(tmp_path, capsys):
     assert code == 1 and "--sampler is for flow-matching models; this model is 'iknet'" in err
 
 
-def test_a_fitted_sampler_is_only_for_a_bundled_model_that_has_one(capsys, tmp_path):
+def test_a_fitted_sampler_is_only_for_a_bundled_model_that_has_one(monkeypatch):
     from torchik.cli.solve import _sample_options
     from torchik.models import FEW_PASSES, load_pretrained
-    from torchik.models.pretrained import fitted_sampler
+    from torchik.models.pretrained import catalog, fitted_sampler
+
+    real = catalog.fitted_samplers
 
     panda = load_pretrained("panda")
     assert _sample_options(panda, None, "panda") == {"sampler": fitted_sampler("panda")}
     assert _sample_options(panda, None, None) == {"sampler": FEW_PASSES}  # a model file
     with pytest.raises(ValueError, match="no sampler is fitted to this model"):
         _sample_options(panda, "fitted", None)
+    low = fitted_sampler("panda", bf16=True)
+    assert _sample_options(panda, "fitted-bf16", "panda") == {"sampler": low}
+    reads = []
+    monkeypatch.setattr(catalog, "fitted_samplers", lambda: reads.append(1) or real())
+    _sample_options(panda, "fitted-bf16", "panda")
+    assert len(reads) == 1  # samplers.json read once a solve
 
 
 @pytest.mark.parametrize("sampler", ["model", "few", "few-bf16", "fitted", "fitted-bf16"])

@@ -202,7 +202,8 @@ def _sample_options(model, sampler: str | None, bundled: str | None = None) -> d
         from torchik.models.fm_fit import load_sampler
 
         return {"sampler": load_sampler(sampler)}
-    fitted = None if bundled is None else fitted_sampler(bundled)
+    bf16 = sampler == "fitted-bf16"  # the variant asked for: samplers.json read once
+    fitted = None if bundled is None else fitted_sampler(bundled, bf16=bf16)
     choice = sampler or ("fitted" if fitted is not None else "few")
     if choice.startswith("fitted"):
         if fitted is None:
@@ -210,8 +211,7 @@ def _sample_options(model, sampler: str | None, bundled: str | None = None) -> d
                 f"--sampler {choice}: no sampler is fitted to this model (bundled ones with "
                 "one: " + ", ".join(fitted_samplers()) + "); use few or few-bf16"
             )
-        assert bundled is not None  # a fitted sampler is a bundled model's
-        return {"sampler": fitted_sampler(bundled, bf16=choice == "fitted-bf16")}
+        return {"sampler": fitted}
     preset = _SAMPLERS[choice]
     return {} if preset is None else {"sampler": getattr(torchik.models, preset)}
 
