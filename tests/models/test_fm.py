@@ -396,3 +396,17 @@ def test_the_onednn_passes_take_no_rows_and_float64(monkeypatch):
         monkeypatch.setattr(fm, "ONEDNN", False)
         modules = wide.integrate(x, context.double(), sampler=sampler)
     torch.testing.assert_close(fused, modules, rtol=0.0, atol=0.1)
+
+
+def test_onednn_is_off_where_its_kernels_fail_or_are_missing(monkeypatch):
+    from types import SimpleNamespace
+
+    def gone(*args):
+        raise RuntimeError("no such kernel")
+
+    changed = SimpleNamespace(_is_mkldnn_bf16_supported=lambda: True,
+                              _reorder_linear_weight=gone)  # fmt: skip
+    monkeypatch.setattr(torch.ops, "mkldnn", changed)
+    assert fm._onednn_available.__wrapped__() is False  # the probe, not its cached answer
+    monkeypatch.setattr(torch.ops, "mkldnn", SimpleNamespace())
+    assert fm._onednn_available.__wrapped__() is False

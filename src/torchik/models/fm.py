@@ -488,16 +488,18 @@ _ONEDNN_ACTIVATIONS = {nn.SiLU: "swish", nn.ReLU: "relu", nn.Tanh: "tanh", nn.GE
 @functools.cache
 def _onednn_available() -> bool:
     """PyTorch's oneDNN kernels for prepacked bfloat16 linear layers are there (the ones its
-    compiler emits on the CPU) and this CPU takes bfloat16 in them."""
+    compiler emits on the CPU), this CPU takes bfloat16 in them, and they run as called here
+    (tried once on a few rows: a PyTorch that changed them turns this path off, not sampling)."""
     try:
         ops = torch.ops.mkldnn
-        return bool(
-            torch.backends.mkldnn.is_available()
-            and ops._is_mkldnn_bf16_supported()
-            and hasattr(ops, "_linear_pointwise")
-            and hasattr(ops, "_reorder_linear_weight")
-        )
-    except (AttributeError, RuntimeError):
+        if not (torch.backends.mkldnn.is_available() and ops._is_mkldnn_bf16_supported()):
+            return False
+        x, w = torch.ones(2, 8, dtype=torch.bfloat16), torch.eye(8, dtype=torch.bfloat16)
+        packed, bias = ops._reorder_linear_weight(w, 2), torch.zeros(8, dtype=torch.bfloat16)
+        y = ops._linear_pointwise(x, packed, bias, "swish", [], "")
+        z = ops._linear_pointwise.binary(y, x, packed, bias, "add")
+        return bool(torch.allclose(z.float(), torch.nn.functional.silu(x.float()) + 1, atol=0.05))
+    except (AttributeError, RuntimeError, TypeError):
         return False
 
 
@@ -521,7 +523,9 @@ class _OneDNN:
         algorithm = getattr(act, "approximate", "")  # GELU's: "none" or "tanh"
         self.act = (_ONEDNN_ACTIVATIONS[type(act)], algorithm)
 
-    def trunk(self, net: VelocityNet, x: Tensor, c: Tensor, terms: list[Tensor], mixed: bool):
+    def trunk(
+        self, net: VelocityNet, x: Tensor, c: Tensor, terms: list[Tensor], mixed: bool
+    ) -> Tensor:
         """``net``'s pass of one target's samples ``x (..., S)`` (``c`` and ``terms`` of one
         row): :meth:`VelocityNet.mixed_trunk` where ``mixed``, else the pure bfloat16 pass;
         ``(..., S)`` in ``x``'s dtype."""
