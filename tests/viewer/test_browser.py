@@ -49,10 +49,18 @@ def _wait_for_camera(viewer, client, timeout: float = 20.0) -> None:
     """The page reports the camera the viewer placed (the projection below needs it)."""
     position, look_at = viewer.camera
     deadline = time.monotonic() + timeout
-    while not np.allclose(client.camera.look_at, look_at, atol=1e-3):
-        assert time.monotonic() < deadline, "the page never reported the viewer's camera"
+
+    def reported() -> bool:  # look_at and position can arrive in separate updates
+        camera = client.camera
+        return bool(np.allclose(camera.look_at, look_at, atol=1e-3)
+                    and np.allclose(camera.position, position, atol=1e-3))  # fmt: skip
+
+    while not reported():
+        assert time.monotonic() < deadline, (
+            f"the page never reported the viewer's camera {position}, {look_at}: it reports "
+            f"{client.camera.position}, {client.camera.look_at}"
+        )
         time.sleep(0.1)
-    assert np.allclose(client.camera.position, position, atol=1e-3)
 
 
 def _drawn(a: np.ndarray, b: np.ndarray) -> np.ndarray:
