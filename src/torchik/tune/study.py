@@ -334,12 +334,10 @@ def _beating(trial, interval: float = HEARTBEAT_S) -> Iterator[None]:
     done = threading.Event()
 
     def beat() -> None:
-        while True:
+        while not done.wait(interval):
             try:
                 trial.set_user_attr("beat", time.time())
             except Exception:  # the storage went away, or the trial finished first
-                return
-            if done.wait(interval):
                 return
 
     trial.set_user_attr("beat", time.time())
@@ -438,10 +436,7 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
     optuna_log = logging.getLogger("optuna.study._optimize")  # where it logs failed trials
     optuna_log.addFilter(failed)
     try:
-        study.optimize(
-            run, n_trials=share, callbacks=[stop],
-            catch=(FloatingPointError, InvalidSettings), gc_after_trial=False,
-        )  # fmt: skip
+        study.optimize(run, n_trials=share, callbacks=[stop], gc_after_trial=False)
     except _Stopped as stopped:
         raise stopped.error from None
     except Exception as err:
