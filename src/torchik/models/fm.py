@@ -75,7 +75,7 @@ import weakref
 from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, replace
-from typing import cast
+from typing import Any, cast
 
 import torch
 from torch import Tensor, nn
@@ -399,16 +399,21 @@ class FlowMatching(JointModel):
             return _graphed(self, sampler, x, context)
         return run_steps(sampler, self._velocity(context, sampler), x)
 
-    def _bf16_net(self) -> VelocityNet:
-        """A bfloat16 copy of :attr:`net`, kept until a weight moves or changes (a copy took
-        6 - 8 ms of each 60 ms draw of 1000 Panda samples), one per inference mode (a copy made
-        in it holds inference tensors)."""
+    def _kept(self, name: str, build: Callable[[], Any]) -> Any:
+        """``build()``, kept in the plain attribute ``name`` (no submodule, not saved) until a
+        weight moves or changes, one per inference mode (what is made in it holds inference
+        tensors)."""
         key = (_weights_key(self), torch.is_inference_mode_enabled())
-        cached = self.__dict__.get("_bf16_copy")  # a plain attribute: no submodule, not saved
+        cached = self.__dict__.get(name)
         if cached is None or cached[0] != key:
-            cached = (key, copy.deepcopy(self.net).to(torch.bfloat16))
-            self.__dict__["_bf16_copy"] = cached
+            cached = (key, build())
+            self.__dict__[name] = cached
         return cached[1]
+
+    def _bf16_net(self) -> VelocityNet:
+        """A bfloat16 copy of :attr:`net`, kept (:meth:`_kept`: a copy took 6 - 8 ms of each
+        60 ms draw of 1000 Panda samples)."""
+        return self._kept("_bf16_copy", lambda: copy.deepcopy(self.net).to(torch.bfloat16))
 
     def _onednn(self, x: Tensor, context: Tensor) -> _OneDNN | None:
         """The bfloat16 copy's kernels fused by oneDNN (:class:`_OneDNN`), kept as the copy is,
@@ -416,12 +421,8 @@ class FlowMatching(JointModel):
         if not (ONEDNN and x.device.type == "cpu" and not torch.is_grad_enabled() and x.numel()
                 and context.numel() == context.shape[-1] and _onednn_available()):  # fmt: skip
             return None
-        key = (_weights_key(self), torch.is_inference_mode_enabled())
-        cached = self.__dict__.get("_onednn_copy")
-        if cached is None or cached[0] != key:
-            cached = (key, _OneDNN(self._bf16_net(), x[..., :1].numel()))
-            self.__dict__["_onednn_copy"] = cached
-        return cached[1]
+        rows = x[..., :1].numel()
+        return self._kept("_onednn_copy", lambda: _OneDNN(self._bf16_net(), rows))
 
     def _velocity(self, context: Tensor, sampler: FMSampler) -> Velocity:
         """``v(x, t, dt)`` at the time tensor ``t + dt`` (formed as a tensor sum, as the
