@@ -69,6 +69,8 @@ def test_fixed_loop_equals_the_host_loop(panda, early_stop):
 
 
 def test_fixed_loop_equals_the_host_loop_for_several_links():
+    """The per-iteration form (``fused_loop=False``; the compiled loop's early stop over slots
+    is per chunk: ``tests/kinematics/test_native.py`` and ``tests/ik/test_wholebody.py``)."""
     robot = load_robot("g1", dtype=torch.float64)
     hands = ["left_rubber_hand", "right_rubber_hand"]
     poses = _targets(robot, 12, seed=5, link=hands)
@@ -78,7 +80,7 @@ def test_fixed_loop_equals_the_host_loop_for_several_links():
     for loop in ("host", "fixed"):
         from torchik.ik.wholebody import solve as wholebody
 
-        solver = wholebody.WholeBodyLM(loop=loop, max_iters=60)
+        solver = wholebody.WholeBodyLM(loop=loop, max_iters=60, fused_loop=False)
         problem, k, batch, q0 = wholebody._problem(
             robot, targets, None, None, None, 0.0, False, seeds.view(12, 2, -1), 2, 1e-3,
             0.0175, None, None,

@@ -124,13 +124,13 @@ def test_posture_pulls_towards_rest_when_redundant(robot):
 
 def test_one_link_keeps_the_whole_body_step(robot, monkeypatch):
     """A whole-body problem of one link on a fixed base looks like ``solve_ik``'s to the LM
-    kernels, but its step has the posture and the inactive columns: it must never take
-    them (the CPU's compiled loop, or Triton's on CUDA: they serve only LM's own step). With
-    the posture, a redundant hand's answer moves towards rest, as on two links."""
+    kernels, but its step has the posture and the inactive columns: the CPU's compiled loop
+    takes it with them (Triton's, which steps plain LM, never serves it). With the posture, a
+    redundant hand's answer moves towards rest, as on two links."""
     from torchik.kinematics import native
 
-    calls = []
-    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(1))
+    calls, real = [], native.lm_loop
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(k) or real(*a, **k))
     targets, q_true = _targets(robot, 16, seed=5)
     one = {"left_hand": targets["left_hand"][:, :3, 3]}
     noise = torch.randn(q_true.shape, generator=torch.Generator().manual_seed(6),
@@ -138,11 +138,30 @@ def test_one_link_keeps_the_whole_body_step(robot, monkeypatch):
     seeds = torch.clamp(q_true + 0.3 * noise, robot.lower, robot.upper)[:, None]
     plain = solve_wholebody(robot, one, seeds=seeds)
     pulled = solve_wholebody(robot, one, seeds=seeds, posture=0.5, posture_iters=40)
-    assert not calls and bool(plain.success.all()) and bool(pulled.success.all())
+    assert {k["posture"] for k in calls} == {0.0, 0.5}
+    assert all(k["columns"] is not None for k in calls)
+    assert bool(plain.success.all()) and bool(pulled.success.all())
     rest = robot.neutral()
     assert float((pulled.q - rest).norm(dim=-1).mean()) < float(
         (plain.q - rest).norm(dim=-1).mean()
     )
+
+
+def test_the_compiled_loop_solves_as_the_host_loop(robot):
+    """The CPU's compiled loop (the default there) and the host loop (PyTorch operations) on
+    the same seeds, without restarts: the same answers, float64, up to rounding; with held
+    joints and the posture too."""
+    targets, q_true = _targets(robot, 24, seed=7)
+    noise = torch.randn(q_true.shape, generator=torch.Generator().manual_seed(8),
+                        dtype=q_true.dtype)  # fmt: skip
+    seeds = torch.clamp(q_true + 0.3 * noise, robot.lower, robot.upper)[:, None]
+    active = [n for n in robot.joint_names if n != "right_j1"]
+    for options in ({}, dict(active=active, rest=q_true, posture=0.3, posture_iters=5)):
+        out = {loop: solve_wholebody(robot, targets, seeds=seeds, loop=loop, **options)
+               for loop in ("auto", "host")}  # fmt: skip
+        torch.testing.assert_close(out["auto"].q, out["host"].q, atol=1e-9, rtol=0)
+        assert torch.equal(out["auto"].success, out["host"].success)
+        assert bool(out["auto"].success.mean(dtype=torch.float64) > 0.9)
 
 
 def test_weights_trade_targets_that_cannot_both_be_met(robot):

@@ -293,3 +293,115 @@ def test_a_forked_child_runs_rows_in_parallel_too():
     finally:
         torch.set_num_threads(before)
     assert os.waitstatus_to_exitcode(status) == 0
+
+
+def _wholebody_rows(robot, links, n, poses, seed=0):
+    """``q`` with some joints on a limit and, per link, a pose target (``poses[i]``) or a
+    position target, far (another configuration's) or near (``q``'s, moved a little)."""
+    g = torch.Generator().manual_seed(seed)
+    q = robot.random_configuration(n, generator=g)
+    on_limit = torch.rand(q.shape, generator=g) < 0.15
+    q = torch.where(on_limit, torch.where(torch.rand(q.shape, generator=g) < 0.5, robot.lower,
+                                          robot.upper), q)  # fmt: skip
+    far = robot.forward_kinematics(robot.random_configuration(n, generator=g), links)
+    near = robot.forward_kinematics(q + 1e-3 * torch.randn(q.shape, generator=g, dtype=q.dtype),
+                                    links)  # fmt: skip
+    pose = torch.where((torch.arange(n) % 2 == 0)[:, None, None, None], far, near)
+    targets = {link: pose[:, i] if poses[i] else pose[:, i, :3, 3] for i, link in enumerate(links)}
+    return q, targets
+
+
+WHOLE_BODY = [("two_arms", (True, False)), ("g1", (True, True)), ("g1_mixed", (False, True))]
+
+
+@pytest.mark.parametrize("posture", [0.0, 0.5])
+@pytest.mark.parametrize("held", [False, True])
+@pytest.mark.parametrize(("name", "poses"), WHOLE_BODY)
+def test_one_iteration_of_several_links_is_the_whole_body_step(name, poses, held, posture):
+    """Several links at once (poses and positions, unequal weights), held joints (a box per
+    row at their rest value, zero Jacobian columns) and the posture step in the null space:
+    one compiled iteration is :class:`~torchik.ik.wholebody.WholeBodyLM`'s linearization, step
+    and projection, float64; its state is the fixed-shape loop's."""
+    from tests.ik.test_wholebody import TWO_ARMS
+    from torchik import Robot
+    from torchik.ik.fixed import Carry
+    from torchik.ik.wholebody.solve import WholeBodyLM, _problem
+
+    if name == "two_arms":
+        robot, links = Robot.from_urdf(TWO_ARMS, dtype=torch.float64), ["left_hand", "right_hand"]
+    else:
+        robot = load_robot("g1", dtype=torch.float64)
+        links = ["left_rubber_hand", "right_rubber_hand"]
+    q, targets = _wholebody_rows(robot, links, 40, poses)
+    names = list(robot.joint_names)
+    active = [n for i, n in enumerate(names) if i % 3 != 1] if held else None
+    rest = robot.random_configuration(40, torch.Generator().manual_seed(9))
+    weights = {links[1]: 2.5}
+    problem, _, _, _ = _problem(robot, targets, weights, active, rest, posture, False, None, 1,
+                                1e-9, 1e-9, None, None)  # fmt: skip
+    solver = WholeBodyLM()
+    assert solver.compiled_loop(problem, q) and problem.limits.per_row == held
+    q = problem.project(q)  # held joints at their rest values
+    lin = solver.linearize(problem, q)
+    expected = problem.project(solver.step(problem, q, lin, {}))
+    carry = Carry.start(q, {}, 10)
+    assert solver.fused_loop(problem, carry, 1, 10, True)
+    torch.testing.assert_close(carry.q, expected, atol=1e-10, rtol=0)
+    torch.testing.assert_close(carry.best_cost, lin.cost, atol=1e-12, rtol=1e-12)
+    assert not torch.equal(carry.q, q) and torch.equal(carry.best_q, q)
+    if held:
+        assert torch.equal(carry.q[:, ~problem.active], q[:, ~problem.active])
+
+
+def test_several_links_converge_only_when_every_link_is_within_tolerance():
+    """Targets of configurations near ``q``: rows finish once both hands are within both
+    tolerances (checked by FK here), and record that iteration."""
+    from torchik.ik.fixed import Carry
+    from torchik.ik.wholebody.solve import WholeBodyLM, _problem
+
+    robot = load_robot("g1", dtype=torch.float64)
+    links = ["left_rubber_hand", "right_rubber_hand"]
+    g = torch.Generator().manual_seed(3)
+    q = robot.random_configuration(30, g)
+    noise = 2e-2 * torch.randn(q.shape, generator=g, dtype=q.dtype)
+    moved = (q + noise).clamp(robot.lower, robot.upper)
+    pose = robot.forward_kinematics(moved, links)
+    targets = {links[0]: pose[:, 0], links[1]: pose[:, 1]}
+    problem, _, _, _ = _problem(robot, targets, None, None, None, 0.0, False, None, 1, 1e-6,
+                                1e-6, None, None)  # fmt: skip
+    solver, carry = WholeBodyLM(), Carry.start(q, {}, 12)
+    assert solver.fused_loop(problem, carry, 12, 12, True)
+    assert bool(carry.finished.all()) and bool((carry.iterations < 12).all())
+    reached = robot.forward_kinematics(carry.best_q, links)
+    assert float((reached[..., :3, 3] - pose[..., :3, 3]).norm(dim=-1).max()) < 1e-6
+
+
+def test_several_links_arguments_are_checked():
+    """One link's arguments for several links, weights of another length, a posture without
+    rest rows, a columns mask of another shape: one clear line each."""
+    robot = load_robot("g1", dtype=torch.float64)
+    links = ["left_rubber_hand", "right_rubber_hand"]
+    q, targets = _wholebody_rows(robot, links, 4, (True, False))
+    index = tuple(robot.link_index(link) for link in links)
+    pose, position = targets[links[0]], targets[links[1]]
+    aim = (index, [pose[:, :3, 3].contiguous(), position], [pose[:, :3, :3].contiguous(), None])
+    w, bound = q.new_ones(9), torch.ones(robot.dof, dtype=q.dtype)
+
+    def call(*target, weights=w, **options):
+        from torchik.kinematics import native
+
+        native.lm_loop(q.clone(), robot.tree, *target, weights, 0.1, -bound, bound,
+                       _state(q, False), n_iters=1, max_iters=1, tol_position=0.0,
+                       tol_rotation=0.0, **options)  # fmt: skip
+
+    call(*aim)  # well formed
+    with pytest.raises(ValueError, match="2 links need as many target positions"):
+        call(index, aim[1][:1], aim[2])
+    with pytest.raises(ValueError, match=r"weights must be a \(9,\)"):
+        call(*aim, weights=q.new_ones(12))
+    with pytest.raises(ValueError, match="a posture needs rest"):
+        call(*aim, posture=0.5)
+    with pytest.raises(ValueError, match="columns must be a"):
+        call(*aim, columns=torch.ones(3, dtype=torch.bool))
+    with pytest.raises(TypeError, match="one link takes one target_position"):
+        call(index[0], aim[1], aim[2])

@@ -163,13 +163,19 @@ def _stalled(solver: IKSolver, cost: Tensor, c: Carry) -> Tensor:
 
 
 def restart(solver: IKSolver, c: Carry, reseed: Seeder, ids: Tensor) -> None:
-    """Fresh seeds for the stalled rows, without a host read: seeds are drawn for every row
-    and kept where a row stalled; its counters and solver state start over."""
+    """Fresh seeds for the stalled rows; their counters and solver state start over. On an
+    accelerator without a host read: seeds are drawn for every row and kept where a row
+    stalled. On the CPU, where reading is free and a draw (a pool of configurations, its FK)
+    is not, only the stalled rows' seeds are drawn."""
     stalled = c.stalled
     attempt = c.attempt + stalled.long()
-    fresh = reseed(ids, attempt).to(c.q)
+    if c.q.device.type == "cpu":
+        rows = torch.nonzero(stalled).flatten()
+        c.q[rows] = reseed(ids[rows], attempt[rows]).to(c.q)
+    else:
+        fresh = reseed(ids, attempt).to(c.q)
+        c.q.copy_(torch.where(stalled[:, None], fresh, c.q))
     c.attempt.copy_(attempt)
-    c.q.copy_(torch.where(stalled[:, None], fresh, c.q))
     c.seed_cost.copy_(torch.where(stalled, torch.inf, c.seed_cost))
     c.stall.masked_fill_(stalled, 0)
     c.age.masked_fill_(stalled, 0)

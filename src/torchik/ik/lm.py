@@ -184,12 +184,24 @@ class LevenbergMarquardt(IKSolver):
     def compiled_loop(self, problem: IKProblem, q: Tensor) -> bool:
         """Whether :meth:`fused_loop` runs this problem on the CPU, compiled by Numba
         (:func:`torchik.kinematics.native.lm_loop`): ``fused_loop`` on, a CPU tensor, the
-        robot's :attr:`~torchik.robot.Robot.backend` not ``"reference"``, one link on a fixed
-        base (the joint limits or a box per target), no adaptive damping, fixed (not
-        learnable) origins, Numba installed (:func:`~torchik.kinematics.native.runs_on`)."""
+        robot's :attr:`~torchik.robot.Robot.backend` not ``"reference"``, a problem the kernel
+        takes (:meth:`_compiled_takes`: here one link on a fixed base, the joint limits or a
+        box per target, no adaptive damping), fixed (not learnable) origins, Numba installed
+        (:func:`~torchik.kinematics.native.runs_on`)."""
         if not self.settings.fused_loop or problem.robot.backend == "reference":
             return False
-        return native.runs_on(q, problem.robot.tree) and self._kernels_take(problem)
+        return native.runs_on(q, problem.robot.tree) and self._compiled_takes(problem)
+
+    def _compiled_takes(self, problem: IKProblem) -> bool:
+        """Whether the CPU's kernel steps this solver's iteration on ``problem`` (see
+        :meth:`compiled_loop`); a subclass whose step it also takes widens this and passes
+        its step's arguments in :meth:`_compiled_extras`."""
+        return self._kernels_take(problem)
+
+    def _compiled_extras(self, problem: IKProblem) -> dict[str, Any]:
+        """Keyword arguments of :func:`torchik.kinematics.native.lm_loop` beyond plain LM's
+        (whole-body IK's held joints and posture); none here."""
+        return {}
 
     def fused_iteration(self, problem: IKProblem, q: Tensor) -> tuple[Tensor, Linearization] | None:
         """The next ``q (B, dof)``, projected, and the residual and cost at ``q`` from one
@@ -214,24 +226,30 @@ class LevenbergMarquardt(IKSolver):
         follows in :func:`torchik.ik.fixed.finish_groups`); ``False`` (nothing done) where it
         does not serve (see :class:`LMSettings` ``fused_loop``)."""
         s, robot, limits = self.settings, problem.robot, problem.limits
+        targets = problem.targets
         if s.fused_loop and self._fused_serves(problem, c.q):
             kernels: Any = fused
+            one = targets[0]
+            aim: tuple[Any, Any, Any] = (robot.link_index(one.link), one.position, one.rotmat)
+            extra: dict[str, Any] = {}
         elif self.compiled_loop(problem, c.q):
             kernels = native
+            links = tuple(robot.link_index(t.link) for t in targets)
+            aim = (links, [t.position for t in targets], [t.rotmat for t in targets])
+            extra = self._compiled_extras(problem)
         else:
             return False
-        target = problem.target
         state = dict(best_q=c.best_q, best_cost=c.best_cost, iterations=c.iterations,
                      finished=c.finished, it=c.it)  # fmt: skip
         if track:
             state.update(seed_cost=c.seed_cost, stall=c.stall, age=c.age, stalled=c.stalled)
         kernels.lm_loop(
-            c.q, robot.tree, robot.link_index(target.link), target.position, target.rotmat,
-            problem.weights(s.rotation_weight), s.damping, limits.lower, limits.upper, state,
-            n_iters=n, max_iters=max_iters, tol_position=problem.tol_position,
-            tol_rotation=problem.tol_rotation, damping_floor=s.damping_floor,
-            continuous=limits.continuous, full_turn=limits.full_turn, patience=s.patience,
-            min_improvement=s.min_improvement, attempt_iters=s.attempt_iters,
+            c.q, robot.tree, *aim, problem.weights(s.rotation_weight),
+            s.damping, limits.lower, limits.upper, state, n_iters=n, max_iters=max_iters,
+            tol_position=problem.tol_position, tol_rotation=problem.tol_rotation,
+            damping_floor=s.damping_floor, continuous=limits.continuous,
+            full_turn=limits.full_turn, patience=s.patience, min_improvement=s.min_improvement,
+            attempt_iters=s.attempt_iters, **extra,
         )  # fmt: skip
         return True
 

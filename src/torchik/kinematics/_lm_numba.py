@@ -58,7 +58,7 @@ def _place(out, k, parent, frames, c):
 
 @_inlined
 def _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos):
-    """Frames of the needed joints ``frames[:n]`` and of the link ``frames[n]``."""
+    """Frames of the needed joints ``frames[:n]`` and of the links ``frames[n + t]``."""
     n = parent.shape[0]
     for i in range(n):
         _place(frames, i, parent[i], frames, c_joint[i])
@@ -72,63 +72,89 @@ def _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, l
         else:  # prismatic along z
             for a in range(3):
                 frames[i, a, 3] = frames[i, a, 3] + t * frames[i, a, 2]
-    _place(frames, n, link_pos, frames, c_link)
+    for t in range(link_pos.shape[0]):
+        _place(frames, n + t, link_pos[t], frames, c_link[t])
 
 
 @_inlined
-def _jacobian(jac, frames, kind, source, mult, m):
-    """Rows ``0..m-1`` of the geometric Jacobian of the link (``frames[n]``) into ``jac``."""
+def _jacobian(jac, frames, kind, source, mult, chain, sizes):
+    """The geometric Jacobians of the links (``frames[n + t]``), stacked: rows ``o..o+s-1`` of
+    link ``t`` (``s = sizes[t]``, 3 or 6) from the joints of its ``chain[t]``."""
     n = kind.shape[0]
-    for r in range(m):
+    for r in range(jac.shape[0]):
         for c in range(jac.shape[1]):
             jac[r, c] = 0.0
-    ex, ey, ez = frames[n, 0, 3], frames[n, 1, 3], frames[n, 2, 3]
-    for i in range(n):
-        ax, ay, az = frames[i, 0, 2], frames[i, 1, 2], frames[i, 2, 2]
-        k, c = mult[i], source[i]
-        if kind[i] == 0:
-            dx, dy, dz = ex - frames[i, 0, 3], ey - frames[i, 1, 3], ez - frames[i, 2, 3]
-            jac[0, c] += k * (ay * dz - az * dy)
-            jac[1, c] += k * (az * dx - ax * dz)
-            jac[2, c] += k * (ax * dy - ay * dx)
-            if m == 6:
-                jac[3, c] += k * ax
-                jac[4, c] += k * ay
-                jac[5, c] += k * az
-        else:
-            jac[0, c] += k * ax
-            jac[1, c] += k * ay
-            jac[2, c] += k * az
+    o = 0
+    for t in range(sizes.shape[0]):
+        ex, ey, ez = frames[n + t, 0, 3], frames[n + t, 1, 3], frames[n + t, 2, 3]
+        six = sizes[t] == 6
+        for i in range(n):
+            if not chain[t, i]:
+                continue
+            ax, ay, az = frames[i, 0, 2], frames[i, 1, 2], frames[i, 2, 2]
+            k, c = mult[i], source[i]
+            if kind[i] == 0:
+                dx, dy, dz = ex - frames[i, 0, 3], ey - frames[i, 1, 3], ez - frames[i, 2, 3]
+                jac[o, c] += k * (ay * dz - az * dy)
+                jac[o + 1, c] += k * (az * dx - ax * dz)
+                jac[o + 2, c] += k * (ax * dy - ay * dx)
+                if six:
+                    jac[o + 3, c] += k * ax
+                    jac[o + 4, c] += k * ay
+                    jac[o + 5, c] += k * az
+            else:
+                jac[o, c] += k * ax
+                jac[o + 1, c] += k * ay
+                jac[o + 2, c] += k * az
+        o += sizes[t]
 
 
 @_inlined
-def _residual(err, frames, n, position, rotmat, row, m):
-    """``err = [p_t - p, log(R_t Rᵀ)]`` of the link (:func:`torchik.ik.base.pose_residual`)."""
-    for x in range(3):
-        err[x] = position[row, x] - frames[n, x, 3]
-    if m == 3:
-        return
-    trace = 0.0
-    for x in range(3):  # vee(R_t Rᵀ) = sin θ u = ½ Σ_k r_k x t_k
-        y, z = (x + 1) % 3, (x + 2) % 3
-        s = 0.0
-        for k in range(3):
-            s += frames[n, y, k] * rotmat[row, z, k] - frames[n, z, k] * rotmat[row, y, k]
-            trace += frames[n, x, k] * rotmat[row, x, k]
-        err[3 + x] = 0.5 * s
-    sin = math.sqrt(err[3] * err[3] + err[4] * err[4] + err[5] * err[5])
-    angle = math.atan2(sin, 0.5 * (trace - 1.0))
-    scale = angle / sin if sin > 0 else 1.0
-    for x in range(3, 6):
-        err[x] *= scale
+def _residual(err, frames, n, position, rotmat, row, sizes):
+    """``err = [p_t - p, log(R_t Rᵀ)]`` of every link, stacked
+    (:func:`torchik.ik.base.pose_residual`)."""
+    o = 0
+    for t in range(sizes.shape[0]):
+        f = n + t
+        for x in range(3):
+            err[o + x] = position[row, t, x] - frames[f, x, 3]
+        if sizes[t] == 6:
+            trace = 0.0
+            for x in range(3):  # vee(R_t Rᵀ) = sin θ u = ½ Σ_k r_k x t_k
+                y, z = (x + 1) % 3, (x + 2) % 3
+                s = 0.0
+                for k in range(3):
+                    a, b = frames[f, y, k] * rotmat[row, t, z, k], frames[f, z, k]
+                    s += a - b * rotmat[row, t, y, k]
+                    trace += frames[f, x, k] * rotmat[row, t, x, k]
+                err[o + 3 + x] = 0.5 * s
+            e3, e4, e5 = err[o + 3], err[o + 4], err[o + 5]
+            sin = math.sqrt(e3 * e3 + e4 * e4 + e5 * e5)
+            angle = math.atan2(sin, 0.5 * (trace - 1.0))
+            scale = angle / sin if sin > 0 else 1.0
+            for x in range(3, 6):
+                err[o + x] *= scale
+        o += sizes[t]
 
 
 @_inlined
-def _step(out, q, row, jac, err, w, m, lam, chol, y, lower, upper, cont, turn, box):
-    """``out = q + Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e``, projected (``jac`` already ``W^½ J``, with the
-    columns of blocked joints zeroed): :func:`torchik.ik.lm.damped_step` by Cholesky, then
-    :meth:`torchik.ik.base.JointLimits.project`."""
-    dof = out.shape[0]
+def _converged(err, sizes, tol_p, tol_r):
+    """Every link's position error under ``tol_p`` and (poses) its angle under ``tol_r``."""
+    o = 0
+    for t in range(sizes.shape[0]):
+        if not math.sqrt(err[o] ** 2 + err[o + 1] ** 2 + err[o + 2] ** 2) < tol_p:
+            return False
+        if sizes[t] == 6:
+            if not math.sqrt(err[o + 3] ** 2 + err[o + 4] ** 2 + err[o + 5] ** 2) < tol_r:
+                return False
+        o += sizes[t]
+    return True
+
+
+@_inlined
+def _solve(jac, rhs, lam, chol, y):
+    """``y = (Jw Jwᵀ + λI)⁻¹ rhs`` by Cholesky (``jac`` is ``Jw``, ``m x D``)."""
+    m, dof = rhs.shape[0], jac.shape[1]
     for i in range(m):
         for j in range(i + 1):
             s = 0.0
@@ -137,8 +163,8 @@ def _step(out, q, row, jac, err, w, m, lam, chol, y, lower, upper, cont, turn, b
             for k in range(j):
                 s -= chol[i, k] * chol[j, k]
             chol[i, j] = math.sqrt(s + lam) if i == j else s / chol[j, j]
-    for i in range(m):  # L z = W^½ e, then Lᵀ y = z
-        s = w[i] * err[i]
+    for i in range(m):  # L z = rhs, then Lᵀ y = z
+        s = rhs[i]
         for k in range(i):
             s -= chol[i, k] * y[k]
         y[i] = s / chol[i, i]
@@ -147,6 +173,43 @@ def _step(out, q, row, jac, err, w, m, lam, chol, y, lower, upper, cont, turn, b
         for k in range(i + 1, m):
             s -= chol[k, i] * y[k]
         y[i] = s / chol[i, i]
+
+
+@_inlined
+def _step(out, q, row, jac, err, w, lam, eps, work, lower, upper, cont, turn, box, posture):
+    """``out = q + Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e``, projected (``jac`` already ``W^½ J``, with the
+    columns of blocked joints zeroed): :func:`torchik.ik.lm.damped_step` by Cholesky, then
+    :meth:`torchik.ik.base.JointLimits.project`. With a posture gain, the step towards rest
+    ``z`` is added minus its part in the row space of ``Jw`` (``λ = eps`` there), as
+    :class:`torchik.ik.wholebody.WholeBodyLM` does."""
+    chol, rhs, y, y2, z = work
+    rest, columns, gain, max_step = posture
+    m, dof = err.shape[0], out.shape[0]
+    for i in range(m):
+        rhs[i] = w[i] * err[i]
+    _solve(jac, rhs, lam, chol, y)
+    if gain > 0.0:
+        norm = 0.0
+        for c in range(dof):
+            z[c] = gain * (rest[row, c] - q[row, c]) if columns[c] else 0.0
+            norm += z[c] * z[c]
+        scale = max_step / max(math.sqrt(norm), max_step)  # at most max_step long
+        for c in range(dof):
+            z[c] *= scale
+        for i in range(m):
+            s = 0.0
+            for c in range(dof):
+                s += jac[i, c] * z[c]
+            rhs[i] = s
+        _solve(jac, rhs, eps, chol, y2)
+        for c in range(dof):
+            s, s2 = 0.0, 0.0
+            for i in range(m):
+                s += jac[i, c] * y[i]
+                s2 += jac[i, c] * y2[i]
+            v = q[row, c] + ((s + z[c]) - s2)
+            out[c] = _project(v, lower[c], upper[c], cont[c], turn[c], box)
+        return
     for c in range(dof):
         s = q[row, c]
         for i in range(m):
@@ -183,16 +246,17 @@ def _project(v, lower, upper, cont, turn, box):
 
 
 @_inlined
-def _iteration(q, row, out, frames, jac, err, chol, y, tree, target, limits, w, m, mu, floor):
+def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture, w, mu, floor):
     """The residual and cost at ``q[row]`` and the projected next ``out``; returns the cost."""
-    parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree
-    position, rotmat = target
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
+    position, rotmat, sizes = target
     boxes, tops, cont, turn, box = limits
+    columns = posture[1]
     lower, upper = boxes[row if box else 0], tops[row if box else 0]
-    n = parent.shape[0]
+    n, m = parent.shape[0], err.shape[0]
     _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos)
-    _jacobian(jac, frames, kind, source, mult, m)
-    _residual(err, frames, n, position, rotmat, row, m)
+    _jacobian(jac, frames, kind, source, mult, chain, sizes)
+    _residual(err, frames, n, position, rotmat, row, sizes)
     cost = 0.0
     for r in range(m):
         cost += (w[r] * err[r]) ** 2
@@ -202,45 +266,53 @@ def _iteration(q, row, out, frames, jac, err, chol, y, tree, target, limits, w, 
             g += jac[r, c] * (w[r] * (w[r] * err[r]))
         out_low, out_high = q[row, c] <= lower[c] and g < 0, q[row, c] >= upper[c] and g > 0
         blocked = (box or not (cont[c] or turn[c])) and (out_low or out_high)  # the clamped
+        blocked = blocked or not columns[c]  # a joint the solve holds
         for r in range(m):
             jac[r, c] = 0.0 if blocked else w[r] * jac[r, c]
-    _step(out, q, row, jac, err, w, m, mu * (cost + floor), chol, y, lower, upper, cont, turn, box)
+    lam = mu * (cost + floor)
+    _step(out, q, row, jac, err, w, lam, mu * floor, work, lower, upper, cont, turn, box, posture)
     return cost
 
 
 @_kernel
-def lm_loop(q, state, tree, target, limits, w, reals, ints):
+def lm_loop(q, state, tree, target, limits, posture, w, reals, ints):
     """``n_iters`` iterations of every row of ``q``, in place (see
     :func:`torchik.kinematics.native.lm_loop`): rows one after another, a finished row stops.
 
     Args:
         q: ``(B, D)``.
         state: ``(best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled)``.
-        tree: ``(parent, kind, source, multiplier, offset, c_joint, c_link, link_pos)`` of the
-            link's needed joints (:func:`torchik.kinematics.native._tree_arrays`).
-        target: ``(position (B, 3), rotmat (B, 3, 3))``.
+        tree: ``(parent, kind, source, multiplier, offset, c_joint, c_link, link_pos, chain)``
+            of the links' needed joints (:func:`torchik.kinematics.native._tree_arrays`).
+        target: ``(position (B, T, 3), rotmat (B, T, 3, 3), sizes (T,))``: ``sizes[t]`` 6 for
+            a pose, 3 for a position (its ``rotmat`` never read).
         limits: ``(lower, upper, continuous, full_turn, box)``: ``lower`` and ``upper``
             ``(1, D)`` shared by the rows or ``(B, D)`` one box per row (``box`` true, see
             :meth:`torchik.ik.base.JointLimits.within`), the masks ``(D,)``.
+        posture: ``(rest (B, D), columns (D,) bool, gain, max_step)``: the joints stepped
+            (the others' Jacobian columns zeroed) and the posture term (``gain`` 0: none,
+            ``rest`` not read).
         w: ``(m,)`` square roots of the residual weights.
         reals: ``(damping, damping_floor, tol_position, tol_rotation, 1 - min_improvement)``.
-        ints: ``(it, n_iters, max_iters, patience, attempt_iters, track, m)``.
+        ints: ``(it, n_iters, max_iters, patience, attempt_iters, track)``.
     """
     best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled = state
     mu, floor, tol_p, tol_r, keep = reals
-    it0, n_iters, max_iters, patience, attempt_iters, track, m = ints
-    dof, n = q.shape[1], tree[0].shape[0]
-    frames, jac = np.empty((n + 1, 3, 4), q.dtype), np.empty((6, dof), q.dtype)
-    err, y, chol = np.empty(6, q.dtype), np.empty(6, q.dtype), np.empty((6, 6), q.dtype)
-    out = np.empty(dof, q.dtype)
+    it0, n_iters, max_iters, patience, attempt_iters, track = ints
+    sizes = target[2]
+    dof, n, m = q.shape[1], tree[0].shape[0], 0
+    for t in range(sizes.shape[0]):
+        m += sizes[t]
+    frames, jac = np.empty((n + sizes.shape[0], 3, 4), q.dtype), np.empty((m, dof), q.dtype)
+    err, out = np.empty(m, q.dtype), np.empty(dof, q.dtype)
+    work = (np.empty((m, m), q.dtype), np.empty(m, q.dtype), np.empty(m, q.dtype),
+            np.empty(m, q.dtype), np.empty(dof, q.dtype))  # fmt: skip
     for row in range(q.shape[0]):
         done, i = finished[row], 0
         while i < n_iters and not done:
-            cost = _iteration(q, row, out, frames, jac, err, chol, y, tree, target, limits, w,
-                              m, mu, floor)  # fmt: skip
-            conv = math.sqrt(err[0] ** 2 + err[1] ** 2 + err[2] ** 2) < tol_p
-            if m == 6:
-                conv = conv and math.sqrt(err[3] ** 2 + err[4] ** 2 + err[5] ** 2) < tol_r
+            cost = _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture,
+                              w, mu, floor)  # fmt: skip
+            conv = _converged(err, sizes, tol_p, tol_r)
             if cost < best_cost[row] or conv:
                 for c in range(dof):
                     best_q[row, c] = q[row, c]

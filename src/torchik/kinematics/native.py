@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import functools
 import os
+from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -81,14 +82,20 @@ def warm_up(tree: KinematicTree) -> bool:
     return True
 
 
-def _tree_arrays(tree: KinematicTree, link: int, dtype: torch.dtype) -> tuple:
-    """The constants of the joints that move ``link`` as NumPy arrays (kept with the tree)."""
+def _tree_arrays(tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype) -> tuple:
+    """The constants of the joints that move ``links`` as NumPy arrays (kept with the tree),
+    and ``chain (T, n)``: which of those joints move each link."""
 
     def build() -> tuple:
-        plan = tree.plan((link,))
+        plan = tree.plan(links)
         needed = list(plan.needed)
         floats = lambda t: np.ascontiguousarray(t.detach().to(dtype).numpy())  # noqa: E731
         ints = lambda v: np.asarray(v, dtype=np.int64).reshape(-1)  # noqa: E731
+        chain = np.zeros((len(links), len(needed)), dtype=np.bool_)
+        for t, pos in enumerate(plan.link_pos):
+            while pos >= 0:
+                chain[t, pos] = True
+                pos = plan.parent_pos[pos]
         return (
             ints(plan.parent_pos),
             ints([tree.kind[j] for j in needed]),
@@ -96,11 +103,12 @@ def _tree_arrays(tree: KinematicTree, link: int, dtype: torch.dtype) -> tuple:
             floats(tree.multiplier[needed]),
             floats(tree.offset[needed]),
             floats(tree.w_joint[needed].transpose(-1, -2)[:, :3, :].reshape(-1, 3, 4)),
-            floats(tree.w_link[link].transpose(-1, -2)[:3, :]),
-            int(plan.link_pos[0]),
+            floats(tree.w_link[list(links)].transpose(-1, -2)[:, :3, :]),
+            ints(plan.link_pos),
+            chain,
         )
 
-    return tree.cached(("native", link, dtype), build)
+    return tree.cached(("native", links, dtype), build)
 
 
 def _array(t: Tensor | None, like: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -113,9 +121,9 @@ def _array(t: Tensor | None, like: np.ndarray, shape: tuple[int, ...]) -> np.nda
 def lm_loop(
     q: Tensor,
     tree: KinematicTree,
-    link: int,
-    target_position: Tensor,
-    target_rotmat: Tensor | None,
+    link: int | Sequence[int],
+    target_position: Tensor | Sequence[Tensor],
+    target_rotmat: Tensor | None | Sequence[Tensor | None],
     weights: Tensor,
     damping: float,
     lower: Tensor,
@@ -132,21 +140,28 @@ def lm_loop(
     patience: int = 4,
     min_improvement: float = 1e-3,
     attempt_iters: int = 0,
+    columns: Tensor | None = None,
+    rest: Tensor | None = None,
+    posture: float = 0.0,
+    max_posture_step: float = 0.1,
 ) -> None:
     """:func:`torchik.kinematics.fused.lm_loop` on the CPU: ``n_iters`` iterations of every row,
-    in place, compiled by Numba (the same arguments and state; see that function).
+    in place, compiled by Numba (the same arguments and state; see that function), for one
+    link or several placed at once (whole-body IK, :class:`torchik.ik.wholebody.WholeBodyLM`'s
+    step: the targets' residuals and Jacobians stacked, held joints, a posture).
 
-    A row that converges stops: its stall counters (``stall``, ``age``) run on by the
-    iterations left, as they would with its cost no longer falling, and it is never
-    ``stalled``.
+    A row that converges (every link within both tolerances) stops: its stall counters
+    (``stall``, ``age``) run on by the iterations left, as they would with its cost no longer
+    falling, and it is never ``stalled``.
 
     Args:
         q: ``(B, D)`` joint values on the CPU, updated in place (float32 or float64, contiguous).
         tree: the flattened robot (fixed base).
-        link: the link index.
-        target_position: ``(B, 3)``; ``target_rotmat`` ``(B, 3, 3)`` or ``None``.
-        target_rotmat: see ``target_position``.
-        weights: ``(m,)`` square roots of the residual weights.
+        link: the link index, or ``T`` of them.
+        target_position: ``(B, 3)``, or one per link.
+        target_rotmat: ``(B, 3, 3)`` or ``None`` (a position target), or one per link.
+        weights: ``(m,)`` square roots of the residual weights, link after link (``m``: 6 per
+            pose, 3 per position).
         damping: ``μ``.
         lower: ``(D,)`` lower joint limits, or ``(B, D)`` one box per row, already
             intersected with the limits (as :meth:`torchik.ik.base.JointLimits.within` makes
@@ -164,6 +179,13 @@ def lm_loop(
         patience: the stall rule, with ``min_improvement`` and ``attempt_iters``.
         min_improvement: see ``patience``.
         attempt_iters: see ``patience``.
+        columns: ``(D,)`` bool, the joints the solve moves (the others' Jacobian columns are
+            zeroed, so no step moves them); ``None``: every joint.
+        rest: ``(B, D)`` the posture's rest configurations (read with ``posture > 0``).
+        posture: gain of the step ``z = posture (rest - q)`` (on the moved joints, at most
+            ``max_posture_step`` long) added in the null space of the weighted Jacobian:
+            ``z - Jwᵀ (Jw Jwᵀ + μ damping_floor I)⁻¹ Jw z``; 0: none.
+        max_posture_step: see ``posture``.
 
     Raises:
         ValueError: ``q`` not on the CPU, or a malformed argument (as the fused function).
@@ -174,37 +196,105 @@ def lm_loop(
         raise ValueError(f"native.lm_loop runs on CPU tensors, not on {q.device}")
     if q.dtype not in DTYPES:
         raise TypeError(f"native.lm_loop takes float32 or float64, got {q.dtype}")
+    links, positions, rotmats = _targets(link, target_position, target_rotmat)
     box = _check_box(q, lower, upper)
-    named = dict(weights=weights, continuous=continuous, full_turn=full_turn)
-    track = fused.check_loop(q, tree, target_position, target_rotmat, named, state)
+    track = _check_targets(q, tree, positions, rotmats, weights, continuous, full_turn, state)
+    hold = _check_posture(q, columns, rest, posture, max_posture_step)
     if q.shape[0] == 0 or n_iters <= 0:
         return
     from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
 
     x = q.detach().numpy()
     limits = tuple(_array(t if box else t[None], x, ()) for t in (lower, upper))  # (R, D)
-    masks = tuple(_array(t, np.empty(0, np.bool_), x.shape[1:]) for t in (continuous, full_turn))
+    held_like = np.empty(0, np.bool_)
+    masks = tuple(_array(t, held_like, x.shape[1:]) for t in (continuous, full_turn))
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation),
              1.0 - float(min_improvement))  # fmt: skip
     ints = (int(state["it"]), int(n_iters), int(max_iters), int(patience), int(attempt_iters),
-            int(track), 3 if target_rotmat is None else 6)  # fmt: skip
+            int(track))  # fmt: skip
     w = weights.detach().contiguous().numpy()
-    shared = (_tree_arrays(tree, link, q.dtype), w, reals, ints)
-    rows = _row_arrays(x, state, target_position)
-    rotmat = _array(target_rotmat, x, (1, 3, 3))
+    tree_arrays = _tree_arrays(tree, links, q.dtype)
+    rows = _row_arrays(x, state, positions)
+    rotmat, sizes = _rotmats(rotmats, x)
+    aims = any(r is not None for r in rotmats)  # one rotation per row (else a filler)
+    held = np.ones(x.shape[1], np.bool_) if hold[0] is None else _array(hold[0], held_like, ())
+    rest_rows = _array(hold[1], x, (1, x.shape[1]))
 
     def run(part: slice) -> None:  # the kernel releases the GIL: parts run in parallel
         x_part, position = rows[0][part], rows[2][part]
         state_part = tuple(a[part] for a in rows[1])
-        aim = (position, rotmat[part] if target_rotmat is not None else rotmat)
+        aim = (position, rotmat[part] if aims else rotmat, sizes)
         bounds = tuple(b[part] for b in limits) if box else limits
-        _lm_numba.lm_loop(x_part, state_part, shared[0], aim, (*bounds, *masks, box), *shared[1:])
+        pose = (rest_rows[part] if posture > 0 else rest_rows, held, float(posture),
+                float(max_posture_step))  # fmt: skip
+        _lm_numba.lm_loop(x_part, state_part, tree_arrays, aim, (*bounds, *masks, box), pose, w,
+                          reals, ints)  # fmt: skip
 
     parts = _parts(x.shape[0])
     if len(parts) == 1:
         run(parts[0])
     else:
         list(_pool().map(run, parts))
+
+
+def _targets(link, position, rotmat) -> tuple[tuple[int, ...], list[Tensor], list[Tensor | None]]:
+    """``(links, positions, rotmats)``: one link's arguments, or several links'."""
+    if isinstance(link, int):
+        if not isinstance(position, Tensor) or not (rotmat is None or isinstance(rotmat, Tensor)):
+            raise TypeError("lm_loop: one link takes one target_position and target_rotmat")
+        return (link,), [position], [rotmat]
+    links = tuple(int(i) for i in link)
+    positions = [position] if isinstance(position, Tensor) else list(position)
+    rotmats = [rotmat] if rotmat is None or isinstance(rotmat, Tensor) else list(rotmat)
+    if not links or len(positions) != len(links) or len(rotmats) != len(links):
+        raise ValueError(f"lm_loop: {len(links)} links need as many target positions and "
+                         f"rotations, got {len(positions)} and {len(rotmats)}")  # fmt: skip
+    return links, positions, rotmats
+
+
+def _check_targets(q, tree, positions, rotmats, weights, continuous, full_turn, state) -> bool:
+    """Every target's arguments, as :func:`torchik.kinematics.fused.check_loop` checks one's;
+    the weights ``(m,)`` against all of them. Returns whether ``state`` counts stalls."""
+    masks = dict(continuous=continuous, full_turn=full_turn)
+    if len(positions) == 1:
+        masks["weights"] = weights
+    for position, rotmat in zip(positions, rotmats, strict=True):
+        track = fused.check_loop(q, tree, position, rotmat, masks, state)
+    m = sum(3 if r is None else 6 for r in rotmats)
+    if tuple(weights.shape) != (m,) or weights.dtype != q.dtype or weights.device != q.device:
+        raise ValueError(f"lm_loop: weights must be a ({m},) {q.dtype} tensor on {q.device}, "
+                         f"got {tuple(weights.shape)} {weights.dtype}")  # fmt: skip
+    return track
+
+
+def _check_posture(q, columns, rest, posture, max_step) -> tuple[Tensor | None, Tensor | None]:
+    """The held joints' mask and the rest rows, checked (``rest`` only with a posture)."""
+    batch, dof = q.shape
+    if columns is not None and (columns.dtype != torch.bool or tuple(columns.shape) != (dof,)):
+        raise ValueError(f"lm_loop: columns must be a ({dof},) bool tensor, got "
+                         f"{tuple(columns.shape)} {columns.dtype}")  # fmt: skip
+    if not (posture >= 0.0 and max_step > 0.0):
+        raise ValueError(f"lm_loop: posture must be >= 0 and max_posture_step > 0, got "
+                         f"{posture} and {max_step}")  # fmt: skip
+    if posture == 0.0:
+        return columns, None
+    if rest is None or tuple(rest.shape) != (batch, dof) or rest.dtype != q.dtype:
+        got = None if rest is None else (tuple(rest.shape), rest.dtype)
+        raise ValueError(f"lm_loop: a posture needs rest, a ({batch}, {dof}) {q.dtype} "
+                         f"tensor, got {got}")  # fmt: skip
+    return columns, rest
+
+
+def _rotmats(rotmats: list[Tensor | None], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``(rotmat (B, T, 3, 3) or a (1, T, 3, 3) filler where no link has one, sizes (T,))``."""
+    sizes = np.asarray([3 if r is None else 6 for r in rotmats], dtype=np.int64)
+    if all(r is None for r in rotmats):
+        return np.zeros((1, len(rotmats), 3, 3), dtype=x.dtype), sizes
+    if len(rotmats) == 1:
+        return _array(rotmats[0], x, ())[:, None], sizes
+    some = next(r for r in rotmats if r is not None)
+    full = [torch.zeros_like(some) if r is None else r for r in rotmats]
+    return torch.stack(full, dim=1).detach().numpy(), sizes
 
 
 def _check_box(q: Tensor, lower: Tensor, upper: Tensor) -> bool:
@@ -221,9 +311,10 @@ def _check_box(q: Tensor, lower: Tensor, upper: Tensor) -> bool:
     return lower.dim() == 2
 
 
-def _row_arrays(x: np.ndarray, state: dict[str, Tensor], position: Tensor) -> tuple:
-    """``(q, state, position)`` as NumPy views; the state in the kernel's order, the stall
-    counters scratch arrays where ``state`` has none (the kernel leaves them alone then)."""
+def _row_arrays(x: np.ndarray, state: dict[str, Tensor], positions: list[Tensor]) -> tuple:
+    """``(q, state, positions (B, T, 3))`` as NumPy views (the positions stacked where there
+    are several links); the state in the kernel's order, the stall counters scratch arrays
+    where ``state`` has none (the kernel leaves them alone then)."""
     rows = x.shape[0]
 
     def view(key: str, dtype: Any) -> np.ndarray:
@@ -232,7 +323,11 @@ def _row_arrays(x: np.ndarray, state: dict[str, Tensor], position: Tensor) -> tu
     kinds = (x.dtype, np.int64, np.int64, np.bool_)
     head = [state[k].detach().numpy() for k in ("best_q", "best_cost", "iterations", "finished")]
     counters = [view(k, t) for k, t in zip(_STATE, kinds, strict=True)]
-    return x, (*head, *counters), position.detach().contiguous().numpy()
+    if len(positions) == 1:
+        position = positions[0].detach().contiguous().numpy()[:, None]
+    else:
+        position = torch.stack(positions, dim=1).detach().numpy()
+    return x, (*head, *counters), position
 
 
 def _parts(rows: int) -> list[slice]:
