@@ -111,6 +111,7 @@ def main() -> None:
     parser.add_argument("--starts", type=int, default=4, help="random starts per anchor target")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR / "wholebody")
     args = parser.parse_args()
+    args.out.parent.mkdir(parents=True, exist_ok=True)  # before the run, not after it
     torch.set_num_threads(1)
     stamp = machine_stamp()
     stamp["anchors"] = {d: dist_version(d) for d in ("placo", "mink", "mujoco", "daqp", "pin")}

@@ -301,6 +301,9 @@ def _wholebody_rows(robot, links, n, poses, seed=0):
     g = torch.Generator().manual_seed(seed)
     q = robot.random_configuration(n, generator=g)
     on_limit = torch.rand(q.shape, generator=g) < 0.15
+    if robot.floating:  # the joints only; the base anywhere in a 2 m cube
+        on_limit[:, :7] = False
+        q[:, :3] = 2 * torch.rand(n, 3, generator=g, dtype=q.dtype) - 1
     q = torch.where(on_limit, torch.where(torch.rand(q.shape, generator=g) < 0.5, robot.lower,
                                           robot.upper), q)  # fmt: skip
     far = robot.forward_kinematics(robot.random_configuration(n, generator=g), links)
@@ -311,7 +314,17 @@ def _wholebody_rows(robot, links, n, poses, seed=0):
     return q, targets
 
 
-WHOLE_BODY = [("two_arms", (True, False)), ("g1", (True, True)), ("g1_mixed", (False, True))]
+WHOLE_BODY = [("two_arms", (True, False)), ("g1", (True, True)), ("g1_mixed", (False, True)),
+              ("g1_floating", (True, False, True, True))]  # fmt: skip
+FEET = ["left_ankle_roll_link", "right_ankle_roll_link"]
+HANDS = ["left_rubber_hand", "right_rubber_hand"]
+
+
+def _floating_g1():
+    from torchik import Robot
+    from torchik.description import bundled_urdf
+
+    return Robot.from_urdf(bundled_urdf("g1"), dtype=torch.float64, floating_base=True)
 
 
 @pytest.mark.parametrize("posture", [0.0, 0.5])
@@ -329,12 +342,13 @@ def test_one_iteration_of_several_links_is_the_whole_body_step(name, poses, held
 
     if name == "two_arms":
         robot, links = Robot.from_urdf(TWO_ARMS, dtype=torch.float64), ["left_hand", "right_hand"]
+    elif name == "g1_floating":
+        robot, links = _floating_g1(), FEET + HANDS
     else:
-        robot = load_robot("g1", dtype=torch.float64)
-        links = ["left_rubber_hand", "right_rubber_hand"]
+        robot, links = load_robot("g1", dtype=torch.float64), HANDS
     q, targets = _wholebody_rows(robot, links, 40, poses)
-    names = list(robot.joint_names)
-    active = [n for i, n in enumerate(names) if i % 3 != 1] if held else None
+    names = list(robot.joint_names)  # a floating base moves as a whole: its 7 coordinates
+    active = [n for i, n in enumerate(names) if i % 3 != 1 or "/" in n] if held else None
     rest = robot.random_configuration(40, torch.Generator().manual_seed(9))
     weights = {links[1]: 2.5}
     problem, _, _, _ = _problem(robot, targets, weights, active, rest, posture, False, None, 1,

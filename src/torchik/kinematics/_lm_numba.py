@@ -15,6 +15,8 @@ import math
 import numba
 import numpy as np
 
+from torchik.geometry.rotations import _COS, _SINC, _SMALL_HALF_ANGLE_SQ
+
 TWO_PI = 2.0 * math.pi
 
 
@@ -57,12 +59,14 @@ def _place(out, k, parent, frames, c):
 
 
 @_inlined
-def _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos):
-    """Frames of the needed joints ``frames[:n]`` and of the links ``frames[n + t]``."""
+def _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, shift):
+    """Frames of the needed joints ``frames[:n]`` and of the links ``frames[n + t]``; joint
+    values from ``q[row, shift:]`` (after a floating base's 7), the root's frame where a
+    ``parent`` says so (``frames[n + T]``, a floating base, set before)."""
     n = parent.shape[0]
     for i in range(n):
         _place(frames, i, parent[i], frames, c_joint[i])
-        t = mult[i] * q[row, source[i]] + offset[i]
+        t = mult[i] * q[row, shift + source[i]] + offset[i]
         if kind[i] == 0:  # revolute about z: columns 0 and 1 turn
             co, si = math.cos(t), math.sin(t)
             for a in range(3):
@@ -77,22 +81,35 @@ def _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, l
 
 
 @_inlined
-def _jacobian(jac, frames, kind, source, mult, chain, sizes):
+def _jacobian(jac, frames, kind, source, mult, chain, sizes, floating):
     """The geometric Jacobians of the links (``frames[n + t]``), stacked: rows ``o..o+s-1`` of
-    link ``t`` (``s = sizes[t]``, 3 or 6) from the joints of its ``chain[t]``."""
-    n = kind.shape[0]
+    link ``t`` (``s = sizes[t]``, 3 or 6) from the joints of its ``chain[t]``; with a
+    ``floating`` base (``frames[n + T]``) first its 6 twist columns
+    (:func:`torchik.geometry.floating.base_jacobian`), then the joints'."""
+    n, links = kind.shape[0], sizes.shape[0]
     for r in range(jac.shape[0]):
         for c in range(jac.shape[1]):
             jac[r, c] = 0.0
-    o = 0
-    for t in range(sizes.shape[0]):
+    o, shift = 0, 6 if floating else 0
+    for t in range(links):
         ex, ey, ez = frames[n + t, 0, 3], frames[n + t, 1, 3], frames[n + t, 2, 3]
         six = sizes[t] == 6
+        if floating:  # linear rows [R, -[x - p]x R], angular rows [0, R]
+            b = n + links
+            d0, d1, d2 = ex - frames[b, 0, 3], ey - frames[b, 1, 3], ez - frames[b, 2, 3]
+            for k in range(3):
+                r0, r1, r2 = frames[b, 0, k], frames[b, 1, k], frames[b, 2, k]
+                jac[o, k], jac[o + 1, k], jac[o + 2, k] = r0, r1, r2
+                jac[o, 3 + k] = r1 * d2 - r2 * d1
+                jac[o + 1, 3 + k] = r2 * d0 - r0 * d2
+                jac[o + 2, 3 + k] = r0 * d1 - r1 * d0
+                if six:
+                    jac[o + 3, 3 + k], jac[o + 4, 3 + k], jac[o + 5, 3 + k] = r0, r1, r2
         for i in range(n):
             if not chain[t, i]:
                 continue
             ax, ay, az = frames[i, 0, 2], frames[i, 1, 2], frames[i, 2, 2]
-            k, c = mult[i], source[i]
+            k, c = mult[i], shift + source[i]
             if kind[i] == 0:
                 dx, dy, dz = ex - frames[i, 0, 3], ey - frames[i, 1, 3], ez - frames[i, 2, 3]
                 jac[o, c] += k * (ay * dz - az * dy)
@@ -107,6 +124,35 @@ def _jacobian(jac, frames, kind, source, mult, chain, sizes):
                 jac[o + 1, c] += k * ay
                 jac[o + 2, c] += k * az
         o += sizes[t]
+
+
+@_inlined
+def _base(q, row, frames, b, origin, rot):
+    """A floating base's frame ``frames[b] = origin @ [R(quat) | p]`` from ``q[row, :7]``, and
+    ``rot = R(quat)`` (:func:`torchik.geometry.rotations.quat_to_rotmat`: ``q / |q|``'s)."""
+    w, x, y, z = q[row, 3], q[row, 4], q[row, 5], q[row, 6]
+    s = 2.0 / (w * w + x * x + y * y + z * z)
+    rot[0, 0], rot[0, 1], rot[0, 2] = (
+        1 - s * (y * y + z * z),
+        s * (x * y - w * z),
+        s * (x * z + w * y),
+    )
+    rot[1, 0], rot[1, 1], rot[1, 2] = (
+        s * (x * y + w * z),
+        1 - s * (x * x + z * z),
+        s * (y * z - w * x),
+    )
+    rot[2, 0], rot[2, 1], rot[2, 2] = (
+        s * (x * z - w * y),
+        s * (y * z + w * x),
+        1 - s * (x * x + y * y),
+    )
+    for a in range(3):
+        for col in range(4):
+            s = origin[a, 3] if col == 3 else 0.0
+            for k in range(3):
+                s += origin[a, k] * (q[row, k] if col == 3 else rot[k, col])
+            frames[b, a, col] = s
 
 
 @_inlined
@@ -176,45 +222,87 @@ def _solve(jac, rhs, lam, chol, y):
 
 
 @_inlined
-def _step(out, q, row, jac, err, w, lam, eps, work, lower, upper, cont, turn, box, posture):
-    """``out = q + Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e``, projected (``jac`` already ``W^½ J``, with the
-    columns of blocked joints zeroed): :func:`torchik.ik.lm.damped_step` by Cholesky, then
-    :meth:`torchik.ik.base.JointLimits.project`. With a posture gain, the step towards rest
-    ``z`` is added minus its part in the row space of ``Jw`` (``λ = eps`` there), as
+def _step(dv, q, row, jac, err, w, lam, eps, work, posture, shift):
+    """The step ``dv = Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e`` (``jac`` already ``W^½ J``, with the
+    columns of blocked joints zeroed): :func:`torchik.ik.lm.damped_step` by Cholesky. With a
+    posture gain, the step towards rest ``z`` (joints only, after ``shift`` twist columns) is
+    added minus its part in the row space of ``Jw`` (``λ = eps`` there), as
     :class:`torchik.ik.wholebody.WholeBodyLM` does."""
     chol, rhs, y, y2, z = work
     rest, columns, gain, max_step = posture
-    m, dof = err.shape[0], out.shape[0]
+    m, nv = err.shape[0], dv.shape[0]
     for i in range(m):
         rhs[i] = w[i] * err[i]
     _solve(jac, rhs, lam, chol, y)
+    for c in range(nv):
+        s = 0.0
+        for i in range(m):
+            s += jac[i, c] * y[i]
+        dv[c] = s
     if gain > 0.0:
-        norm = 0.0
-        for c in range(dof):
-            z[c] = gain * (rest[row, c] - q[row, c]) if columns[c] else 0.0
+        norm, lift = 0.0, 1 if shift else 0  # column c moves q[c + 1] after a floating base
+        for c in range(nv):
+            moved = columns[c] and c >= shift
+            z[c] = gain * (rest[row, c + lift] - q[row, c + lift]) if moved else 0.0
             norm += z[c] * z[c]
         scale = max_step / max(math.sqrt(norm), max_step)  # at most max_step long
-        for c in range(dof):
+        for c in range(nv):
             z[c] *= scale
         for i in range(m):
             s = 0.0
-            for c in range(dof):
+            for c in range(nv):
                 s += jac[i, c] * z[c]
             rhs[i] = s
         _solve(jac, rhs, eps, chol, y2)
-        for c in range(dof):
-            s, s2 = 0.0, 0.0
+        for c in range(nv):
+            s = 0.0
             for i in range(m):
-                s += jac[i, c] * y[i]
-                s2 += jac[i, c] * y2[i]
-            v = q[row, c] + ((s + z[c]) - s2)
-            out[c] = _project(v, lower[c], upper[c], cont[c], turn[c], box)
+                s += jac[i, c] * y2[i]
+            dv[c] = (dv[c] + z[c]) - s
+
+
+@_inlined
+def _advance(out, q, row, dv, rot, lower, upper, cont, turn, box, floating, moves):
+    """``out = q ⊕ dv`` projected into the limits
+    (:meth:`torchik.ik.base.JointLimits.project`): a floating base moved by its twist
+    (:func:`torchik.geometry.floating.integrate`) and, when it ``moves``, its quaternion
+    normalised (:meth:`torchik.ik.wholebody.WholeBodyProblem.project`)."""
+    if not floating:
+        for c in range(out.shape[0]):
+            out[c] = _project(q[row, c] + dv[c], lower[c], upper[c], cont[c], turn[c], box)
         return
-    for c in range(dof):
-        s = q[row, c]
-        for i in range(m):
-            s += jac[i, c] * y[i]
-        out[c] = _project(s, lower[c], upper[c], cont[c], turn[c], box)
+    for a in range(3):  # p + R v
+        s = rot[a, 0] * dv[0] + rot[a, 1] * dv[1] + rot[a, 2] * dv[2]
+        out[a] = q[row, a] + s
+    half2 = 0.25 * (dv[3] * dv[3] + dv[4] * dv[4] + dv[5] * dv[5])  # exp(w / 2)
+    if half2 < _SMALL_HALF_ANGLE_SQ:  # the series of rotvec_to_quat, by Horner's rule
+        cw, sc = _COS[-1], _SINC[-1]
+        for k in range(len(_COS) - 2, -1, -1):
+            cw, sc = cw * half2 + _COS[k], sc * half2 + _SINC[k]
+        sc *= 0.5
+    else:
+        h = math.sqrt(half2)
+        cw, sc = math.cos(h), 0.5 * (math.sin(h) / h)
+    ex, ey, ez = sc * dv[3], sc * dv[4], sc * dv[5]
+    w, x, y, z = q[row, 3], q[row, 4], q[row, 5], q[row, 6]
+    qw = w * cw - x * ex - y * ey - z * ez
+    qx = w * ex + x * cw + y * ez - z * ey
+    qy = w * ey - x * ez + y * cw + z * ex
+    qz = w * ez + x * ey - y * ex + z * cw
+    _unit(out, qw, qx, qy, qz)
+    for c in range(7, out.shape[0]):
+        out[c] = q[row, c] + dv[c - 1]
+    for c in range(out.shape[0]):
+        out[c] = _project(out[c], lower[c], upper[c], cont[c], turn[c], box)
+    if moves:
+        _unit(out, out[3], out[4], out[5], out[6])
+
+
+@_inlined
+def _unit(out, w, x, y, z):
+    """``out[3:7]`` the quaternion ``(w, x, y, z)`` normalised (zero stays zero)."""
+    norm = max(math.sqrt(w * w + x * x + y * y + z * z), 1e-154)
+    out[3], out[4], out[5], out[6] = w / norm, x / norm, y / norm, z / norm
 
 
 @_inlined
@@ -246,52 +334,61 @@ def _project(v, lower, upper, cont, turn, box):
 
 
 @_inlined
-def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture, w, mu, floor):
+def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture, base, w, mu,
+               floor):  # fmt: skip
     """The residual and cost at ``q[row]`` and the projected next ``out``; returns the cost."""
     parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
     position, rotmat, sizes = target
     boxes, tops, cont, turn, box = limits
+    floating, moves, origin, rot, dv = base
     columns = posture[1]
     lower, upper = boxes[row if box else 0], tops[row if box else 0]
     n, m = parent.shape[0], err.shape[0]
-    _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos)
-    _jacobian(jac, frames, kind, source, mult, chain, sizes)
+    shift = 6 if floating else 0  # twist columns before the joints'
+    if floating:
+        _base(q, row, frames, n + sizes.shape[0], origin, rot)
+    _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos,
+          7 if floating else 0)  # fmt: skip
+    _jacobian(jac, frames, kind, source, mult, chain, sizes, floating)
     _residual(err, frames, n, position, rotmat, row, sizes)
     cost = 0.0
     for r in range(m):
         cost += (w[r] * err[r]) ** 2
-    for c in range(q.shape[1]):  # free_limit_columns: clamped joints pushed out of a limit
+    for c in range(jac.shape[1]):  # free_limit_columns: clamped joints pushed out of a limit
         g = 0.0
         for r in range(m):
             g += jac[r, c] * (w[r] * (w[r] * err[r]))
-        out_low, out_high = q[row, c] <= lower[c] and g < 0, q[row, c] >= upper[c] and g > 0
-        blocked = (box or not (cont[c] or turn[c])) and (out_low or out_high)  # the clamped
+        x = c + 1 if floating else c  # the coordinate of q it moves
+        out_low, out_high = q[row, x] <= lower[x] and g < 0, q[row, x] >= upper[x] and g > 0
+        blocked = (box or not (cont[x] or turn[x])) and (out_low or out_high) and c >= shift
         blocked = blocked or not columns[c]  # a joint the solve holds
         for r in range(m):
             jac[r, c] = 0.0 if blocked else w[r] * jac[r, c]
-    lam = mu * (cost + floor)
-    _step(out, q, row, jac, err, w, lam, mu * floor, work, lower, upper, cont, turn, box, posture)
+    _step(dv, q, row, jac, err, w, mu * (cost + floor), mu * floor, work, posture, shift)
+    _advance(out, q, row, dv, rot, lower, upper, cont, turn, box, floating, moves)
     return cost
 
 
 @_kernel
-def lm_loop(q, state, tree, target, limits, posture, w, reals, ints):
+def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
     """``n_iters`` iterations of every row of ``q``, in place (see
     :func:`torchik.kinematics.native.lm_loop`): rows one after another, a finished row stops.
 
     Args:
-        q: ``(B, D)``.
+        q: ``(B, nq)``.
         state: ``(best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled)``.
         tree: ``(parent, kind, source, multiplier, offset, c_joint, c_link, link_pos, chain)``
             of the links' needed joints (:func:`torchik.kinematics.native._tree_arrays`).
         target: ``(position (B, T, 3), rotmat (B, T, 3, 3), sizes (T,))``: ``sizes[t]`` 6 for
             a pose, 3 for a position (its ``rotmat`` never read).
         limits: ``(lower, upper, continuous, full_turn, box)``: ``lower`` and ``upper``
-            ``(1, D)`` shared by the rows or ``(B, D)`` one box per row (``box`` true, see
-            :meth:`torchik.ik.base.JointLimits.within`), the masks ``(D,)``.
-        posture: ``(rest (B, D), columns (D,) bool, gain, max_step)``: the joints stepped
-            (the others' Jacobian columns zeroed) and the posture term (``gain`` 0: none,
-            ``rest`` not read).
+            ``(1, nq)`` shared by the rows or ``(B, nq)`` one box per row (``box`` true, see
+            :meth:`torchik.ik.base.JointLimits.within`), the masks ``(nq,)``.
+        posture: ``(rest (B, nq), columns (nv,) bool, gain, max_step)``: the columns stepped
+            (the others zeroed) and the posture term (``gain`` 0: none, ``rest`` not read).
+        base: ``(floating, moves, origin (3, 4))``: a floating base first in ``q`` (its 7
+            coordinates, 6 twist columns; ``nv = nq - 1``), whether it moves, and its joint's
+            origin.
         w: ``(m,)`` square roots of the residual weights.
         reals: ``(damping, damping_floor, tol_position, tol_rotation, 1 - min_improvement)``.
         ints: ``(it, n_iters, max_iters, patience, attempt_iters, track)``.
@@ -299,19 +396,22 @@ def lm_loop(q, state, tree, target, limits, posture, w, reals, ints):
     best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled = state
     mu, floor, tol_p, tol_r, keep = reals
     it0, n_iters, max_iters, patience, attempt_iters, track = ints
+    floating, moves, origin = base
     sizes = target[2]
     dof, n, m = q.shape[1], tree[0].shape[0], 0
+    nv = dof - 1 if floating else dof
     for t in range(sizes.shape[0]):
         m += sizes[t]
-    frames, jac = np.empty((n + sizes.shape[0], 3, 4), q.dtype), np.empty((m, dof), q.dtype)
-    err, out = np.empty(m, q.dtype), np.empty(dof, q.dtype)
+    frames = np.empty((n + sizes.shape[0] + 1, 3, 4), q.dtype)  # joints, links, a base
+    jac, err, out = np.empty((m, nv), q.dtype), np.empty(m, q.dtype), np.empty(dof, q.dtype)
     work = (np.empty((m, m), q.dtype), np.empty(m, q.dtype), np.empty(m, q.dtype),
-            np.empty(m, q.dtype), np.empty(dof, q.dtype))  # fmt: skip
+            np.empty(m, q.dtype), np.empty(nv, q.dtype))  # fmt: skip
+    moving = (floating, moves, origin, np.empty((3, 3), q.dtype), np.empty(nv, q.dtype))
     for row in range(q.shape[0]):
         done, i = finished[row], 0
         while i < n_iters and not done:
             cost = _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture,
-                              w, mu, floor)  # fmt: skip
+                              moving, w, mu, floor)  # fmt: skip
             conv = _converged(err, sizes, tol_p, tol_r)
             if cost < best_cost[row] or conv:
                 for c in range(dof):

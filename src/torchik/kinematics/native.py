@@ -21,6 +21,7 @@ import functools
 import os
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
@@ -82,13 +83,18 @@ def warm_up(tree: KinematicTree) -> bool:
     return True
 
 
-def _tree_arrays(tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype) -> tuple:
+def _tree_arrays(
+    tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype, floating: bool = False
+) -> tuple:
     """The constants of the joints that move ``links`` as NumPy arrays (kept with the tree),
-    and ``chain (T, n)``: which of those joints move each link."""
+    and ``chain (T, n)``: which of those joints move each link. With a ``floating`` base the
+    root's children hang from its frame, the kernel's ``frames[n + T]``."""
 
     def build() -> tuple:
         plan = tree.plan(links)
         needed = list(plan.needed)
+        root = len(needed) + len(links) if floating else -1
+        parent_pos = [root if p < 0 else p for p in plan.parent_pos]
         floats = lambda t: np.ascontiguousarray(t.detach().to(dtype).numpy())  # noqa: E731
         ints = lambda v: np.asarray(v, dtype=np.int64).reshape(-1)  # noqa: E731
         chain = np.zeros((len(links), len(needed)), dtype=np.bool_)
@@ -97,18 +103,18 @@ def _tree_arrays(tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype
                 chain[t, pos] = True
                 pos = plan.parent_pos[pos]
         return (
-            ints(plan.parent_pos),
+            ints(parent_pos),
             ints([tree.kind[j] for j in needed]),
             ints(tree.source[needed].tolist()),
             floats(tree.multiplier[needed]),
             floats(tree.offset[needed]),
             floats(tree.w_joint[needed].transpose(-1, -2)[:, :3, :].reshape(-1, 3, 4)),
             floats(tree.w_link[list(links)].transpose(-1, -2)[:, :3, :]),
-            ints(plan.link_pos),
+            ints([root if p < 0 else p for p in plan.link_pos]),
             chain,
         )
 
-    return tree.cached(("native", links, dtype), build)
+    return tree.cached(("native", links, dtype, floating), build)
 
 
 def _array(t: Tensor | None, like: np.ndarray, shape: tuple[int, ...]) -> np.ndarray:
@@ -144,6 +150,8 @@ def lm_loop(
     rest: Tensor | None = None,
     posture: float = 0.0,
     max_posture_step: float = 0.1,
+    base_origin: Tensor | None = None,
+    moves_base: bool = True,
 ) -> None:
     """:func:`torchik.kinematics.fused.lm_loop` on the CPU: ``n_iters`` iterations of every row,
     in place, compiled by Numba (the same arguments and state; see that function), for one
@@ -186,6 +194,15 @@ def lm_loop(
             ``max_posture_step`` long) added in the null space of the weighted Jacobian:
             ``z - Jwᵀ (Jw Jwᵀ + μ damping_floor I)⁻¹ Jw z``; 0: none.
         max_posture_step: see ``posture``.
+        base_origin: ``(4, 4)``, the origin of a floating base's joint: ``q (B, 7 + D)``
+            starts with its position and quaternion (:mod:`torchik.geometry.floating`), the
+            Jacobian has its 6 twist columns first (``nv = 6 + D``; ``columns (nv,)``), each
+            step moves it by :func:`~torchik.geometry.floating.integrate` and the limits of
+            its 7 coordinates are those of ``lower`` and ``upper (7 + D)``; ``None``: a fixed
+            base.
+        moves_base: with ``base_origin``, whether the base moves (then its quaternion is
+            normalised after each projection, as
+            :meth:`torchik.ik.wholebody.WholeBodyProblem.project` does).
 
     Raises:
         ValueError: ``q`` not on the CPU, or a malformed argument (as the fused function).
@@ -197,9 +214,11 @@ def lm_loop(
     if q.dtype not in DTYPES:
         raise TypeError(f"native.lm_loop takes float32 or float64, got {q.dtype}")
     links, positions, rotmats = _targets(link, target_position, target_rotmat)
+    floating = _check_base(q, tree, base_origin)
     box = _check_box(q, lower, upper)
-    track = _check_targets(q, tree, positions, rotmats, weights, continuous, full_turn, state)
-    hold = _check_posture(q, columns, rest, posture, max_posture_step)
+    sized = SimpleNamespace(dof=q.shape[1]) if floating else tree  # the checks read its dof
+    track = _check_targets(q, sized, positions, rotmats, weights, continuous, full_turn, state)
+    hold = _check_posture(q, columns, rest, posture, max_posture_step, floating)
     if q.shape[0] == 0 or n_iters <= 0:
         return
     from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
@@ -213,12 +232,15 @@ def lm_loop(
     ints = (int(state["it"]), int(n_iters), int(max_iters), int(patience), int(attempt_iters),
             int(track))  # fmt: skip
     w = weights.detach().contiguous().numpy()
-    tree_arrays = _tree_arrays(tree, links, q.dtype)
+    tree_arrays = _tree_arrays(tree, links, q.dtype, floating)
     rows = _row_arrays(x, state, positions)
     rotmat, sizes = _rotmats(rotmats, x)
     aims = any(r is not None for r in rotmats)  # one rotation per row (else a filler)
-    held = np.ones(x.shape[1], np.bool_) if hold[0] is None else _array(hold[0], held_like, ())
+    nv = x.shape[1] - 1 if floating else x.shape[1]
+    held = np.ones(nv, np.bool_) if hold[0] is None else _array(hold[0], held_like, ())
     rest_rows = _array(hold[1], x, (1, x.shape[1]))
+    origin = _array(base_origin, x, (4, 4))[:3]
+    base = (floating, bool(moves_base), np.ascontiguousarray(origin))
 
     def run(part: slice) -> None:  # the kernel releases the GIL: parts run in parallel
         x_part, position = rows[0][part], rows[2][part]
@@ -227,8 +249,8 @@ def lm_loop(
         bounds = tuple(b[part] for b in limits) if box else limits
         pose = (rest_rows[part] if posture > 0 else rest_rows, held, float(posture),
                 float(max_posture_step))  # fmt: skip
-        _lm_numba.lm_loop(x_part, state_part, tree_arrays, aim, (*bounds, *masks, box), pose, w,
-                          reals, ints)  # fmt: skip
+        _lm_numba.lm_loop(x_part, state_part, tree_arrays, aim, (*bounds, *masks, box), pose,
+                          base, w, reals, ints)  # fmt: skip
 
     parts = _parts(x.shape[0])
     if len(parts) == 1:
@@ -267,11 +289,12 @@ def _check_targets(q, tree, positions, rotmats, weights, continuous, full_turn, 
     return track
 
 
-def _check_posture(q, columns, rest, posture, max_step) -> tuple[Tensor | None, Tensor | None]:
-    """The held joints' mask and the rest rows, checked (``rest`` only with a posture)."""
+def _check_posture(q, columns, rest, posture, max_step, floating: bool):
+    """The held columns' mask and the rest rows, checked (``rest`` only with a posture)."""
     batch, dof = q.shape
-    if columns is not None and (columns.dtype != torch.bool or tuple(columns.shape) != (dof,)):
-        raise ValueError(f"lm_loop: columns must be a ({dof},) bool tensor, got "
+    nv = dof - 1 if floating else dof
+    if columns is not None and (columns.dtype != torch.bool or tuple(columns.shape) != (nv,)):
+        raise ValueError(f"lm_loop: columns must be a ({nv},) bool tensor, got "
                          f"{tuple(columns.shape)} {columns.dtype}")  # fmt: skip
     if not (posture >= 0.0 and max_step > 0.0):
         raise ValueError(f"lm_loop: posture must be >= 0 and max_posture_step > 0, got "
@@ -283,6 +306,19 @@ def _check_posture(q, columns, rest, posture, max_step) -> tuple[Tensor | None, 
         raise ValueError(f"lm_loop: a posture needs rest, a ({batch}, {dof}) {q.dtype} "
                          f"tensor, got {got}")  # fmt: skip
     return columns, rest
+
+
+def _check_base(q: Tensor, tree: KinematicTree, origin: Tensor | None) -> bool:
+    """Whether ``q`` starts with a floating base (``origin`` given), its size checked."""
+    if origin is None:
+        return False
+    if tuple(origin.shape) != (4, 4) or origin.dtype != q.dtype or origin.device != q.device:
+        raise ValueError(f"lm_loop: base_origin must be a (4, 4) {q.dtype} tensor on "
+                         f"{q.device}, got {tuple(origin.shape)} {origin.dtype}")  # fmt: skip
+    if q.shape[1] != tree.dof + 7:
+        raise ValueError(f"lm_loop: with a floating base q must have shape (B, {tree.dof + 7}) "
+                         f"(its 7 coordinates, then the joints), got {tuple(q.shape)}")  # fmt: skip
+    return True
 
 
 def _rotmats(rotmats: list[Tensor | None], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -48,6 +48,13 @@ class WholeBodyProblem(IKProblem):
         """Whether a floating base moves (read once: :meth:`project` never reads the device)."""
         return bool(self.robot.floating and bool(self.active[0]))
 
+    @cached_property
+    def base_origin(self) -> Tensor:
+        """``(4, 4)`` a floating base's frame at its zero pose: its joint's origin (FK of the
+        root at :meth:`Robot.neutral`)."""
+        robot = self.robot
+        return robot.forward_kinematics(robot.neutral(), robot.root)
+
     def project(self, q: Tensor) -> Tensor:
         """``q (N, nq)`` into the limits, a moving floating base's quaternion normalised (a
         held one stays exactly where its box holds it)."""

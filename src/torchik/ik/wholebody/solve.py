@@ -85,14 +85,20 @@ class WholeBodyLM(LevenbergMarquardt):
 
     def _compiled_takes(self, problem: IKProblem) -> bool:
         """The CPU's compiled loop steps this step (stacked targets, held joints, posture) on a
-        fixed base; a floating base (a quaternion in ``q``) keeps the PyTorch operations."""
-        return not self.settings.adaptive and not problem.robot.floating_bases
+        fixed base or on one floating base that carries the whole robot."""
+        robot = problem.robot
+        one_base = robot.floating_bases == 1 and robot.base_of(robot.root) is not None
+        return not self.settings.adaptive and (not robot.floating_bases or one_base)
 
     def _compiled_extras(self, problem: IKProblem) -> dict[str, Any]:
-        """The held joints and the posture, for :func:`torchik.kinematics.native.lm_loop`."""
+        """The held joints, the posture and a floating base, for
+        :func:`torchik.kinematics.native.lm_loop`."""
         assert isinstance(problem, WholeBodyProblem)
-        return dict(columns=problem.columns, rest=problem.rest, posture=problem.posture,
-                    max_posture_step=MAX_POSTURE_STEP)  # fmt: skip
+        extras = dict(columns=problem.columns, rest=problem.rest, posture=problem.posture,
+                      max_posture_step=MAX_POSTURE_STEP)  # fmt: skip
+        if problem.robot.floating:
+            extras.update(base_origin=problem.base_origin, moves_base=problem.moves_base)
+        return extras
 
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         assert isinstance(problem, WholeBodyProblem) and lin.jacobian is not None
