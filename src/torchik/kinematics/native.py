@@ -8,7 +8,9 @@ up to rounding) as compiled code, one row after another: the row's frames, Jacob
 damped step and projection in a few small scratch arrays, and a row that converged stops
 costing anything. The fixed-shape IK loop (:mod:`torchik.ik.fixed`) takes it on the CPU through
 :meth:`torchik.ik.LevenbergMarquardt.fused_loop`, where it serves (see
-:attr:`~torchik.ik.LMSettings.fused_loop`).
+:attr:`~torchik.ik.LMSettings.fused_loop`). It also places several links at once, with held
+joints, a posture and a floating base: whole-body IK's step
+(:class:`torchik.ik.wholebody.WholeBodyLM`), which Triton's loop kernel does not take.
 
 Numba is imported on the first call (it loads LLVM, about half a second); the kernel is
 compiled once per dtype and cached on disk by Numba, so a later process loads it. Without

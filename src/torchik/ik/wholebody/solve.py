@@ -20,6 +20,11 @@ first), every update goes through :meth:`Robot.integrate`, the limit test of
 the projection normalises the quaternion, and the posture acts on the joints only
 (``robot.difference(q, rest)``). Seeds fit the base to the targets
 (:mod:`torchik.ik.wholebody.seeds`).
+
+On the CPU the loop runs as compiled code, :func:`torchik.kinematics.native.lm_loop` (this
+module's step, held joints, posture and floating base included; see
+:meth:`WholeBodyLM._compiled_takes`), re-seeding stalled slots every
+:data:`COMPILED_SYNC_EVERY` iterations; on CUDA the fixed-shape loop is captured in CUDA graphs.
 """
 
 from __future__ import annotations
