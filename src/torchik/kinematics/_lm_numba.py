@@ -15,8 +15,6 @@ import math
 import numba
 import numpy as np
 
-from torchik.geometry.rotations import _COS, _SINC, _SMALL_HALF_ANGLE_SQ
-
 TWO_PI = 2.0 * math.pi
 
 
@@ -274,15 +272,8 @@ def _advance(out, q, row, dv, rot, lower, upper, cont, turn, box, floating, move
     for a in range(3):  # p + R v
         s = rot[a, 0] * dv[0] + rot[a, 1] * dv[1] + rot[a, 2] * dv[2]
         out[a] = q[row, a] + s
-    half2 = 0.25 * (dv[3] * dv[3] + dv[4] * dv[4] + dv[5] * dv[5])  # exp(w / 2)
-    if half2 < _SMALL_HALF_ANGLE_SQ:  # the series of rotvec_to_quat, by Horner's rule
-        cw, sc = _COS[-1], _SINC[-1]
-        for k in range(len(_COS) - 2, -1, -1):
-            cw, sc = cw * half2 + _COS[k], sc * half2 + _SINC[k]
-        sc *= 0.5
-    else:
-        h = math.sqrt(half2)
-        cw, sc = math.cos(h), 0.5 * (math.sin(h) / h)
+    h = 0.5 * math.sqrt(dv[3] * dv[3] + dv[4] * dv[4] + dv[5] * dv[5])  # exp(w / 2)
+    cw, sc = math.cos(h), (0.5 * (math.sin(h) / h) if h > 0.0 else 0.5)
     ex, ey, ez = sc * dv[3], sc * dv[4], sc * dv[5]
     w, x, y, z = q[row, 3], q[row, 4], q[row, 5], q[row, 6]
     qw = w * cw - x * ex - y * ey - z * ez

@@ -211,10 +211,7 @@ def lm_loop(
         TypeError: an argument of a dtype other than ``q``'s, or ``q`` neither float32 nor
             float64.
     """
-    if q.device.type != "cpu":
-        raise ValueError(f"native.lm_loop runs on CPU tensors, not on {q.device}")
-    if q.dtype not in DTYPES:
-        raise TypeError(f"native.lm_loop takes float32 or float64, got {q.dtype}")
+    _check_q(q)
     links, positions, rotmats = _targets(link, target_position, target_rotmat)
     floating = _check_base(q, tree, base_origin)
     box = _check_box(q, lower, upper)
@@ -227,38 +224,54 @@ def lm_loop(
 
     x = q.detach().numpy()
     limits = tuple(_array(t if box else t[None], x, ()) for t in (lower, upper))  # (R, D)
-    held_like = np.empty(0, np.bool_)
-    masks = tuple(_array(t, held_like, x.shape[1:]) for t in (continuous, full_turn))
+    masks = tuple(_array(t, np.empty(0, np.bool_), x.shape[1:]) for t in (continuous, full_turn))
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation),
              1.0 - float(min_improvement))  # fmt: skip
     ints = (int(state["it"]), int(n_iters), int(max_iters), int(patience), int(attempt_iters),
             int(track))  # fmt: skip
-    w = weights.detach().contiguous().numpy()
-    tree_arrays = _tree_arrays(tree, links, q.dtype, floating)
     rows = _row_arrays(x, state, positions)
+    rest_rows, held, base = _body_arrays(x, hold, base_origin, moves_base)
     rotmat, sizes = _rotmats(rotmats, x)
-    aims = any(r is not None for r in rotmats)  # one rotation per row (else a filler)
-    nv = x.shape[1] - 1 if floating else x.shape[1]
-    held = np.ones(nv, np.bool_) if hold[0] is None else _array(hold[0], held_like, ())
-    rest_rows = _array(hold[1], x, (1, x.shape[1]))
-    origin = _array(base_origin, x, (4, 4))[:3]
-    base = (floating, bool(moves_base), np.ascontiguousarray(origin))
-
-    def run(part: slice) -> None:  # the kernel releases the GIL: parts run in parallel
-        x_part, position = rows[0][part], rows[2][part]
-        state_part = tuple(a[part] for a in rows[1])
-        aim = (position, rotmat[part] if aims else rotmat, sizes)
-        bounds = tuple(b[part] for b in limits) if box else limits
-        pose = (rest_rows[part] if posture > 0 else rest_rows, held, float(posture),
-                float(max_posture_step))  # fmt: skip
-        _lm_numba.lm_loop(x_part, state_part, tree_arrays, aim, (*bounds, *masks, box), pose,
-                          base, w, reals, ints)  # fmt: skip
-
+    per_row = (*rows, rotmat, *limits, rest_rows)
+    shared = (_tree_arrays(tree, links, q.dtype, floating), sizes, masks, box, held,
+              (float(posture), float(max_posture_step)), base,
+              weights.detach().contiguous().numpy(), reals, ints)  # fmt: skip
     parts = _parts(x.shape[0])
     if len(parts) == 1:
-        run(parts[0])
+        _run_part(_lm_numba.lm_loop, per_row, shared, parts[0])
     else:
-        list(_pool().map(run, parts))
+        list(_pool().map(lambda p: _run_part(_lm_numba.lm_loop, per_row, shared, p), parts))
+
+
+def _check_q(q: Tensor) -> None:
+    """A CPU tensor of a dtype the kernel is compiled for."""
+    if q.device.type != "cpu":
+        raise ValueError(f"native.lm_loop runs on CPU tensors, not on {q.device}")
+    if q.dtype not in DTYPES:
+        raise TypeError(f"native.lm_loop takes float32 or float64, got {q.dtype}")
+
+
+def _run_part(kernel: Any, per_row: tuple, shared: tuple, part: slice) -> None:
+    """The kernel on the rows ``part`` (it releases the GIL: parts run in parallel). Arrays of
+    ``per_row`` with one row per row of ``q`` are cut to the part; one-row fillers are not."""
+    batch = per_row[0].shape[0]
+    cut = [a[part] if a.shape[0] == batch else a for a in (per_row[0], *per_row[2:])]
+    x, position, rotmat, lower, upper, rest = cut
+    state = tuple(a[part] for a in per_row[1])
+    tree, sizes, masks, box, held, gains, base, w, reals, ints = shared
+    kernel(x, state, tree, (position, rotmat, sizes), (lower, upper, *masks, box),
+           (rest, held, *gains), base, w, reals, ints)  # fmt: skip
+
+
+def _body_arrays(x: np.ndarray, hold: tuple, origin: Tensor | None, moves: bool) -> tuple:
+    """``(rest (B, nq) or a filler, columns (nv,), base)``: the kernel's whole-body arrays
+    (every column stepped where ``hold`` has none), ``base`` its ``(floating, moves, origin)``."""
+    floating = origin is not None
+    nv = x.shape[1] - 1 if floating else x.shape[1]
+    held = np.ones(nv, np.bool_) if hold[0] is None else _array(hold[0], x, ())
+    rest_rows = _array(hold[1], x, (1, x.shape[1]))
+    top = np.ascontiguousarray(_array(origin, x, (4, 4))[:3])
+    return rest_rows, held, (floating, bool(moves), top)
 
 
 def _targets(link, position, rotmat) -> tuple[tuple[int, ...], list[Tensor], list[Tensor | None]]:
