@@ -419,3 +419,44 @@ def test_several_links_arguments_are_checked():
         call(*aim, columns=torch.ones(3, dtype=torch.bool))
     with pytest.raises(TypeError, match="one link takes one target_position"):
         call(index[0], aim[1], aim[2])
+
+
+def test_settle_steps_every_row_and_keeps_its_last_converged_iterate():
+    """``settle``: the posture's settling after a solve. Every row steps ``n_iters`` times
+    whatever it converged; ``best_q`` is its last iterate within tolerance (rows never within
+    keep theirs); the rest of the state is left alone. Checked against the same iterations
+    one at a time."""
+    from torchik.kinematics import native
+
+    robot = load_robot("g1", dtype=torch.float64)
+    g = torch.Generator().manual_seed(4)
+    q = robot.random_configuration(12, g)
+    pose = robot.forward_kinematics(q, HANDS)
+    pose[6:, :, :3, 3] += 0.5  # half the rows far from their targets
+    aim = ([robot.link_index(h) for h in HANDS], [pose[:, 0, :3, 3], pose[:, 1, :3, 3]],
+           [pose[:, 0, :3, :3], pose[:, 1, :3, :3]])  # fmt: skip
+    w, rest = q.new_ones(12), robot.random_configuration(12, g)
+
+    def run(x, state, n, settle, tol=(1e-3, 1e-2)):
+        native.lm_loop(x, robot.tree, *aim, w, 0.1, robot.lower, robot.upper, state, n_iters=n,
+                       max_iters=n, tol_position=tol[0], tol_rotation=tol[1], rest=rest,
+                       posture=0.5, settle=settle)  # fmt: skip
+
+    def within(x):  # both hands within 1 mm and 0.01 rad, by FK
+        got = robot.forward_kinematics(x, HANDS)
+        pos = (got[..., :3, 3] - pose[..., :3, 3]).norm(dim=-1)
+        rel = got[..., :3, :3].transpose(-1, -2) @ pose[..., :3, :3]
+        cos = ((rel.diagonal(dim1=-2, dim2=-1).sum(-1) - 1) / 2).clamp(-1, 1)
+        return ((pos < 1e-3) & (torch.arccos(cos) < 1e-2)).all(-1)
+
+    x, state = q.clone(), _state(q, track=False)
+    run(x, state, 5, True)
+    kept, y = q.clone(), q.clone()
+    for _ in range(5):  # one step at a time, every row stepping (no tolerance met)
+        kept = torch.where(within(y)[:, None], y, kept)
+        run(y, _state(y, track=False), 1, False, tol=(0.0, 0.0))
+    torch.testing.assert_close(x, y, atol=1e-12, rtol=0)
+    torch.testing.assert_close(state["best_q"], kept, atol=1e-12, rtol=0)
+    assert not torch.equal(state["best_q"][:6], q[:6])  # near rows converge and move on
+    assert torch.equal(state["best_q"][6:], q[6:])  # far rows never converge in 5 steps
+    assert bool(torch.isinf(state["best_cost"]).all()) and not bool(state["finished"].any())

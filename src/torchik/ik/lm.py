@@ -225,33 +225,43 @@ class LevenbergMarquardt(IKSolver):
         (:func:`torchik.kinematics.fused.lm_loop`; the early stop over each target's slots
         follows in :func:`torchik.ik.fixed.finish_groups`); ``False`` (nothing done) where it
         does not serve (see :class:`LMSettings` ``fused_loop``)."""
-        s, robot, limits = self.settings, problem.robot, problem.limits
-        targets = problem.targets
-        if s.fused_loop and self._fused_serves(problem, c.q):
-            kernels: Any = fused
-            one = targets[0]
-            aim: tuple[Any, Any, Any] = (robot.link_index(one.link), one.position, one.rotmat)
-            extra: dict[str, Any] = {}
+        if self.settings.fused_loop and self._fused_serves(problem, c.q):
+            one = problem.target
+            aim = (problem.robot.link_index(one.link), one.position, one.rotmat)
+            self._kernel_loop(fused, problem, c, n, max_iters, track, aim)
         elif self.compiled_loop(problem, c.q):
-            kernels = native
-            links = tuple(robot.link_index(t.link) for t in targets)
-            aim = (links, [t.position for t in targets], [t.rotmat for t in targets])
-            extra = self._compiled_extras(problem)
+            self._compiled(problem, c, n, max_iters, track)
         else:
             return False
+        return True
+
+    def _compiled(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool,
+                  **options: Any) -> None:  # fmt: skip
+        """``n`` iterations of the CPU's compiled loop on ``c`` (every link of ``problem``, with
+        :meth:`_compiled_extras` and ``options``)."""
+        targets, robot = problem.targets, problem.robot
+        aim = (tuple(robot.link_index(t.link) for t in targets), [t.position for t in targets],
+               [t.rotmat for t in targets])  # fmt: skip
+        extra = {**self._compiled_extras(problem), **options}
+        self._kernel_loop(native, problem, c, n, max_iters, track, aim, **extra)
+
+    def _kernel_loop(self, kernels: Any, problem: IKProblem, c: Carry, n: int, max_iters: int,
+                     track: bool, aim: tuple, **extra: Any) -> None:  # fmt: skip
+        """``kernels.lm_loop`` (Triton's or the CPU's) on ``c`` for the targets ``aim``
+        (``link, position, rotmat``: one link's, or sequences)."""
+        s, limits = self.settings, problem.limits
         state = dict(best_q=c.best_q, best_cost=c.best_cost, iterations=c.iterations,
                      finished=c.finished, it=c.it)  # fmt: skip
         if track:
             state.update(seed_cost=c.seed_cost, stall=c.stall, age=c.age, stalled=c.stalled)
         kernels.lm_loop(
-            c.q, robot.tree, *aim, problem.weights(s.rotation_weight),
+            c.q, problem.robot.tree, *aim, problem.weights(s.rotation_weight),
             s.damping, limits.lower, limits.upper, state, n_iters=n, max_iters=max_iters,
             tol_position=problem.tol_position, tol_rotation=problem.tol_rotation,
             damping_floor=s.damping_floor, continuous=limits.continuous,
             full_turn=limits.full_turn, patience=s.patience, min_improvement=s.min_improvement,
             attempt_iters=s.attempt_iters, **extra,
         )  # fmt: skip
-        return True
 
     def _accept_or_undo(self, q: Tensor, lin: Linearization, state: State):
         s = self.settings

@@ -382,11 +382,13 @@ def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
             origin.
         w: ``(m,)`` square roots of the residual weights.
         reals: ``(damping, damping_floor, tol_position, tol_rotation, 1 - min_improvement)``.
-        ints: ``(it, n_iters, max_iters, patience, attempt_iters, track)``.
+        ints: ``(it, n_iters, max_iters, patience, attempt_iters, track, settle)``; with
+            ``settle`` every row steps ``n_iters`` times whatever it converged, its last
+            converged ``q`` kept in ``best_q`` (nothing else written).
     """
     best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled = state
     mu, floor, tol_p, tol_r, keep = reals
-    it0, n_iters, max_iters, patience, attempt_iters, track = ints
+    it0, n_iters, max_iters, patience, attempt_iters, track, settle = ints
     floating, moves, origin = base
     sizes = target[2]
     dof, n, m = q.shape[1], tree[0].shape[0], 0
@@ -399,6 +401,16 @@ def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
             np.empty(m, q.dtype), np.empty(nv, q.dtype))  # fmt: skip
     moving = (floating, moves, origin, np.empty((3, 3), q.dtype), np.empty(nv, q.dtype))
     for row in range(q.shape[0]):
+        if settle:
+            for _ in range(n_iters):
+                _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture,
+                           moving, w, mu, floor)  # fmt: skip
+                if _converged(err, sizes, tol_p, tol_r):
+                    for c in range(dof):
+                        best_q[row, c] = q[row, c]
+                for c in range(dof):
+                    q[row, c] = out[c]
+            continue
         done, i = finished[row], 0
         while i < n_iters and not done:
             cost = _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture,

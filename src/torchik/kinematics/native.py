@@ -154,6 +154,7 @@ def lm_loop(
     max_posture_step: float = 0.1,
     base_origin: Tensor | None = None,
     moves_base: bool = True,
+    settle: bool = False,
 ) -> None:
     """:func:`torchik.kinematics.fused.lm_loop` on the CPU: ``n_iters`` iterations of every row,
     in place, compiled by Numba (the same arguments and state; see that function), for one
@@ -205,6 +206,10 @@ def lm_loop(
         moves_base: with ``base_origin``, whether the base moves (then its quaternion is
             normalised after each projection, as
             :meth:`torchik.ik.wholebody.WholeBodyProblem.project` does).
+        settle: every row steps ``n_iters`` times whatever it converged, and ``best_q`` keeps
+            its last iterate that met the tolerances (rows that never did keep theirs); the
+            rest of ``state`` is left alone: the posture's settling after a solve
+            (:meth:`torchik.ik.wholebody.WholeBodyLM.settle`).
 
     Raises:
         ValueError: ``q`` not on the CPU, or a malformed argument (as the fused function).
@@ -228,7 +233,7 @@ def lm_loop(
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation),
              1.0 - float(min_improvement))  # fmt: skip
     ints = (int(state["it"]), int(n_iters), int(max_iters), int(patience), int(attempt_iters),
-            int(track))  # fmt: skip
+            int(track), int(settle))  # fmt: skip
     rows = _row_arrays(x, state, positions)
     rest_rows, held, base = _body_arrays(x, hold, base_origin, moves_base)
     rotmat, sizes = _rotmats(rotmats, x)

@@ -41,6 +41,7 @@ from torchik.checks import check_float, check_int, intra_op_threads
 from torchik.geometry.floating import velocity_coordinates
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik.base import IKProblem, JointLimits, Linearization, LinkTarget, State
+from torchik.ik.fixed import Carry
 from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.result import IKResult
@@ -104,6 +105,21 @@ class WholeBodyLM(LevenbergMarquardt):
         if problem.robot.floating:
             extras.update(base_origin=problem.base_origin, moves_base=problem.moves_base)
         return extras
+
+    def settle(self, problem: WholeBodyProblem, q: Tensor, iters: int) -> Tensor:
+        """``iters`` more posture steps from ``q (N, nq)``, keeping each row's last iterate that
+        meets every target (rows that never did keep their ``q``): compiled on the CPU where
+        the solve is (not with ``loop="host"``), else PyTorch operations."""
+        if self.settings.loop != "host" and self.compiled_loop(problem, q):
+            c = Carry.start(q, {}, iters + 1)  # best_q: q, kept where no iterate converges
+            self._compiled(problem, c, iters + 1, iters + 1, False, settle=True)
+            return c.best_q
+        kept = q.clone()
+        for _ in range(iters + 1):
+            lin = self.linearize(problem, q)
+            kept = torch.where(problem.converged(lin)[:, None], q, kept)
+            q = problem.project(self.step(problem, q, lin, {}))
+        return kept
 
     def step(self, problem: IKProblem, q: Tensor, lin: Linearization, state: State) -> Tensor:
         assert isinstance(problem, WholeBodyProblem) and lin.jacobian is not None
@@ -371,7 +387,7 @@ def solve_wholebody(
             q0 = reseed(rows, torch.zeros_like(rows))
         q, iterations = solver.solve(problem, q0, reseed)
         if posture and posture_iters:
-            q = _settle(solver, problem, q, posture_iters)
+            q = solver.settle(problem, q, posture_iters)
         result = evaluate_targets(problem, q, iterations, (len(problem) // k, k))
         return _reshape(result, batch)
 
@@ -421,17 +437,6 @@ def _solver(problem: WholeBodyProblem, max_iters: int, loop: str) -> WholeBodyLM
     if loop != "host" and solver.compiled_loop(problem, problem.rest):
         return WholeBodyLM(max_iters=max_iters, loop=loop, sync_every=COMPILED_SYNC_EVERY)
     return solver
-
-
-def _settle(solver: WholeBodyLM, problem: WholeBodyProblem, q: Tensor, iters: int) -> Tensor:
-    """``iters`` more posture steps from ``q (N, dof)``, keeping each row's last iterate that
-    meets every target (rows that never did keep their ``q``)."""
-    kept = q.clone()
-    for _ in range(iters + 1):
-        lin = solver.linearize(problem, q)
-        kept = torch.where(problem.converged(lin)[:, None], q, kept)
-        q = problem.project(solver.step(problem, q, lin, {}))
-    return kept
 
 
 def _reshape(result: WholeBodyResult, batch) -> WholeBodyResult:
