@@ -140,19 +140,30 @@ def ik_rows(
 def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> list[dict]:
     """Whole-body IK of ``n`` targets of every link in ``links`` (FK poses, seed ``n``), by the
     host loop and the fixed loop (the ``loop`` of :data:`LOOPS`' "host loop" and "fixed, CUDA
-    graphs"; a whole-body problem has two links, which the fused LM kernels do not take)."""
+    graphs": the iteration's PyTorch operations captured), and on CUDA the fixed loop on
+    Triton's loop kernel with every link (:data:`torchik.ik.wholebody.solve.FUSED_LOOP`, off by
+    default until this row says it wins)."""
     from torchik.ik import solve_wholebody
+    from torchik.ik.wholebody import solve as wholebody
 
     g = torch.Generator().manual_seed(n)
     poses = robot.forward_kinematics(robot.random_configuration(n, generator=g), list(links))
     targets = dict(zip(links, poses.unbind(1), strict=True))
-    rows = []
+    rows, what = [], f"whole-body IK, {len(links)} links"
     for name in ("host loop", "fixed, CUDA graphs"):
         loop = LOOPS[name]["loop"]
         solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
                         loop=loop)  # fmt: skip
-        what = f"whole-body IK, {len(links)} links"
         rows.append(measured(what, name, n, partial(_solved, solve, n, seconds)))
+    if robot.device.type == "cuda":
+        solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
+                        loop="fixed")  # fmt: skip
+        before, wholebody.FUSED_LOOP = wholebody.FUSED_LOOP, True
+        try:
+            rows.append(measured(what, "fixed, Triton loop kernel", n,
+                                 partial(_solved, solve, n, seconds)))  # fmt: skip
+        finally:
+            wholebody.FUSED_LOOP = before
     return rows
 
 

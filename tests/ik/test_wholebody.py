@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import math
+import os
 from types import SimpleNamespace
 
 import pytest
@@ -344,3 +345,32 @@ def test_free_limit_columns_maps_step_columns_to_coordinates(floater):
     blocked = torch.zeros(floater.nv, dtype=torch.bool)
     blocked[6] = True
     assert torch.equal(freed[0, 0] == 0, blocked)
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1",
+    reason="Triton's loop kernel runs on CUDA or in Triton's interpreter",
+)
+def test_triton_loop_kernel_solves_as_the_compiled_loop(monkeypatch):
+    """With ``FUSED_LOOP`` (off by default until timed on a GPU) a whole-body solve on the
+    fused kernels takes Triton's loop kernel with both links: the answers are the CPU's
+    compiled loop's (the same chunks and seeds), float64, up to rounding."""
+    pytest.importorskip("triton", reason="the fused kernels need Triton")
+    from torchik.ik.wholebody import solve as wholebody
+    from torchik.kinematics import fused
+
+    robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="fused")
+    targets, q_true = _targets(robot, 4, seed=9)
+    noise = torch.randn(q_true.shape, generator=torch.Generator().manual_seed(11),
+                        dtype=q_true.dtype)  # fmt: skip
+    seeds = torch.clamp(q_true + 0.2 * noise, robot.lower, robot.upper)[:, None]
+    calls, real = [], fused.lm_loop
+    monkeypatch.setattr(fused, "lm_loop", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
+    out = {}
+    for on in (False, True):
+        monkeypatch.setattr(wholebody, "FUSED_LOOP", on)
+        out[on] = solve_wholebody(robot, targets, seeds=seeds, max_iters=30, loop="fixed")
+    assert calls and all(len(links) == 2 for links in calls)
+    torch.testing.assert_close(out[True].q, out[False].q, atol=1e-9, rtol=0)
+    assert torch.equal(out[True].success, out[False].success)
+    assert bool(out[True].success.any(-1).all())

@@ -204,3 +204,48 @@ def test_twenty_lm_steps_are_captured_and_replay_as_they_run():
         out = solve(static)
     graph.replay()
     torch.testing.assert_close(out, solve(q0), atol=1e-12, rtol=0)
+
+
+def _several_links(name: str):
+    """A robot on the fused path and two of its links: the two-arm tree's hands (a pose and a
+    position) or the G1's (two poses)."""
+    from tests.ik.test_wholebody import TWO_ARMS
+    from torchik import Robot, load_robot
+
+    if name == "two_arms":
+        robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="fused")
+        return robot, ["left_hand", "right_hand"], (True, False)
+    robot = load_robot("g1", dtype=torch.float64, backend="fused")
+    return robot, ["left_rubber_hand", "right_rubber_hand"], (True, True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize("name", ["two_arms", "g1"])
+def test_lm_loop_of_several_links_is_the_whole_body_step(name, device):
+    """Several links in one kernel (residuals and Jacobians stacked, products of another
+    link's zero columns left out): one iteration is whole-body IK's linearization, step and
+    projection without posture or held joints, float64; a row converges only when every link
+    is within tolerance."""
+    from tests.kinematics.test_native import _state, _wholebody_rows
+    from torchik.ik.wholebody.solve import WholeBodyLM, _problem
+    from torchik.kinematics import fused
+
+    robot, links, poses = _several_links(name)
+    q, targets = _wholebody_rows(robot, links, 24, poses)
+    problem, _, _, _ = _problem(robot, targets, {links[1]: 2.5}, None, None, 0.0, False, None, 1,
+                                1e-9, 1e-9, None, None)  # fmt: skip
+    solver = WholeBodyLM()
+    lin = solver.linearize(problem, q)
+    expected = problem.project(solver.step(problem, q, lin, {}))
+    on = lambda t: None if t is None else t.to(device)  # noqa: E731
+    lim, ts = problem.limits, problem.targets
+    x, state = on(q.clone()), {k: on(v) for k, v in _state(q, track=True).items()}
+    fused.lm_loop(x, robot.to(device).tree, [robot.link_index(t.link) for t in ts],
+                  [on(t.position) for t in ts], [on(t.rotmat) for t in ts],
+                  on(problem.weights(0.3)), 0.1, on(lim.lower), on(lim.upper), state, n_iters=1,
+                  max_iters=10, tol_position=1e-9, tol_rotation=1e-9, damping_floor=1e-6,
+                  continuous=on(lim.continuous), full_turn=on(lim.full_turn))  # fmt: skip
+    robot.to("cpu")
+    torch.testing.assert_close(x.cpu(), expected, atol=1e-10, rtol=0)
+    torch.testing.assert_close(state["best_cost"].cpu(), lin.cost, atol=1e-12, rtol=1e-12)
+    assert not bool(state["finished"].any())

@@ -169,6 +169,11 @@ class LevenbergMarquardt(IKSolver):
             return False
         return self._kernels_take(problem) and problem.robot.takes_fused(q)
 
+    def _loop_kernel_serves(self, problem: IKProblem, q: Tensor) -> bool:
+        """Whether Triton's loop kernel (:func:`torchik.kinematics.fused.lm_loop`) takes this
+        problem's chunks: where the fused step would (:meth:`_fused_serves`)."""
+        return self._fused_serves(problem, q)
+
     def _kernels_take(self, problem: IKProblem) -> bool:
         """One link on a fixed base, no adaptive damping, and this class's own step and
         linearization (a subclass that changes either, as whole-body IK's does with its posture
@@ -225,10 +230,8 @@ class LevenbergMarquardt(IKSolver):
         (:func:`torchik.kinematics.fused.lm_loop`; the early stop over each target's slots
         follows in :func:`torchik.ik.fixed.finish_groups`); ``False`` (nothing done) where it
         does not serve (see :class:`LMSettings` ``fused_loop``)."""
-        if self.settings.fused_loop and self._fused_serves(problem, c.q):
-            one = problem.target
-            aim = (problem.robot.link_index(one.link), one.position, one.rotmat)
-            self._kernel_loop(fused, problem, c, n, max_iters, track, aim)
+        if self.settings.fused_loop and self._loop_kernel_serves(problem, c.q):
+            self._kernel_loop(fused, problem, c, n, max_iters, track, _aim(problem))
         elif self.compiled_loop(problem, c.q):
             self._compiled(problem, c, n, max_iters, track)
         else:
@@ -239,11 +242,8 @@ class LevenbergMarquardt(IKSolver):
                   **options: Any) -> None:  # fmt: skip
         """``n`` iterations of the CPU's compiled loop on ``c`` (every link of ``problem``, with
         :meth:`_compiled_extras` and ``options``)."""
-        targets, robot = problem.targets, problem.robot
-        aim = (tuple(robot.link_index(t.link) for t in targets), [t.position for t in targets],
-               [t.rotmat for t in targets])  # fmt: skip
         extra = {**self._compiled_extras(problem), **options}
-        self._kernel_loop(native, problem, c, n, max_iters, track, aim, **extra)
+        self._kernel_loop(native, problem, c, n, max_iters, track, _aim(problem), **extra)
 
     def _kernel_loop(self, kernels: Any, problem: IKProblem, c: Carry, n: int, max_iters: int,
                      track: bool, aim: tuple, **extra: Any) -> None:  # fmt: skip
@@ -277,3 +277,10 @@ class LevenbergMarquardt(IKSolver):
         mu = mu.clamp(s.mu_min, s.mu_max)
         state.update(q=q, error=error, jacobian=jac, cost=cost, mu=mu)
         return q, error, jac, cost, mu
+
+
+def _aim(problem: IKProblem) -> tuple[tuple[int, ...], list[Tensor], list[Tensor | None]]:
+    """The loop kernels' targets: every link's index, positions and rotations (or ``None``)."""
+    targets, robot = problem.targets, problem.robot
+    links = tuple(robot.link_index(t.link) for t in targets)
+    return links, [t.position for t in targets], [t.rotmat for t in targets]

@@ -165,6 +165,7 @@ class _Code:
         self.loaded: set[int] = set()
         self.axes: set[int] = set()
         self.literals: dict[float, str] = {}
+        self.zeros: set[tuple[int, int]] = set()  # Jacobian entries (row, column) known zero
         self._fresh = itertools.count()
         j_count = len(tree.parent)
         self.link_at, self.mult_at = 12 * j_count, 12 * (j_count + len(links))
@@ -399,16 +400,18 @@ def _joint_gradient(revolute: bool, j: int) -> str:
     return " + ".join(f"{a[x]} * {v[x]}" for x in range(3))
 
 
-def _jacobian_columns(code: _Code, needed: tuple[int, ...]) -> list[list[str]]:
-    """The 6 rows of each column of ``q``'s Jacobian of link 0 (``l0_`` written): ``a x (p -
-    o)`` and ``a`` (revolute), ``a`` and 0 (prismatic), times the mimic multipliers, summed per
-    entry of ``q``."""
+def _jacobian_columns(code: _Code, needed: tuple[int, ...], link: int = 0) -> list[list[str]]:
+    """The 6 rows of each column of ``q``'s Jacobian of requested link ``link`` (``l{link}_``
+    written): ``a x (p - o)`` and ``a`` (revolute), ``a`` and 0 (prismatic) of the joints of
+    its chain, times the mimic multipliers, summed per entry of ``q`` (``"zero"`` where no
+    joint moves it)."""
     tree = code.tree
+    chain = _chain(code, link)
     cols: dict[int, list[list[str | None]]] = {}
-    for j in needed:
+    for j in (j for j in needed if j in chain):
         a = [f"f{j}_{x}2" for x in range(3)]
         if tree.kind[j] == REVOLUTE:
-            d = [f"(l0_{x}3 - f{j}_{x}3)" for x in range(3)]
+            d = [f"(l{link}_{x}3 - f{j}_{x}3)" for x in range(3)]
             lin = [f"({a[(x + 1) % 3]} * {d[(x + 2) % 3]} - {a[(x + 2) % 3]} * {d[(x + 1) % 3]})"
                    for x in range(3)]  # fmt: skip
             rows = lin + a
@@ -418,6 +421,16 @@ def _jacobian_columns(code: _Code, needed: tuple[int, ...]) -> list[list[str]]:
         cols.setdefault(int(tree.source[j]), []).append([_times(v, mult) for v in rows])
     return [[code.sum([t[r] for t in cols.get(col, [])]) for col in range(tree.dof)]
             for r in range(6)]  # fmt: skip
+
+
+def _chain(code: _Code, link: int) -> set[int]:
+    """The joints that move requested link ``link``."""
+    tree, out = code.tree, set()
+    j = tree.link_joint[code.links[link]]
+    while j >= 0:
+        out.add(j)
+        j = tree.parent[j]
+    return out
 
 
 def _jacobian_kernel(code: _Code) -> Any:
@@ -462,15 +475,23 @@ def _atan2(code: _Code, s: str, c: str, out: str) -> None:
     code.add(f"{out} = tl.where({c} < 0, {code.literal(math.pi)} - {out}_t, {out}_t)")
 
 
-def _load_inputs(code: _Code, pose: bool, wraps: tuple[bool, bool]) -> None:
-    """What every step reads: the row's target ``P{x}``, ``T{r}{c}``, the weights ``w{r}``, the
-    limits ``lo{c}``, ``hi{c}`` and the masks ``cont{c}``, ``turn{c}`` (loaded once, before a
-    loop of steps)."""
-    for x in range(3):
-        code.add(f"P{x} = tl.load(tp_ptr + row * 3 + {x}, mask=ok, other=0.0)")
-    for e in range(9 if pose else 0):
-        code.add(f"T{e // 3}{e % 3} = tl.load(tr_ptr + row * 9 + {e}, mask=ok, other=0.0)")
-    for r in range(6 if pose else 3):
+def _load_inputs(code: _Code, poses: tuple[bool, ...], wraps: tuple[bool, bool]) -> None:
+    """What every step reads: each requested link's target ``P{i}_{x}`` (and ``T{i}_{r}{c}``
+    for a pose), the weights ``w{r}``, the limits ``lo{c}``, ``hi{c}`` and the masks
+    ``cont{c}``, ``turn{c}`` (loaded once, before a loop of steps). Targets are stored per
+    row, link after link: positions ``(B, T, 3)``, rotations ``(B, R, 3, 3)`` of the ``R``
+    pose links."""
+    links, rotations = len(poses), sum(poses)
+    k = 0
+    for i, pose in enumerate(poses):
+        for x in range(3):
+            code.add(f"P{i}_{x} = tl.load(tp_ptr + row * {3 * links} + {3 * i + x}, mask=ok, "
+                     "other=0.0)")  # fmt: skip
+        for e in range(9 if pose else 0):
+            code.add(f"T{i}_{e // 3}{e % 3} = tl.load(tr_ptr + row * {9 * rotations} + "
+                     f"{9 * k + e}, mask=ok, other=0.0)")  # fmt: skip
+        k += pose
+    for r in range(sum(6 if pose else 3 for pose in poses)):
         code.add(f"w{r} = tl.load(w_ptr + {r})")
     for c in range(code.tree.dof):
         code.add(f"lo{c} = tl.load(lo_ptr + {c})")
@@ -480,24 +501,28 @@ def _load_inputs(code: _Code, pose: bool, wraps: tuple[bool, bool]) -> None:
                 code.add(f"{name}{c} = tl.load({name}_ptr + {c}) != 0")
 
 
-def _residual(code: _Code, pose: bool) -> int:
-    """``e{r}`` (as :func:`torchik.ik.base.pose_residual`), ``we{r} = w_r e_r`` and
-    ``cost`` from the inputs of :func:`_load_inputs`; returns the rows ``m``."""
-    for x in range(3):
-        code.add(f"e{x} = P{x} - l0_{x}3")
-    if pose:  # vee(R_t Rᵀ) = sin θ u = ½ Σ_k r_k x t_k; cos θ = (tr(R_t Rᵀ) - 1) / 2
-        for x, (y, z) in enumerate(((1, 2), (2, 0), (0, 1))):
-            terms = " + ".join(f"l0_{y}{k} * T{z}{k} - l0_{z}{k} * T{y}{k}" for k in range(3))
-            code.add(f"sa{x} = 0.5 * ({terms})")
-        trace = " + ".join(f"l0_{r}{c} * T{r}{c}" for r in range(3) for c in range(3))
-        code.add(f"cs = 0.5 * ({trace} - 1.0)")
-        code.add("sn = tl.sqrt(sa0 * sa0 + sa1 * sa1 + sa2 * sa2)")
-        _atan2(code, "sn", "cs", "ang")
-        code.add(f"sc = tl.where(sn > 0, ang / tl.where(sn > 0, sn, {code.literal(1.0)}), "
-                 f"{code.literal(1.0)})")  # fmt: skip
+def _residual(code: _Code, poses: tuple[bool, ...]) -> int:
+    """``e{r}`` (as :func:`torchik.ik.base.pose_residual`, link after link), ``we{r} = w_r
+    e_r`` and ``cost`` from the inputs of :func:`_load_inputs`; returns the rows ``m``."""
+    m = 0
+    for i, pose in enumerate(poses):
         for x in range(3):
-            code.add(f"e{x + 3} = sa{x} * sc")
-    m = 6 if pose else 3
+            code.add(f"e{m + x} = P{i}_{x} - l{i}_{x}3")
+        if pose:  # vee(R_t Rᵀ) = sin θ u = ½ Σ_k r_k x t_k; cos θ = (tr(R_t Rᵀ) - 1) / 2
+            for x, (y, z) in enumerate(((1, 2), (2, 0), (0, 1))):
+                terms = " + ".join(f"l{i}_{y}{k} * T{i}_{z}{k} - l{i}_{z}{k} * T{i}_{y}{k}"
+                                   for k in range(3))  # fmt: skip
+                code.add(f"sa{i}_{x} = 0.5 * ({terms})")
+            trace = " + ".join(f"l{i}_{r}{c} * T{i}_{r}{c}" for r in range(3) for c in range(3))
+            code.add(f"cs{i} = 0.5 * ({trace} - 1.0)")
+            code.add(f"sn{i} = tl.sqrt(sa{i}_0 * sa{i}_0 + sa{i}_1 * sa{i}_1 + sa{i}_2 * sa{i}_2)")
+            _atan2(code, f"sn{i}", f"cs{i}", f"ang{i}")
+            one = code.literal(1.0)
+            code.add(f"sc{i} = tl.where(sn{i} > 0, ang{i} / tl.where(sn{i} > 0, sn{i}, {one}), "
+                     f"{one})")  # fmt: skip
+            for x in range(3):
+                code.add(f"e{m + x + 3} = sa{i}_{x} * sc{i}")
+        m += 6 if pose else 3
     for r in range(m):
         code.add(f"we{r} = w{r} * e{r}")
     code.add("cost = " + " + ".join(f"we{r} * we{r}" for r in range(m)))
@@ -506,40 +531,46 @@ def _residual(code: _Code, pose: bool) -> int:
 
 def _free_limit_columns(code: _Code, m: int, wraps: tuple[bool, bool]) -> None:
     """Zero the columns ``J{r}_{c}`` of clamped joints on a limit that ``Jᵀ W e`` pushes out
-    (:func:`torchik.ik.lm.free_limit_columns`)."""
+    (:func:`torchik.ik.lm.free_limit_columns`); entries known to be zero stay out."""
     for c in range(code.tree.dof):
-        code.add(f"gr{c} = " + " + ".join(f"J{r}_{c} * (w{r} * we{r})" for r in range(m)))
+        rows = [r for r in range(m) if (r, c) not in code.zeros]
+        if not rows:
+            continue
+        code.add(f"gr{c} = " + " + ".join(f"J{r}_{c} * (w{r} * we{r})" for r in rows))
         free = [f"{name}{c}" for name, on in zip(("cont", "turn"), wraps, strict=True) if on]
         out = f"((q{c} <= lo{c}) & (gr{c} < 0)) | ((q{c} >= hi{c}) & (gr{c} > 0))"
         clamped = " & ".join(f"~{f}" for f in free)
         code.add(f"bl{c} = {clamped} & ({out})" if free else f"bl{c} = {out}")
-        for r in range(m):
+        for r in rows:
             code.add(f"J{r}_{c} = tl.where(bl{c}, zero, J{r}_{c})")
 
 
 def _damped_solve(code: _Code, m: int, per_row: bool) -> None:
     """``y = (Jw Jwᵀ + λI)⁻¹ W^½ e`` by an unrolled Cholesky factorisation, ``Jw{r}_{c} =
-    w_r J{r}_{c}``, ``λ = μ (cost + floor)`` (:func:`torchik.ik.lm.damped_step`)."""
+    w_r J{r}_{c}``, ``λ = μ (cost + floor)`` (:func:`torchik.ik.lm.damped_step`); products of
+    entries known to be zero are left out (another link's joints)."""
     dof = code.tree.dof
     mu = "tl.load(mu_ptr + row, mask=ok, other=1.0)" if per_row else "(zero + mu_hi) + mu_lo"
     code.add(f"lam = ({mu}) * (cost + ((zero + floor_hi) + floor_lo))")
+    live = [[c for c in range(dof) if (r, c) not in code.zeros] for r in range(m)]
     for r in range(m):
-        for c in range(dof):
+        for c in live[r]:
             code.add(f"jw{r}_{c} = w{r} * J{r}_{c}")
     for i in range(m):
         for j in range(i + 1):
-            a = " + ".join(f"jw{i}_{c} * jw{j}_{c}" for c in range(dof))
-            known = "".join(f" - L{i}{k} * L{j}{k}" for k in range(j))
+            both = [c for c in live[i] if c in live[j]]
+            a = " + ".join(f"jw{i}_{c} * jw{j}_{c}" for c in both) or "zero"
+            known = "".join(f" - L{i}_{k} * L{j}_{k}" for k in range(j))
             if i == j:
-                code.add(f"L{i}{i} = tl.sqrt({a} + lam{known})")
+                code.add(f"L{i}_{i} = tl.sqrt({a} + lam{known})")
             else:
-                code.add(f"L{i}{j} = ({a}{known}) / L{j}{j}")
+                code.add(f"L{i}_{j} = ({a}{known}) / L{j}_{j}")
     for i in range(m):  # L z = W^½ e, then Lᵀ y = z
-        known = "".join(f" - L{i}{k} * z{k}" for k in range(i))
-        code.add(f"z{i} = (we{i}{known}) / L{i}{i}")
+        known = "".join(f" - L{i}_{k} * z{k}" for k in range(i))
+        code.add(f"z{i} = (we{i}{known}) / L{i}_{i}")
     for i in reversed(range(m)):
-        known = "".join(f" - L{k}{i} * y{k}" for k in range(i + 1, m))
-        code.add(f"y{i} = (z{i}{known}) / L{i}{i}")
+        known = "".join(f" - L{k}_{i} * y{k}" for k in range(i + 1, m))
+        code.add(f"y{i} = (z{i}{known}) / L{i}_{i}")
 
 
 def _project(code: _Code, wraps: tuple[bool, bool]) -> None:
@@ -561,20 +592,27 @@ def _project(code: _Code, wraps: tuple[bool, bool]) -> None:
             code.add(f"p{c} = tl.where(cont{c}, wa{c}, p{c})")
 
 
-def _lm_body(code: _Code, pose: bool, per_row: bool, wraps: tuple[bool, bool]) -> int:
+def _lm_body(code: _Code, poses: tuple[bool, ...], per_row: bool, wraps: tuple[bool, bool]) -> int:
     """From ``q{c}`` (loaded) and the inputs of :func:`_load_inputs`: the residual ``e{r}``,
-    ``cost`` and the projected next ``p{c}`` of one step; returns the residual rows ``m``."""
+    ``cost`` and the projected next ``p{c}`` of one step, the requested links' residuals and
+    Jacobians stacked (a pose: 6 rows, a position: 3); returns the residual rows ``m``."""
     dof = code.tree.dof
     needed = code.walk(lambda i, j: code.link_frame(i), every_column=True, loaded=True)
-    m = 6 if pose else 3
-    for r, values in enumerate(_jacobian_columns(code, needed)[:m]):
-        for c, value in enumerate(values):
-            code.add(f"J{r}_{c} = {value}")
-    _residual(code, pose)
+    m = 0
+    for i, pose in enumerate(poses):
+        size = 6 if pose else 3
+        for r, values in enumerate(_jacobian_columns(code, needed, i)[:size]):
+            for c, value in enumerate(values):
+                if value == "zero":  # no joint of the link's chain moves it
+                    code.zeros.add((m + r, c))
+                code.add(f"J{m + r}_{c} = {value}")
+        m += size
+    _residual(code, poses)
     _free_limit_columns(code, m, wraps)
     _damped_solve(code, m, per_row)
     for c in range(dof):
-        code.add(f"n{c} = q{c} + " + " + ".join(f"jw{r}_{c} * y{r}" for r in range(m)))
+        terms = [f"jw{r}_{c} * y{r}" for r in range(m) if (r, c) not in code.zeros]
+        code.add(f"n{c} = q{c} + " + " + ".join(terms) if terms else f"n{c} = q{c}")
     _project(code, wraps)
     return m
 
@@ -590,8 +628,8 @@ def _lm_kernel(
     the residual at ``q`` is stored too."""
     dof = code.tree.dof
     code.load_q(list(range(dof)))
-    _load_inputs(code, pose, wraps)
-    m = _lm_body(code, pose, per_row, wraps)
+    _load_inputs(code, (pose,), wraps)
+    m = _lm_body(code, (pose,), per_row, wraps)
     if residual:
         code.store_tile("err_ptr", m, 0, [f"e{r}" for r in range(m)])
     code.store_tile("out_ptr", dof, 0, [f"p{c}" for c in range(dof)])
@@ -605,10 +643,13 @@ the step's code does not use: its ``sc`` is the rotation residual's scale) and i
 ``state``, in the order of the kernel's arguments (then ``stalled_ptr``, ``it0_ptr``)."""
 
 
-def _lm_loop_kernel(code: _Code, pose: bool, wraps: tuple[bool, bool], track: bool) -> Any:
+def _lm_loop_kernel(
+    code: _Code, poses: tuple[bool, ...], wraps: tuple[bool, bool], track: bool
+) -> Any:
     """``n_iters`` Levenberg-Marquardt iterations of each row in one launch, its state in
-    registers (see :func:`lm_loop`): per iteration the residual, the convergence test, the
-    best point, the stall counters (``track``) and the step of the rows not finished."""
+    registers (see :func:`lm_loop`): per iteration the residual, the convergence test (every
+    requested link within both tolerances), the best point, the stall counters (``track``)
+    and the step of the rows not finished."""
     dof = code.tree.dof
     code.load_q(list(range(dof)))
     for c in range(dof):
@@ -617,16 +658,23 @@ def _lm_loop_kernel(code: _Code, pose: bool, wraps: tuple[bool, bool], track: bo
         code.add(f"{name} = tl.load({name}_ptr + row, mask=ok, other=0)")
     code.add("fin = fin != 0")
     code.add("it0 = tl.load(it0_ptr)")
-    _load_inputs(code, pose, wraps)
+    _load_inputs(code, poses, wraps)
     code.tile_axes(_width(dof))  # made before the loop: the stores after it use them
     pair = lambda name: f"((zero + {name}_hi) + {name}_lo)"  # noqa: E731 (a float64 constant)
     code.add("for i in range(0, n_iters):")
     code.depth = 2
     code.add("at = it0 + i")
-    _lm_body(code, pose, False, wraps)
-    code.add(f"conv = tl.sqrt(e0 * e0 + e1 * e1 + e2 * e2) < {pair('tolp')}")
-    if pose:  # the angle: |e[3:]| as the usual iteration's linearization takes it
-        code.add(f"conv = conv & (tl.sqrt(e3 * e3 + e4 * e4 + e5 * e5) < {pair('tolr')})")
+    _lm_body(code, poses, False, wraps)
+    code.add("conv = ok")
+    o = 0
+    for pose in poses:  # the angle: |e[3:6]| as the usual iteration's linearization takes it
+        e = [f"e{o + x}" for x in range(6)]
+        code.add(f"conv = conv & (tl.sqrt({e[0]} * {e[0]} + {e[1]} * {e[1]} + {e[2]} * {e[2]})"
+                 f" < {pair('tolp')})")  # fmt: skip
+        if pose:
+            code.add(f"conv = conv & (tl.sqrt({e[3]} * {e[3]} + {e[4]} * {e[4]} + "
+                     f"{e[5]} * {e[5]}) < {pair('tolr')})")  # fmt: skip
+        o += 6 if pose else 3
     code.add("live = ~fin")
     code.add("better = live & ((cost < bc) | conv)")
     for c in range(dof):
@@ -933,9 +981,9 @@ def check_loop(q: Tensor, tree: KinematicTree, position: Tensor, rotmat: Tensor 
 def lm_loop(
     q: Tensor,
     tree: KinematicTree,
-    link: int,
-    target_position: Tensor,
-    target_rotmat: Tensor | None,
+    link: int | Sequence[int],
+    target_position: Tensor | Sequence[Tensor],
+    target_rotmat: Tensor | None | Sequence[Tensor | None],
     weights: Tensor,
     damping: float,
     lower: Tensor,
@@ -957,14 +1005,14 @@ def lm_loop(
     kernel launch: every row's state stays in registers between iterations.
 
     Per row and iteration ``at = it + i`` (``i < n_iters``), as :func:`torchik.ik.fixed.iterate`
-    does for one link with ``early_stop`` per row: the residual at ``q``; converged if the
-    position error is under ``tol_position`` and (pose targets) the angle under
-    ``tol_rotation``; a row not yet finished keeps ``q`` as ``best_q`` if it converged or lowered
-    ``best_cost``, records ``at`` in ``iterations`` when it first converges (``at <
-    max_iters``), and steps unless it converged; finished rows are frozen. With the stall
-    counters in ``state`` (``seed_cost``, ``stall``, ``age``, ``stalled``) it also counts
-    stalls as :meth:`torchik.ik.base.IKSolver._track_progress` does and writes ``stalled`` at the
-    end (``stall >= patience``, or ``age >= attempt_iters`` if that is positive, and not
+    does with ``early_stop`` per row: the residual at ``q`` (several links: stacked, link after
+    link); converged if every link's position error is under ``tol_position`` and (pose targets)
+    its angle under ``tol_rotation``; a row not yet finished keeps ``q`` as ``best_q`` if it
+    converged or lowered ``best_cost``, records ``at`` in ``iterations`` when it first converges
+    (``at < max_iters``), and steps unless it converged; finished rows are frozen. With the
+    stall counters in ``state`` (``seed_cost``, ``stall``, ``age``, ``stalled``) it also counts
+    stalls as :meth:`torchik.ik.base.IKSolver._track_progress` does and writes ``stalled`` at
+    the end (``stall >= patience``, or ``age >= attempt_iters`` if that is positive, and not
     finished). Left to the caller: ``it += n_iters``, early stop over the slots of a target
     (rows finished by a sibling), restarts. Nothing is read back to the host: a loop of calls
     can be captured in a CUDA graph.
@@ -973,10 +1021,11 @@ def lm_loop(
         q: ``(B, D)`` joint values, updated in place (float32 or float64, contiguous).
         tree: the flattened robot (the arguments up to ``full_turn`` are :func:`lm_step`'s,
             ``damping`` a float).
-        link: the link index.
-        target_position: ``(B, 3)``.
-        target_rotmat: ``(B, 3, 3)``, or ``None`` to place the origin only.
-        weights: ``(m,)`` square roots of the residual weights.
+        link: the link index, or ``T`` of them (whole-body IK's plain step: every joint
+            moved, no posture).
+        target_position: ``(B, 3)``, or one per link.
+        target_rotmat: ``(B, 3, 3)``, or ``None`` to place the origin only; or one per link.
+        weights: ``(m,)`` square roots of the residual weights, link after link.
         damping: ``μ``.
         lower: ``(D,)`` lower joint limits; ``upper`` the upper ones.
         upper: ``(D,)``.
@@ -995,15 +1044,18 @@ def lm_loop(
         min_improvement: see ``patience``.
         attempt_iters: see ``patience``.
     """
-    named = dict(weights=weights, lower=lower, upper=upper, continuous=continuous,
-                 full_turn=full_turn)  # fmt: skip
-    track = check_loop(q, tree, target_position, target_rotmat, named, state)
+    links, positions, rotmats = _link_targets(link, target_position, target_rotmat)
+    named = dict(lower=lower, upper=upper, continuous=continuous, full_turn=full_turn)
+    track = _check_link_targets(q, tree, positions, rotmats, weights, named, state)
     if q.shape[0] == 0 or n_iters <= 0:
         return
     wraps = (continuous is not None, full_turn is not None)
-    kernel, table = _prepared("lm_loop", tree, (link,), q, (target_rotmat is not None, wraps,
-                                                            track))  # fmt: skip
-    given = (target_position, target_rotmat, weights)
+    poses = tuple(r is not None for r in rotmats)
+    kernel, table = _prepared("lm_loop", tree, links, q, (poses, wraps, track))
+    position = positions[0] if len(links) == 1 else torch.stack(positions, dim=1)
+    turns = [r for r in rotmats if r is not None]
+    rotmat = None if not turns else turns[0] if len(turns) == 1 else torch.stack(turns, dim=1)
+    given = (position, rotmat, weights)
     pointers = [q if t is None else t.detach().contiguous() for t in given]  # q: unused
     masks = [q if t is None else t.contiguous() for t in (continuous, full_turn)]
     unused = state["iterations"]  # the stall pointers without track: never read
@@ -1013,3 +1065,42 @@ def lm_loop(
          state["best_q"], *rows, state["it"], n_iters, max_iters, *_float32_pair(tol_position),
          *_float32_pair(tol_rotation), *_float32_pair(1.0 - min_improvement), patience,
          attempt_iters, q.shape[0])  # fmt: skip
+
+
+def _link_targets(link, position, rotmat) -> tuple[tuple[int, ...], list, list]:
+    """``(links, positions, rotmats)`` of :func:`lm_loop`'s (and
+    :func:`torchik.kinematics.native.lm_loop`'s) target arguments: one link's, or several."""
+    if isinstance(link, int):
+        if not isinstance(position, Tensor) or not (rotmat is None or isinstance(rotmat, Tensor)):
+            raise TypeError("lm_loop: one link takes one target_position and target_rotmat")
+        return (link,), [position], [rotmat]
+    links = tuple(int(i) for i in link)
+    positions = [position] if isinstance(position, Tensor) else list(position)
+    rotmats = [rotmat] if rotmat is None or isinstance(rotmat, Tensor) else list(rotmat)
+    if not links or len(positions) != len(links) or len(rotmats) != len(links):
+        raise ValueError(f"lm_loop: {len(links)} links need as many target positions and "
+                         f"rotations, got {len(positions)} and {len(rotmats)}")  # fmt: skip
+    return links, positions, rotmats
+
+
+def _check_link_targets(
+    q: Tensor,
+    tree: Any,
+    positions: list[Tensor],
+    rotmats: list[Tensor | None],
+    weights: Tensor,
+    named: dict[str, Any],
+    state: dict[str, Tensor],
+) -> bool:
+    """Every link's target arguments as :func:`check_loop` checks one's, and the weights
+    ``(m,)`` against all of them (``tree``: anything with the ``dof`` of ``q``'s rows).
+    Returns whether ``state`` counts stalls."""
+    if len(positions) == 1:
+        named = {**named, "weights": weights}
+    for position, rotmat in zip(positions, rotmats, strict=True):
+        track = check_loop(q, tree, position, rotmat, named, state)
+    m = sum(3 if r is None else 6 for r in rotmats)
+    if tuple(weights.shape) != (m,) or weights.dtype != q.dtype or weights.device != q.device:
+        raise ValueError(f"lm_loop: weights must be a ({m},) {q.dtype} tensor on {q.device}, "
+                         f"got {tuple(weights.shape)} {weights.dtype}")  # fmt: skip
+    return track

@@ -217,11 +217,12 @@ def lm_loop(
             float64.
     """
     _check_q(q)
-    links, positions, rotmats = _targets(link, target_position, target_rotmat)
+    links, positions, rotmats = fused._link_targets(link, target_position, target_rotmat)
     floating = _check_base(q, tree, base_origin)
     box = _check_box(q, lower, upper)
     sized = SimpleNamespace(dof=q.shape[1]) if floating else tree  # the checks read its dof
-    track = _check_targets(q, sized, positions, rotmats, weights, continuous, full_turn, state)
+    named = dict(continuous=continuous, full_turn=full_turn)
+    track = fused._check_link_targets(q, sized, positions, rotmats, weights, named, state)
     hold = _check_posture(q, columns, rest, posture, max_posture_step, floating)
     if q.shape[0] == 0 or n_iters <= 0:
         return
@@ -277,36 +278,6 @@ def _body_arrays(x: np.ndarray, hold: tuple, origin: Tensor | None, moves: bool)
     rest_rows = _array(hold[1], x, (1, x.shape[1]))
     top = np.ascontiguousarray(_array(origin, x, (4, 4))[:3])
     return rest_rows, held, (floating, bool(moves), top)
-
-
-def _targets(link, position, rotmat) -> tuple[tuple[int, ...], list[Tensor], list[Tensor | None]]:
-    """``(links, positions, rotmats)``: one link's arguments, or several links'."""
-    if isinstance(link, int):
-        if not isinstance(position, Tensor) or not (rotmat is None or isinstance(rotmat, Tensor)):
-            raise TypeError("lm_loop: one link takes one target_position and target_rotmat")
-        return (link,), [position], [rotmat]
-    links = tuple(int(i) for i in link)
-    positions = [position] if isinstance(position, Tensor) else list(position)
-    rotmats = [rotmat] if rotmat is None or isinstance(rotmat, Tensor) else list(rotmat)
-    if not links or len(positions) != len(links) or len(rotmats) != len(links):
-        raise ValueError(f"lm_loop: {len(links)} links need as many target positions and "
-                         f"rotations, got {len(positions)} and {len(rotmats)}")  # fmt: skip
-    return links, positions, rotmats
-
-
-def _check_targets(q, tree, positions, rotmats, weights, continuous, full_turn, state) -> bool:
-    """Every target's arguments, as :func:`torchik.kinematics.fused.check_loop` checks one's;
-    the weights ``(m,)`` against all of them. Returns whether ``state`` counts stalls."""
-    masks = dict(continuous=continuous, full_turn=full_turn)
-    if len(positions) == 1:
-        masks["weights"] = weights
-    for position, rotmat in zip(positions, rotmats, strict=True):
-        track = fused.check_loop(q, tree, position, rotmat, masks, state)
-    m = sum(3 if r is None else 6 for r in rotmats)
-    if tuple(weights.shape) != (m,) or weights.dtype != q.dtype or weights.device != q.device:
-        raise ValueError(f"lm_loop: weights must be a ({m},) {q.dtype} tensor on {q.device}, "
-                         f"got {tuple(weights.shape)} {weights.dtype}")  # fmt: skip
-    return track
 
 
 def _check_posture(q, columns, rest, posture, max_step, floating: bool):

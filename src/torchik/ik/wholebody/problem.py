@@ -49,6 +49,11 @@ class WholeBodyProblem(IKProblem):
         return bool(self.robot.floating and bool(self.active[0]))
 
     @cached_property
+    def all_active(self) -> bool:
+        """Whether every joint moves (read once: a captured chunk never reads the device)."""
+        return bool(self.active.all())
+
+    @cached_property
     def base_origin(self) -> Tensor:
         """``(4, 4)`` a floating base's frame at its zero pose: its joint's origin (FK of the
         root at :meth:`Robot.neutral`)."""

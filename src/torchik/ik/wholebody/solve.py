@@ -52,6 +52,7 @@ from torchik.robot.robot import Robot
 
 __all__ = [
     "COMPILED_SYNC_EVERY",
+    "FUSED_LOOP",
     "MAX_ITERS",
     "MAX_POSTURE_STEP",
     "WholeBodyLM",
@@ -65,6 +66,15 @@ MAX_ITERS = 150
 """Default iterations of :func:`solve_wholebody`: more than one link's 60, since stalled slots
 are re-seeded within the solve (no separate retry rounds). On the G1's two hands (1000 targets,
 2 slots) 60 iterations solve 99.4 %, 150 all."""
+
+
+FUSED_LOOP = False
+"""Whether whole-body IK on CUDA takes Triton's loop kernel
+(:func:`torchik.kinematics.fused.lm_loop` with several links: one launch per chunk of iterations)
+where it serves: no posture, every
+joint active, no boxes, a fixed base, the robot on the fused kernels. Off until measured on a GPU
+(``make gpu-check`` times both; equal to the step in Triton's interpreter): the captured
+iteration of PyTorch operations otherwise."""
 
 
 COMPILED_SYNC_EVERY = 4
@@ -88,6 +98,15 @@ class WholeBodyLM(LevenbergMarquardt):
         lin = super().linearize(problem, q)
         assert lin.jacobian is not None  # IKSolver.linearize sets it
         return replace(lin, jacobian=lin.jacobian * problem.columns)
+
+    def _loop_kernel_serves(self, problem: IKProblem, q: Tensor) -> bool:
+        """Triton's loop kernel steps plain LM on several links: with :data:`FUSED_LOOP`, no
+        posture, every joint active, the joint limits (no boxes), a fixed base, no adaptive
+        damping, the robot on the fused kernels (:meth:`Robot.takes_fused`)."""
+        assert isinstance(problem, WholeBodyProblem)
+        plain = not problem.posture and problem.all_active and not problem.limits.per_row
+        simple = plain and not problem.robot.floating_bases and not self.settings.adaptive
+        return FUSED_LOOP and simple and problem.robot.takes_fused(q)
 
     def _compiled_takes(self, problem: IKProblem) -> bool:
         """The CPU's compiled loop steps this step (stacked targets, held joints, posture) on a
