@@ -31,7 +31,7 @@ from torchik import load_robot
 from torchik.models import load_pretrained
 from torchik.models.pretrained import fitted_sampler
 
-GROUPS = ["fk", "ik", "wholebody", "model"]
+GROUPS = ["fk", "ik", "wholebody", "model", "wholebody_triton"]
 
 
 def main() -> None:
@@ -61,6 +61,8 @@ def main() -> None:
         n = 50 if args.quick else 1000
         fitted = fitted_sampler("panda"), fitted_sampler("panda", bf16=True)
         groups.append(("model", lambda: model_rows(robot, model, n, args.seconds, *fitted)))
+    groups.append(("wholebody_triton", lambda: wholebody_rows(
+        g1, hands, 20 if args.quick else 1000, args.seconds, triton=True)))  # fmt: skip
     rows: list[dict] = []
     for name, make_rows in [g for g in groups if g[0] in args.only]:
         try:  # a failing group is a failed row; the table is kept

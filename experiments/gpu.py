@@ -137,12 +137,15 @@ def ik_rows(
     return rows
 
 
-def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> list[dict]:
+def wholebody_rows(
+    robot: Any, links: Sequence[str], n: int, seconds: float, triton: bool = False
+) -> list[dict]:
     """Whole-body IK of ``n`` targets of every link in ``links`` (FK poses, seed ``n``), by the
     host loop and the fixed loop (the ``loop`` of :data:`LOOPS`' "host loop" and "fixed, CUDA
-    graphs": the iteration's PyTorch operations captured), and on CUDA the fixed loop on
-    Triton's loop kernel with every link (:data:`torchik.ik.wholebody.solve.FUSED_LOOP`, off by
-    default until this row says it wins)."""
+    graphs": the iteration's PyTorch operations captured); with ``triton``, on CUDA only, the
+    fixed loop on Triton's loop kernel with every link instead
+    (:data:`torchik.ik.wholebody.solve.FUSED_LOOP`, off by default until this row says it
+    wins; a group of its own, last, as its kernel's compile time is not known yet)."""
     from torchik.ik import solve_wholebody
     from torchik.ik.wholebody import solve as wholebody
 
@@ -150,18 +153,17 @@ def wholebody_rows(robot: Any, links: Sequence[str], n: int, seconds: float) -> 
     poses = robot.forward_kinematics(robot.random_configuration(n, generator=g), list(links))
     targets = dict(zip(links, poses.unbind(1), strict=True))
     rows, what = [], f"whole-body IK, {len(links)} links"
-    for name in ("host loop", "fixed, CUDA graphs"):
-        loop = LOOPS[name]["loop"]
+    paths = [("fixed, Triton loop kernel", "fixed")] if triton else [
+        (name, LOOPS[name]["loop"]) for name in ("host loop", "fixed, CUDA graphs")]  # fmt: skip
+    if triton and robot.device.type != "cuda":
+        return []
+    before = wholebody.FUSED_LOOP
+    for name, loop in paths:
         solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
                         loop=loop)  # fmt: skip
-        rows.append(measured(what, name, n, partial(_solved, solve, n, seconds)))
-    if robot.device.type == "cuda":
-        solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
-                        loop="fixed")  # fmt: skip
-        before, wholebody.FUSED_LOOP = wholebody.FUSED_LOOP, True
+        wholebody.FUSED_LOOP = triton
         try:
-            rows.append(measured(what, "fixed, Triton loop kernel", n,
-                                 partial(_solved, solve, n, seconds)))  # fmt: skip
+            rows.append(measured(what, name, n, partial(_solved, solve, n, seconds)))
         finally:
             wholebody.FUSED_LOOP = before
     return rows

@@ -419,6 +419,10 @@ def test_several_links_arguments_are_checked():
         call(*aim, columns=torch.ones(3, dtype=torch.bool))
     with pytest.raises(TypeError, match="one link takes one target_position"):
         call(index[0], aim[1], aim[2])
+    with pytest.raises(ValueError, match=r"base_origin must be a \(4, 4\)"):
+        call(*aim, base_origin=q.new_zeros(3, 4))
+    with pytest.raises(ValueError, match=r"with a floating base q must have shape \(B, 36\)"):
+        call(*aim, base_origin=torch.eye(4, dtype=q.dtype))  # q: the fixed G1's 29
 
 
 def test_settle_steps_every_row_and_keeps_its_last_converged_iterate():

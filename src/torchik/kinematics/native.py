@@ -218,9 +218,8 @@ def lm_loop(
     """
     _check_q(q)
     links, positions, rotmats = fused._link_targets(link, target_position, target_rotmat)
-    floating = _check_base(q, tree, base_origin)
+    floating, sized = _check_base(q, tree, base_origin)
     box = _check_box(q, lower, upper)
-    sized = SimpleNamespace(dof=q.shape[1]) if floating else tree  # the checks read its dof
     named = dict(continuous=continuous, full_turn=full_turn)
     track = fused._check_link_targets(q, sized, positions, rotmats, weights, named, state)
     hold = _check_posture(q, columns, rest, posture, max_posture_step, floating)
@@ -299,17 +298,18 @@ def _check_posture(q, columns, rest, posture, max_step, floating: bool):
     return columns, rest
 
 
-def _check_base(q: Tensor, tree: KinematicTree, origin: Tensor | None) -> bool:
-    """Whether ``q`` starts with a floating base (``origin`` given), its size checked."""
+def _check_base(q: Tensor, tree: KinematicTree, origin: Tensor | None) -> tuple[bool, Any]:
+    """Whether ``q`` starts with a floating base (``origin`` given), its size checked; and
+    what the argument checks take for the tree (they read its ``dof``: ``q``'s row size)."""
     if origin is None:
-        return False
+        return False, tree
     if tuple(origin.shape) != (4, 4) or origin.dtype != q.dtype or origin.device != q.device:
         raise ValueError(f"lm_loop: base_origin must be a (4, 4) {q.dtype} tensor on "
                          f"{q.device}, got {tuple(origin.shape)} {origin.dtype}")  # fmt: skip
     if q.shape[1] != tree.dof + 7:
         raise ValueError(f"lm_loop: with a floating base q must have shape (B, {tree.dof + 7}) "
                          f"(its 7 coordinates, then the joints), got {tuple(q.shape)}")  # fmt: skip
-    return True
+    return True, SimpleNamespace(dof=q.shape[1])
 
 
 def _rotmats(rotmats: list[Tensor | None], x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
