@@ -26,7 +26,7 @@ def _caching() -> bool:
     """Whether Numba can keep this module's compiled kernels on disk (beside it, or in the
     user's cache folder): it looks for a writable place when a function is decorated, and
     refuses (``RuntimeError``) where there is none, e.g. a read-only install without a home
-    folder. Then they are compiled in every process instead (about 5 s per dtype)."""
+    folder. Then they are compiled in every process instead (about 10 s per dtype and kernel)."""
     try:
         numba.njit(cache=True)(_probe)
     except RuntimeError:
@@ -38,6 +38,7 @@ CACHE = _caching()
 """Whether the kernels are kept in Numba's cache on disk (see :func:`_caching`)."""
 _kernel = numba.njit(cache=CACHE, nogil=True)
 _inlined = numba.njit(cache=CACHE, nogil=True, inline="always")  # a row's helpers: one function
+_called = numba.njit(cache=CACHE, nogil=True)  # the rarer paths' helpers, compiled once each
 
 
 @_inlined
@@ -92,17 +93,8 @@ def _jacobian(jac, frames, kind, source, mult, chain, sizes, floating):
     for t in range(links):
         ex, ey, ez = frames[n + t, 0, 3], frames[n + t, 1, 3], frames[n + t, 2, 3]
         six = sizes[t] == 6
-        if floating:  # linear rows [R, -[x - p]x R], angular rows [0, R]
-            b = n + links
-            d0, d1, d2 = ex - frames[b, 0, 3], ey - frames[b, 1, 3], ez - frames[b, 2, 3]
-            for k in range(3):
-                r0, r1, r2 = frames[b, 0, k], frames[b, 1, k], frames[b, 2, k]
-                jac[o, k], jac[o + 1, k], jac[o + 2, k] = r0, r1, r2
-                jac[o, 3 + k] = r1 * d2 - r2 * d1
-                jac[o + 1, 3 + k] = r2 * d0 - r0 * d2
-                jac[o + 2, 3 + k] = r0 * d1 - r1 * d0
-                if six:
-                    jac[o + 3, 3 + k], jac[o + 4, 3 + k], jac[o + 5, 3 + k] = r0, r1, r2
+        if floating:
+            _base_columns(jac, frames, n + links, o, six, ex, ey, ez)
         for i in range(n):
             if not chain[t, i]:
                 continue
@@ -124,7 +116,23 @@ def _jacobian(jac, frames, kind, source, mult, chain, sizes, floating):
         o += sizes[t]
 
 
-@_inlined
+@_called
+def _base_columns(jac, frames, b, o, six, ex, ey, ez):
+    """A floating base's 6 columns of the link rows from ``o`` (its origin at ``(ex, ey,
+    ez)``; the base's frame ``frames[b]``): linear rows ``[R, -[x - p]x R]``, angular rows
+    ``[0, R]`` (:func:`torchik.geometry.floating.base_jacobian`)."""
+    d0, d1, d2 = ex - frames[b, 0, 3], ey - frames[b, 1, 3], ez - frames[b, 2, 3]
+    for k in range(3):
+        r0, r1, r2 = frames[b, 0, k], frames[b, 1, k], frames[b, 2, k]
+        jac[o, k], jac[o + 1, k], jac[o + 2, k] = r0, r1, r2
+        jac[o, 3 + k] = r1 * d2 - r2 * d1
+        jac[o + 1, 3 + k] = r2 * d0 - r0 * d2
+        jac[o + 2, 3 + k] = r0 * d1 - r1 * d0
+        if six:
+            jac[o + 3, 3 + k], jac[o + 4, 3 + k], jac[o + 5, 3 + k] = r0, r1, r2
+
+
+@_called
 def _base(q, row, frames, b, origin, rot):
     """A floating base's frame ``frames[b] = origin @ [R(quat) | p]`` from ``q[row, :7]``, and
     ``rot = R(quat)`` (:func:`torchik.geometry.rotations.quat_to_rotmat`: ``q / |q|``'s)."""
@@ -220,6 +228,23 @@ def _solve(jac, rhs, lam, chol, y):
 
 
 @_inlined
+def _plain_step(out, q, row, jac, err, w, lam, work, lower, upper, cont, turn, box):
+    """``out = q + Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e`` projected, on a fixed base without posture: the
+    step of :func:`torchik.ik.lm.damped_step` by Cholesky (``jac`` already ``W^½ J``, blocked
+    columns zeroed), then :meth:`torchik.ik.base.JointLimits.project`."""
+    chol, rhs, y = work[0], work[1], work[2]
+    m = err.shape[0]
+    for i in range(m):
+        rhs[i] = w[i] * err[i]
+    _solve(jac, rhs, lam, chol, y)
+    for c in range(out.shape[0]):
+        s = q[row, c]
+        for i in range(m):
+            s += jac[i, c] * y[i]
+        out[c] = _project(s, lower[c], upper[c], cont[c], turn[c], box)
+
+
+@_called
 def _step(dv, q, row, jac, err, w, lam, eps, work, posture, shift):
     """The step ``dv = Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e`` (``jac`` already ``W^½ J``, with the
     columns of blocked joints zeroed): :func:`torchik.ik.lm.damped_step` by Cholesky. With a
@@ -259,7 +284,7 @@ def _step(dv, q, row, jac, err, w, lam, eps, work, posture, shift):
             dv[c] = (dv[c] + z[c]) - s
 
 
-@_inlined
+@_called
 def _advance(out, q, row, dv, rot, lower, upper, cont, turn, box, floating, moves):
     """``out = q ⊕ dv`` projected into the limits
     (:meth:`torchik.ik.base.JointLimits.project`): a floating base moved by its twist
@@ -324,14 +349,17 @@ def _project(v, lower, upper, cont, turn, box):
     return min(max(v, lower), upper)
 
 
-@_inlined
+@_called
 def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture, base, w, mu,
-               floor):  # fmt: skip
-    """The residual and cost at ``q[row]`` and the projected next ``out``; returns the cost."""
+               floor, floating):  # fmt: skip
+    """The residual and cost at ``q[row]`` and the projected next ``out``; returns the cost.
+    A function of its own, compiled once per value of ``floating`` (a literal of each kernel:
+    the other's branches compiled out), not inlined: the kernels then compile in about the
+    time one link's took."""
     parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
     position, rotmat, sizes = target
     boxes, tops, cont, turn, box = limits
-    floating, moves, origin, rot, dv = base
+    moves, origin, rot, dv = base[1:]
     columns = posture[1]
     lower, upper = boxes[row if box else 0], tops[row if box else 0]
     n, m = parent.shape[0], err.shape[0]
@@ -355,13 +383,30 @@ def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, postur
         blocked = blocked or not columns[c]  # a joint the solve holds
         for r in range(m):
             jac[r, c] = 0.0 if blocked else w[r] * jac[r, c]
-    _step(dv, q, row, jac, err, w, mu * (cost + floor), mu * floor, work, posture, shift)
+    lam = mu * (cost + floor)
+    if not floating and posture[2] == 0.0:
+        _plain_step(out, q, row, jac, err, w, lam, work, lower, upper, cont, turn, box)
+        return cost
+    _step(dv, q, row, jac, err, w, lam, mu * floor, work, posture, shift)
     _advance(out, q, row, dv, rot, lower, upper, cont, turn, box, floating, moves)
     return cost
 
 
 @_kernel
 def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
+    """``n_iters`` iterations of every row of ``q`` on a fixed base, in place: see
+    :func:`_loop` (the floating base's code compiled out)."""
+    _loop(q, state, tree, target, limits, posture, base, w, reals, ints, False)
+
+
+@_kernel
+def lm_loop_floating(q, state, tree, target, limits, posture, base, w, reals, ints):
+    """:func:`lm_loop` with a floating base first in ``q``."""
+    _loop(q, state, tree, target, limits, posture, base, w, reals, ints, True)
+
+
+@_inlined
+def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floating):
     """``n_iters`` iterations of every row of ``q``, in place (see
     :func:`torchik.kinematics.native.lm_loop`): rows one after another, a finished row stops.
 
@@ -378,8 +423,8 @@ def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
         posture: ``(rest (B, nq), columns (nv,) bool, gain, max_step)``: the columns stepped
             (the others zeroed) and the posture term (``gain`` 0: none, ``rest`` not read).
         base: ``(floating, moves, origin (3, 4))``: a floating base first in ``q`` (its 7
-            coordinates, 6 twist columns; ``nv = nq - 1``), whether it moves, and its joint's
-            origin.
+            coordinates, 6 twist columns; ``nv = nq - 1``; ``floating`` the kernel's own
+            constant), whether it moves, and its joint's origin.
         w: ``(m,)`` square roots of the residual weights.
         reals: ``(damping, damping_floor, tol_position, tol_rotation, 1 - min_improvement)``.
         ints: ``(it, n_iters, max_iters, patience, attempt_iters, track, settle)``; with
@@ -389,7 +434,7 @@ def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
     best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled = state
     mu, floor, tol_p, tol_r, keep = reals
     it0, n_iters, max_iters, patience, attempt_iters, track, settle = ints
-    floating, moves, origin = base
+    moves, origin = base[1], base[2]
     sizes = target[2]
     dof, n, m = q.shape[1], tree[0].shape[0], 0
     nv = dof - 1 if floating else dof
@@ -401,21 +446,17 @@ def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
             np.empty(m, q.dtype), np.empty(nv, q.dtype))  # fmt: skip
     moving = (floating, moves, origin, np.empty((3, 3), q.dtype), np.empty(nv, q.dtype))
     for row in range(q.shape[0]):
-        if settle:
-            for _ in range(n_iters):
-                _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture,
-                           moving, w, mu, floor)  # fmt: skip
-                if _converged(err, sizes, tol_p, tol_r):
-                    for c in range(dof):
-                        best_q[row, c] = q[row, c]
-                for c in range(dof):
-                    q[row, c] = out[c]
-            continue
-        done, i = finished[row], 0
+        done, i = finished[row] and not settle, 0
         while i < n_iters and not done:
             cost = _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture,
-                              moving, w, mu, floor)  # fmt: skip
+                              moving, w, mu, floor, floating)  # fmt: skip
             conv = _converged(err, sizes, tol_p, tol_r)
+            if settle:  # every row steps on; its last converged iterate is kept
+                for c in range(dof):
+                    best_q[row, c] = q[row, c] if conv else best_q[row, c]
+                    q[row, c] = out[c]
+                i += 1
+                continue
             if cost < best_cost[row] or conv:
                 for c in range(dof):
                     best_q[row, c] = q[row, c]
@@ -433,6 +474,8 @@ def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
                 for c in range(dof):
                     q[row, c] = out[c]
             i += 1
+        if settle:
+            continue
         finished[row] = done
         if track:  # a finished row's cost no longer falls: its counters run on
             stall[row] += n_iters - i

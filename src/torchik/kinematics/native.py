@@ -67,8 +67,9 @@ def runs_on(q: Tensor, tree: KinematicTree | None = None) -> bool:
 
 def warm_up(tree: KinematicTree) -> bool:
     """Load the kernel for ``tree``'s dtype now (compile it, the first time ever), so that a
-    later solve that is timed or latency-bound does not pay for it: about 2 s from Numba's
-    cache, 5 s to compile. One iteration of one row at the zero configuration.
+    later solve that is timed or latency-bound does not pay for it: under a second from
+    Numba's cache, about 10 s to compile (the floating-base kernel, on a first whole-body solve
+    of a floating robot, as long again). One iteration of one row at the zero configuration.
 
     Returns:
         Whether the kernel serves that dtype on the CPU (False: nothing done).
@@ -243,9 +244,9 @@ def lm_loop(
               weights.detach().contiguous().numpy(), reals, ints)  # fmt: skip
     parts = _parts(x.shape[0])
     if len(parts) == 1:
-        _run_part(_lm_numba.lm_loop, per_row, shared, parts[0])
+        _run_part(_lm_numba, per_row, shared, parts[0])
     else:
-        list(_pool().map(lambda p: _run_part(_lm_numba.lm_loop, per_row, shared, p), parts))
+        list(_pool().map(lambda p: _run_part(_lm_numba, per_row, shared, p), parts))
 
 
 def _check_q(q: Tensor) -> None:
@@ -256,14 +257,16 @@ def _check_q(q: Tensor) -> None:
         raise TypeError(f"native.lm_loop takes float32 or float64, got {q.dtype}")
 
 
-def _run_part(kernel: Any, per_row: tuple, shared: tuple, part: slice) -> None:
-    """The kernel on the rows ``part`` (it releases the GIL: parts run in parallel). Arrays of
-    ``per_row`` with one row per row of ``q`` are cut to the part; one-row fillers are not."""
+def _run_part(kernels: Any, per_row: tuple, shared: tuple, part: slice) -> None:
+    """The kernel (of the module ``kernels``: a fixed or a floating base's) on the rows
+    ``part``; it releases the GIL: parts run in parallel. Arrays of ``per_row`` with one row
+    per row of ``q`` are cut to the part; one-row fillers are not."""
     batch = per_row[0].shape[0]
     cut = [a[part] if a.shape[0] == batch else a for a in (per_row[0], *per_row[2:])]
     x, position, rotmat, lower, upper, rest = cut
     state = tuple(a[part] for a in per_row[1])
     tree, sizes, masks, box, held, gains, base, w, reals, ints = shared
+    kernel = kernels.lm_loop_floating if base[0] else kernels.lm_loop
     kernel(x, state, tree, (position, rotmat, sizes), (lower, upper, *masks, box),
            (rest, held, *gains), base, w, reals, ints)  # fmt: skip
 
