@@ -18,7 +18,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-BENCHMARKS = ("fk", "ik", "pose", "seq2seq", "train_speed")
+BENCHMARKS = ("fk", "ik", "wholebody", "pose", "seq2seq", "train_speed")
 LONG = ("iknet", "posterior", "paths", "finetune", "learned_recipes")
 """Run only when named: each trains models for a long time on a CPU."""
 PARENT_ENV = "TORCHIK_BENCH_PARENT"  # experiments.report.PARENT_ENV (kept import-free here)

@@ -17,7 +17,7 @@ from pathlib import Path
 
 import numpy as np
 import torch
-from common import RESULTS_DIR, dist_version, machine_stamp
+from common import add_common_args, dist_version, machine_stamp, wait_for_quiet
 
 import torchik
 from experiments.wholebody import (
@@ -109,11 +109,13 @@ def main() -> None:
     parser.add_argument("--anchor-targets", type=int, default=100)
     parser.add_argument("--anchor-iters", type=int, default=100)
     parser.add_argument("--starts", type=int, default=4, help="random starts per anchor target")
-    parser.add_argument("--out", type=Path, default=RESULTS_DIR / "wholebody")
+    add_common_args(parser)  # --out FOLDER (wholebody.md, .json there), --wait-idle
     args = parser.parse_args()
-    args.out.parent.mkdir(parents=True, exist_ok=True)  # before the run, not after it
+    args.out.mkdir(parents=True, exist_ok=True)  # before the run, not after it
+    out = args.out / "wholebody"
     torch.set_num_threads(1)
     stamp = machine_stamp()
+    stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     stamp["anchors"] = {d: dist_version(d) for d in ("placo", "mink", "mujoco", "daqp", "pin")}
     robot = torchik.load_robot("g1", dtype=torch.float64)
     poses = targets(robot, args.targets)
@@ -137,8 +139,8 @@ def main() -> None:
         {"method": name, "status": row.get("status", "ok"), **row} for name, row in rows.items()
     ]
     result = {"stamp": stamp, "tables": [{"title": TITLE, "rows": table}]}
-    write_text(args.out.with_suffix(".json"), json.dumps(result, indent=1))
-    write_text(args.out.with_suffix(".md"), wholebody_markdown(stamp, rows))
+    write_text(out.with_suffix(".json"), json.dumps(result, indent=1))
+    write_text(out.with_suffix(".md"), wholebody_markdown(stamp, rows))
     print(wholebody_markdown(stamp, rows))
 
 
