@@ -70,11 +70,10 @@ are re-seeded within the solve (no separate retry rounds). On the G1's two hands
 
 FUSED_LOOP = False
 """Whether whole-body IK on CUDA takes Triton's loop kernel
-(:func:`torchik.kinematics.fused.lm_loop` with several links: one launch per chunk of iterations)
-where it serves: no posture, every
-joint active, no boxes, a fixed base, the robot on the fused kernels. Off until measured on a GPU
-(``make gpu-check`` times both; equal to the step in Triton's interpreter): the captured
-iteration of PyTorch operations otherwise."""
+(:func:`torchik.kinematics.fused.lm_loop` with several links: one launch per chunk of
+iterations) where it serves: no posture, every joint active, no boxes, a fixed base, the robot
+on the fused kernels. Off until measured on a GPU (``make gpu-check`` times both; equal to the
+step in Triton's interpreter): the captured iteration of PyTorch operations otherwise."""
 
 
 COMPILED_SYNC_EVERY = 4
@@ -367,8 +366,8 @@ def solve_wholebody(
         upper: likewise.
         loop: the solver's loop (see :attr:`torchik.ik.SolverSettings.loop`): ``"auto"`` is
             the fixed-shape loop, captured on CUDA, compiled by Numba on the CPU
-            (:func:`torchik.kinematics.native.lm_loop`: a fixed base, Numba installed, the
-            robot's backend not ``"reference"``); else the host loop.
+            (:func:`torchik.kinematics.native.lm_loop`: a fixed base or one floating base,
+            Numba installed, the robot's backend not ``"reference"``); else the host loop.
 
     Returns:
         A :class:`WholeBodyResult` with ``q (..., K, dof)``; ``success`` means every target
