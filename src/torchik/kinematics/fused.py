@@ -406,7 +406,7 @@ def _jacobian_columns(code: _Code, needed: tuple[int, ...], link: int = 0) -> li
     its chain, times the mimic multipliers, summed per entry of ``q`` (``"zero"`` where no
     joint moves it)."""
     tree = code.tree
-    chain = _chain(code, link)
+    chain = set(kinematics._ancestors(tree, (code.links[link],)))
     cols: dict[int, list[list[str | None]]] = {}
     for j in (j for j in needed if j in chain):
         a = [f"f{j}_{x}2" for x in range(3)]
@@ -421,16 +421,6 @@ def _jacobian_columns(code: _Code, needed: tuple[int, ...], link: int = 0) -> li
         cols.setdefault(int(tree.source[j]), []).append([_times(v, mult) for v in rows])
     return [[code.sum([t[r] for t in cols.get(col, [])]) for col in range(tree.dof)]
             for r in range(6)]  # fmt: skip
-
-
-def _chain(code: _Code, link: int) -> set[int]:
-    """The joints that move requested link ``link``."""
-    tree, out = code.tree, set()
-    j = tree.link_joint[code.links[link]]
-    while j >= 0:
-        out.add(j)
-        j = tree.parent[j]
-    return out
 
 
 def _jacobian_kernel(code: _Code) -> Any:

@@ -144,6 +144,6 @@ def fit_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
     u = torch.cat((u[..., :2], u[..., 2:] * sign[:, None, None]), dim=-1)
     rot = u @ vh
     world = pose_to_matrix(p_mean - (rot @ x_mean[..., None])[..., 0], rot)
-    origin = robot.forward_kinematics(neutral, robot.root)  # the base frame at neutral
+    origin = problem.base_origin  # the base frame at neutral
     base = invert_transform(origin) @ world @ origin
     return torch.cat((base[:, :3, 3], rotmat_to_quat(base[:, :3, :3]), q[:, 7:]), dim=-1)
