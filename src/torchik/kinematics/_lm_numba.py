@@ -359,7 +359,7 @@ def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, postur
     parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
     position, rotmat, sizes = target
     boxes, tops, cont, turn, box = limits
-    moves, origin, rot, dv = base[1:]
+    moves, origin, rot, dv = base
     columns = posture[1]
     lower, upper = boxes[row if box else 0], tops[row if box else 0]
     n, m = parent.shape[0], err.shape[0]
@@ -434,7 +434,7 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
     best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled = state
     mu, floor, tol_p, tol_r, keep = reals
     it0, n_iters, max_iters, patience, attempt_iters, track, settle = ints
-    moves, origin = base[1], base[2]
+    moves, origin = base[1], base[2]  # base[0]: floating, this kernel's own constant
     sizes = target[2]
     dof, n, m = q.shape[1], tree[0].shape[0], 0
     nv = dof - 1 if floating else dof
@@ -444,7 +444,7 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
     jac, err, out = np.empty((m, nv), q.dtype), np.empty(m, q.dtype), np.empty(dof, q.dtype)
     work = (np.empty((m, m), q.dtype), np.empty(m, q.dtype), np.empty(m, q.dtype),
             np.empty(m, q.dtype), np.empty(nv, q.dtype))  # fmt: skip
-    moving = (floating, moves, origin, np.empty((3, 3), q.dtype), np.empty(nv, q.dtype))
+    moving = (moves, origin, np.empty((3, 3), q.dtype), np.empty(nv, q.dtype))
     for row in range(q.shape[0]):
         done, i = finished[row] and not settle, 0
         while i < n_iters and not done:
