@@ -105,12 +105,14 @@ LOOPS = {
     "fixed, CUDA graphs": {"loop": "fixed", "fused_step": False, "fused_loop": False},
     "fixed, fused LM step": {"loop": "fixed", "fused_step": True, "fused_loop": False},
     "fixed, fused LM loop": {"loop": "fixed", "fused_loop": True},
+    "fixed, one graph": {"loop": "fixed", "fused_loop": True, "one_graph": True},
 }
 """The IK loops of :func:`ik_rows`: the host loop that drops finished rows at every iteration,
 the fixed-shape loop launching every operation, the same captured in CUDA graphs (eager off
 CUDA), captured with each iteration in one kernel (``fused_step``: where FK takes the fused
-kernels; the CUDA-graphs row elsewhere), and with each chunk of iterations in one kernel
-(``fused_loop``)."""
+kernels; the CUDA-graphs row elsewhere), with each chunk of iterations in one kernel
+(``fused_loop``), and the whole call as one captured program (``one_graph``,
+:mod:`torchik.ik.captured`; on CUDA only, the rounds elsewhere)."""
 
 
 def ik_rows(

@@ -138,10 +138,11 @@ PROFILED = {
     "graphs": {"fused_step": False, "fused_loop": False},
     "graphs, fused step": {"fused_step": True, "fused_loop": False},
     "graphs, fused loop": {"fused_loop": True},
+    "one graph": {"fused_loop": True, "one_graph": True},
     "eager": {"capture": False, "fused_step": False, "fused_loop": False},
 }
 """The fixed loops of :func:`profile_rows`: captured (each iteration's operations, one kernel
-per iteration, a chunk in one kernel) and eager."""
+per iteration, a chunk in one kernel, the whole call in one graph) and eager."""
 
 
 def profile_rows(robot, g1, link: str, sizes: list[int], cuda: bool) -> list[dict]:
@@ -192,6 +193,13 @@ VARIANTS = {
                                                "sync_every": 10},
     "fused loop, one round, chunks of 12": {"fused_loop": True, "round_iters": 0,
                                             "sync_every": 12},
+    "one graph, 2 + 8 slots, chunks of 11": {"fused_loop": True, "one_graph": True},
+    "one graph, 2 + 8 slots, chunks of 6": {"fused_loop": True, "one_graph": True,
+                                            "sync_every": 6},
+    "one graph, 2 + 2 slots, chunks of 11": {"fused_loop": True, "one_graph": True,
+                                             "retry_seeds": 2},
+    "one graph, 2 + 8 slots, 40 iterations": {"fused_loop": True, "one_graph": True,
+                                              "max_iters": 40},
 }  # fmt: skip
 """Settings of the fixed loop (``LevenbergMarquardt(loop="fixed", ...)``) timed by
 :func:`variant_rows`: with each iteration in a kernel launch every iteration costs about the

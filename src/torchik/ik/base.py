@@ -74,6 +74,11 @@ class SolverSettings:
             (:meth:`IKSolver.compiled_loop`: Levenberg-Marquardt with Numba), host otherwise.
         capture: capture the fixed loop's chunks in CUDA graphs on CUDA (``False``: launch
             every operation, e.g. to measure what the graphs save).
+        one_graph: on CUDA, a :func:`~torchik.ik.solve_ik` call with random seeds runs as one
+            program of fixed shapes (seeding, every round, the retry slots, the evaluation),
+            captured once per shape in one CUDA graph and replayed, with no host read
+            (:mod:`torchik.ik.captured`); ``False``: rounds with host checks between them.
+            Off until a GPU has timed it against the rounds.
     """
 
     max_iters: int = 100
@@ -88,6 +93,7 @@ class SolverSettings:
     sync_every: int = 0
     loop: str = "auto"
     capture: bool = True
+    one_graph: bool = False
 
     def __post_init__(self) -> None:
         """Each field checked by its own rule (a solver's settings check theirs after these);
@@ -101,6 +107,7 @@ class SolverSettings:
             check_float(name, getattr(self, name), 0.0)
         check_bool("early_stop", self.early_stop)
         check_bool("capture", self.capture)
+        check_bool("one_graph", self.one_graph)
 
 
 CUDA_SYNC_EVERY = 11

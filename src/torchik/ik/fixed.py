@@ -36,7 +36,7 @@ from torchik.ik.seeding import Seeder
 IKSolver = Any
 IKProblem = Any
 
-__all__ = ["Carry", "MAX_GRAPHS", "finish_groups", "run_fixed"]
+__all__ = ["Carry", "MAX_GRAPHS", "advance", "finish_groups", "restart", "run_fixed"]
 
 MAX_GRAPHS = 16
 """Captured runners kept (least recently used first out): a graph holds its buffers' memory.
@@ -162,14 +162,28 @@ def _stalled(solver: IKSolver, cost: Tensor, c: Carry) -> Tensor:
     return stalled & ~c.finished
 
 
-def restart(solver: IKSolver, c: Carry, reseed: Seeder, ids: Tensor) -> None:
-    """Fresh seeds for the stalled rows; their counters and solver state start over. On an
-    accelerator without a host read: seeds are drawn for every row and kept where a row
-    stalled. On the CPU, where reading is free and a draw (a pool of configurations, its FK)
-    is not, only the stalled rows' seeds are drawn."""
+def advance(solver: IKSolver, problem: IKProblem, c: Carry, n: int, max_iters: int,
+            track: bool) -> None:  # fmt: skip
+    """``n`` iterations on every row of ``c``, in place: the solver's loop kernel
+    (:meth:`IKSolver.fused_loop`) and :func:`finish_groups` where it has one, else ``n`` calls
+    of :func:`iterate`. No host read."""
+    if solver.fused_loop(problem, c, n, max_iters, track):
+        finish_groups(solver, problem, c, n, max_iters)
+        return
+    for _ in range(n):
+        iterate(solver, problem, c, max_iters, track)
+
+
+def restart(
+    solver: IKSolver, c: Carry, reseed: Seeder, ids: Tensor, masked: bool | None = None
+) -> None:
+    """Fresh seeds for the stalled rows; their counters and solver state start over.
+    ``masked`` (default: off the CPU): without a host read, seeds are drawn for every row and
+    kept where a row stalled. Else (the CPU, where reading is free and a draw, a pool of
+    configurations and its FK, is not) only the stalled rows' seeds are drawn."""
     stalled = c.stalled
     attempt = c.attempt + stalled.long()
-    if c.q.device.type == "cpu":
+    if not (c.q.device.type != "cpu" if masked is None else masked):
         rows = torch.nonzero(stalled).flatten()
         c.q[rows] = reseed(ids[rows], attempt[rows]).to(c.q)
     else:
@@ -278,11 +292,7 @@ class _Runner:
             self._capture(n)
 
     def _eager(self, n: int) -> None:
-        if self.solver.fused_loop(self.problem, self.carry, n, self.max_iters, self.track):
-            finish_groups(self.solver, self.problem, self.carry, n, self.max_iters)
-            return
-        for _ in range(n):
-            iterate(self.solver, self.problem, self.carry, self.max_iters, self.track)
+        advance(self.solver, self.problem, self.carry, n, self.max_iters, self.track)
 
     def _capture(self, n: int) -> None:
         """Run this chunk eagerly on a side stream (the warm-up CUDA graphs need), then

@@ -22,6 +22,7 @@ from torchik.ik.base import IKProblem, IKSolver, JointLimits, LinkTarget
 from torchik.ik.fixed import capturable
 from torchik.ik.result import IKResult
 from torchik.ik.seeding import Seeder, nearest_seeder, uniform_seeder
+from torchik.robot.robot import Robot
 
 __all__ = ["Run", "evaluate", "make_problem", "reshape_result"]
 
@@ -31,7 +32,10 @@ class Run:
     """The rounds of one ``solve_ik`` call (see :class:`SolverSettings` ``round_iters``)."""
 
     solver: IKSolver
-    make: Callable
+    robot: Robot
+    link: str
+    tol_position: float
+    tol_rotation: float
     position: Tensor
     rotmat: Tensor | None
     k: int
@@ -42,6 +46,12 @@ class Run:
 
     def __post_init__(self) -> None:
         check_generator("generator", self.generator)  # solve_ik(generator=5) was AttributeError
+
+    def make(self, position: Tensor, rotmat: Tensor | None, k: int, bounds=None) -> IKProblem:
+        """The rows of ``k`` slots for the targets ``position (T, 3)``, ``rotmat`` (see
+        :func:`make_problem`)."""
+        return make_problem(self.robot, self.link, position, rotmat, k, self.tol_position,
+                            self.tol_rotation, bounds)  # fmt: skip
 
     @property
     def staged(self) -> bool:

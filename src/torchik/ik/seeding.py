@@ -16,7 +16,14 @@ from torch import Tensor
 
 from torchik.robot.robot import Robot
 
-__all__ = ["MAX_POOLS", "Seeder", "nearest_in_pools", "nearest_seeder", "uniform_seeder"]
+__all__ = [
+    "MAX_POOLS",
+    "Seeder",
+    "nearest_in_pools",
+    "nearest_per_slot",
+    "nearest_seeder",
+    "uniform_seeder",
+]
 
 MAX_POOLS = 8
 """Above this many slots per target, :func:`nearest_seeder` gives uniform random seeds."""
@@ -52,7 +59,47 @@ def nearest_in_pools(
         ``(n, dof)`` configurations.
     """
     n_pools, size, dof = pool.shape
-    pose = robot.forward_kinematics(pool.reshape(-1, dof), link)
+    a, b = _features(robot, link, position, rotmat, pool.reshape(-1, dof), rotation_weight)
+    b = b.view(n_pools, size, -1)
+    return pool[which, _nearest(a, b, which, batched=pool.device.type != "cpu")]
+
+
+def nearest_per_slot(
+    robot: Robot,
+    link: str,
+    position: Tensor,
+    rotmat: Tensor | None,
+    slots: int,
+    pool_size: int,
+    rotation_weight: float,
+    generator: torch.Generator | None = None,
+) -> Tensor:
+    """For every target and slot, the nearest member (see :func:`nearest_in_pools`) of a fresh
+    random pool of that slot: the slots of a target never share a pool. Every shape is fixed
+    and nothing is read back to the host (one FK of ``slots * pool_size`` configurations and
+    one ``(slots * pool_size, T)`` distance product), for a solve captured in a CUDA graph
+    (:mod:`torchik.ik.captured`).
+
+    Args:
+        position: ``(T, 3)`` target positions; ``rotmat`` ``(T, 3, 3)`` or ``None``.
+        slots: ``S``, rows per target.
+        pool_size: configurations per pool.
+
+    Returns:
+        ``(T * S, dof)`` seeds, target-major (row ``t * S + s``: target ``t``, slot ``s``).
+    """
+    dof = robot.dof
+    pool = robot.random_configuration(slots * pool_size, generator)
+    a, b = _features(robot, link, position, rotmat, pool, rotation_weight)
+    best = (b @ a.T).view(slots, pool_size, -1).argmin(dim=1)  # (S, T)
+    chosen = pool.view(slots, pool_size, dof).gather(1, best[..., None].expand(-1, -1, dof))
+    return chosen.transpose(0, 1).reshape(-1, dof)
+
+
+def _features(robot, link, position, rotmat, configurations, rotation_weight):
+    """``(n, F)`` target and ``(M, F)`` configuration features, float32, whose dot product is
+    the pose distance of :func:`nearest_in_pools` up to a per-target constant."""
+    pose = robot.forward_kinematics(configurations, link)
     p = pose[:, :3, 3]
     # |p - p_t|² = |p|² - 2 p·p_t + const, and -w² tr(R_tᵀ R) = -w² R_t:R (flattened dot)
     pool_features = [p, (p * p).sum(-1, keepdim=True)]
@@ -60,9 +107,7 @@ def nearest_in_pools(
     if rotmat is not None:
         pool_features.append(pose[:, :3, :3].flatten(-2))
         target_features.append(-(rotation_weight**2) * rotmat.flatten(-2))
-    a = torch.cat(target_features, dim=-1).float()
-    b = torch.cat(pool_features, dim=-1).float().view(n_pools, size, -1)
-    return pool[which, _nearest(a, b, which, batched=pool.device.type != "cpu")]
+    return torch.cat(target_features, dim=-1).float(), torch.cat(pool_features, dim=-1).float()
 
 
 def _nearest(a: Tensor, b: Tensor, which: Tensor, batched: bool) -> Tensor:

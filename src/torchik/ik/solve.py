@@ -4,16 +4,16 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
-from functools import partial
 
 import torch
 from torch import Tensor
 
 from torchik.checks import check_bool, check_float, check_int, intra_op_threads
+from torchik.ik import captured
 from torchik.ik.base import IKProblem, IKSolver
 from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.result import IKResult
-from torchik.ik.rounds import Run, make_problem, reshape_result
+from torchik.ik.rounds import Run, reshape_result
 from torchik.robot.robot import Robot
 
 __all__ = ["MAX_SEEDS", "MAX_SEED_POOL", "METHODS", "default_link", "solve_ik"]
@@ -159,20 +159,26 @@ def solve_ik(
             _refuse_floating(robot, link)
         batch, position, rotmat = check_target(robot, target, position_only)
         solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
-        make = partial(
-            make_problem, robot, link, tol_position=tol_position, tol_rotation=tol_rotation
-        )
         if seeds is None:
             k, q0 = num_seeds, None
         else:
             q0 = check_seeds(robot, seeds, batch)
             k = seeds.shape[-2]
-        if position.shape[0] == 0:
-            return reshape_result(_empty_result(make(position, rotmat, k), k), batch)
         restarts = seeds is None if restarts is None else restarts
         bounds = check_bounds(robot, lower, upper, batch)
-        run = Run(solver, make, position, rotmat, k, restarts, seed_pool, generator, bounds)
-        return reshape_result(run.given(q0) if q0 is not None else run.random(), batch)
+        run = Run(solver, robot, link, tol_position, tol_rotation, position, rotmat, k,
+                  restarts, seed_pool, generator, bounds)  # fmt: skip
+        if position.shape[0] == 0:
+            return reshape_result(_empty_result(run.make(position, rotmat, k), k), batch)
+        return reshape_result(_solve(run, q0), batch)
+
+
+def _solve(run: Run, q0: Tensor | None) -> IKResult:
+    """Given seeds, one program captured whole (:mod:`torchik.ik.captured`, where it
+    serves), or random seeds in rounds."""
+    if q0 is not None:
+        return run.given(q0)
+    return captured.solve(run) if captured.serves(run) else run.random()
 
 
 def _empty_result(problem: IKProblem, k: int) -> IKResult:

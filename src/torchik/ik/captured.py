@@ -1,0 +1,223 @@
+"""A ``solve_ik`` call as one program of fixed shapes, captured whole in one CUDA graph.
+
+On a GPU the rounds of :mod:`torchik.ik.rounds` are bound by the host: on an H200 a
+1 000-pose solve ran 0.76 ms of kernels in 12-14 ms, the rest being the rounds' set-up, their
+seeding and evaluation, and the host reads between them. Here the whole call is one program
+with no host read, so that it can be captured once per shape and replayed:
+
+- every target gets ``S = K + retry_seeds`` rows at once: its ``K`` slots, which start, and
+  ``retry_seeds`` retry slots, which wait (finished) until the first chunk ends and then run
+  only for the targets still unsolved (:func:`torchik.ik.fixed.finish_groups` releases them:
+  a target's rows are finished exactly when one of its slots converged);
+- seeds come from a fresh pool per slot (:func:`torchik.ik.seeding.nearest_per_slot`);
+- the iterations run in chunks (:func:`torchik.ik.fixed.advance`); between chunks every row
+  gets a fresh seed and the stalled ones keep it (:func:`torchik.ik.fixed.restart`, masked);
+- at the end, FK evaluates every row and each target keeps its best ``K`` slots, best first
+  (:meth:`IKResult.top`).
+
+Every chunk runs, whether or not the rows finished: a finished row costs the loop kernel
+almost nothing, and deciding to stop would need a host read. The answers differ from the
+rounds' in how they are drawn (the retry slots run on beside the first ones instead of
+replacing them every round), not in what counts as solved: the same evaluation, the same
+tolerances.
+
+On CUDA the first call of a shape runs eagerly (it warms the libraries up, and is the answer),
+the second captures the graph, and every later one copies its targets into the graph's buffers
+and replays it. Elsewhere (the CPU, ``capture=False``) the program runs eagerly.
+"""
+
+from __future__ import annotations
+
+import warnings
+import weakref
+from collections import OrderedDict
+from dataclasses import dataclass, replace
+from typing import Any
+
+import torch
+from torch import Tensor
+
+from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits
+from torchik.ik.fixed import Carry, advance, capturable, restart
+from torchik.ik.result import IKResult
+from torchik.ik.rounds import Run, evaluate
+from torchik.ik.seeding import Seeder, nearest_per_slot, uniform_seeder
+
+__all__ = ["MAX_PROGRAMS", "MAX_ROWS", "program", "serves", "solve"]
+
+MAX_ROWS = 1 << 16
+"""The most rows (targets times ``K + retry_seeds``) the program takes: its seeding forms a
+``(rows x pool)`` distance matrix per draw. Larger calls run the rounds, which on an H200 were
+no longer bound by the host at 100 000 poses (28 ms)."""
+
+MAX_PROGRAMS = 8
+"""Captured programs kept (least recently used first out): a graph holds its memory."""
+
+
+def serves(run: Run) -> bool:
+    """Whether :func:`solve` takes this call: ``one_graph`` on, random seeds (the caller's
+    choice) with restarts and ``early_stop`` in rounds, a solver whose chunks are captured
+    on this device (:func:`torchik.ik.fixed.capturable`: CUDA) and that takes the fixed
+    loop, no box per target, at most :data:`MAX_ROWS` rows, and the default generator or a
+    CUDA one the graph can advance."""
+    solver, s, position = run.solver, run.solver.settings, run.position
+    if not (s.one_graph and run.restarts and run.staged and run.bounds is None):
+        return False
+    if not (capturable(solver, position) and solver._fixed(position)):
+        return False
+    if position.shape[0] * (run.k + s.retry_seeds) > MAX_ROWS:
+        return False
+    g = run.generator
+    return g is None or (g.device == position.device and _registers(g))
+
+
+def _registers(generator: torch.Generator) -> bool:
+    return hasattr(torch.cuda.CUDAGraph, "register_generator_state")
+
+
+def program(run: Run, position: Tensor, rotmat: Tensor | None) -> IKResult:
+    """The whole call on the targets ``position (T, 3)`` and ``rotmat (T, 3, 3)`` (or
+    ``None``), with the settings of ``run``: no host read, every shape fixed by ``T``.
+
+    Returns:
+        An :class:`IKResult` with ``q (T, K, dof)``, each target's slots best first.
+    """
+    solver, s, k = run.solver, run.solver.settings, run.k
+    slots, n_targets = k + s.retry_seeds, position.shape[0]
+    problem = run.make(position, rotmat, slots)
+    seeder = _seeder(run, position, rotmat, slots)
+    ids = torch.arange(len(problem), device=position.device)
+    q = problem.project(seeder(ids, torch.zeros_like(ids)))
+    c = Carry.start(q, solver.initial_state(q), s.max_iters)
+    chunk, done = s.sync_every or CUDA_SYNC_EVERY, 0
+    while done < s.max_iters + 1:
+        n = min(chunk, s.max_iters + 1 - done)
+        advance(solver, problem, c, n, s.max_iters, track=True)
+        done += n
+        if done < s.max_iters + 1:
+            restart(solver, c, seeder, ids, masked=True)
+    return evaluate(problem, c.best_q, c.iterations, (n_targets, slots)).top(k)
+
+
+def _seeder(run: Run, position: Tensor, rotmat: Tensor | None, slots: int) -> Seeder:
+    """Every row's seed, drawn afresh at each call (the rows asked for are every row)."""
+    robot, g = run.robot, run.generator
+    if not run.seed_pool:
+        return uniform_seeder(robot, g)
+    w = run.solver.settings.rotation_weight
+    return lambda rows, attempt: nearest_per_slot(
+        robot, run.link, position, rotmat, slots, run.seed_pool, w, g
+    )
+
+
+def solve(run: Run) -> IKResult:
+    """``run``'s call by :func:`program`: replayed from a captured graph where
+    :func:`torchik.ik.fixed.capturable` (CUDA), eagerly elsewhere. Where a capture fails, this
+    shape runs the rounds instead (:meth:`Run.random`), with a warning."""
+    if not capturable(run.solver, run.position):
+        return program(run, run.position, run.rotmat)
+    key = _key(run)
+    entry = _Program._cache.get(key)
+    if entry is None or not entry.valid(run):
+        entry = _Program(run)
+        _Program._cache[key] = entry
+        while len(_Program._cache) > MAX_PROGRAMS:
+            _Program._cache.popitem(last=False)
+        _Program._cache.move_to_end(key)
+        return entry.warm_up(run)
+    _Program._cache.move_to_end(key)
+    return entry.replay(run)
+
+
+def _key(run: Run) -> tuple:
+    """What a captured program depends on beyond its targets' values (and the robot, its
+    limits and the generator, which :meth:`_Program.valid` checks)."""
+    p, g = run.position, run.generator
+    return (
+        type(run.solver), run.solver.settings, id(run.robot), run.link, run.rotmat is None,
+        run.tol_position, run.tol_rotation, run.k, run.seed_pool, tuple(p.shape), p.dtype,
+        p.device, None if g is None else id(g),
+    )  # fmt: skip
+
+
+@dataclass
+class _Buffers:
+    position: Tensor
+    rotmat: Tensor | None
+    result: IKResult | None = None
+
+
+class _Program:
+    """One shape's program: its warm-up, then its graph and the buffers it reads and writes."""
+
+    _cache: OrderedDict[tuple, _Program] = OrderedDict()
+
+    def __init__(self, run: Run):
+        self.robot = weakref.ref(run.robot)
+        self.limits = JointLimits.of(run.robot)
+        self.generator = None if run.generator is None else weakref.ref(run.generator)
+        self.graph: Any = None
+        self.failed = False
+        self.buffers = _Buffers(run.position.clone(), _clone(run.rotmat))
+
+    def valid(self, run: Run) -> bool:
+        """The same robot (alive), limits and generator as when this program was made."""
+        robot = run.robot
+        same_generator = run.generator is None or (
+            self.generator is not None and self.generator() is run.generator
+        )
+        return self.robot() is robot and JointLimits.of(robot) is self.limits and same_generator
+
+    def warm_up(self, run: Run) -> IKResult:
+        """The first call: the program eagerly on a side stream (what a capture needs first)."""
+        side = torch.cuda.Stream()
+        side.wait_stream(torch.cuda.current_stream())
+        with torch.cuda.stream(side):
+            result = program(run, run.position, run.rotmat)
+        torch.cuda.current_stream().wait_stream(side)
+        return result
+
+    def replay(self, run: Run) -> IKResult:
+        """Later calls: the targets copied in, the graph replayed (captured on first use), a
+        copy of its result; the rounds where the capture failed."""
+        if self.failed:
+            return run.random()
+        b = self.buffers
+        b.position.copy_(run.position)
+        if b.rotmat is not None and run.rotmat is not None:
+            b.rotmat.copy_(run.rotmat)
+        if self.graph is None and not self._capture(run):
+            return run.random()
+        self.graph.replay()
+        assert b.result is not None
+        return _copy(b.result)
+
+    def _capture(self, run: Run) -> bool:
+        b, graph = self.buffers, torch.cuda.CUDAGraph()
+        if run.generator is not None:
+            graph.register_generator_state(run.generator)
+        try:
+            with torch.cuda.graph(graph):
+                b.result = program(replace(run, position=b.position, rotmat=b.rotmat),
+                                   b.position, b.rotmat)  # fmt: skip
+        except RuntimeError as err:  # an operation that cannot be captured
+            torch.cuda.synchronize()
+            warnings.warn(f"solve_ik runs in rounds: CUDA graph capture failed ({err})",
+                          RuntimeWarning, stacklevel=5)  # fmt: skip
+            self.failed, b.result = True, None
+            return False
+        self.graph = graph
+        return True
+
+
+def _clone(x: Tensor | None) -> Tensor | None:
+    return None if x is None else x.clone()
+
+
+def _copy(result: IKResult) -> IKResult:
+    """The result's tensors copied out of the graph's memory (the next replay overwrites it)."""
+    return replace(
+        result, q=result.q.clone(), success=result.success.clone(),
+        position_error=result.position_error.clone(),
+        rotation_error=result.rotation_error.clone(), iterations=result.iterations.clone(),
+    )  # fmt: skip

@@ -1,0 +1,171 @@
+"""A ``solve_ik`` call as one program of fixed shapes (issue 34, part 1: IK without launch
+overhead): :mod:`torchik.ik.captured`. On the CPU the program runs eagerly; on CUDA it is
+captured once per shape and replayed (the ``cuda`` cases, run by ``make gpu-check``)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+from torch.utils._python_dispatch import TorchDispatchMode
+
+from torchik import load_robot, solve_ik
+from torchik.geometry.rotations import geodesic_distance
+from torchik.ik import LevenbergMarquardt, captured
+from torchik.ik.rounds import Run
+from torchik.ik.seeding import nearest_in_pools, nearest_per_slot
+
+LINK = "panda_hand"
+TOL_ROT = math.radians(1.0)
+
+
+@pytest.fixture(scope="module")
+def panda():
+    return load_robot("panda", dtype=torch.float64)
+
+
+def _targets(robot, n, seed):
+    q = robot.random_configuration(n, generator=torch.Generator().manual_seed(seed))
+    return robot.forward_kinematics(q, LINK)
+
+
+def _run(robot, targets, solver=None, position_only=False, k=2, seed_pool=256, **fields):
+    rotmat = None if position_only else targets[:, :3, :3]
+    solver = solver or LevenbergMarquardt(loop="fixed", one_graph=True)
+    options = dict(restarts=True, seed_pool=seed_pool, generator=None) | fields
+    return Run(solver, robot, LINK, 1e-3, TOL_ROT, targets[:, :3, 3], rotmat, k, **options)
+
+
+@pytest.mark.parametrize(("position_only", "seed_pool"), [(False, 256), (True, 256), (False, 0)])
+def test_the_program_solves_every_target_and_reports_what_fk_says(panda, position_only, seed_pool):
+    targets = _targets(panda, 200, seed=1)
+    torch.manual_seed(0)
+    result = captured.program(_run(panda, targets, position_only=position_only,
+                                   seed_pool=seed_pool), targets[:, :3, 3],
+                              None if position_only else targets[:, :3, :3])  # fmt: skip
+    assert result.q.shape == (200, 2, 7) and bool(result.success[:, 0].all())
+    assert not bool((result.success[:, 1] & ~result.success[:, 0]).any())  # best first
+    q = result.q.reshape(-1, 7)
+    assert bool(((q >= panda.lower) & (q <= panda.upper)).all())
+    pose = panda.forward_kinematics(q, LINK).view(200, 2, 4, 4)
+    error = (pose[..., :3, 3] - targets[:, None, :3, 3]).norm(dim=-1)
+    torch.testing.assert_close(error, result.position_error, rtol=0, atol=1e-12)
+    if not position_only:
+        angle = geodesic_distance(pose[..., :3, :3], targets[:, None, :3, :3])
+        torch.testing.assert_close(angle, result.rotation_error, rtol=0, atol=1e-9)
+    assert bool((result.iterations <= LevenbergMarquardt().settings.max_iters).all())
+
+
+def test_the_program_solves_as_often_as_the_rounds(panda):
+    """1 000 poses in float64: every one solved, as the rounds solve them."""
+    targets = _targets(panda, 1000, seed=2)
+    torch.manual_seed(1)
+    result = captured.program(_run(panda, targets), targets[:, :3, 3], targets[:, :3, :3])
+    rounds = solve_ik(panda, targets, method=LevenbergMarquardt(loop="fixed"),
+                      generator=torch.Generator().manual_seed(1))  # fmt: skip
+    assert float(result.success.any(-1).float().mean()) >= float(
+        rounds.success.any(-1).float().mean()
+    )
+    assert float(result.success.any(-1).float().mean()) >= 0.999
+
+
+class _Recorder(TorchDispatchMode):
+    def __init__(self):
+        super().__init__()
+        self.ops: list[str] = []
+
+    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+        self.ops.append(str(func))
+        return func(*args, **(kwargs or {}))
+
+
+def test_the_program_reads_nothing_back_from_the_device(panda):
+    """Seeding, every chunk, the restarts, the evaluation and the choice of the best slots:
+    no operation that reads the device (what a CUDA graph cannot hold). The per-iteration
+    loop here; the CPU's compiled loop kernel reads its iteration counter (the CPU's own;
+    Triton's reads it on the device)."""
+    targets = _targets(panda, 12, seed=3)
+    solver = LevenbergMarquardt(loop="fixed", one_graph=True, fused_loop=False)
+    run = _run(panda, targets, solver)
+    captured.program(run, run.position, run.rotmat)  # warm-up: the limits' masks read once
+    with _Recorder() as seen:
+        captured.program(run, run.position, run.rotmat)
+    reading = ("local_scalar", "nonzero", "masked_select")
+    reads = [op for op in seen.ops if any(s in op for s in reading)]
+    assert not reads and len(seen.ops) > 1000, reads
+
+
+def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda):
+    targets = _targets(panda, 9, seed=4)
+    position, rotmat = targets[:, :3, 3], targets[:, :3, :3]
+    seeds = nearest_per_slot(panda, LINK, position, rotmat, 3, 64, 0.3,
+                             torch.Generator().manual_seed(5))  # fmt: skip
+    pool = panda.random_configuration(3 * 64, torch.Generator().manual_seed(5)).view(3, 64, 7)
+    rows = torch.arange(27)
+    expected = nearest_in_pools(panda, LINK, position[rows // 3], rotmat[rows // 3], pool,
+                                rows % 3, 0.3)  # fmt: skip
+    assert seeds.shape == (27, 7) and torch.equal(seeds, expected)
+    assert nearest_per_slot(panda, LINK, position, None, 2, 8, 0.3).shape == (18, 7)
+
+
+def test_which_calls_the_program_takes(panda, monkeypatch):
+    """Where chunks are captured (CUDA; forced here): random seeds with restarts and rounds,
+    ``one_graph`` on, no boxes, at most ``MAX_ROWS`` rows, no generator the graph cannot
+    advance; ``solve_ik`` then takes it."""
+    targets = _targets(panda, 4, seed=6)
+    assert not captured.serves(_run(panda, targets))  # the CPU: chunks are not captured
+    monkeypatch.setattr(captured, "capturable", lambda solver, q: True)
+    assert captured.serves(_run(panda, targets))
+    box = (panda.lower.expand(4, 7), panda.upper.expand(4, 7))
+    refused = [
+        _run(panda, targets, LevenbergMarquardt(loop="fixed")),  # one_graph off
+        _run(panda, targets, LevenbergMarquardt(loop="fixed", one_graph=True, round_iters=0)),
+        _run(panda, targets, LevenbergMarquardt(loop="host", one_graph=True)),
+        _run(panda, targets, restarts=False),
+        _run(panda, targets, bounds=box),
+        _run(panda, targets, generator=torch.Generator().manual_seed(0)),
+    ]
+    assert not any(captured.serves(run) for run in refused)
+    monkeypatch.setattr(captured, "MAX_ROWS", 4 * 10 - 1)  # 4 targets x (2 + 8 retry slots)
+    assert not captured.serves(_run(panda, targets))
+    monkeypatch.undo()
+    taken = []
+    monkeypatch.setattr(captured, "capturable", lambda solver, q: True)
+    monkeypatch.setattr(captured, "solve", lambda run: taken.append(run) or
+                        captured.program(run, run.position, run.rotmat))  # fmt: skip
+    method = LevenbergMarquardt(loop="fixed", one_graph=True)
+    result = solve_ik(panda, targets, method=method, num_seeds=3)
+    assert len(taken) == 1 and result.q.shape == (4, 3, 7) and bool(result.success[:, 0].all())
+    solve_ik(panda, targets, method=method, seeds=panda.neutral().expand(1, 7))
+    assert len(taken) == 1  # given seeds: the rounds
+
+
+def test_the_setting_is_checked():
+    with pytest.raises(TypeError, match="one_graph"):
+        LevenbergMarquardt(one_graph=1)
+
+
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CI has none)")
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_the_program_is_captured_once_and_replayed_without_a_sync(dtype):
+    """First call eager, second captures, later ones replay the same graph, with no host sync;
+    each call's answer is its own targets' (FK of the returned slots)."""
+    robot = load_robot("panda", dtype=dtype).to("cuda")
+    captured._Program._cache.clear()
+    method = LevenbergMarquardt(one_graph=True)
+    for seed in range(4):
+        targets = _targets(robot, 300, seed=10 + seed).to("cuda")
+        result = solve_ik(robot, targets, method=method)
+        assert float(result.success.any(-1).float().mean()) >= 0.99
+        best = robot.forward_kinematics(result.q[:, 0], LINK)
+        error = (best[:, :3, 3] - targets[:, :3, 3]).norm(dim=-1)
+        torch.testing.assert_close(error, result.position_error[:, 0], rtol=0, atol=1e-5)
+    (entry,) = captured._Program._cache.values()
+    assert entry.graph is not None and not entry.failed
+    torch.cuda.set_sync_debug_mode("error")
+    try:
+        entry.graph.replay()  # a replay never syncs
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
