@@ -97,16 +97,21 @@ def test_the_program_reads_nothing_back_from_the_device(panda):
 
 
 def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda):
+    """Draw ``d``, target ``t``, slot ``s`` picks from pool ``d * S + s`` of one draw of
+    ``D * S`` pools: what :func:`nearest_in_pools` picks there."""
     targets = _targets(panda, 9, seed=4)
     position, rotmat = targets[:, :3, 3], targets[:, :3, :3]
     seeds = nearest_per_slot(panda, LINK, position, rotmat, 3, 64, 0.3,
-                             torch.Generator().manual_seed(5))  # fmt: skip
-    pool = panda.random_configuration(3 * 64, torch.Generator().manual_seed(5)).view(3, 64, 7)
+                             torch.Generator().manual_seed(5), draws=2)  # fmt: skip
+    pool = panda.random_configuration(2 * 3 * 64, torch.Generator().manual_seed(5))
+    pool = pool.view(2, 3, 64, 7)
     rows = torch.arange(27)
-    expected = nearest_in_pools(panda, LINK, position[rows // 3], rotmat[rows // 3], pool,
-                                rows % 3, 0.3)  # fmt: skip
-    assert seeds.shape == (27, 7) and torch.equal(seeds, expected)
-    assert nearest_per_slot(panda, LINK, position, None, 2, 8, 0.3).shape == (18, 7)
+    for d in range(2):
+        expected = nearest_in_pools(panda, LINK, position[rows // 3], rotmat[rows // 3],
+                                    pool[d], rows % 3, 0.3)  # fmt: skip
+        assert torch.equal(seeds[d], expected)
+    assert seeds.shape == (2, 27, 7) and not torch.equal(seeds[0], seeds[1])
+    assert nearest_per_slot(panda, LINK, position, None, 2, 8, 0.3).shape == (1, 18, 7)
 
 
 def test_which_calls_the_program_takes(panda, monkeypatch):

@@ -5,21 +5,22 @@ On a GPU the rounds of :mod:`torchik.ik.rounds` are bound by the host: on an H20
 seeding and evaluation, and the host reads between them. Here the whole call is one program
 with no host read, so that it can be captured once per shape and replayed:
 
-- every target gets ``S = K + retry_seeds`` rows at once: its ``K`` slots, which start, and
-  ``retry_seeds`` retry slots, which wait (finished) until the first chunk ends and then run
-  only for the targets still unsolved (:func:`torchik.ik.fixed.finish_groups` releases them:
-  a target's rows are finished exactly when one of its slots converged);
-- seeds come from a fresh pool per slot (:func:`torchik.ik.seeding.nearest_per_slot`);
+- every target runs ``S = K + retry_seeds`` slots from the start: on a GPU the loop kernel
+  takes ten rows per target in the time of two (one thread per row, far fewer rows than the
+  device holds at once), and a target's slots stop as soon as one of them converges;
+- seeds come from a pool per slot (:func:`torchik.ik.seeding.nearest_per_slot`), the first
+  ones and every restart's drawn at once;
 - the iterations run in chunks (:func:`torchik.ik.fixed.advance`); between chunks every row
-  gets a fresh seed and the stalled ones keep it (:func:`torchik.ik.fixed.restart`, masked);
+  is offered its next seed and the stalled ones take it (:func:`torchik.ik.fixed.restart`,
+  masked);
 - at the end, FK evaluates every row and each target keeps its best ``K`` slots, best first
   (:meth:`IKResult.top`).
 
 Every chunk runs, whether or not the rows finished: a finished row costs the loop kernel
 almost nothing, and deciding to stop would need a host read. The answers differ from the
-rounds' in how they are drawn (the retry slots run on beside the first ones instead of
-replacing them every round), not in what counts as solved: the same evaluation, the same
-tolerances.
+rounds' in how they are drawn (the retry slots run beside the first ones from the start,
+instead of replacing them in later rounds), not in what counts as solved: the same
+evaluation, the same tolerances.
 
 On CUDA the first call of a shape runs eagerly (it warms the libraries up, and is the answer),
 the second captures the graph, and every later one copies its targets into the graph's buffers
@@ -41,7 +42,7 @@ from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits
 from torchik.ik.fixed import Carry, advance, capturable, restart
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, evaluate
-from torchik.ik.seeding import Seeder, nearest_per_slot, uniform_seeder
+from torchik.ik.seeding import Seeder, nearest_per_slot
 
 __all__ = ["MAX_PROGRAMS", "MAX_ROWS", "program", "serves", "solve"]
 
@@ -85,29 +86,32 @@ def program(run: Run, position: Tensor, rotmat: Tensor | None) -> IKResult:
     solver, s, k = run.solver, run.solver.settings, run.k
     slots, n_targets = k + s.retry_seeds, position.shape[0]
     problem = run.make(position, rotmat, slots)
-    seeder = _seeder(run, position, rotmat, slots)
+    chunk = s.sync_every or CUDA_SYNC_EVERY
+    chunks = -(-(s.max_iters + 1) // chunk)
+    seeds = _seeds(run, position, rotmat, slots, chunks)  # the first ones, each restart's
     ids = torch.arange(len(problem), device=position.device)
-    q = problem.project(seeder(ids, torch.zeros_like(ids)))
+    q = problem.project(seeds[0])
     c = Carry.start(q, solver.initial_state(q), s.max_iters)
-    chunk, done = s.sync_every or CUDA_SYNC_EVERY, 0
-    while done < s.max_iters + 1:
-        n = min(chunk, s.max_iters + 1 - done)
+    for i in range(chunks):
+        n = min(chunk, s.max_iters + 1 - i * chunk)
         advance(solver, problem, c, n, s.max_iters, track=True)
-        done += n
-        if done < s.max_iters + 1:
-            restart(solver, c, seeder, ids, masked=True)
+        if i + 1 < chunks:
+            restart(solver, c, _offer(seeds[i + 1]), ids, masked=True)
     return evaluate(problem, c.best_q, c.iterations, (n_targets, slots)).top(k)
 
 
-def _seeder(run: Run, position: Tensor, rotmat: Tensor | None, slots: int) -> Seeder:
-    """Every row's seed, drawn afresh at each call (the rows asked for are every row)."""
-    robot, g = run.robot, run.generator
+def _offer(seeds: Tensor) -> Seeder:
+    """A seeder that offers ``seeds`` (every row's) whatever rows are asked for."""
+    return lambda rows, attempt: seeds
+
+
+def _seeds(run: Run, position: Tensor, rotmat: Tensor | None, slots: int, draws: int) -> Tensor:
+    """``(draws, T * slots, dof)`` seeds of every row (see ``seed_pool``), drawn at once."""
+    robot, g, n = run.robot, run.generator, position.shape[0] * slots
     if not run.seed_pool:
-        return uniform_seeder(robot, g)
+        return robot.random_configuration(draws * n, g).view(draws, n, robot.dof)
     w = run.solver.settings.rotation_weight
-    return lambda rows, attempt: nearest_per_slot(
-        robot, run.link, position, rotmat, slots, run.seed_pool, w, g
-    )
+    return nearest_per_slot(robot, run.link, position, rotmat, slots, run.seed_pool, w, g, draws)
 
 
 def solve(run: Run) -> IKResult:

@@ -73,27 +73,34 @@ def nearest_per_slot(
     pool_size: int,
     rotation_weight: float,
     generator: torch.Generator | None = None,
+    draws: int = 1,
 ) -> Tensor:
-    """For every target and slot, the nearest member (see :func:`nearest_in_pools`) of a fresh
-    random pool of that slot: the slots of a target never share a pool. Every shape is fixed
-    and nothing is read back to the host (one FK of ``slots * pool_size`` configurations and
-    one ``(slots * pool_size, T)`` distance product), for a solve captured in a CUDA graph
-    (:mod:`torchik.ik.captured`).
+    """For every draw, target and slot, the nearest member (see :func:`nearest_in_pools`) of a
+    random pool of its own: the slots of a target never share a pool, nor do two draws. Every
+    shape is fixed and nothing is read back to the host: one FK of ``draws * slots *
+    pool_size`` configurations and one ``(slots * pool_size, T)`` distance product per draw,
+    for a solve captured in a CUDA graph (:mod:`torchik.ik.captured`, which draws its first
+    seeds and every restart's at once).
 
     Args:
         position: ``(T, 3)`` target positions; ``rotmat`` ``(T, 3, 3)`` or ``None``.
         slots: ``S``, rows per target.
         pool_size: configurations per pool.
+        draws: ``D``, sets of seeds.
 
     Returns:
-        ``(T * S, dof)`` seeds, target-major (row ``t * S + s``: target ``t``, slot ``s``).
+        ``(D, T * S, dof)`` seeds, target-major (row ``t * S + s``: target ``t``, slot ``s``).
     """
-    dof = robot.dof
-    pool = robot.random_configuration(slots * pool_size, generator)
+    dof, n_targets = robot.dof, position.shape[0]
+    pool = robot.random_configuration(draws * slots * pool_size, generator)
     a, b = _features(robot, link, position, rotmat, pool, rotation_weight)
-    best = (b @ a.T).view(slots, pool_size, -1).argmin(dim=1)  # (S, T)
-    chosen = pool.view(slots, pool_size, dof).gather(1, best[..., None].expand(-1, -1, dof))
-    return chosen.transpose(0, 1).reshape(-1, dof)
+    b = b.view(draws, slots * pool_size, -1)
+    best = torch.stack(
+        [(b[d] @ a.T).view(slots, pool_size, -1).argmin(dim=1) for d in range(draws)]
+    )  # (D, S, T): one (S * P, T) product at a time
+    pool = pool.view(draws, slots, pool_size, dof)
+    chosen = pool.gather(2, best[..., None].expand(-1, -1, -1, dof))  # (D, S, T, dof)
+    return chosen.transpose(1, 2).reshape(draws, n_targets * slots, dof)
 
 
 def _features(robot, link, position, rotmat, configurations, rotation_weight):
