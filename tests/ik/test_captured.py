@@ -98,22 +98,42 @@ def test_the_program_reads_nothing_back_from_the_device(panda):
 
 def test_the_program_runs_on_the_meta_device(panda, monkeypatch):
     """On tensors without data (the ``meta`` device) the program runs through: nothing in it
-    reads a value back or makes a tensor on the host for the device (a CUDA graph's capture
-    fails on both). The limits' masks, read once per robot before any solve, are given."""
+    reads a value back, and (after a first run that fills the robot's caches, as the eager
+    call before a capture does) nothing makes a tensor from host data for the device: a CUDA
+    graph's capture fails on both. The limits' masks, read once per robot before any solve,
+    are given."""
     from torchik.ik.base import JointLimits
 
     masks = property(lambda lim: (lim.full_turn, lim.continuous, lim.full_turn | lim.continuous))
     monkeypatch.setattr(JointLimits, "_masks", masks)
     targets = _targets(panda, 5, seed=7).to("meta")
     robot = load_robot("panda", dtype=torch.float64).to("meta")  # .to moves in place
+    made = []
+
+    def watched(name, make):  # a tensor on the device made from the host's
+        def call(*args, **kwargs):
+            out = make(*args, **kwargs)
+            host = name != "to" or args[0].device.type == "cpu"
+            made.extend([name] if host and out.device.type == "meta" else [])
+            return out
+
+        return call
+
     for solver in (
         LevenbergMarquardt(one_graph=True, fused_loop=False, fused_step=False),
         LevenbergMarquardt(one_graph=True, fused_loop=False, fused_step=False, sync_every=4),
     ):
         for position_only in (False, True):
             run = _run(robot, targets, solver, position_only=position_only)
-            result = captured.program(run, run.position, run.rotmat)
+            captured.program(run, run.position, run.rotmat)
+            with monkeypatch.context() as patch:
+                for name in ("tensor", "as_tensor"):
+                    patch.setattr(torch, name, watched(name, getattr(torch, name)))
+                for name in ("new_tensor", "to"):
+                    patch.setattr(torch.Tensor, name, watched(name, getattr(torch.Tensor, name)))
+                result = captured.program(run, run.position, run.rotmat)
             assert result.q.shape == (5, 2, 7) and result.q.device.type == "meta"
+            assert not made, made
 
 
 def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda):

@@ -301,8 +301,8 @@ class LinkTarget:
     def weights(self, rotation_weight: float) -> Tensor:
         """``(3,)`` or ``(6,)`` square roots of the residual weights: ``sqrt(weight)`` times 1
         for the position rows and ``rotation_weight`` for the rotation rows."""
-        rows = [1.0] * 3 + ([] if self.rotmat is None else [rotation_weight] * 3)
-        w = self.position.new_tensor(rows)
+        w = self.position.new_ones(3 if self.rotmat is None else 6)
+        w[3:] = rotation_weight  # filled on the device: no tensor from host data (CUDA graphs)
         return w if self.weight == 1.0 else math.sqrt(self.weight) * w
 
 
