@@ -5,6 +5,7 @@ captured once per shape and replayed (the ``cuda`` cases, run by ``make gpu-chec
 from __future__ import annotations
 
 import math
+import os
 
 import pytest
 import torch
@@ -134,6 +135,32 @@ def test_the_program_runs_on_the_meta_device(panda, monkeypatch):
                 result = captured.program(run, run.position, run.rotmat)
             assert result.q.shape == (5, 2, 7) and result.q.device.type == "meta"
             assert not made, made
+
+
+@pytest.mark.skipif(
+    not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1",
+    reason="the fused kernels run on CUDA or in Triton's interpreter",
+)
+def test_the_program_on_the_fused_kernels_makes_nothing_from_host_data(monkeypatch):
+    """With Triton's loop kernel and fused FK (on CUDA, or in Triton's interpreter): after a
+    first run, a second makes no tensor from host data (a capture's copy), and solves."""
+    pytest.importorskip("triton", reason="the fused kernels need Triton")
+    device = "cuda" if torch.cuda.is_available() else "cpu"
+    robot = load_robot("panda", dtype=torch.float64, backend="fused").to(device)
+    targets = _targets(robot, 3, seed=8).to(device)
+    run = _run(robot, targets, seed_pool=64)
+    problem = run.make(run.position, run.rotmat, 2)
+    assert run.solver._loop_kernel_serves(problem, run.position)
+    captured.program(run, run.position, run.rotmat)
+    made = []
+    with monkeypatch.context() as patch:
+        for owner, name in ((torch, "tensor"), (torch, "as_tensor"), (torch.Tensor, "new_tensor")):
+            make = getattr(owner, name)
+            patch.setattr(
+                owner, name, lambda *a, _n=name, _f=make, **k: made.append(_n) or _f(*a, **k)
+            )
+        result = captured.program(run, run.position, run.rotmat)
+    assert not made and bool(result.success[:, 0].all()), made
 
 
 def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda):

@@ -173,13 +173,15 @@ class _Program:
         return self.robot() is robot and JointLimits.of(robot) is self.limits and same_generator
 
     def warm_up(self, run: Run) -> IKResult:
-        """The first call: the program eagerly on a side stream (what a capture needs first)."""
+        """The first call: the program eagerly on a side stream (what a capture needs first:
+        the libraries' lazy set-up done off the capture), its answer copied on the current
+        stream (whose allocations it then owns)."""
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
             result = program(run, run.position, run.rotmat)
         torch.cuda.current_stream().wait_stream(side)
-        return result
+        return _copy(result)
 
     def replay(self, run: Run) -> IKResult:
         """Later calls: the targets copied in, the graph replayed (captured on first use), a
