@@ -182,12 +182,13 @@ def model_rows(
     protocol's fast rows), for the model's own sampler, the few-pass presets and ``fitted``
     (a sampler fitted to the model, :func:`torchik.models.pretrained.fitted_sampler`) and
     ``fitted_bf16`` (its bfloat16 variant); on CUDA also ``fitted``'s draw without a CUDA
-    graph.
+    graph, and its refinement as one captured program (``one_graph``).
 
     Returns:
         Rows ``what``, ``path`` (the sampler), ``n``, ``ms``, ``success`` (share of the ``n``
         refined samples within 1 mm and 1°).
     """
+    from torchik.ik import LevenbergMarquardt
     from torchik.models import FEW_PASSES, FEW_PASSES_BF16, model_targets, solve_with_model
 
     cuda, link = robot.device.type == "cuda", model.spec.link
@@ -212,6 +213,20 @@ def model_rows(
         eager = partial(_without_graphs, partial(_draw, model, encoded, n, {"sampler": fitted}))
         path = f"fitted, {fitted.passes} passes, no CUDA graph"
         rows.append(measured("model draw", path, n, partial(_rate, eager, n, seconds, cuda)))
+        # the refinement as one captured program (torchik.ik.captured)
+        solve = partial(
+            solve_with_model,
+            robot,
+            model,
+            target,
+            n,
+            sample_options={"sampler": fitted},
+            method=LevenbergMarquardt(one_graph=True),
+            max_iters=15,
+        )
+        path = f"fitted, {fitted.passes} passes, refinement in one graph"
+        refined = partial(_solved, lambda solve=solve: solve().result, n, seconds)
+        rows.append(measured("model + refinement", path, n, refined))
     return rows
 
 

@@ -13,7 +13,7 @@ from torch.utils._python_dispatch import TorchDispatchMode
 
 from torchik import load_robot, solve_ik
 from torchik.geometry.rotations import geodesic_distance
-from torchik.ik import LevenbergMarquardt, captured
+from torchik.ik import LevenbergMarquardt, captured, refine_samples
 from torchik.ik.rounds import Run
 from torchik.ik.seeding import nearest_in_pools, nearest_per_slot
 
@@ -69,6 +69,24 @@ def test_the_program_solves_as_often_as_the_rounds(panda):
         rounds.success.any(-1).float().mean()
     )
     assert float(result.success.any(-1).float().mean()) >= 0.999
+
+
+@pytest.mark.parametrize("position_only", [False, True])
+def test_given_seeds_refined_in_the_program_give_the_rounds_answers(panda, position_only):
+    """``refine_samples``'s call (given seeds, no restarts, no early stop): the program gives
+    what the fixed loop gives through ``Run.given``, bit for bit (the same chunks; the rounds
+    only stop early once every row finished)."""
+    targets = _targets(panda, 40, seed=5)
+    g = torch.Generator().manual_seed(2)
+    seeds = panda.random_configuration(40 * 3, g).view(40, 3, 7)
+    solver = LevenbergMarquardt(loop="fixed", one_graph=True, early_stop=False)
+    run = _run(panda, targets, solver, position_only=position_only, k=3, restarts=False)
+    flat = seeds.reshape(-1, 7)
+    got = captured.program(run, run.position, run.rotmat, flat)
+    want = run.given(flat)
+    assert got.q.shape == (40, 3, 7) and bool(want.success.float().mean() > 0.25)
+    for name in ("q", "success", "position_error", "rotation_error", "iterations"):
+        assert torch.equal(getattr(got, name), getattr(want, name)), name
 
 
 class _Recorder(TorchDispatchMode):
@@ -201,16 +219,26 @@ def test_which_calls_the_program_takes(panda, monkeypatch):
     assert not any(captured.serves(run) for run in refused)
     monkeypatch.setattr(captured, "MAX_ROWS", 4 * 10 - 1)  # 4 targets x (2 + 8 retry slots)
     assert not captured.serves(_run(panda, targets))
+    seeds = panda.random_configuration(8)
+    refining = LevenbergMarquardt(loop="fixed", one_graph=True, early_stop=False)
+    assert captured.serves(_run(panda, targets, refining, restarts=False), seeds)
+    assert not captured.serves(_run(panda, targets, refining), seeds)  # restarts
+    assert not captured.serves(_run(panda, targets, restarts=False), seeds)  # early stop
     monkeypatch.undo()
     taken = []
     monkeypatch.setattr(captured, "capturable", lambda solver, q: True)
-    monkeypatch.setattr(captured, "solve", lambda run: taken.append(run) or
+    monkeypatch.setattr(captured, "solve", lambda run, seeds: taken.append(run) or
                         captured.program(run, run.position, run.rotmat))  # fmt: skip
     method = LevenbergMarquardt(loop="fixed", one_graph=True)
     result = solve_ik(panda, targets, method=method, num_seeds=3)
     assert len(taken) == 1 and result.q.shape == (4, 3, 7) and bool(result.success[:, 0].all())
     solve_ik(panda, targets, method=method, seeds=panda.neutral().expand(1, 7))
-    assert len(taken) == 1  # given seeds: the rounds
+    assert len(taken) == 1  # given seeds with restarts and early stop: the rounds
+    monkeypatch.setattr(captured, "solve", lambda run, seeds: taken.append(seeds) or
+                        captured.program(run, run.position, run.rotmat, seeds))  # fmt: skip
+    refined = refine_samples(panda, targets, panda.random_configuration(12).view(4, 3, 7),
+                             method=method)  # fmt: skip
+    assert len(taken) == 2 and taken[1].shape == (12, 7) and refined.q.shape == (4, 3, 7)
 
 
 def test_the_setting_is_checked():
@@ -241,3 +269,11 @@ def test_the_program_is_captured_once_and_replayed_without_a_sync(dtype):
         entry.graph.replay()  # a replay never syncs
     finally:
         torch.cuda.set_sync_debug_mode("default")
+    targets = _targets(robot, 50, seed=20).to("cuda")
+    seeds = robot.random_configuration(50 * 4).view(50, 4, 7)
+    refining = LevenbergMarquardt(one_graph=True, fused_loop=True)
+    rounds = refine_samples(robot, targets, seeds, method=LevenbergMarquardt(fused_loop=True))
+    for _ in range(3):  # eager, captured, replayed: the rounds' answers each time
+        got = refine_samples(robot, targets, seeds, method=refining)
+        assert torch.equal(got.success, rounds.success)
+        torch.testing.assert_close(got.q, rounds.q, rtol=0, atol=1e-5)

@@ -22,6 +22,10 @@ rounds' in how they are drawn (the retry slots run beside the first ones from th
 instead of replacing them in later rounds), not in what counts as solved: the same
 evaluation, the same tolerances.
 
+Given seeds refined each on its own (:func:`~torchik.ik.refine_samples`: no restarts, no early
+stop, e.g. a learned model's samples) take the same program without the seeding and the choice
+of slots: its answers are those of :meth:`Run.given` on the fixed loop, bit for bit.
+
 On CUDA the first call of a shape runs eagerly (it warms the libraries up, and is the answer),
 the second captures the graph, and every later one copies its targets into the graph's buffers
 and replays it. Elsewhere (the CPU, ``capture=False``) the program runs eagerly.
@@ -55,16 +59,21 @@ MAX_PROGRAMS = 8
 """Captured programs kept (least recently used first out): a graph holds its memory."""
 
 
-def serves(run: Run) -> bool:
-    """Whether :func:`solve` takes this call: ``one_graph`` on, random seeds (the caller's
-    choice) with restarts and ``early_stop`` in rounds, a solver whose chunks are captured
-    on this device (:func:`torchik.ik.fixed.capturable`: CUDA) and that takes the fixed
-    loop, no box per target, at most :data:`MAX_ROWS` rows, and the default generator or a
-    CUDA one the graph can advance."""
+def serves(run: Run, seeds: Tensor | None = None) -> bool:
+    """Whether :func:`solve` takes this call: ``one_graph`` on, a solver whose chunks are
+    captured on this device (:func:`torchik.ik.fixed.capturable`: CUDA) and that takes the
+    fixed loop, no box per target, and either random seeds with restarts and ``early_stop``
+    in rounds (at most :data:`MAX_ROWS` rows, the default generator or a CUDA one the graph
+    can advance), or given ``seeds`` each refined on its own, without restarts or
+    ``early_stop`` (:func:`~torchik.ik.refine_samples`)."""
     solver, s, position = run.solver, run.solver.settings, run.position
-    if not (s.one_graph and run.restarts and run.staged and run.bounds is None):
+    if not (s.one_graph and run.bounds is None):
         return False
     if not (capturable(solver, position) and solver._fixed(position)):
+        return False
+    if seeds is not None:
+        return not (run.restarts or run.staged)
+    if not (run.restarts and run.staged):
         return False
     if position.shape[0] * (run.k + s.retry_seeds) > MAX_ROWS:
         return False
@@ -76,28 +85,47 @@ def _registers(generator: torch.Generator) -> bool:
     return hasattr(torch.cuda.CUDAGraph, "register_generator_state")
 
 
-def program(run: Run, position: Tensor, rotmat: Tensor | None) -> IKResult:
+def program(
+    run: Run, position: Tensor, rotmat: Tensor | None, seeds: Tensor | None = None
+) -> IKResult:
     """The whole call on the targets ``position (T, 3)`` and ``rotmat (T, 3, 3)`` (or
-    ``None``), with the settings of ``run``: no host read, every shape fixed by ``T``.
+    ``None``), with the settings of ``run``: no host read, every shape fixed by ``T``. Given
+    ``seeds (T * K, dof)``, each is refined on its own (no restart, no early stop): the
+    answers of :meth:`Run.given` on the fixed loop.
 
     Returns:
-        An :class:`IKResult` with ``q (T, K, dof)``, each target's slots best first.
+        An :class:`IKResult` with ``q (T, K, dof)``: each target's slots best first, or with
+        ``seeds`` slot for slot.
     """
     solver, s, k = run.solver, run.solver.settings, run.k
-    slots, n_targets = k + s.retry_seeds, position.shape[0]
+    n_targets = position.shape[0]
+    if seeds is not None:
+        problem = run.make(position, rotmat, k)
+        c = _run_chunks(solver, problem, problem.project(seeds), None)
+        return evaluate(problem, c.best_q, c.iterations, (n_targets, k))
+    slots = k + s.retry_seeds
     problem = run.make(position, rotmat, slots)
-    chunk = s.sync_every or CUDA_SYNC_EVERY
-    chunks = -(-(s.max_iters + 1) // chunk)
-    seeds = _seeds(run, position, rotmat, slots, chunks)  # the first ones, each restart's
-    ids = torch.arange(len(problem), device=position.device)
-    q = problem.project(seeds[0])
-    c = Carry.start(q, solver.initial_state(q), s.max_iters)
-    for i in range(chunks):
-        n = min(chunk, s.max_iters + 1 - i * chunk)
-        advance(solver, problem, c, n, s.max_iters, track=True)
-        if i + 1 < chunks:
-            restart(solver, c, _offer(seeds[i + 1]), ids, masked=True)
+    chunks = -(-(s.max_iters + 1) // (s.sync_every or CUDA_SYNC_EVERY))
+    drawn = _seeds(run, position, rotmat, slots, chunks)  # the first ones, each restart's
+    c = _run_chunks(solver, problem, problem.project(drawn[0]), drawn)
     return evaluate(problem, c.best_q, c.iterations, (n_targets, slots)).top(k)
+
+
+def _run_chunks(solver: Any, problem: Any, q: Tensor, restarts: Tensor | None) -> Carry:
+    """Every chunk of the fixed loop from ``q``, as :func:`torchik.ik.fixed.run_fixed` runs
+    them but without its host reads: all of them, with ``restarts (chunks, N, dof)`` offered
+    to the stalled rows between chunks (``None``: no restarts)."""
+    s = solver.settings
+    chunk, ids = s.sync_every or CUDA_SYNC_EVERY, torch.arange(q.shape[0], device=q.device)
+    c = Carry.start(q, solver.initial_state(q), s.max_iters)
+    done, i = 0, 0
+    while done < s.max_iters + 1:
+        n = min(chunk, s.max_iters + 1 - done)
+        advance(solver, problem, c, n, s.max_iters, track=restarts is not None)
+        done, i = done + n, i + 1
+        if restarts is not None and done < s.max_iters + 1:
+            restart(solver, c, _offer(restarts[i]), ids, masked=True)
+    return c
 
 
 def _offer(seeds: Tensor) -> Seeder:
@@ -114,41 +142,51 @@ def _seeds(run: Run, position: Tensor, rotmat: Tensor | None, slots: int, draws:
     return nearest_per_slot(robot, run.link, position, rotmat, slots, run.seed_pool, w, g, draws)
 
 
-def solve(run: Run) -> IKResult:
-    """``run``'s call by :func:`program`: replayed from a captured graph where
-    :func:`torchik.ik.fixed.capturable` (CUDA), eagerly elsewhere. Where a capture fails, this
-    shape runs the rounds instead (:meth:`Run.random`), with a warning."""
+def solve(run: Run, seeds: Tensor | None = None) -> IKResult:
+    """``run``'s call by :func:`program` (given ``seeds`` or random ones): replayed from a
+    captured graph where :func:`torchik.ik.fixed.capturable` (CUDA), eagerly elsewhere. Where
+    a capture fails, this shape runs the rounds instead (:meth:`Run.random`,
+    :meth:`Run.given`), with a warning."""
     if not capturable(run.solver, run.position):
-        return program(run, run.position, run.rotmat)
-    key = _key(run)
+        return program(run, run.position, run.rotmat, seeds)
+    key = _key(run, seeds)
     entry = _Program._cache.get(key)
     if entry is None or not entry.valid(run):
-        entry = _Program(run)
+        entry = _Program(run, seeds)
         _Program._cache[key] = entry
         while len(_Program._cache) > MAX_PROGRAMS:
             _Program._cache.popitem(last=False)
         _Program._cache.move_to_end(key)
-        return entry.warm_up(run)
+        return entry.warm_up(run, seeds)
     _Program._cache.move_to_end(key)
-    return entry.replay(run)
+    return entry.replay(run, seeds)
 
 
-def _key(run: Run) -> tuple:
-    """What a captured program depends on beyond its targets' values (and the robot, its
-    limits and the generator, which :meth:`_Program.valid` checks)."""
+def _key(run: Run, seeds: Tensor | None) -> tuple:
+    """What a captured program depends on beyond its targets' and seeds' values (and the
+    robot, its limits and the generator, which :meth:`_Program.valid` checks)."""
     p, g = run.position, run.generator
     return (
         type(run.solver), run.solver.settings, id(run.robot), run.link, run.rotmat is None,
         run.tol_position, run.tol_rotation, run.k, run.seed_pool, tuple(p.shape), p.dtype,
-        p.device, None if g is None else id(g),
+        p.device, None if g is None else id(g), seeds is None,
     )  # fmt: skip
 
 
 @dataclass
 class _Buffers:
+    """What a captured program reads (its inputs, copied in before each replay) and writes."""
+
     position: Tensor
     rotmat: Tensor | None
+    seeds: Tensor | None
     result: IKResult | None = None
+
+    def load(self, run: Run, seeds: Tensor | None) -> None:
+        for buffer, value in ((self.position, run.position), (self.rotmat, run.rotmat),
+                              (self.seeds, seeds)):  # fmt: skip
+            if buffer is not None and value is not None:
+                buffer.copy_(value)
 
 
 class _Program:
@@ -156,13 +194,13 @@ class _Program:
 
     _cache: OrderedDict[tuple, _Program] = OrderedDict()
 
-    def __init__(self, run: Run):
+    def __init__(self, run: Run, seeds: Tensor | None):
         self.robot = weakref.ref(run.robot)
         self.limits = JointLimits.of(run.robot)
         self.generator = None if run.generator is None else weakref.ref(run.generator)
         self.graph: Any = None
         self.failed = False
-        self.buffers = _Buffers(run.position.clone(), _clone(run.rotmat))
+        self.buffers = _Buffers(run.position.clone(), _clone(run.rotmat), _clone(seeds))
 
     def valid(self, run: Run) -> bool:
         """The same robot (alive), limits and generator as when this program was made."""
@@ -172,40 +210,35 @@ class _Program:
         )
         return self.robot() is robot and JointLimits.of(robot) is self.limits and same_generator
 
-    def warm_up(self, run: Run) -> IKResult:
+    def warm_up(self, run: Run, seeds: Tensor | None) -> IKResult:
         """The first call: the program eagerly on a side stream (what a capture needs first:
         the libraries' lazy set-up done off the capture), its answer copied on the current
         stream (whose allocations it then owns)."""
         side = torch.cuda.Stream()
         side.wait_stream(torch.cuda.current_stream())
         with torch.cuda.stream(side):
-            result = program(run, run.position, run.rotmat)
+            result = program(run, run.position, run.rotmat, seeds)
         torch.cuda.current_stream().wait_stream(side)
         return _copy(result)
 
-    def replay(self, run: Run) -> IKResult:
-        """Later calls: the targets copied in, the graph replayed (captured on first use), a
+    def replay(self, run: Run, seeds: Tensor | None) -> IKResult:
+        """Later calls: the inputs copied in, the graph replayed (captured on first use), a
         copy of its result; the rounds where the capture failed."""
-        if self.failed:
-            return run.random()
-        b = self.buffers
-        b.position.copy_(run.position)
-        if b.rotmat is not None and run.rotmat is not None:
-            b.rotmat.copy_(run.rotmat)
-        if self.graph is None and not self._capture(run):
-            return run.random()
+        if self.failed or (self.graph is None and not self._capture(run)):
+            return run.random() if seeds is None else run.given(seeds)
+        self.buffers.load(run, seeds)
         self.graph.replay()
-        assert b.result is not None
-        return _copy(b.result)
+        assert self.buffers.result is not None
+        return _copy(self.buffers.result)
 
     def _capture(self, run: Run) -> bool:
         b, graph = self.buffers, torch.cuda.CUDAGraph()
         if run.generator is not None:
             graph.register_generator_state(run.generator)
+        inputs = replace(run, position=b.position, rotmat=b.rotmat)
         try:
             with torch.cuda.graph(graph):
-                b.result = program(replace(run, position=b.position, rotmat=b.rotmat),
-                                   b.position, b.rotmat)  # fmt: skip
+                b.result = program(inputs, b.position, b.rotmat, b.seeds)
         except RuntimeError as err:  # an operation that cannot be captured
             torch.cuda.synchronize()
             warnings.warn(f"solve_ik runs in rounds: CUDA graph capture failed ({err})",

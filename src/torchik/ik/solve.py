@@ -174,11 +174,11 @@ def solve_ik(
 
 
 def _solve(run: Run, q0: Tensor | None) -> IKResult:
-    """Given seeds, one program captured whole (:mod:`torchik.ik.captured`, where it
-    serves), or random seeds in rounds."""
-    if q0 is not None:
-        return run.given(q0)
-    return captured.solve(run) if captured.serves(run) else run.random()
+    """One program captured whole (:mod:`torchik.ik.captured`) where it serves; else given
+    seeds ``q0`` or random ones in rounds."""
+    if captured.serves(run, q0):
+        return captured.solve(run, q0)
+    return run.random() if q0 is None else run.given(q0)
 
 
 def _empty_result(problem: IKProblem, k: int) -> IKResult:
