@@ -38,18 +38,25 @@ def _run(robot, targets, solver=None, position_only=False, k=2, seed_pool=256, *
     return Run(solver, robot, LINK, 1e-3, TOL_ROT, targets[:, :3, 3], rotmat, k, **options)
 
 
-@pytest.mark.parametrize(("position_only", "seed_pool"), [(False, 256), (True, 256), (False, 0)])
-def test_the_program_solves_every_target_and_reports_what_fk_says(panda, position_only, seed_pool):
+@pytest.mark.parametrize(
+    ("position_only", "seed_pool", "k"),
+    [(False, 256, 2), (True, 256, 2), (False, 0, 2), (False, 256, 9)],
+)
+def test_the_program_solves_every_target_and_reports_what_fk_says(
+    panda, position_only, seed_pool, k
+):
+    """With pools of nearest seeds, without (``seed_pool=0``), and with more slots than
+    ``MAX_POOLS`` (uniform seeds, as the rounds)."""
     targets = _targets(panda, 200, seed=1)
     torch.manual_seed(0)
     result = captured.program(_run(panda, targets, position_only=position_only,
-                                   seed_pool=seed_pool), targets[:, :3, 3],
+                                   seed_pool=seed_pool, k=k), targets[:, :3, 3],
                               None if position_only else targets[:, :3, :3])  # fmt: skip
-    assert result.q.shape == (200, 2, 7) and bool(result.success[:, 0].all())
+    assert result.q.shape == (200, k, 7) and bool(result.success[:, 0].all())
     assert not bool((result.success[:, 1] & ~result.success[:, 0]).any())  # best first
     q = result.q.reshape(-1, 7)
     assert bool(((q >= panda.lower) & (q <= panda.upper)).all())
-    pose = panda.forward_kinematics(q, LINK).view(200, 2, 4, 4)
+    pose = panda.forward_kinematics(q, LINK).view(200, k, 4, 4)
     error = (pose[..., :3, 3] - targets[:, None, :3, 3]).norm(dim=-1)
     torch.testing.assert_close(error, result.position_error, rtol=0, atol=1e-12)
     if not position_only:

@@ -46,7 +46,7 @@ from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits
 from torchik.ik.fixed import Carry, advance, capturable, restart
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, evaluate
-from torchik.ik.seeding import Seeder, nearest_per_slot
+from torchik.ik.seeding import MAX_POOLS, Seeder, nearest_per_slot
 
 __all__ = ["MAX_PROGRAMS", "MAX_ROWS", "program", "serves", "solve"]
 
@@ -134,9 +134,11 @@ def _offer(seeds: Tensor) -> Seeder:
 
 
 def _seeds(run: Run, position: Tensor, rotmat: Tensor | None, slots: int, draws: int) -> Tensor:
-    """``(draws, T * slots, dof)`` seeds of every row (see ``seed_pool``), drawn at once."""
+    """``(draws, T * slots, dof)`` seeds of every row (see ``seed_pool``), drawn at once:
+    uniform where the rounds' would be (no pool, or more than
+    :data:`~torchik.ik.seeding.MAX_POOLS` slots asked for)."""
     robot, g, n = run.robot, run.generator, position.shape[0] * slots
-    if not run.seed_pool:
+    if not run.seed_pool or run.k > MAX_POOLS:
         return robot.random_configuration(draws * n, g).view(draws, n, robot.dof)
     w = run.solver.settings.rotation_weight
     return nearest_per_slot(robot, run.link, position, rotmat, slots, run.seed_pool, w, g, draws)
