@@ -353,16 +353,18 @@ def test_free_limit_columns_maps_step_columns_to_coordinates(floater):
 )
 def test_triton_loop_kernel_solves_as_the_compiled_loop(monkeypatch):
     """With ``FUSED_LOOP`` (off by default until timed on a GPU) a whole-body solve on the
-    fused kernels takes Triton's loop kernel with both links: the answers are the CPU's
-    compiled loop's (the same chunks and seeds), float64, up to rounding."""
+    fused kernels takes Triton's loop kernel with both links: the answers are those without
+    it (the CPU's compiled loop in the interpreter, the captured iteration on CUDA: the same
+    chunks and seeds), float64, up to rounding."""
     pytest.importorskip("triton", reason="the fused kernels need Triton")
     from torchik.ik.wholebody import solve as wholebody
     from torchik.kinematics import fused
 
-    robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="fused")
+    device = "cuda" if torch.cuda.is_available() else "cpu"  # no interpreter on a GPU machine
+    robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="fused").to(device)
     targets, q_true = _targets(robot, 4, seed=9)
     noise = torch.randn(q_true.shape, generator=torch.Generator().manual_seed(11),
-                        dtype=q_true.dtype)  # fmt: skip
+                        dtype=q_true.dtype).to(device)  # fmt: skip
     seeds = torch.clamp(q_true + 0.2 * noise, robot.lower, robot.upper)[:, None]
     calls, real = [], fused.lm_loop
     monkeypatch.setattr(fused, "lm_loop", lambda *a, **k: calls.append(a[2]) or real(*a, **k))
