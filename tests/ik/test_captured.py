@@ -9,8 +9,8 @@ import os
 
 import pytest
 import torch
-from torch.utils._python_dispatch import TorchDispatchMode
 
+from tests.ik.recorder import Recorder
 from torchik import load_robot, solve_ik
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik import LevenbergMarquardt, captured, refine_samples
@@ -96,16 +96,6 @@ def test_given_seeds_refined_in_the_program_give_the_rounds_answers(panda, posit
         assert torch.equal(getattr(got, name), getattr(want, name)), name
 
 
-class _Recorder(TorchDispatchMode):
-    def __init__(self):
-        super().__init__()
-        self.ops: list[str] = []
-
-    def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-        self.ops.append(str(func))
-        return func(*args, **(kwargs or {}))
-
-
 def test_the_program_reads_nothing_back_from_the_device(panda):
     """Seeding, every chunk, the restarts, the evaluation and the choice of the best slots:
     no operation that reads the device (what a CUDA graph cannot hold). The per-iteration
@@ -115,11 +105,9 @@ def test_the_program_reads_nothing_back_from_the_device(panda):
     solver = LevenbergMarquardt(loop="fixed", one_graph=True, fused_loop=False)
     run = _run(panda, targets, solver)
     captured.program(run, run.position, run.rotmat)  # warm-up: the limits' masks read once
-    with _Recorder() as seen:
+    with Recorder() as seen:
         captured.program(run, run.position, run.rotmat)
-    reading = ("local_scalar", "nonzero", "masked_select")
-    reads = [op for op in seen.ops if any(s in op for s in reading)]
-    assert not reads and len(seen.ops) > 1000, reads
+    assert not seen.reads() and len(seen.ops) > 1000, seen.reads()
 
 
 def test_the_program_runs_on_the_meta_device(panda, monkeypatch):
