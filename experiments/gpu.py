@@ -16,7 +16,7 @@ Example:
     >>> robot = load_robot("snake2")
     >>> rows = ik_rows(robot, "ee", [10], seconds=0.01)
     >>> [row["path"] for row in rows][-3:], rows[0]["success"] == 1.0
-    (['fixed, CUDA graphs', 'fixed, fused LM step', 'fixed, fused LM loop'], True)
+    (['fixed, fused LM step', 'fixed, fused LM loop', 'fixed, one graph'], True)
 """
 
 from __future__ import annotations
