@@ -42,3 +42,25 @@ def test_solve_ik_refuses_a_seed_for_a_generator_and_meta_tensors(panda):
         kwargs = {"target": target, name: value}
         with pytest.raises(ValueError, match=f"{name} is on the meta device: it has a shape but"):
             solve_ik(robot, link="panda_hand", **kwargs)  # were RuntimeErrors
+
+
+@pytest.mark.parametrize("k", [1, 2, 3])
+def test_given_seeds_are_evaluated_as_given_only_where_a_slot_may_not_run(panda, k, monkeypatch):
+    """A warm start (up to ``initial_seeds`` seeds per target): the first round runs every
+    slot and its result is the whole result, so the seeds are not evaluated as given first
+    (one FK less per call). With more slots, those the rounds never run keep their seed as
+    evaluated (``iterations`` 0)."""
+    from torchik.ik import rounds
+
+    robot, _ = panda
+    calls, evaluate = [], rounds.evaluate
+    monkeypatch.setattr(rounds, "evaluate", lambda *a: calls.append(a[1].shape[0]) or evaluate(*a))
+    g = torch.Generator().manual_seed(4)
+    targets = robot.forward_kinematics(robot.random_configuration(6, g), "panda_hand")
+    seeds = robot.random_configuration(6 * k, g).view(6, k, 7)
+    result = solve_ik(robot, targets, seeds=seeds, restarts=False)
+    assert result.q.shape == (6, k, 7)
+    if k <= 2:  # initial_seeds: one evaluation, the first round's
+        assert calls == [6 * k]
+    else:  # every seed as given, then the first round's two slots, then the third's
+        assert calls[:2] == [6 * k, 6 * 2] and len(calls) <= 3

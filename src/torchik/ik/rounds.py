@@ -155,23 +155,33 @@ def _given_seeds_in_rounds(solver, problem_of: Callable, seeds: Tensor):
         The result and the iterations used.
     """
     s = solver.settings
-    n_targets, k, _ = seeds.shape
-    problem = problem_of(k)
-    flat = problem.project(seeds.reshape(-1, seeds.shape[-1]))
-    unused = torch.zeros(n_targets * k, dtype=torch.long, device=seeds.device)
-    result = evaluate(problem, flat, unused, (n_targets, k))
+    n_targets, k, dof = seeds.shape
+    # where the first round runs every slot, its result is the whole result: no slot is left
+    # with its seed (a warm start, one seed per target, is the common case: one FK saved)
+    result = None if k <= s.initial_seeds and s.max_iters > 0 else _as_given(problem_of, seeds)
     start, width, used = 0, s.initial_seeds, 0
     todo = torch.arange(n_targets, device=seeds.device)
     while start < k and used < s.max_iters and todo.numel():
         block = torch.arange(start, min(k, start + width), device=seeds.device)
         iters = min(s.round_iters, s.max_iters - used)
         part = problem_of(block.numel(), todo)
-        q0 = seeds[todo][:, block].reshape(-1, seeds.shape[-1])
+        q0 = seeds[todo][:, block].reshape(-1, dof)
         done = _run(solver, part, q0, None, iters, used, block.numel())
-        result = _replace_slots(result, todo, block, done)
+        result = done if result is None else _replace_slots(result, todo, block, done)
         todo = todo[~done.success.any(dim=-1)]
         start, width, used = start + block.numel(), s.retry_seeds, used + iters
+    assert result is not None  # the first round ran (targets, slots and iterations > 0)
     return result, used
+
+
+def _as_given(problem_of: Callable, seeds: Tensor) -> IKResult:
+    """The seeds ``(T, K, dof)`` evaluated as they are (projected), ``iterations`` 0: what
+    the slots never run keep."""
+    n_targets, k, dof = seeds.shape
+    problem = problem_of(k)
+    flat = problem.project(seeds.reshape(-1, dof))
+    unused = torch.zeros(n_targets * k, dtype=torch.long, device=seeds.device)
+    return evaluate(problem, flat, unused, (n_targets, k))
 
 
 def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> IKResult:
