@@ -183,7 +183,8 @@ def restart(
     configurations and its FK, is not) only the stalled rows' seeds are drawn."""
     stalled = c.stalled
     attempt = c.attempt + stalled.long()
-    if not (c.q.device.type != "cpu" if masked is None else masked):
+    masked = c.q.device.type != "cpu" if masked is None else masked
+    if not masked:
         rows = torch.nonzero(stalled).flatten()
         c.q[rows] = reseed(ids[rows], attempt[rows]).to(c.q)
     else:
