@@ -64,3 +64,25 @@ def test_given_seeds_are_evaluated_as_given_only_where_a_slot_may_not_run(panda,
         assert calls == [6 * k]
     else:  # every seed as given, then the first round's two slots, then the third's
         assert calls[:2] == [6 * k, 6 * 2] and len(calls) <= 3
+
+
+@pytest.mark.parametrize("k", [1, 3])
+def test_given_seeds_without_restarts_use_the_whole_budget(panda, k):
+    """Given seeds, no restarts, ``early_stop``: the last round of given slots runs for what
+    is left of ``max_iters`` (no random round follows to use it). It ran ``round_iters``: a
+    warm start had 10 LM iterations whatever ``max_iters`` said, and solved less often than
+    the same call without ``early_stop`` (one slot per target: the same iterations)."""
+    robot, _ = panda
+    g = torch.Generator().manual_seed(6)
+    targets = robot.forward_kinematics(robot.random_configuration(100, g), "panda_hand")
+    seeds = robot.random_configuration(100 * k, g).view(100, k, 7)
+    out = {
+        stop: solve_ik(robot, targets, seeds=seeds, restarts=False, max_iters=60, early_stop=stop)
+        for stop in (True, False)
+    }
+    rounds = 1 if k == 1 else 2  # of round_iters (10) each, before the fix
+    assert int(out[True].iterations.max()) > 10 * rounds
+    assert int(out[True].iterations.max()) <= 60
+    if k == 1:  # one slot per target: early stop changes nothing
+        assert torch.equal(out[True].success, out[False].success)
+        assert torch.equal(out[True].q, out[False].q)

@@ -93,7 +93,7 @@ class Run:
             reseed = _uniform(problem, self.generator) if self.restarts else None
             return _run(self.solver, problem, q0, reseed, self.solver.settings.max_iters, 0, k)
         seeds = q0.view(-1, k, q0.shape[-1])
-        result, used = _given_seeds_in_rounds(self.solver, self.problem, seeds)
+        result, used = _given_seeds_in_rounds(self.solver, self.problem, seeds, self.restarts)
         return self.retry(result, used) if self.restarts else result
 
     def retry(self, result: IKResult, used: int) -> IKResult:
@@ -146,10 +146,13 @@ def _run(solver, problem, q0, reseed, iters, used, k) -> IKResult:
     return evaluate(problem, q, iterations + used, (len(problem) // k, k))
 
 
-def _given_seeds_in_rounds(solver, problem_of: Callable, seeds: Tensor):
+def _given_seeds_in_rounds(solver, problem_of: Callable, seeds: Tensor, restarts: bool):
     """User seeds ``(T, K, dof)`` used lazily: round 0 refines the first ``initial_seeds``
     slots of every target, each later round the next ``retry_seeds`` slots of the targets still
-    unsolved. Slots never run keep their (projected) seed, with ``iterations`` 0.
+    unsolved. Slots never run keep their (projected) seed, with ``iterations`` 0. Without
+    ``restarts`` the last round (no given seed left after it) runs for the rest of
+    ``max_iters``: no random round follows to use it (it ran ``round_iters``, so a warm start
+    with one seed had 10 LM iterations whatever ``max_iters`` said).
 
     Returns:
         The result and the iterations used.
@@ -163,7 +166,8 @@ def _given_seeds_in_rounds(solver, problem_of: Callable, seeds: Tensor):
     todo = torch.arange(n_targets, device=seeds.device)
     while start < k and used < s.max_iters and todo.numel():
         block = torch.arange(start, min(k, start + width), device=seeds.device)
-        iters = min(s.round_iters, s.max_iters - used)
+        last = start + width >= k and not restarts
+        iters = s.max_iters - used if last else min(s.round_iters, s.max_iters - used)
         part = problem_of(block.numel(), todo)
         q0 = seeds[todo][:, block].reshape(-1, dof)
         done = _run(solver, part, q0, None, iters, used, block.numel())
