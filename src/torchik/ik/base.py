@@ -60,7 +60,8 @@ class SolverSettings:
             fresh seeds each, random or the next given ones (``0``: one round of ``max_iters``).
         initial_seeds: with given seeds and ``early_stop``, the first round refines only this
             many slots of each target; later rounds take the next ``retry_seeds`` slots of the
-            targets still unsolved (slots never run keep their seed).
+            targets still unsolved (slots never run keep their seed). Without restarts, the
+            round that takes the last given slots runs for the rest of ``max_iters``.
         retry_seeds: slots per target in the retry rounds.
         sync_every: the loop consults the host (drops finished rows, re-seeds stalled ones)
             every this many iterations; in between, finished rows are frozen by masks on the
