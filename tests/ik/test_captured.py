@@ -78,20 +78,26 @@ def test_the_program_solves_as_often_as_the_rounds(panda):
     assert float(result.success.any(-1).float().mean()) >= 0.999
 
 
-@pytest.mark.parametrize("position_only", [False, True])
-def test_given_seeds_refined_in_the_program_give_the_rounds_answers(panda, position_only):
-    """``refine_samples``'s call (given seeds, no restarts, no early stop): the program gives
-    what the fixed loop gives through ``Run.given``, bit for bit (the same chunks; the rounds
-    only stop early once every row finished)."""
+@pytest.mark.parametrize(
+    ("position_only", "early_stop", "k"),
+    [(False, False, 3), (True, False, 3), (False, True, 2), (True, True, 1)],
+)
+def test_given_seeds_refined_in_the_program_give_the_rounds_answers(
+    panda, position_only, early_stop, k
+):
+    """``refine_samples``'s call (given seeds, no restarts, no early stop) and a warm start
+    (no restarts, ``early_stop``, at most ``initial_seeds`` slots): the program gives what the
+    fixed loop gives through ``Run.given``, bit for bit (the same chunks; the rounds only stop
+    early once every row finished)."""
     targets = _targets(panda, 40, seed=5)
     g = torch.Generator().manual_seed(2)
-    seeds = panda.random_configuration(40 * 3, g).view(40, 3, 7)
-    solver = LevenbergMarquardt(loop="fixed", one_graph=True, early_stop=False)
-    run = _run(panda, targets, solver, position_only=position_only, k=3, restarts=False)
+    seeds = panda.random_configuration(40 * k, g).view(40, k, 7)
+    solver = LevenbergMarquardt(loop="fixed", one_graph=True, early_stop=early_stop)
+    run = _run(panda, targets, solver, position_only=position_only, k=k, restarts=False)
     flat = seeds.reshape(-1, 7)
     got = captured.program(run, run.position, run.rotmat, flat)
     want = run.given(flat)
-    assert got.q.shape == (40, 3, 7) and bool(want.success.float().mean() > 0.25)
+    assert got.q.shape == (40, k, 7) and bool(want.success.float().mean() > 0.25)
     for name in ("q", "success", "position_error", "rotation_error", "iterations"):
         assert torch.equal(getattr(got, name), getattr(want, name)), name
 
@@ -218,7 +224,8 @@ def test_which_calls_the_program_takes(panda, monkeypatch):
     refining = LevenbergMarquardt(loop="fixed", one_graph=True, early_stop=False)
     assert captured.serves(_run(panda, targets, refining, restarts=False), seeds)
     assert not captured.serves(_run(panda, targets, refining), seeds)  # restarts
-    assert not captured.serves(_run(panda, targets, restarts=False), seeds)  # early stop
+    assert captured.serves(_run(panda, targets, restarts=False), seeds)  # a warm start
+    assert not captured.serves(_run(panda, targets, restarts=False, k=3), seeds)  # rounds
     monkeypatch.undo()
     taken = []
     monkeypatch.setattr(captured, "capturable", lambda solver, q: True)
@@ -227,7 +234,7 @@ def test_which_calls_the_program_takes(panda, monkeypatch):
     method = LevenbergMarquardt(loop="fixed", one_graph=True)
     result = solve_ik(panda, targets, method=method, num_seeds=3)
     assert len(taken) == 1 and result.q.shape == (4, 3, 7) and bool(result.success[:, 0].all())
-    solve_ik(panda, targets, method=method, seeds=panda.neutral().expand(1, 7))
+    solve_ik(panda, targets, method=method, seeds=panda.neutral().expand(1, 7), restarts=True)
     assert len(taken) == 1  # given seeds with restarts and early stop: the rounds
     monkeypatch.setattr(captured, "solve", lambda run, seeds: taken.append(seeds) or
                         captured.program(run, run.position, run.rotmat, seeds))  # fmt: skip

@@ -22,9 +22,10 @@ rounds' in how they are drawn (the retry slots run beside the first ones from th
 instead of replacing them in later rounds), not in what counts as solved: the same
 evaluation, the same tolerances.
 
-Given seeds refined each on its own (:func:`~torchik.ik.refine_samples`: no restarts, no early
-stop, e.g. a learned model's samples) take the same program without the seeding and the choice
-of slots: its answers are those of :meth:`Run.given` on the fixed loop, bit for bit.
+Given seeds without restarts take the same program without the seeding and the choice of
+slots: refined each on its own (:func:`~torchik.ik.refine_samples`, e.g. a learned model's
+samples), or a warm start (a previous solution per target, path following) under
+``early_stop``. Its answers are those of :meth:`Run.given` on the fixed loop, bit for bit.
 
 On CUDA the first call of a shape runs eagerly (it warms the libraries up, and is the answer),
 the second captures the graph, and every later one copies its targets into the graph's buffers
@@ -64,15 +65,17 @@ def serves(run: Run, seeds: Tensor | None = None) -> bool:
     captured on this device (:func:`torchik.ik.fixed.capturable`: CUDA) and that takes the
     fixed loop, no box per target, and either random seeds with restarts and ``early_stop``
     in rounds (at most :data:`MAX_ROWS` rows, the default generator or a CUDA one the graph
-    can advance), or given ``seeds`` each refined on its own, without restarts or
-    ``early_stop`` (:func:`~torchik.ik.refine_samples`)."""
+    can advance), or given ``seeds`` without restarts: each refined on its own
+    (:func:`~torchik.ik.refine_samples`, no ``early_stop``), or a warm start under
+    ``early_stop`` (at most ``initial_seeds`` per target: the rounds' one round of
+    ``max_iters``)."""
     solver, s, position = run.solver, run.solver.settings, run.position
     if not (s.one_graph and run.bounds is None):
         return False
     if not (capturable(solver, position) and solver._fixed(position)):
         return False
-    if seeds is not None:
-        return not (run.restarts or run.staged)
+    if seeds is not None:  # each slot on its own, or a warm start (one round, all slots)
+        return not run.restarts and (not run.staged or run.k <= s.initial_seeds)
     if not (run.restarts and run.staged):
         return False
     if position.shape[0] * (run.k + s.retry_seeds) > MAX_ROWS:
