@@ -44,6 +44,7 @@ from experiments.table import Table
 from torchik.files import write_text
 
 __all__ = [
+    "GIT_COMMIT_ENV",
     "PARENT_ENV",
     "Report",
     "command_line",
@@ -91,8 +92,15 @@ def gpu_name() -> str:
     return torch.cuda.get_device_name(0) if torch.cuda.is_available() else "none"
 
 
+GIT_COMMIT_ENV = "TORCHIK_GIT_COMMIT"
+"""An environment variable that names the commit being run where the checkout's own git data
+would name another: a copy of the working tree sent to another machine (a GPU machine's copy
+carries an older snapshot's ``.git``). ``make gpu-check`` passes it through to the stamps."""
+
+
 def git_commit(root: str | os.PathLike | None = None) -> str:
-    """The short commit of a git checkout, with ``+dirty(src)`` when ``src/`` has changes.
+    """The short commit of a git checkout, with ``+dirty(src)`` when ``src/`` has changes; or
+    the value of :data:`GIT_COMMIT_ENV` where it is set (with ``(given)``).
 
     Args:
         root: The checkout (default: the one torchik is imported from, if any).
@@ -100,6 +108,9 @@ def git_commit(root: str | os.PathLike | None = None) -> str:
     Returns:
         The commit, or ``"unknown"`` outside a checkout or without git.
     """
+    given = os.environ.get(GIT_COMMIT_ENV, "").strip()
+    if given:
+        return f"{given} (given)"
     root = Path(root) if root is not None else _CHECKOUT
     if root is None:
         return "unknown"

@@ -22,6 +22,9 @@
 #    batch 4096, fp32 / bf16 / on-device stream / CUDA graphs -> $OUT/train_speed_cuda.md, .json;
 # 5. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
 #    saying which).
+# TORCHIK_GIT_COMMIT=<commit> names the commit in the results' stamps where the machine's copy of
+# the tree carries another commit's git data (a GPU machine's copy does): pass `git rev-parse
+# --short HEAD` from the checkout that sent it.
 # STEPS picks steps by name (default "tests gpu train_speed suite"; STEPS="tests gpu probe" for
 # the IK work). Each step has its own time limit; a failed step is reported and the next one
 # still runs; the exit status is 1 if any step failed. Everything printed is also in

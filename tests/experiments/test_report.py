@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from experiments.report import (
+    GIT_COMMIT_ENV,
     PARENT_ENV,
     Report,
     command_line,
@@ -54,6 +55,16 @@ def test_stamp_parts():
     busy = cpu_busy_fraction(0.01)
     assert math.isnan(busy) or 0.0 <= busy <= 1.0
     assert wait_for_quiet(0) == 0.0
+
+
+def test_a_given_commit_names_the_stamp(monkeypatch):
+    """A copy of the tree on another machine carries another commit's git data: the commit
+    given by the caller wins, marked as given."""
+    monkeypatch.setenv(GIT_COMMIT_ENV, "abc1234")
+    assert git_commit("/") == "abc1234 (given)"
+    assert "git abc1234 (given)" in machine_stamp()["torchik"]
+    monkeypatch.setenv(GIT_COMMIT_ENV, " ")
+    assert git_commit("/") == "unknown"
 
 
 def test_jsonable_cleans_values():
