@@ -279,3 +279,113 @@ def test_the_program_is_captured_once_and_replayed_without_a_sync(dtype):
         got = refine_samples(robot, targets, seeds, method=refining)
         assert torch.equal(got.success, rounds.success)
         torch.testing.assert_close(got.q, rounds.q, rtol=0, atol=1e-5)
+
+
+class _FakeGraph:
+    """A stand-in for ``torch.cuda.CUDAGraph`` on the CPU: what runs inside ``graph(...)`` is
+    remembered (the program's call, :func:`_fake_cuda`) and run again, in place, by
+    ``replay`` (its outputs written into the tensors the capture returned, as a replay
+    writes the graph's memory)."""
+
+    made: list[_FakeGraph] = []
+
+    def __init__(self):
+        self.call, self.out, self.replays = None, None, 0
+        _FakeGraph.made.append(self)
+
+    def replay(self):
+        self.replays += 1
+        fresh = self.call()
+        for name in ("q", "success", "position_error", "rotation_error", "iterations"):
+            getattr(self.out, name).copy_(getattr(fresh, name))
+
+
+def _fake_cuda(monkeypatch, fail: bool = False):
+    """The CUDA calls of :class:`captured._Program` replaced by CPU stand-ins; ``fail``: every
+    capture raises, as one of an operation that cannot be captured."""
+    import contextlib
+
+    capturing: list[_FakeGraph] = []
+
+    @contextlib.contextmanager
+    def graph(g):
+        if fail:
+            raise RuntimeError("operation not permitted when stream is capturing")
+        capturing.append(g)
+        try:
+            yield
+        finally:
+            capturing.pop()
+
+    real = captured.program
+
+    def program(*args):
+        out = real(*args)
+        if capturing:
+            capturing[-1].call, capturing[-1].out = (lambda: real(*args)), out
+        return out
+
+    class Stream:
+        def wait_stream(self, other):
+            pass
+
+    _FakeGraph.made.clear()
+    captured._Program._cache.clear()
+    monkeypatch.setattr(captured, "capturable", lambda solver, q: True)
+    monkeypatch.setattr(captured, "program", program)
+    monkeypatch.setattr(torch.cuda, "Stream", Stream)
+    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
+    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
+    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
+    monkeypatch.setattr(torch.cuda, "graph", graph)
+    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+
+
+def test_a_program_is_warmed_up_captured_once_then_replayed(panda, monkeypatch):
+    """The control flow of :class:`captured._Program` (CUDA's calls stood in for on the CPU):
+    the first call of a shape runs eagerly, the second captures, later calls copy their own
+    targets in and replay; every answer is its own targets' and a copy (the next replay does
+    not change it); another shape or robot is another program."""
+    _fake_cuda(monkeypatch)
+    method = LevenbergMarquardt(loop="fixed", one_graph=True, fused_loop=False)
+    results = []
+    for seed in range(4):
+        targets = _targets(panda, 6, seed=30 + seed)
+        results.append((targets, solve_ik(panda, targets, method=method)))
+    assert len(captured._Program._cache) == 1 and len(_FakeGraph.made) == 1
+    assert _FakeGraph.made[0].replays == 3  # call 2 captured, then replayed; calls 3 and 4
+    for targets, result in results:  # each answer is its own targets', kept after later calls
+        assert bool(result.success[:, 0].all())
+        pose = panda.forward_kinematics(result.q[:, 0], LINK)
+        error = (pose[:, :3, 3] - targets[:, :3, 3]).norm(dim=-1)
+        torch.testing.assert_close(error, result.position_error[:, 0], rtol=0, atol=1e-12)
+    solve_ik(panda, _targets(panda, 5, seed=40), method=method)  # another shape
+    assert len(captured._Program._cache) == 2
+    other = load_robot("panda", dtype=torch.float64)
+    solve_ik(other, _targets(other, 6, seed=41), method=method)  # another robot, same shape
+    assert len(captured._Program._cache) == 3 and len(_FakeGraph.made) == 1  # warmed up only
+    seeds = panda.random_configuration(12).view(6, 2, 7)
+    targets = _targets(panda, 6, seed=42)
+    want = refine_samples(
+        panda, targets, seeds, method=LevenbergMarquardt(loop="fixed", fused_loop=False)
+    )
+    for _ in range(3):  # given seeds: eager, captured, replayed, each the rounds' answers
+        got = refine_samples(panda, targets, seeds, method=method)
+        assert torch.equal(got.q, want.q) and torch.equal(got.success, want.success)
+
+
+def test_a_failed_capture_warns_once_and_runs_the_rounds(panda, monkeypatch):
+    _fake_cuda(monkeypatch, fail=True)
+    method = LevenbergMarquardt(loop="fixed", one_graph=True, fused_loop=False)
+    targets = _targets(panda, 6, seed=50)
+    solve_ik(panda, targets, method=method)  # eager: no capture yet
+    with pytest.warns(RuntimeWarning, match="CUDA graph capture failed"):
+        second = solve_ik(panda, targets, method=method)
+    (entry,) = captured._Program._cache.values()
+    assert entry.failed and entry.graph is None and bool(second.success.any(-1).all())
+    import warnings
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")  # no second warning: the rounds straight away
+        third = solve_ik(panda, targets, method=method)
+    assert bool(third.success.any(-1).all()) and third.q.shape == (6, 2, 7)
