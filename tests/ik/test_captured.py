@@ -374,6 +374,20 @@ def test_a_program_is_warmed_up_captured_once_then_replayed(panda, monkeypatch):
         assert torch.equal(got.q, want.q) and torch.equal(got.success, want.success)
 
 
+def test_a_program_made_in_inference_mode_is_not_reused_outside_it(panda, monkeypatch):
+    """Buffers made in inference mode take no in-place copy outside it: each mode has its
+    own program."""
+    _fake_cuda(monkeypatch)
+    method = LevenbergMarquardt(loop="fixed", one_graph=True, fused_loop=False)
+    targets = _targets(panda, 4, seed=60)
+    with torch.inference_mode():
+        for _ in range(3):
+            solve_ik(panda, targets, method=method)
+    for _ in range(3):
+        assert bool(solve_ik(panda, targets, method=method).success[:, 0].all())
+    assert len(captured._Program._cache) == 2 and len(_FakeGraph.made) == 2
+
+
 def test_a_failed_capture_warns_once_and_runs_the_rounds(panda, monkeypatch):
     _fake_cuda(monkeypatch, fail=True)
     method = LevenbergMarquardt(loop="fixed", one_graph=True, fused_loop=False)

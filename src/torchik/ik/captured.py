@@ -169,12 +169,13 @@ def solve(run: Run, seeds: Tensor | None = None) -> IKResult:
 
 def _key(run: Run, seeds: Tensor | None) -> tuple:
     """What a captured program depends on beyond its targets' and seeds' values (and the
-    robot, its limits and the generator, which :meth:`_Program.valid` checks)."""
+    robot, its limits and the generator, which :meth:`_Program.valid` checks). Inference mode
+    too: its buffers, made in it, take no in-place copy outside it."""
     p, g = run.position, run.generator
     return (
         type(run.solver), run.solver.settings, id(run.robot), run.link, run.rotmat is None,
         run.tol_position, run.tol_rotation, run.k, run.seed_pool, tuple(p.shape), p.dtype,
-        p.device, None if g is None else id(g), seeds is None,
+        p.device, None if g is None else id(g), seeds is None, torch.is_inference_mode_enabled(),
     )  # fmt: skip
 
 
