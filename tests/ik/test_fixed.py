@@ -367,3 +367,29 @@ def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
     assert not LevenbergMarquardt()._fixed(q, problem)
     calls.clear()
     assert bool(solve_ik(panda, targets).success.any(-1).all()) and not calls
+
+
+def test_a_runner_made_in_inference_mode_is_not_reused_outside_it(panda, monkeypatch):
+    """Captured runners are cached per shape; their buffers, made in inference mode, take no
+    in-place copy outside it (``solve_ik`` after one in ``torch.inference_mode()`` raised on
+    CUDA). Capture stood in for on the CPU: a "graph" that runs the chunk eagerly."""
+    from torchik.ik import fixed
+
+    class Graph:
+        def __init__(self, run):
+            self.replay = run
+
+    def capture(self, n):
+        self._eager(n)
+        self.graphs[n] = Graph(lambda: self._eager(n))
+
+    monkeypatch.setattr(fixed, "capturable", lambda solver, q: True)
+    monkeypatch.setattr(fixed._Runner, "_capture", capture)
+    _Runner._cache.clear()
+    targets = _targets(panda, 8, seed=21)
+    method = LevenbergMarquardt(loop="fixed", fused_loop=False)
+    with torch.inference_mode():
+        solve_ik(panda, targets, method=method, generator=torch.Generator().manual_seed(1))
+    result = solve_ik(panda, targets, method=method, generator=torch.Generator().manual_seed(1))
+    assert bool(result.success.any(-1).all())
+    _Runner._cache.clear()

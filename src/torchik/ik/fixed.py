@@ -326,7 +326,8 @@ def capturable(solver: IKSolver, q: Tensor) -> bool:
 
 
 def _key(solver, problem, q: Tensor, max_iters: int, track: bool) -> tuple:
-    """What a captured chunk depends on beyond the data in its buffers."""
+    """What a captured chunk depends on beyond the data in its buffers; inference mode too
+    (buffers made in it take no in-place copy outside it: a runner made in it failed there)."""
     targets = tuple((t.link, t.rotmat is None, t.weight) for t in problem.targets)
     extra = tuple(
         (f.name, getattr(problem, f.name))
@@ -336,6 +337,7 @@ def _key(solver, problem, q: Tensor, max_iters: int, track: bool) -> tuple:
     return (
         type(solver), solver.settings, type(problem), id(problem.robot.tree), targets, extra,
         problem.limits.per_row, tuple(q.shape), q.dtype, q.device, max_iters, track,
+        torch.is_inference_mode_enabled(),
     )  # fmt: skip
 
 
