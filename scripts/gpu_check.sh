@@ -76,7 +76,7 @@ gpu_tests=(tests/kinematics tests/ik tests/train/test_engine.py tests/models/tes
   tests/experiments/test_gpu.py)
 if [ "$DRY" = 1 ]; then
   gpu_tests=(tests/ik/test_fixed.py tests/ik/test_captured.py tests/kinematics/test_fused.py tests/experiments/test_gpu.py)
-  rest=(tests/robot/test_robot.py) doctests=()
+  rest=(tests/robot/test_configuration.py) doctests=()
   workers=2 quick=(--quick --seconds 0.02) device=cpu batch=64 steps=2 families=(mlp)
   modes=(eager stream)
 else

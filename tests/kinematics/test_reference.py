@@ -492,3 +492,43 @@ def test_a_tree_keeps_what_is_derived_from_it():
     assert tree.cached(("test", 1), build) is first and len(calls) == 1
     assert tree.plan((3,)) is tree.plan((3,))
     assert tree.plan((3,)).index.device == tree.w_joint.device
+
+
+TWO_FREE_BODIES = """<mujoco><worldbody>
+  <body name="box" pos="0 0 0.5"><freejoint name="box_free"/><geom type="box" size=".1 .1 .1"/>
+    <body name="lid" pos="0 0 0.1"><joint name="hinge" axis="0 1 0"/><geom size=".05"/></body>
+  </body>
+  <body name="ball" pos="1 0 0.1"><freejoint name="ball_free"/><geom size=".05"/></body>
+</worldbody></mujoco>"""
+
+
+@pytest.mark.parametrize("which", ["panda", "g1 floating", "two free bodies"])
+def test_gradients_after_a_first_call_in_inference_mode(which):
+    """FK in a loss after the robot was first used inside ``torch.inference_mode()`` (an
+    evaluation loop, then training): the constants cached at that first call must not be
+    inference tensors, which autograd may not save ("Inference tensors cannot be saved for
+    backward" from the reference FK's plan, and from the index of a scene's free bodies). The
+    gradients equal a fresh robot's."""
+    from torchik.description.bundled import bundled_urdf
+
+    def make() -> Robot:
+        if which == "panda":
+            return load_robot("panda", dtype=torch.float64)
+        if which == "g1 floating":
+            return Robot.from_urdf(bundled_urdf("g1"), dtype=torch.float64, floating_base=True)
+        return Robot.from_mjcf(TWO_FREE_BODIES, dtype=torch.float64)
+
+    used, fresh = make(), make()
+    links = list(used.link_names[-3:])
+    q = used.random_configuration(3, torch.Generator().manual_seed(1))
+    with torch.inference_mode():
+        used.forward_kinematics(q, links[0]), used.forward_kinematics(q, links)
+        used.forward_kinematics(q), used.jacobian(q, links[0])
+    grads = []
+    for robot in (used, fresh):
+        qg = q.clone().requires_grad_()
+        loss = robot.forward_kinematics(qg, links).sum() + robot.forward_kinematics(qg).sum()
+        loss = loss + robot.jacobian(qg, links[0]).sum()
+        loss.backward()
+        grads.append(qg.grad)
+    torch.testing.assert_close(grads[0], grads[1], rtol=0, atol=0)

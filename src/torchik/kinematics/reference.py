@@ -93,6 +93,9 @@ class KinematicTree:
         """``build()``, kept with the tree under ``key`` and returned by later calls.
 
         Not cached while ``torch.compile`` traces (it cannot replay the cache's mutation).
+        Built outside inference mode: a value made inside it would be an inference tensor,
+        which no later computation with gradients may save (FK in a loss after one call in
+        ``torch.inference_mode()`` raised).
 
         Args:
             key: what the value is, e.g. ``("plan", links)``; callers prefix their own name.
@@ -104,7 +107,8 @@ class KinematicTree:
         if key not in self._cache:
             if torch.compiler.is_compiling():
                 return build()
-            self._cache[key] = build()
+            with torch.inference_mode(False):
+                self._cache[key] = build()
         return self._cache[key]
 
 

@@ -595,7 +595,8 @@ class Robot(nn.Module):
             return bases[:, min(owners), None] @ poses
         index = self._owner_index.get(idx)
         if index is None or index.device != flat.device:  # made once per links and device
-            index = torch.tensor([self._owner[i] + 1 for i in idx], device=flat.device)
+            with torch.inference_mode(False):  # not an inference tensor: autograd may save it
+                index = torch.tensor([self._owner[i] + 1 for i in idx], device=flat.device)
             self._owner_index[idx] = index
         eye = torch.eye(4, dtype=poses.dtype, device=poses.device).expand(flat.shape[0], 1, 4, 4)
         return torch.cat((eye, bases), dim=1)[:, index] @ poses
