@@ -518,3 +518,22 @@ def test_box_arguments_are_checked():
 def test_every_settings_field_is_checked_by_its_own_rule(settings, match):
     with pytest.raises((TypeError, ValueError), match=match):
         settings()
+
+
+def test_solvers_inside_inference_mode_and_after_it():
+    """Every method but gradient descent solves inside ``torch.inference_mode()`` and, after
+    that, outside it (cached limits, plans and graphs made in it must not leak out); gradient
+    descent, which needs autograd, refuses inference mode in one line instead of autograd's
+    "element 0 of tensors does not require grad"."""
+    robot = load_robot("panda", dtype=torch.float64)
+    q = robot.random_configuration(4, generator=torch.Generator().manual_seed(3))
+    targets = robot.forward_kinematics(q, "panda_hand")
+    methods = ("lm", "dls", "jt")
+    with torch.inference_mode():
+        for method in methods:
+            assert solve_ik(robot, targets, method=method, max_iters=3).q.shape == (4, 2, 7)
+        with pytest.raises(RuntimeError, match="cannot run inside torch.inference_mode") as info:
+            solve_ik(robot, targets, method="gd", max_iters=3)
+        assert "\n" not in str(info.value)
+    for method in (*methods, "gd"):
+        assert solve_ik(robot, targets, method=method, max_iters=3).q.shape == (4, 2, 7)

@@ -49,6 +49,12 @@ class GradientDescent(IKSolver):
         return False
 
     def linearize(self, problem: IKProblem, q: Tensor) -> Linearization:
+        if torch.is_inference_mode_enabled():  # autograd's cryptic "does not require grad"
+            raise RuntimeError(
+                "method 'gd' differentiates through FK and cannot run inside "
+                "torch.inference_mode(); call it outside (solve_ik already disables gradients "
+                "elsewhere), or use another method"
+            )
         with torch.enable_grad():
             q = q.detach().requires_grad_(True)
             fk = problem.robot.forward_kinematics
