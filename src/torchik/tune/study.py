@@ -436,7 +436,7 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
     optuna_log = logging.getLogger("optuna.study._optimize")  # where it logs failed trials
     optuna_log.addFilter(failed)
     try:
-        study.optimize(run, n_trials=share, callbacks=[stop], gc_after_trial=False)
+        _optimize_share(study, run, share, stop, config.trials)
     except _Stopped as stopped:
         raise stopped.error from None
     except Exception as err:
@@ -446,6 +446,30 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
         raise behind from None
     finally:
         optuna_log.removeFilter(failed)
+
+
+def _optimize_share(study, run, share: int, stop, budget: int) -> None:
+    """``study.optimize`` for this worker's ``share`` of trials; where another worker had
+    finished a trial this one ran too (:func:`_told_elsewhere`), it goes on until the study
+    has its ``budget`` (the ``stop`` callback ends it there too)."""
+    while True:
+        try:
+            study.optimize(run, n_trials=share, callbacks=[stop], gc_after_trial=False)
+            return
+        except ValueError as err:
+            if not _told_elsewhere(err):
+                raise
+            if counted_trials(study) >= budget:
+                return
+
+
+def _told_elsewhere(err: Exception) -> bool:
+    """Whether Optuna refused to record a trial that another worker had already finished:
+    two workers on one SQLite database can both take the same queued trial (SQLite has no
+    row locks), and the second to finish gets "Cannot tell a COMPLETE trial." The first's
+    result stands; the second worker goes on with its share."""
+    text = str(err)
+    return isinstance(err, ValueError) and text.startswith("Cannot tell a ") and "trial" in text
 
 
 class _FailedTrials(logging.Filter):
