@@ -75,11 +75,12 @@ class SolverSettings:
             (:meth:`IKSolver.compiled_loop`: Levenberg-Marquardt with Numba), host otherwise.
         capture: capture the fixed loop's chunks in CUDA graphs on CUDA (``False``: launch
             every operation, e.g. to measure what the graphs save).
-        one_graph: on CUDA, a :func:`~torchik.ik.solve_ik` call with random seeds runs as one
-            program of fixed shapes (seeding, every round, the retry slots, the evaluation),
-            captured once per shape in one CUDA graph and replayed, with no host read
-            (:mod:`torchik.ik.captured`); ``False``: rounds with host checks between them.
-            Off until a GPU has timed it against the rounds.
+        one_graph: on CUDA, a :func:`~torchik.ik.solve_ik` call runs as one program of fixed
+            shapes, captured once per shape in one CUDA graph and replayed, with no host read
+            (:mod:`torchik.ik.captured`): random seeds (seeding, every round, the retry slots,
+            the evaluation), or given seeds without restarts (``refine_samples``, warm
+            starts); ``False``: rounds with host checks between them. Off until a GPU has
+            timed it against the rounds.
     """
 
     max_iters: int = 100
