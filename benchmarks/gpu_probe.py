@@ -49,7 +49,8 @@ def main() -> None:
     backend = "auto" if cuda else "fused"
     robot = load_robot("panda", dtype=torch.float32, backend=backend).to(device)
     g1 = load_robot("g1", dtype=torch.float32, backend=backend).to(device)
-    tables = []
+    report = Report(args.name, "GPU probe: fused kernels and IK solves (issue 34)")  # stamped now
+    tables = report.tables
     if "kernels" in args.only:
         tables.append(kernel_table(kernel_rows(robot, "panda_hand", 1 << 22 if cuda else 64, cuda)))
         log("kernels done")
@@ -64,9 +65,9 @@ def main() -> None:
         table.title = "Fixed-loop settings, full-pose IK (median of CUDA events)"
         tables.append(table)
         log("variants done")
-    intro = ["Panda, float32; one GPU. Registers and shared memory: Triton's compile report."]
-    md, _ = Report(args.name, "GPU probe: fused kernels and IK solves (issue 34)", intro,
-                   tables=tables).write(args.out)  # fmt: skip
+    report.intro = ["Panda, float32; one GPU. Registers and shared memory: Triton's compile "
+                    "report."]  # fmt: skip
+    md, _ = report.write(args.out)
     if args.host:
         text = host_profile(robot, "panda_hand", [1, 1000] if cuda else [4], cuda)
         (args.out / f"{args.name}_host.txt").write_text(text)
