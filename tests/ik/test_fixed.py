@@ -393,3 +393,15 @@ def test_a_runner_made_in_inference_mode_is_not_reused_outside_it(panda, monkeyp
     result = solve_ik(panda, targets, method=method, generator=torch.Generator().manual_seed(1))
     assert bool(result.success.any(-1).all())
     _Runner._cache.clear()
+
+
+def test_captures_happen_on_the_rows_device():
+    """A robot on ``cuda:1`` while ``cuda:0`` is current would launch its kernels outside the
+    capture: the loop makes the rows' device the current one (nothing on the CPU)."""
+    import contextlib
+
+    from torchik.ik.fixed import on_device
+
+    assert isinstance(on_device(torch.device("cpu")), contextlib.nullcontext)
+    chosen = on_device(torch.device("cuda", 1))
+    assert isinstance(chosen, torch.cuda.device) and chosen.idx == 1

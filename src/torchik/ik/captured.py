@@ -44,7 +44,7 @@ import torch
 from torch import Tensor
 
 from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits
-from torchik.ik.fixed import Carry, advance, capturable, restart
+from torchik.ik.fixed import Carry, advance, capturable, on_device, restart
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, evaluate
 from torchik.ik.seeding import MAX_POOLS, Seeder, nearest_per_slot
@@ -154,6 +154,11 @@ def solve(run: Run, seeds: Tensor | None = None) -> IKResult:
     :meth:`Run.given`), with a warning."""
     if not capturable(run.solver, run.position):
         return program(run, run.position, run.rotmat, seeds)
+    with on_device(run.position.device):  # captured and replayed on the targets' device
+        return _solve_captured(run, seeds)
+
+
+def _solve_captured(run: Run, seeds: Tensor | None) -> IKResult:
     key = _key(run, seeds)
     entry = _Program._cache.get(key)
     if entry is None or not entry.valid(run):

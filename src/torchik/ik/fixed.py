@@ -19,6 +19,7 @@ fallback the CPU tests run).
 
 from __future__ import annotations
 
+import contextlib
 import dataclasses
 import warnings
 import weakref
@@ -36,7 +37,15 @@ from torchik.ik.seeding import Seeder
 IKSolver = Any
 IKProblem = Any
 
-__all__ = ["Carry", "MAX_GRAPHS", "advance", "finish_groups", "restart", "run_fixed"]
+__all__ = [
+    "Carry",
+    "MAX_GRAPHS",
+    "advance",
+    "finish_groups",
+    "on_device",
+    "restart",
+    "run_fixed",
+]
 
 MAX_GRAPHS = 16
 """Captured runners kept (least recently used first out): a graph holds its buffers' memory.
@@ -227,19 +236,27 @@ def run_fixed(
     ids = torch.arange(q.shape[0], device=q.device)
     track = reseed is not None
     carry = Carry.start(q, solver.initial_state(q), max_iters)
-    runner = _Runner.for_(solver, problem, carry, max_iters, track)
-    c = runner.carry
-    evaluations = 0
-    while evaluations < max_iters + 1:
-        n = min(chunk, max_iters + 1 - evaluations)
-        runner.run(n)
-        evaluations += n
-        done, stalled = torch.stack((c.finished.all(), c.stalled.any())).tolist()  # one read
-        if done:
-            break
-        if track and stalled and evaluations < max_iters + 1:  # fresh seeds cost an FK
-            restart(solver, c, reseed, ids)  # type: ignore[arg-type]
+    with on_device(q.device):  # graphs are captured and replayed on the rows' device
+        runner = _Runner.for_(solver, problem, carry, max_iters, track)
+        c = runner.carry
+        evaluations = 0
+        while evaluations < max_iters + 1:
+            n = min(chunk, max_iters + 1 - evaluations)
+            runner.run(n)
+            evaluations += n
+            done, stalled = torch.stack((c.finished.all(), c.stalled.any())).tolist()  # a read
+            if done:
+                break
+            if track and stalled and evaluations < max_iters + 1:  # fresh seeds cost an FK
+                restart(solver, c, reseed, ids)  # type: ignore[arg-type]
     return c.best_q.clone(), c.iterations.clone()
+
+
+def on_device(device: torch.device) -> Any:
+    """A context that makes a CUDA ``device`` the current one (side streams, captures and
+    replays happen on the current device: a robot on ``cuda:1`` while ``cuda:0`` is current
+    would launch its kernels outside the capture); nothing elsewhere."""
+    return torch.cuda.device(device) if device.type == "cuda" else contextlib.nullcontext()
 
 
 # ---------------------------------------------------------------------------- capture
