@@ -395,8 +395,9 @@ class FlowMatching(JointModel):
             if steps < 1:
                 raise ValueError(f"steps must be positive, got {steps}")
             sampler = replace(sampler, steps=steps)
-        if _capturable(x):
-            return _graphed(self, sampler, x, context)
+        if _capturable(x):  # captured and replayed with x's device current (cuda:1 too)
+            with torch.cuda.device(x.device):
+                return _graphed(self, sampler, x, context)
         return run_steps(sampler, self._velocity(context, sampler), x)
 
     def _kept(self, name: str, build: Callable[[], Any]) -> Any:
