@@ -93,8 +93,9 @@ def program(
 ) -> IKResult:
     """The whole call on the targets ``position (T, 3)`` and ``rotmat (T, 3, 3)`` (or
     ``None``), with the settings of ``run``: no host read, every shape fixed by ``T``. Given
-    ``seeds (T * K, dof)``, each is refined on its own (no restart, no early stop): the
-    answers of :meth:`Run.given` on the fixed loop.
+    ``seeds (T * K, dof)``, they are refined without restarts, for ``max_iters`` (with the
+    solver's ``early_stop``: a warm start): the answers of :meth:`Run.given` on the fixed
+    loop.
 
     Returns:
         An :class:`IKResult` with ``q (T, K, dof)``: each target's slots best first, or with
