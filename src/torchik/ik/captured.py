@@ -5,9 +5,10 @@ On a GPU the rounds of :mod:`torchik.ik.rounds` are bound by the host: on an H20
 seeding and evaluation, and the host reads between them. Here the whole call is one program
 with no host read, so that it can be captured once per shape and replayed:
 
-- every target runs ``S = K + retry_seeds`` slots from the start: on a GPU the loop kernel
-  takes ten rows per target in the time of two (one thread per row, far fewer rows than the
-  device holds at once), and a target's slots stop as soon as one of them converges;
+- every target runs ``S = K + retry_seeds`` slots from the start: on a GPU ten rows per
+  target should cost the loop kernel about what two do (one thread per row, far fewer rows
+  than the device holds at once; not yet timed), and a target's slots stop as soon as one of
+  them converges;
 - seeds come from a pool per slot (:func:`torchik.ik.seeding.nearest_per_slot`), the first
   ones and every restart's drawn at once;
 - the iterations run in chunks (:func:`torchik.ik.fixed.advance`); between chunks every row
