@@ -45,7 +45,16 @@ import torch
 from torch import Tensor
 
 from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits
-from torchik.ik.fixed import Carry, advance, capturable, on_device, restart
+from torchik.ik.fixed import (
+    Carry,
+    _clone,
+    _copy_into,
+    advance,
+    capturable,
+    on_device,
+    on_side_stream,
+    restart,
+)
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, evaluate
 from torchik.ik.seeding import MAX_POOLS, Seeder, nearest_per_slot
@@ -81,12 +90,9 @@ def serves(run: Run, seeds: Tensor | None = None) -> bool:
         return False
     if position.shape[0] * (run.k + s.retry_seeds) > MAX_ROWS:
         return False
-    g = run.generator
-    return g is None or (g.device == position.device and _registers(g))
-
-
-def _registers(generator: torch.Generator) -> bool:
-    return hasattr(torch.cuda.CUDAGraph, "register_generator_state")
+    g = run.generator  # a CUDA generator, where a graph can advance one
+    registers = hasattr(torch.cuda.CUDAGraph, "register_generator_state")
+    return g is None or (g.device == position.device and registers)
 
 
 def program(
@@ -196,10 +202,7 @@ class _Buffers:
     result: IKResult | None = None
 
     def load(self, run: Run, seeds: Tensor | None) -> None:
-        for buffer, value in ((self.position, run.position), (self.rotmat, run.rotmat),
-                              (self.seeds, seeds)):  # fmt: skip
-            if buffer is not None and value is not None:
-                buffer.copy_(value)
+        _copy_into((self.position, self.rotmat, self.seeds), (run.position, run.rotmat, seeds))
 
 
 class _Program:
@@ -213,7 +216,7 @@ class _Program:
         self.generator = None if run.generator is None else weakref.ref(run.generator)
         self.graph: Any = None
         self.failed = False
-        self.buffers = _Buffers(run.position.clone(), _clone(run.rotmat), _clone(seeds))
+        self.buffers = _Buffers(*_clone((run.position, run.rotmat, seeds)))
 
     def valid(self, run: Run) -> bool:
         """The same robot (alive), limits and generator as when this program was made."""
@@ -227,12 +230,7 @@ class _Program:
         """The first call: the program eagerly on a side stream (what a capture needs first:
         the libraries' lazy set-up done off the capture), its answer copied on the current
         stream (whose allocations it then owns)."""
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            result = program(run, run.position, run.rotmat, seeds)
-        torch.cuda.current_stream().wait_stream(side)
-        return _copy(result)
+        return _clone(on_side_stream(lambda: program(run, run.position, run.rotmat, seeds)))
 
     def replay(self, run: Run, seeds: Tensor | None) -> IKResult:
         """Later calls: the inputs copied in, the graph replayed (captured on first use), a
@@ -242,7 +240,7 @@ class _Program:
         self.buffers.load(run, seeds)
         self.graph.replay()
         assert self.buffers.result is not None
-        return _copy(self.buffers.result)
+        return _clone(self.buffers.result)  # out of the graph's memory, which the next overwrites
 
     def _capture(self, run: Run) -> bool:
         b, graph = self.buffers, torch.cuda.CUDAGraph()
@@ -260,16 +258,3 @@ class _Program:
             return False
         self.graph = graph
         return True
-
-
-def _clone(x: Tensor | None) -> Tensor | None:
-    return None if x is None else x.clone()
-
-
-def _copy(result: IKResult) -> IKResult:
-    """The result's tensors copied out of the graph's memory (the next replay overwrites it)."""
-    return replace(
-        result, q=result.q.clone(), success=result.success.clone(),
-        position_error=result.position_error.clone(),
-        rotation_error=result.rotation_error.clone(), iterations=result.iterations.clone(),
-    )  # fmt: skip

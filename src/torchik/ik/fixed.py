@@ -24,6 +24,7 @@ import dataclasses
 import warnings
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -43,6 +44,7 @@ __all__ = [
     "advance",
     "finish_groups",
     "on_device",
+    "on_side_stream",
     "restart",
     "run_fixed",
 ]
@@ -315,11 +317,7 @@ class _Runner:
     def _capture(self, n: int) -> None:
         """Run this chunk eagerly on a side stream (the warm-up CUDA graphs need), then
         capture the same chunk for the next times."""
-        side = torch.cuda.Stream()
-        side.wait_stream(torch.cuda.current_stream())
-        with torch.cuda.stream(side):
-            self._eager(n)
-        torch.cuda.current_stream().wait_stream(side)
+        on_side_stream(lambda: self._eager(n))
         saved = [t.clone() for t in self.carry.tensors()]  # capture runs nothing, but be safe
         graph = torch.cuda.CUDAGraph()
         try:
@@ -334,6 +332,17 @@ class _Runner:
             self.graphs[n] = graph
         for dst, src in zip(self.carry.tensors(), saved, strict=True):
             dst.copy_(src)
+
+
+def on_side_stream(run: Callable[[], Any]) -> Any:
+    """``run()`` on a fresh CUDA side stream, the current one waiting for it: the eager
+    warm-up a capture wants before it (the libraries' lazy set-up done off the capture)."""
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        out = run()
+    torch.cuda.current_stream().wait_stream(side)
+    return out
 
 
 def capturable(solver: IKSolver, q: Tensor) -> bool:
