@@ -395,6 +395,27 @@ def test_a_runner_made_in_inference_mode_is_not_reused_outside_it(panda, monkeyp
     _Runner._cache.clear()
 
 
+def test_a_runner_is_not_reused_after_a_kernel_switch_or_backend_changes(panda, monkeypatch):
+    """A captured chunk replays the kernels it captured: the key of its runner names the
+    robot's backend and the solver's ``kernel_switches`` (a chunk captured before whole-body
+    IK's ``FUSED_LOOP`` was turned on replayed without it on an H200)."""
+    from torchik.ik import fixed
+
+    targets = _targets(panda, 4, seed=2)
+    problem = make_problem(panda, "panda_hand", targets[:, :3, 3], targets[:, :3, :3], 2, 1e-3,
+                           0.01)  # fmt: skip
+    solver, q = LevenbergMarquardt(loop="fixed"), panda.random_configuration(8)
+    key = fixed._key(solver, problem, q, 60, True)
+    assert fixed._key(solver, problem, q, 60, True) == key
+    monkeypatch.setattr(LevenbergMarquardt, "kernel_switches", lambda self, p, q: (True, True))
+    assert fixed._key(solver, problem, q, 60, True) != key
+    monkeypatch.undo()
+    robot = load_robot("panda", dtype=torch.float64, backend="reference")
+    other = make_problem(robot, "panda_hand", targets[:, :3, 3], targets[:, :3, :3], 2, 1e-3,
+                         0.01)  # fmt: skip
+    assert fixed._key(solver, other, q, 60, True)[-2:] == ("reference", (False, False))
+
+
 def test_captures_happen_on_the_rows_device():
     """A robot on ``cuda:1`` while ``cuda:0`` is current would launch its kernels outside the
     capture: the loop makes the rows' device the current one (nothing on the CPU)."""

@@ -207,15 +207,16 @@ def test_twenty_lm_steps_are_captured_and_replay_as_they_run():
 
 
 def _several_links(name: str):
-    """A robot on the fused path and two of its links: the two-arm tree's hands (a pose and a
-    position) or the G1's (two poses)."""
+    """A robot and two of its links: the two-arm tree's hands (a pose and a position) or the
+    G1's (two poses). Its reference backend makes the expected answers on the CPU (a GPU
+    machine has no Triton interpreter); the kernel under test takes its tree."""
     from tests.ik.test_wholebody import TWO_ARMS
     from torchik import Robot, load_robot
 
     if name == "two_arms":
-        robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="fused")
+        robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="reference")
         return robot, ["left_hand", "right_hand"], (True, False)
-    robot = load_robot("g1", dtype=torch.float64, backend="fused")
+    robot = load_robot("g1", dtype=torch.float64, backend="reference")
     return robot, ["left_rubber_hand", "right_rubber_hand"], (True, True)
 
 

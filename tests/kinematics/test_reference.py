@@ -511,6 +511,9 @@ def test_gradients_after_a_first_call_in_inference_mode(which):
     gradients equal a fresh robot's."""
     from torchik.description.bundled import bundled_urdf
 
+    if which == "two free bodies":
+        pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
+
     def make() -> Robot:
         if which == "panda":
             return load_robot("panda", dtype=torch.float64)

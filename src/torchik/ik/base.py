@@ -463,6 +463,12 @@ class IKSolver(ABC):
         default) where the solver has none: then :meth:`linearize` and :meth:`step`."""
         return None
 
+    def kernel_switches(self, problem: IKProblem, q: Tensor) -> tuple:
+        """What picks this solver's kernels for ``problem`` at ``q (B, dof)`` beyond its settings
+        (module switches such as whole-body IK's ``FUSED_LOOP``): part of the key of a captured
+        chunk, which replays the kernels it captured. None by default."""
+        return ()
+
     def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool) -> bool:
         """``n`` iterations of the fixed-shape loop on its carry ``c`` in one kernel, for
         :mod:`torchik.ik.fixed`; ``False`` (the default: nothing done) where the solver has

@@ -92,7 +92,7 @@ def serves(run: Run, seeds: Tensor | None = None) -> bool:
         return False
     g = run.generator  # a CUDA generator, where a graph can advance one
     registers = hasattr(torch.cuda.CUDAGraph, "register_generator_state")
-    return g is None or (g.device == position.device and registers)
+    return g is None or (g.device.type == "cuda" and g.device == position.device and registers)
 
 
 def program(
@@ -189,6 +189,7 @@ def _key(run: Run, seeds: Tensor | None) -> tuple:
         type(run.solver), run.solver.settings, id(run.robot), run.link, run.rotmat is None,
         run.tol_position, run.tol_rotation, run.k, run.seed_pool, tuple(p.shape), p.dtype,
         p.device, None if g is None else id(g), seeds is None, torch.is_inference_mode_enabled(),
+        run.robot.backend,
     )  # fmt: skip
 
 

@@ -352,7 +352,9 @@ def capturable(solver: IKSolver, q: Tensor) -> bool:
 
 
 def _key(solver, problem, q: Tensor, max_iters: int, track: bool) -> tuple:
-    """What a captured chunk depends on beyond the data in its buffers; inference mode too
+    """What a captured chunk depends on beyond the data in its buffers: the robot's backend
+    and the solver's :meth:`~torchik.ik.base.IKSolver.kernel_switches` too (a chunk captured
+    without whole-body IK's ``FUSED_LOOP`` replayed after it was turned on); inference mode too
     (buffers made in it take no in-place copy outside it: a runner made in it failed there)."""
     targets = tuple((t.link, t.rotmat is None, t.weight) for t in problem.targets)
     extra = tuple(
@@ -363,7 +365,8 @@ def _key(solver, problem, q: Tensor, max_iters: int, track: bool) -> tuple:
     return (
         type(solver), solver.settings, type(problem), id(problem.robot.tree), targets, extra,
         problem.limits.per_row, tuple(q.shape), q.dtype, q.device, max_iters, track,
-        torch.is_inference_mode_enabled(),
+        torch.is_inference_mode_enabled(), problem.robot.backend,
+        solver.kernel_switches(problem, q),
     )  # fmt: skip
 
 

@@ -174,6 +174,11 @@ class LevenbergMarquardt(IKSolver):
         problem's chunks: where the fused step would (:meth:`_fused_serves`)."""
         return self._fused_serves(problem, q)
 
+    def kernel_switches(self, problem: IKProblem, q: Tensor) -> tuple:
+        """Whether the fused step and Triton's loop kernel serve (see
+        :meth:`IKSolver.kernel_switches`)."""
+        return self._fused_serves(problem, q), self._loop_kernel_serves(problem, q)
+
     def _kernels_take(self, problem: IKProblem) -> bool:
         """One link on a fixed base, no adaptive damping, and this class's own step and
         linearization (a subclass that changes either, as whole-body IK's does with its posture

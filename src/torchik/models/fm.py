@@ -404,10 +404,11 @@ class FlowMatching(JointModel):
         """``build()``, kept in the plain attribute ``name`` (no submodule, not saved) until a
         weight moves or changes, one per inference mode (what is made in it holds inference
         tensors)."""
-        key = (_weights_key(self), torch.is_inference_mode_enabled())
+        weights, inference = _weights_key(self), torch.is_inference_mode_enabled()
+        name = f"{name}_inference" if inference else name
         cached = self.__dict__.get(name)
-        if cached is None or cached[0] != key:
-            cached = (key, build())
+        if cached is None or cached[0] != weights:
+            cached = (weights, build())
             self.__dict__[name] = cached
         return cached[1]
 
@@ -580,7 +581,9 @@ class _Graphed:
     def __init__(self, model: FlowMatching, sampler: FMSampler, x: Tensor, context: Tensor):
         self.model = weakref.ref(model)
         self.x, self.context = x.clone(), context.clone()
-        velocity = model._velocity(self.context, sampler)  # the bfloat16 copy made here
+        # the bfloat16 copy made or taken here lives as long as the graph that reads it (the
+        # model's own copy may be replaced: a freed copy was read as garbage on an H200)
+        self.velocity = velocity = model._velocity(self.context, sampler)
 
         def run() -> Tensor:
             return run_steps(sampler, velocity, self.x)
