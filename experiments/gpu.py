@@ -102,14 +102,16 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
     return rows
 
 
+_ROUNDS = {"one_graph": False}
 LOOPS = {
-    "host loop": {"loop": "host", "sync_every": 1},
-    "fixed, eager": {"loop": "fixed", "capture": False, "fused_step": False, "fused_loop": False},
-    "fixed, CUDA graphs": {"loop": "fixed", "fused_step": False, "fused_loop": False},
-    "fixed, fused LM step": {"loop": "fixed", "fused_step": True, "fused_loop": False},
-    "fixed, fused LM loop": {"loop": "fixed", "fused_loop": True},
+    "host loop": {"loop": "host", "sync_every": 1, **_ROUNDS},
+    "fixed, eager": {"loop": "fixed", "capture": False, "fused_step": False, "fused_loop": False,
+                     **_ROUNDS},
+    "fixed, CUDA graphs": {"loop": "fixed", "fused_step": False, "fused_loop": False, **_ROUNDS},
+    "fixed, fused LM step": {"loop": "fixed", "fused_step": True, "fused_loop": False, **_ROUNDS},
+    "fixed, fused LM loop": {"loop": "fixed", "fused_loop": True, **_ROUNDS},
     "fixed, one graph": {"loop": "fixed", "fused_loop": True, "one_graph": True},
-}
+}  # fmt: skip
 """The IK loops of :func:`ik_rows`: the host loop that drops finished rows at every iteration,
 the fixed-shape loop launching every operation, the same captured in CUDA graphs (eager off
 CUDA), captured with each iteration in one kernel (``fused_step``: where FK takes the fused
@@ -213,7 +215,7 @@ def model_rows(
         eager = partial(_without_graphs, partial(_draw, model, encoded, n, {"sampler": fitted}))
         path = f"fitted, {fitted.passes} passes, no CUDA graph"
         rows.append(measured("model draw", path, n, partial(_rate, eager, n, seconds, cuda)))
-        # the refinement as one captured program (torchik.ik.captured)
+        # the refinement in rounds (the default is one captured program, torchik.ik.captured)
         solve = partial(
             solve_with_model,
             robot,
@@ -221,10 +223,10 @@ def model_rows(
             target,
             n,
             sample_options={"sampler": fitted},
-            method=LevenbergMarquardt(one_graph=True),
+            method=LevenbergMarquardt(one_graph=False),
             max_iters=15,
         )
-        path = f"fitted, {fitted.passes} passes, refinement in one graph"
+        path = f"fitted, {fitted.passes} passes, refinement in rounds"
         refined = partial(_solved, lambda solve=solve: solve().result, n, seconds)
         rows.append(measured("model + refinement", path, n, refined))
     return rows

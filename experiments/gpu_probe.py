@@ -135,11 +135,11 @@ def _median_ms(call, cuda: bool) -> float:
 
 
 PROFILED = {
-    "graphs": {"fused_step": False, "fused_loop": False},
-    "graphs, fused step": {"fused_step": True, "fused_loop": False},
-    "graphs, fused loop": {"fused_loop": True},
+    "graphs": {"fused_step": False, "fused_loop": False, "one_graph": False},
+    "graphs, fused step": {"fused_step": True, "fused_loop": False, "one_graph": False},
+    "graphs, fused loop": {"fused_loop": True, "one_graph": False},
     "one graph": {"fused_loop": True, "one_graph": True},
-    "eager": {"capture": False, "fused_step": False, "fused_loop": False},
+    "eager": {"capture": False, "fused_step": False, "fused_loop": False, "one_graph": False},
 }
 """The fixed loops of :func:`profile_rows`: captured (each iteration's operations, one kernel
 per iteration, a chunk in one kernel, the whole call in one graph) and eager."""
@@ -186,13 +186,15 @@ def profile_rows(robot, g1, link: str, sizes: list[int], cuda: bool) -> list[dic
 
 VARIANTS = {
     "fused step, rounds of 10, chunks of 8": {"fused_step": True, "fused_loop": False,
-                                              "sync_every": 8},
-    "fused loop, rounds of 10, chunks of 8": {"fused_loop": True, "sync_every": 8},
-    "fused loop, rounds of 10, chunks of 11": {"fused_loop": True, "sync_every": 11},
+                                              "sync_every": 8, "one_graph": False},
+    "fused loop, rounds of 10, chunks of 8": {"fused_loop": True, "sync_every": 8,
+                                              "one_graph": False},
+    "fused loop, rounds of 10, chunks of 11": {"fused_loop": True, "sync_every": 11,
+                                               "one_graph": False},
     "fused loop, rounds of 20, chunks of 10": {"fused_loop": True, "round_iters": 20,
-                                               "sync_every": 10},
+                                               "sync_every": 10, "one_graph": False},
     "fused loop, one round, chunks of 12": {"fused_loop": True, "round_iters": 0,
-                                            "sync_every": 12},
+                                            "sync_every": 12, "one_graph": False},
     "one graph, 2 + 8 slots, chunks of 11": {"fused_loop": True, "one_graph": True},
     "one graph, 2 + 8 slots, chunks of 6": {"fused_loop": True, "one_graph": True,
                                             "sync_every": 6},

@@ -79,8 +79,10 @@ class SolverSettings:
             shapes, captured once per shape in one CUDA graph and replayed, with no host read
             (:mod:`torchik.ik.captured`): random seeds (seeding, every round, the retry slots,
             the evaluation), or given seeds without restarts (``refine_samples``, warm
-            starts); ``False``: rounds with host checks between them. Off until a GPU has
-            timed it against the rounds.
+            starts); ``False``: rounds with host checks between them. On an H200, 1 / 1 000
+            Panda poses in 1.36 / 1.56 ms against 3.90 / 13.5 ms in rounds, all solved (the
+            first call of a shape runs eagerly, the second captures). No effect on the CPU
+            or in whole-body IK.
     """
 
     max_iters: int = 100
@@ -95,7 +97,7 @@ class SolverSettings:
     sync_every: int = 0
     loop: str = "auto"
     capture: bool = True
-    one_graph: bool = False
+    one_graph: bool = True
 
     def __post_init__(self) -> None:
         """Each field checked by its own rule (a solver's settings check theirs after these);

@@ -5,9 +5,10 @@ On a GPU the rounds of :mod:`torchik.ik.rounds` are bound by the host: on an H20
 seeding and evaluation, and the host reads between them. Here the whole call is one program
 with no host read, so that it can be captured once per shape and replayed:
 
-- every target runs ``S = K + retry_seeds`` slots from the start: on a GPU ten rows per
-  target should cost the loop kernel about what two do (one thread per row, far fewer rows
-  than the device holds at once; not yet timed), and a target's slots stop as soon as one of
+- every target runs ``S = K + retry_seeds`` slots from the start (fewer retry slots where the
+  rows would pass :data:`MAX_ROWS`): on a GPU ten rows per target cost about what two do (one
+  thread per row, far fewer rows than the device holds at once: on an H200, 1 000 Panda poses
+  with 2 + 8 or 2 + 2 slots in 2.2 or 2.0 ms), and a target's slots stop as soon as one of
   them converges;
 - seeds come from a pool per slot (:func:`torchik.ik.seeding.nearest_per_slot`), the first
   ones and every restart's drawn at once;
@@ -59,12 +60,27 @@ from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, evaluate
 from torchik.ik.seeding import MAX_POOLS, Seeder, nearest_per_slot
 
-__all__ = ["MAX_PROGRAMS", "MAX_ROWS", "program", "serves", "solve"]
+__all__ = [
+    "MAX_PROGRAMS",
+    "MAX_ROWS",
+    "MIN_RETRY_SLOTS",
+    "program",
+    "retry_slots",
+    "serves",
+    "solve",
+]
 
 MAX_ROWS = 1 << 16
-"""The most rows (targets times ``K + retry_seeds``) the program takes: its seeding forms a
-``(rows x pool)`` distance matrix per draw. Larger calls run the rounds, which on an H200 were
-no longer bound by the host at 100 000 poses (28 ms)."""
+"""The most rows (targets times slots) the program takes: its seeding forms a
+``(rows x pool)`` distance matrix per draw. Where ``K + retry_seeds`` slots per target would
+pass it, the targets get fewer retry slots (:func:`retry_slots`); larger calls run the rounds,
+which on an H200 were no longer bound by the host at 100 000 poses (28-33 ms)."""
+
+MIN_RETRY_SLOTS = 2
+"""The fewest retry slots per target the program runs where ``retry_seeds`` of them would pass
+:data:`MAX_ROWS` (:func:`retry_slots`). On an H200 (2026-11-28), 10 000 Panda poses with
+2 + 2 slots in one graph: 2.30 ms, all solved; with 2 + 8 slots the call ran the rounds in
+28.5 ms."""
 
 MAX_PROGRAMS = 8
 """Captured programs kept (least recently used first out): a graph holds its memory."""
@@ -88,11 +104,20 @@ def serves(run: Run, seeds: Tensor | None = None) -> bool:
         return not run.restarts and (not run.staged or run.k <= s.initial_seeds)
     if not (run.restarts and run.staged):
         return False
-    if position.shape[0] * (run.k + s.retry_seeds) > MAX_ROWS:
+    if retry_slots(position.shape[0], run.k, s.retry_seeds) is None:
         return False
     g = run.generator  # a CUDA generator, where a graph can advance one
     registers = hasattr(torch.cuda.CUDAGraph, "register_generator_state")
     return g is None or (g.device.type == "cuda" and g.device == position.device and registers)
+
+
+def retry_slots(n_targets: int, k: int, retry_seeds: int) -> int | None:
+    """The retry slots per target of a program with random seeds: ``retry_seeds``, fewer where
+    ``n_targets * (k + retry_seeds)`` rows would pass :data:`MAX_ROWS` (down to
+    :data:`MIN_RETRY_SLOTS`, or ``retry_seeds`` if that is fewer); ``None`` where even those do
+    not fit (the rounds run such a call)."""
+    fit = min(retry_seeds, MAX_ROWS // max(n_targets, 1) - k)
+    return fit if fit >= min(MIN_RETRY_SLOTS, retry_seeds) else None
 
 
 def program(
@@ -114,7 +139,10 @@ def program(
         problem = run.make(position, rotmat, k)
         c = _run_chunks(solver, problem, problem.project(seeds), None)
         return evaluate(problem, c.best_q, c.iterations, (n_targets, k))
-    slots = k + s.retry_seeds
+    retry = retry_slots(n_targets, k, s.retry_seeds)
+    if retry is None:
+        raise ValueError(f"{n_targets} targets x {k} slots pass MAX_ROWS = {MAX_ROWS}")
+    slots = k + retry
     problem = run.make(position, rotmat, slots)
     chunks = -(-(s.max_iters + 1) // (s.sync_every or CUDA_SYNC_EVERY))
     drawn = _seeds(run, position, rotmat, slots, chunks)  # the first ones, each restart's
