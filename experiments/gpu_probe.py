@@ -139,6 +139,11 @@ PROFILED = {
     "graphs, fused step": {"fused_step": True, "fused_loop": False, "one_graph": False},
     "graphs, fused loop": {"fused_loop": True, "one_graph": False},
     "one graph": {"fused_loop": True, "one_graph": True},
+    "one graph, restarts in the kernel": {
+        "fused_loop": True,
+        "one_graph": True,
+        "fused_restarts": True,
+    },
     "eager": {"capture": False, "fused_step": False, "fused_loop": False, "one_graph": False},
 }
 """The fixed loops of :func:`profile_rows`: captured (each iteration's operations, one kernel
@@ -202,6 +207,10 @@ VARIANTS = {
                                              "retry_seeds": 2},
     "one graph, 2 + 8 slots, 40 iterations": {"fused_loop": True, "one_graph": True,
                                               "max_iters": 40},
+    "one graph, restarts in the kernel": {"fused_loop": True, "one_graph": True,
+                                          "fused_restarts": True},
+    "one graph, restarts in the kernel, chunks of 6": {"fused_loop": True, "one_graph": True,
+                                                       "fused_restarts": True, "sync_every": 6},
 }  # fmt: skip
 """Settings of the fixed loop (``LevenbergMarquardt(loop="fixed", ...)``) timed by
 :func:`variant_rows`: with each iteration in a kernel launch every iteration costs about the

@@ -413,7 +413,7 @@ def test_a_runner_is_not_reused_after_a_kernel_switch_or_backend_changes(panda, 
     robot = load_robot("panda", dtype=torch.float64, backend="reference")
     other = make_problem(robot, "panda_hand", targets[:, :3, 3], targets[:, :3, :3], 2, 1e-3,
                          0.01)  # fmt: skip
-    assert fixed._key(solver, other, q, 60, True)[-2:] == ("reference", (False, False))
+    assert fixed._key(solver, other, q, 60, True)[-2:] == ("reference", (False, False, False))
 
 
 def test_captures_happen_on_the_rows_device():

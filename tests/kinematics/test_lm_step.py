@@ -149,6 +149,24 @@ def test_lm_loop_checks_its_state_and_runs_nothing_on_an_empty_batch():
         fused.lm_loop(q, *args, {**state, "best_q": q.t().contiguous().t()}, **run)
     with pytest.raises(ValueError, match="lm_loop: weights must have shape"):
         fused.lm_loop(q, *args[:4], w[:3], *args[5:], state, **run)
+    marks = torch.zeros(2, dtype=torch.int32)
+    groups = dict(group=torch.arange(4) // 2, read=marks, write=marks.clone())
+    with pytest.raises(ValueError, match="lm_loop: groups must hold"):  # fresh needs attempt
+        fused.lm_loop(q, *args, state, **run, groups={**groups, "fresh": q.clone()})
+    with pytest.raises(ValueError, match="lm_loop: groups must hold"):  # and stall counters
+        fused.lm_loop(
+            q,
+            *args,
+            state,
+            **run,
+            groups={**groups, "fresh": q.clone(), "attempt": torch.zeros(4).long()},
+        )
+    with pytest.raises(ValueError, match=r"lm_loop: groups\['read'\] must be contiguous"):
+        fused.lm_loop(q, *args, state, **run, groups={**groups, "read": marks.long()})
+    with pytest.raises(ValueError, match=r"lm_loop: groups\['group'\] must be contiguous"):
+        fused.lm_loop(q, *args, state, **run, groups={**groups, "group": groups["group"][:3]})
+    with pytest.raises(ValueError, match="one entry per target"):
+        fused.lm_loop(q, *args, state, **run, groups={**groups, "write": marks[:1].clone()})
     before = q.clone()
     empty = {k: v[:0] if v.dim() else v for k, v in state.items()}
     fused.lm_loop(q[:0], robot.tree, link, position[:0], rotmat[:0], w, 0.1, robot.lower,

@@ -471,10 +471,18 @@ class IKSolver(ABC):
         chunk, which replays the kernels it captured. None by default."""
         return ()
 
-    def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool) -> bool:
+    def takes_groups(self, problem: IKProblem, q: Tensor) -> bool:
+        """Whether :meth:`fused_loop` takes ``groups``: the early stop over each target's
+        slots and the restarts in its kernel (see ``groups`` of
+        :func:`torchik.kinematics.fused.lm_loop`). ``False`` by default."""
+        return False
+
+    def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool,
+                   groups: dict[str, Tensor] | None = None) -> bool:  # fmt: skip
         """``n`` iterations of the fixed-shape loop on its carry ``c`` in one kernel, for
-        :mod:`torchik.ik.fixed`; ``False`` (the default: nothing done) where the solver has
-        none: then ``n`` calls of :func:`torchik.ik.fixed.iterate`."""
+        :mod:`torchik.ik.fixed` (with ``groups`` where :meth:`takes_groups`, for
+        :mod:`torchik.ik.captured`); ``False`` (the default: nothing done) where the solver
+        has none: then ``n`` calls of :func:`torchik.ik.fixed.iterate`."""
         return False
 
     @abstractmethod

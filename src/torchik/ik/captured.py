@@ -52,6 +52,7 @@ from torchik.ik.fixed import (
     _copy_into,
     advance,
     capturable,
+    finish_groups,
     on_device,
     on_side_stream,
     restart,
@@ -157,6 +158,8 @@ def _run_chunks(solver: Any, problem: Any, q: Tensor, restarts: Tensor | None) -
     s = solver.settings
     chunk, ids = s.sync_every or CUDA_SYNC_EVERY, torch.arange(q.shape[0], device=q.device)
     c = Carry.start(q, solver.initial_state(q), s.max_iters)
+    if solver.takes_groups(problem, q):
+        return _in_kernel(solver, problem, c, restarts)
     done, i = 0, 0
     while done < s.max_iters + 1:
         n = min(chunk, s.max_iters + 1 - done)
@@ -164,6 +167,32 @@ def _run_chunks(solver: Any, problem: Any, q: Tensor, restarts: Tensor | None) -
         done, i = done + n, i + 1
         if restarts is not None and done < s.max_iters + 1:
             restart(solver, c, _offer(restarts[i]), ids, masked=True)
+    return c
+
+
+def _in_kernel(solver: Any, problem: Any, c: Carry, restarts: Tensor | None) -> Carry:
+    """:func:`_run_chunks` with the early stop over each target's slots and the restarts in
+    the loop kernel (:meth:`IKSolver.takes_groups`; ``groups`` of
+    :func:`torchik.kinematics.fused.lm_loop`): per chunk one launch and the addition to
+    ``c.it``; the last chunk's early stop settled by :func:`finish_groups`. The targets marked
+    finished alternate between two buffers: a launch reads the previous one's marks and writes
+    its own into the other."""
+    s = solver.settings
+    chunk, track = s.sync_every or CUDA_SYNC_EVERY, restarts is not None
+    marks = [c.iterations.new_zeros(c.finished_groups.shape, dtype=torch.int32) for _ in "ab"]
+    done, i = 0, 0
+    while done < s.max_iters + 1:
+        n = min(chunk, s.max_iters + 1 - done)
+        groups = dict(group=problem.group, read=marks[i % 2], write=marks[1 - i % 2])
+        if restarts is not None:  # a row stalled by the last launch takes restarts[i]
+            groups.update(fresh=restarts[i], attempt=c.attempt)
+        taken = solver.fused_loop(problem, c, n, s.max_iters, track, groups=groups)
+        assert taken, "takes_groups said the loop kernel takes groups"
+        done, i = done + n, i + 1
+        if done < s.max_iters + 1:
+            c.it.add_(n)
+        else:
+            finish_groups(solver, problem, c, n, s.max_iters)
     return c
 
 

@@ -107,6 +107,12 @@ class LMSettings(SolverSettings):
             chunk is compiled by Numba (:func:`torchik.kinematics.native.lm_loop`, see
             :meth:`LevenbergMarquardt.compiled_loop`), and ``loop="auto"`` takes the fixed
             loop there for it.
+        fused_restarts: in the one-graph program on CUDA (``one_graph``,
+            :mod:`torchik.ik.captured`), the loop kernel also ends each target's slots once
+            one converged and restarts the stalled rows between chunks (``groups`` of
+            :func:`torchik.kinematics.fused.lm_loop`): one launch and one addition per chunk
+            instead of about 27 small kernels, the same answers bit for bit (tested in
+            Triton's interpreter). Off until a GPU has timed it.
     """
 
     max_iters: int = 60
@@ -121,14 +127,14 @@ class LMSettings(SolverSettings):
     mu_max: float = 1e4
     fused_step: bool = True
     fused_loop: bool = True
+    fused_restarts: bool = False
 
     def __post_init__(self) -> None:
         super().__post_init__()
         for name in ("damping", "damping_floor", "increase", "decrease", "mu_min", "mu_max"):
             check_float(name, getattr(self, name), 0.0)
-        check_bool("adaptive", self.adaptive)
-        check_bool("fused_step", self.fused_step)
-        check_bool("fused_loop", self.fused_loop)
+        for name in ("adaptive", "fused_step", "fused_loop", "fused_restarts"):
+            check_bool(name, getattr(self, name))
 
 
 class LevenbergMarquardt(IKSolver):
@@ -177,7 +183,8 @@ class LevenbergMarquardt(IKSolver):
     def kernel_switches(self, problem: IKProblem, q: Tensor) -> tuple:
         """Whether the fused step and Triton's loop kernel serve (see
         :meth:`IKSolver.kernel_switches`)."""
-        return self._fused_serves(problem, q), self._loop_kernel_serves(problem, q)
+        serves = self._fused_serves(problem, q), self._loop_kernel_serves(problem, q)
+        return (*serves, self.takes_groups(problem, q))
 
     def _kernels_take(self, problem: IKProblem) -> bool:
         """One link on a fixed base, no adaptive damping, and this class's own step and
@@ -230,12 +237,26 @@ class LevenbergMarquardt(IKSolver):
         angle = error[:, 3:].norm(dim=-1, keepdim=True)  # (B, 1): zeros for a position target
         return stepped, Linearization(error, angle, ((w * error) ** 2).sum(dim=-1))
 
-    def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool) -> bool:
+    def takes_groups(self, problem: IKProblem, q: Tensor) -> bool:
+        """``fused_restarts`` on, ``early_stop`` and Triton's loop kernel serving (see
+        :meth:`IKSolver.takes_groups`)."""
+        s = self.settings
+        serves = s.fused_restarts and s.fused_loop and s.early_stop
+        return serves and self._loop_kernel_serves(problem, q) and not self.initial_state(q)
+
+    def fused_loop(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool,
+                   groups: dict[str, Tensor] | None = None) -> bool:  # fmt: skip
         """``n`` iterations of the fixed-shape loop on the carry ``c`` in one kernel
         (:func:`torchik.kinematics.fused.lm_loop`; the early stop over each target's slots
-        follows in :func:`torchik.ik.fixed.finish_groups`); ``False`` (nothing done) where it
-        does not serve (see :class:`LMSettings` ``fused_loop``)."""
-        if self.settings.fused_loop and self._loop_kernel_serves(problem, c.q):
+        follows in :func:`torchik.ik.fixed.finish_groups`, or in the kernel with ``groups``);
+        ``False`` (nothing done) where it does not serve (see :class:`LMSettings`
+        ``fused_loop``)."""
+        if groups is not None:
+            if not self.takes_groups(problem, c.q):
+                return False
+            self._kernel_loop(fused, problem, c, n, max_iters, track, _aim(problem),
+                              groups=groups)  # fmt: skip
+        elif self.settings.fused_loop and self._loop_kernel_serves(problem, c.q):
             self._kernel_loop(fused, problem, c, n, max_iters, track, _aim(problem))
         elif self.compiled_loop(problem, c.q):
             self._compiled(problem, c, n, max_iters, track)

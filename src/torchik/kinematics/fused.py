@@ -634,12 +634,19 @@ the step's code does not use: its ``sc`` is the rotation residual's scale) and i
 
 
 def _lm_loop_kernel(
-    code: _Code, poses: tuple[bool, ...], wraps: tuple[bool, bool], track: bool
+    code: _Code,
+    poses: tuple[bool, ...],
+    wraps: tuple[bool, bool],
+    track: bool,
+    groups: bool = False,
+    fresh: bool = False,
 ) -> Any:
     """``n_iters`` Levenberg-Marquardt iterations of each row in one launch, its state in
     registers (see :func:`lm_loop`): per iteration the residual, the convergence test (every
     requested link within both tolerances), the best point, the stall counters (``track``)
-    and the step of the rows not finished."""
+    and the step of the rows not finished; with ``groups``, first the early stop of the
+    previous launch over each target's slots and (``fresh``) the restarts of its stalled
+    rows, and last each finished row's mark on its target."""
     dof = code.tree.dof
     code.load_q(list(range(dof)))
     for c in range(dof):
@@ -648,6 +655,8 @@ def _lm_loop_kernel(
         code.add(f"{name} = tl.load({name}_ptr + row, mask=ok, other=0)")
     code.add("fin = fin != 0")
     code.add("it0 = tl.load(it0_ptr)")
+    if groups:
+        _groups_start(code, dof, fresh)
     _load_inputs(code, poses, wraps)
     code.tile_axes(_width(dof))  # made before the loop: the stores after it use them
     pair = lambda name: f"((zero + {name}_hi) + {name}_lo)"  # noqa: E731 (a float64 constant)
@@ -689,10 +698,37 @@ def _lm_loop_kernel(
         code.add("late = (st >= patience) | ((age * 0 + attempt_iters > 0) & "
                  "(age >= attempt_iters))")  # fmt: skip
         code.add("tl.store(stalled_ptr + row, late & ~fin, mask=ok)")
+    if groups:  # read by the next launch: no program of this one reads what another marks
+        code.add("tl.atomic_or(write_ptr + grp, fin.to(tl.int32), mask=ok & fin)")
     state = ", ".join(f"{name}_ptr" for name, _ in _STATE + _STALLS)
     args = (f"{_LM_ARGS}, bq_ptr, {state}, stalled_ptr, it0_ptr, n_iters, max_iters, tolp_hi, "
-            "tolp_lo, tolr_hi, tolr_lo, keep_hi, keep_lo, patience, attempt_iters")  # fmt: skip
+            "tolp_lo, tolr_hi, tolr_lo, keep_hi, keep_lo, patience, attempt_iters, "
+            "group_ptr, read_ptr, write_ptr, fresh_ptr, attempt_ptr")  # fmt: skip
     return _compile(code.source("lm_loop", args), "lm_loop")
+
+
+def _groups_start(code: _Code, dof: int, fresh: bool) -> None:
+    """The start of a launch with ``groups`` (see :func:`lm_loop`): a row whose target had a
+    finished slot at the end of the previous launch (``read``) finishes, its ``iterations``
+    that launch's last where it never converged before it (as
+    :func:`torchik.ik.fixed.finish_groups`); with ``fresh``, a row still stalled takes its next
+    seed, its stall counters start over and its ``attempt`` counts one more (as
+    :func:`torchik.ik.fixed.restart`)."""
+    code.add("grp = tl.load(group_ptr + row, mask=ok, other=0)")
+    code.add("had = ok & (tl.load(read_ptr + grp, mask=ok, other=0) != 0)")
+    code.add("it = tl.where(had & (it == max_iters) & (it0 - 1 < max_iters), it0 - 1, it)")
+    code.add("fin = fin | had")
+    if not fresh:
+        return
+    code.add("rs = (tl.load(stalled_ptr + row, mask=ok, other=0) != 0) & ~fin")
+    for c in range(dof):
+        code.add(f"q{c} = tl.where(rs, tl.load(fresh_ptr + row * {dof} + {c}, mask=ok, "
+                 f"other=0.0), q{c})")  # fmt: skip
+    code.add('seedc = tl.where(rs, float("inf"), seedc)')
+    code.add("st = tl.where(rs, st * 0, st)")
+    code.add("age = tl.where(rs, age * 0, age)")
+    code.add("att = tl.load(attempt_ptr + row, mask=ok, other=0)")
+    code.add("tl.store(attempt_ptr + row, att + rs.to(att.dtype), mask=ok)")
 
 
 _WRITERS: dict[str, Callable[..., Any]] = {
@@ -990,6 +1026,7 @@ def lm_loop(
     patience: int = 4,
     min_improvement: float = 1e-3,
     attempt_iters: int = 0,
+    groups: dict[str, Tensor] | None = None,
 ) -> None:
     """``n_iters`` iterations of the fixed-shape IK loop with :func:`lm_step`'s step, in one
     kernel launch: every row's state stays in registers between iterations.
@@ -1033,15 +1070,29 @@ def lm_loop(
             ``min_improvement`` and ``attempt_iters``.
         min_improvement: see ``patience``.
         attempt_iters: see ``patience``.
+        groups: the early stop over each target's slots, and the restarts, in the kernel
+            too (left to the caller otherwise): ``group (B,)`` long, each row's target;
+            ``read (G,)`` and ``write (G,)`` int32, the targets with a finished slot after
+            the previous launch (read at the start: such a row finishes, its ``iterations``
+            the previous launch's last, ``it - 1``, if still ``max_iters``) and after this one
+            (each finished row's target marked at the end, atomically; pass the previous
+            launch's ``write`` as ``read``, and as ``write`` one that marks no target not yet
+            finished: zeros, or the previous launch's ``read``, as marks only grow); optionally ``fresh (B, D)`` with
+            ``attempt (B,)`` long and the stall counters in ``state``: a row ``stalled`` by the
+            previous launch and not finished takes its seed from ``fresh``, its ``seed_cost``
+            infinite, ``stall`` and ``age`` zero, ``attempt`` one more. After the last launch
+            the caller settles its early stop (:func:`torchik.ik.fixed.finish_groups`).
     """
     links, positions, rotmats = _link_targets(link, target_position, target_rotmat)
     named = dict(lower=lower, upper=upper, continuous=continuous, full_turn=full_turn)
     track = _check_link_targets(q, tree, positions, rotmats, weights, named, state)
+    extra = _check_groups(q, groups, track)
     if q.shape[0] == 0 or n_iters <= 0:
         return
     wraps = (continuous is not None, full_turn is not None)
     poses = tuple(r is not None for r in rotmats)
-    kernel, table = _prepared("lm_loop", tree, links, q, (poses, wraps, track))
+    options = (poses, wraps, track) + (() if groups is None else (True, "fresh" in groups))
+    kernel, table = _prepared("lm_loop", tree, links, q, options)
     position = positions[0] if len(links) == 1 else torch.stack(positions, dim=1)
     turns = [r for r in rotmats if r is not None]
     rotmat = None if not turns else turns[0] if len(turns) == 1 else torch.stack(turns, dim=1)
@@ -1054,7 +1105,36 @@ def lm_loop(
          *_float32_pair(damping_floor), lower.contiguous(), upper.contiguous(), *masks,
          state["best_q"], *rows, state["it"], n_iters, max_iters, *_float32_pair(tol_position),
          *_float32_pair(tol_rotation), *_float32_pair(1.0 - min_improvement), patience,
-         attempt_iters, q.shape[0])  # fmt: skip
+         attempt_iters, *extra, q.shape[0])  # fmt: skip
+
+
+def _check_groups(q: Tensor, groups: dict[str, Tensor] | None, track: bool) -> list[Tensor]:
+    """The pointers ``group, read, write, fresh, attempt`` of :func:`lm_loop` (``q`` for those
+    not given: never read), its ``groups`` checked (no value is read)."""
+    if groups is None:
+        return [q] * 5
+    batch, dof = q.shape
+    kinds = {"group": ((batch,), torch.long), "read": (None, torch.int32),
+             "write": (None, torch.int32), "fresh": ((batch, dof), q.dtype),
+             "attempt": ((batch,), torch.long)}  # fmt: skip
+    needed = {"group", "read", "write"} | ({"fresh", "attempt"} if "fresh" in groups else set())
+    if set(groups) != needed or ("fresh" in groups and not track):
+        raise ValueError(f"lm_loop: groups must hold {sorted(needed)} (fresh seeds with the "
+                         f"stall counters in state), got {sorted(groups)}")  # fmt: skip
+    for name, value in groups.items():
+        shape, dtype = kinds[name]
+        if (
+            (shape is not None and tuple(value.shape) != shape)
+            or value.dtype != dtype
+            or (value.device != q.device or not value.is_contiguous())
+        ):
+            raise ValueError(f"lm_loop: groups[{name!r}] must be contiguous {dtype} "
+                             f"{shape or '(G,)'} on {q.device}, got {value.dtype} "
+                             f"{tuple(value.shape)} on {value.device}")  # fmt: skip
+    if groups["read"].shape != groups["write"].shape or groups["read"].dim() != 1:
+        raise ValueError("lm_loop: groups' read and write must be (G,), one entry per target")
+    return [groups[k] if k in groups else q for k in ("group", "read", "write", "fresh",
+                                                       "attempt")]  # fmt: skip
 
 
 def _link_targets(link, position, rotmat) -> tuple[tuple[int, ...], list, list]:
