@@ -15,6 +15,7 @@ from torchik import load_robot, solve_ik
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik import LevenbergMarquardt, captured, refine_samples
 from torchik.ik.rounds import Run
+from torchik.ik import seeding
 from torchik.ik.seeding import nearest_in_pools, nearest_per_slot
 
 LINK = "panda_hand"
@@ -223,7 +224,7 @@ def test_restarts_in_the_loop_kernel_give_the_programs_answers_bit_for_bit(given
     assert bool(new.finished.any()) and not bool(new.finished.all())  # early stops, and not all
 
 
-def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda):
+def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda, monkeypatch):
     """Draw ``d``, target ``t``, slot ``s`` picks from pool ``d * S + s`` of one draw of
     ``D * S`` pools: what :func:`nearest_in_pools` picks there."""
     targets = _targets(panda, 9, seed=4)
@@ -238,6 +239,10 @@ def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda):
                                     pool[d], rows % 3, 0.3)  # fmt: skip
         assert torch.equal(seeds[d], expected)
     assert seeds.shape == (2, 27, 7) and not torch.equal(seeds[0], seeds[1])
+    monkeypatch.setattr(seeding, "ONE_PRODUCT", 0)  # one product per draw: the same seeds
+    again = nearest_per_slot(panda, LINK, position, rotmat, 3, 64, 0.3,
+                             torch.Generator().manual_seed(5), draws=2)  # fmt: skip
+    assert torch.equal(again, seeds)
     assert nearest_per_slot(panda, LINK, position, None, 2, 8, 0.3).shape == (1, 18, 7)
 
 

@@ -18,6 +18,7 @@ from torchik.robot.robot import Robot
 
 __all__ = [
     "MAX_POOLS",
+    "ONE_PRODUCT",
     "Seeder",
     "nearest_in_pools",
     "nearest_per_slot",
@@ -64,6 +65,12 @@ def nearest_in_pools(
     return pool[which, _nearest(a, b, which, batched=pool.device.type != "cpu")]
 
 
+ONE_PRODUCT = 1 << 22
+"""The most distances (``draws * slots * pool_size * T``, float32: 16 MiB) that
+:func:`nearest_per_slot` forms in one product; more take one product per draw (a solve of one
+pose made two kernels per draw)."""
+
+
 def nearest_per_slot(
     robot: Robot,
     link: str,
@@ -78,7 +85,8 @@ def nearest_per_slot(
     """For every draw, target and slot, the nearest member (see :func:`nearest_in_pools`) of a
     random pool of its own: the slots of a target never share a pool, nor do two draws. Every
     shape is fixed and nothing is read back to the host: one FK of ``draws * slots *
-    pool_size`` configurations and one ``(slots * pool_size, T)`` distance product per draw,
+    pool_size`` configurations and one distance product (one per draw where they would pass
+    :data:`ONE_PRODUCT` distances),
     for a solve captured in a CUDA graph (:mod:`torchik.ik.captured`, which draws its first
     seeds and every restart's at once).
 
@@ -95,9 +103,12 @@ def nearest_per_slot(
     pool = robot.random_configuration(draws * slots * pool_size, generator)
     a, b = _features(robot, link, position, rotmat, pool, rotation_weight)
     b = b.view(draws, slots * pool_size, -1)
-    best = torch.stack(
-        [(b[d] @ a.T).view(slots, pool_size, -1).argmin(dim=1) for d in range(draws)]
-    )  # (D, S, T): one (S * P, T) product at a time
+    if draws * slots * pool_size * n_targets <= ONE_PRODUCT:  # every draw at once
+        best = (b @ a.T).view(draws, slots, pool_size, -1).argmin(dim=2)
+    else:  # (D, S, T): one (S * P, T) product at a time
+        best = torch.stack(
+            [(b[d] @ a.T).view(slots, pool_size, -1).argmin(dim=1) for d in range(draws)]
+        )
     pool = pool.view(draws, slots, pool_size, dof)
     chosen = pool.gather(2, best[..., None].expand(-1, -1, -1, dof))  # (D, S, T, dof)
     return chosen.transpose(1, 2).reshape(draws, n_targets * slots, dof)
