@@ -13,9 +13,8 @@ import torch
 from tests.ik.recorder import Recorder
 from torchik import load_robot, solve_ik
 from torchik.geometry.rotations import geodesic_distance
-from torchik.ik import LevenbergMarquardt, captured, refine_samples
+from torchik.ik import LevenbergMarquardt, captured, refine_samples, seeding
 from torchik.ik.rounds import Run
-from torchik.ik import seeding
 from torchik.ik.seeding import nearest_in_pools, nearest_per_slot
 
 LINK = "panda_hand"

@@ -1077,11 +1077,12 @@ def lm_loop(
             the previous launch's last, ``it - 1``, if still ``max_iters``) and after this one
             (each finished row's target marked at the end, atomically; pass the previous
             launch's ``write`` as ``read``, and as ``write`` one that marks no target not yet
-            finished: zeros, or the previous launch's ``read``, as marks only grow); optionally ``fresh (B, D)`` with
-            ``attempt (B,)`` long and the stall counters in ``state``: a row ``stalled`` by the
-            previous launch and not finished takes its seed from ``fresh``, its ``seed_cost``
-            infinite, ``stall`` and ``age`` zero, ``attempt`` one more. After the last launch
-            the caller settles its early stop (:func:`torchik.ik.fixed.finish_groups`).
+            finished: zeros, or the previous launch's ``read``, as marks only grow);
+            optionally ``fresh (B, D)`` with ``attempt (B,)`` long and the stall counters in
+            ``state``: a row ``stalled`` by the previous launch and not finished takes its
+            seed from ``fresh``, its ``seed_cost`` infinite, ``stall`` and ``age`` zero,
+            ``attempt`` one more. After the last launch the caller settles its early stop
+            (:func:`torchik.ik.fixed.finish_groups`).
     """
     links, positions, rotmats = _link_targets(link, target_position, target_rotmat)
     named = dict(lower=lower, upper=upper, continuous=continuous, full_turn=full_turn)
