@@ -1,9 +1,9 @@
 #!/usr/bin/env bash
 # `make gpu-check`: everything only a GPU machine can check, in one call of at most 8 minutes
 # (issue 34's goal): each step has its own limit, cut to what is left of BUDGET (480 s from the
-# script's start); a step with under 10 s left does not start and is reported. Run from the repository root on the GPU machine,
-# with the Python that holds its CUDA torch and Triton (no .venv: such a machine has no package
-# registry):
+# script's start); a step with under 10 s left does not start and is reported. Run from the
+# repository root on the GPU machine, with the Python that holds its CUDA torch and Triton (no
+# .venv: such a machine has no package registry):
 #
 #   OUT=/where/results/go bash scripts/gpu_check.sh            # PY=python3 by default
 #   PY=.venv/bin/python bash scripts/gpu_check.sh --dry-run    # here: the same steps, tiny, CPU
@@ -15,19 +15,22 @@
 # 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, the
 #    bundled model's samples, timed with CUDA events -> $OUT/gpu.md, gpu.json (rewritten after
 #    every group of rows);
-# 3. on request (STEPS names probe): benchmarks/gpu_probe.py, one IK solve under the profiler
+# 3. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows with
+#    Triton's loop kernel -> $OUT/gpu_wholebody.md (its G1 kernel, 29 joints and two links,
+#    took 76 s to compile for sm_90 with Triton 3.9 on this project's CPU machine);
+# 4. on request (STEPS names probe): benchmarks/gpu_probe.py, one IK solve under the profiler
 #    per loop (kernels, GPU time, host reads) and settings of the fixed loop timed ->
 #    $OUT/gpu_probe.md, .json;
-# 4. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
+# 5. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
 #    batch 4096, fp32 / bf16 / on-device stream / CUDA graphs -> $OUT/train_speed_cuda.md, .json;
-# 5. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
+# 6. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
 #    saying which).
 # TORCHIK_GIT_COMMIT=<commit> names the commit in the results' stamps where the machine's copy of
 # the tree carries another commit's git data (a GPU machine's copy does): pass `git rev-parse
 # --short HEAD` from the checkout that sent it.
-# STEPS picks steps by name (default "tests gpu train_speed suite"; STEPS="tests gpu probe" for
-# the IK work). Each step has its own time limit; a failed step is reported and the next one
-# still runs; the exit status is 1 if any step failed. Everything printed is also in
+# STEPS picks steps by name (default "tests gpu train_speed suite"; STEPS="tests gpu probe
+# wholebody_triton" for the IK work, with BUDGET=570). Each step has its own time limit; a failed
+# step is reported and the next one still runs; the exit status is 1 if any step failed. Everything printed is also in
 # $OUT/gpu_check.log. Copy $OUT's files into benchmarks/results/ afterwards.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -94,6 +97,10 @@ run tests 240 "$PY" -m pytest -q -rfEs -n "$workers" -p no:cacheprovider --durat
 
 step "kinematics and IK throughput (benchmarks/gpu.py)"
 run gpu 120 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
+
+step "whole-body IK on Triton's loop kernel (benchmarks/gpu.py --only wholebody wholebody_triton)"
+run wholebody_triton 150 "$PY" benchmarks/gpu.py --only wholebody wholebody_triton "${quick[@]}" \
+  --name gpu_wholebody --out "$OUT"
 
 step "IK solves profiled, fixed-loop settings (benchmarks/gpu_probe.py)"
 run probe 100 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"
