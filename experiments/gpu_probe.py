@@ -222,10 +222,23 @@ def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dic
     """Full-pose IK of ``n`` poses (each of ``sizes``) by each of :data:`VARIANTS`, timed and
     scored as ``benchmarks/gpu.py``'s IK rows (:func:`experiments.gpu.ik_rows`)."""
     from experiments.gpu import ik_rows
+    from torchik.ik import captured
 
-    return ik_rows(robot, link, sizes, seconds, loops={
+    rows = ik_rows(robot, link, sizes, seconds, loops={
         name: {"loop": "fixed", **settings} for name, settings in VARIANTS.items()
     })  # fmt: skip
+    saved, captured.MAX_ROWS = captured.MAX_ROWS, ROWS_BEYOND
+    try:  # larger calls in one graph: what a higher MAX_ROWS would give
+        loops = {f"one graph, MAX_ROWS {ROWS_BEYOND}": {"loop": "fixed", "one_graph": True}}
+        rows += ik_rows(robot, link, [n for n in sizes if n * 10 > saved], seconds, loops)
+    finally:
+        captured.MAX_ROWS = saved
+    return rows
+
+
+ROWS_BEYOND = 1 << 20
+"""``MAX_ROWS`` of :func:`variant_rows`' last row: the sizes whose 2 + 8 slots per target pass
+the default run in one graph too."""
 
 
 def _profiled(call, cuda: bool) -> dict:
