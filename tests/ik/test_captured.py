@@ -325,13 +325,15 @@ def test_the_setting_is_checked():
 
 @pytest.mark.cuda
 @pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device (CI has none)")
-@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_the_program_is_captured_once_and_replayed_without_a_sync(dtype):
+@pytest.mark.parametrize(("dtype", "restarts"), [(torch.float32, False), (torch.float64, False),
+                                                (torch.float32, True)])  # fmt: skip
+def test_the_program_is_captured_once_and_replayed_without_a_sync(dtype, restarts):
     """First call eager, second captures, later ones replay the same graph, with no host sync;
-    each call's answer is its own targets' (FK of the returned slots)."""
+    each call's answer is its own targets' (FK of the returned slots); also with the restarts
+    in the loop kernel (``fused_restarts``: its atomics inside a graph)."""
     robot = load_robot("panda", dtype=dtype).to("cuda")
     captured._Program._cache.clear()
-    method = LevenbergMarquardt(one_graph=True)
+    method = LevenbergMarquardt(one_graph=True, fused_restarts=restarts)
     for seed in range(4):
         targets = _targets(robot, 300, seed=10 + seed).to("cuda")
         result = solve_ik(robot, targets, method=method)
@@ -348,8 +350,9 @@ def test_the_program_is_captured_once_and_replayed_without_a_sync(dtype):
         torch.cuda.set_sync_debug_mode("default")
     targets = _targets(robot, 50, seed=20).to("cuda")
     seeds = robot.random_configuration(50 * 4).view(50, 4, 7)
-    refining = LevenbergMarquardt(one_graph=True, fused_loop=True)
-    rounds = refine_samples(robot, targets, seeds, method=LevenbergMarquardt(fused_loop=True))
+    refining = LevenbergMarquardt(one_graph=True, fused_loop=True, fused_restarts=restarts)
+    in_rounds = LevenbergMarquardt(fused_loop=True, one_graph=False)
+    rounds = refine_samples(robot, targets, seeds, method=in_rounds)
     for _ in range(3):  # eager, captured, replayed: the rounds' answers each time
         got = refine_samples(robot, targets, seeds, method=refining)
         assert torch.equal(got.success, rounds.success)

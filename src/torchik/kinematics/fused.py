@@ -689,6 +689,17 @@ def _lm_loop_kernel(
     for c in range(dof):
         code.add(f"q{c} = tl.where(fin, q{c}, p{c})")
     code.depth = 1
+    _lm_loop_stores(code, dof, track, groups)
+    state = ", ".join(f"{name}_ptr" for name, _ in _STATE + _STALLS)
+    args = (f"{_LM_ARGS}, bq_ptr, {state}, stalled_ptr, it0_ptr, n_iters, max_iters, tolp_hi, "
+            "tolp_lo, tolr_hi, tolr_lo, keep_hi, keep_lo, patience, attempt_iters, "
+            "group_ptr, read_ptr, write_ptr, fresh_ptr, attempt_ptr")  # fmt: skip
+    return _compile(code.source("lm_loop", args), "lm_loop")
+
+
+def _lm_loop_stores(code: _Code, dof: int, track: bool, groups: bool) -> None:
+    """The end of :func:`_lm_loop_kernel`: ``q``, the best point and the state stored, with
+    the stall verdict (``track``) and each finished row's mark on its target (``groups``)."""
     code.store_tile("q_ptr", dof, 0, [f"q{c}" for c in range(dof)])
     code.store_tile("bq_ptr", dof, 0, [f"bq{c}" for c in range(dof)])
     for name, _ in _STATE + (_STALLS if track else ()):
@@ -700,11 +711,6 @@ def _lm_loop_kernel(
         code.add("tl.store(stalled_ptr + row, late & ~fin, mask=ok)")
     if groups:  # read by the next launch: no program of this one reads what another marks
         code.add("tl.atomic_or(write_ptr + grp, fin.to(tl.int32), mask=ok & fin)")
-    state = ", ".join(f"{name}_ptr" for name, _ in _STATE + _STALLS)
-    args = (f"{_LM_ARGS}, bq_ptr, {state}, stalled_ptr, it0_ptr, n_iters, max_iters, tolp_hi, "
-            "tolp_lo, tolr_hi, tolr_lo, keep_hi, keep_lo, patience, attempt_iters, "
-            "group_ptr, read_ptr, write_ptr, fresh_ptr, attempt_ptr")  # fmt: skip
-    return _compile(code.source("lm_loop", args), "lm_loop")
 
 
 def _groups_start(code: _Code, dof: int, fresh: bool) -> None:
