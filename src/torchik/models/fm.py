@@ -88,6 +88,7 @@ from torchik.checks import (
     check_float,
     check_int,
 )
+from torchik.ik.fixed import on_side_stream
 from torchik.learn.spec import ProblemSpec
 from torchik.models.common import ACTIVATIONS, JointModel
 from torchik.models.registry import register
@@ -588,11 +589,7 @@ class _Graphed:
         def run() -> Tensor:
             return run_steps(sampler, velocity, self.x)
 
-        side = torch.cuda.Stream(x.device)  # warm up on a side stream, as capture wants
-        side.wait_stream(torch.cuda.current_stream(x.device))
-        with torch.cuda.stream(side):
-            run()
-        torch.cuda.current_stream(x.device).wait_stream(side)
+        on_side_stream(run)  # the warm-up a capture wants (x's device is the current one)
         self.graph = torch.cuda.CUDAGraph()
         with torch.cuda.graph(self.graph):
             self.out = run()
