@@ -245,6 +245,20 @@ def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda, monkeypatch):
     assert nearest_per_slot(panda, LINK, position, None, 2, 8, 0.3).shape == (1, 18, 7)
 
 
+def test_pools_serve_up_to_max_pools_slots(panda):
+    """``pooled``: a pool, and at most ``MAX_POOLS`` slots per target; ``nearest_seeder``
+    gives uniform seeds otherwise (each row's own draw, not a pool's nearest member)."""
+    assert seeding.pooled(seeding.MAX_POOLS, 256) and seeding.pooled(1, 1)
+    assert not seeding.pooled(seeding.MAX_POOLS + 1, 256) and not seeding.pooled(2, 0)
+    targets = _targets(panda, 2, seed=5)
+    rows, attempt = torch.arange(4), torch.zeros(4, dtype=torch.long)
+    for size in (0, 64):
+        seeder = seeding.nearest_seeder(panda, LINK, targets[:, :3, 3], targets[:, :3, :3], 2,
+                                        size, 0.3, torch.Generator().manual_seed(1))  # fmt: skip
+        uniform = seeding.uniform_seeder(panda, torch.Generator().manual_seed(1))
+        assert torch.equal(seeder(rows, attempt), uniform(rows, attempt)) is (size == 0)
+
+
 def test_which_calls_the_program_takes(panda, monkeypatch):
     """Where chunks are captured (CUDA; forced here): random seeds with restarts and rounds,
     ``one_graph`` on, no boxes, at most ``MAX_ROWS`` rows, no generator the graph cannot

@@ -59,7 +59,7 @@ from torchik.ik.fixed import (
 )
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, evaluate
-from torchik.ik.seeding import MAX_POOLS, Seeder, nearest_per_slot
+from torchik.ik.seeding import Seeder, nearest_per_slot, pooled
 
 __all__ = [
     "MAX_PROGRAMS",
@@ -206,7 +206,7 @@ def _seeds(run: Run, position: Tensor, rotmat: Tensor | None, slots: int, draws:
     uniform where the rounds' would be (no pool, or more than
     :data:`~torchik.ik.seeding.MAX_POOLS` slots asked for)."""
     robot, g, n = run.robot, run.generator, position.shape[0] * slots
-    if not run.seed_pool or run.k > MAX_POOLS:
+    if not pooled(run.k, run.seed_pool):
         return robot.random_configuration(draws * n, g).view(draws, n, robot.dof)
     w = run.solver.settings.rotation_weight
     return nearest_per_slot(robot, run.link, position, rotmat, slots, run.seed_pool, w, g, draws)

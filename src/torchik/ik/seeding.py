@@ -23,6 +23,7 @@ __all__ = [
     "nearest_in_pools",
     "nearest_per_slot",
     "nearest_seeder",
+    "pooled",
     "uniform_seeder",
 ]
 
@@ -30,6 +31,13 @@ MAX_POOLS = 8
 """Above this many slots per target, :func:`nearest_seeder` gives uniform random seeds."""
 
 Seeder = Callable[[Tensor, Tensor], Tensor]
+
+
+def pooled(slots: int, pool_size: int) -> bool:
+    """Whether ``slots`` per target take seeds from pools of ``pool_size`` nearest
+    configurations: a pool at all, and at most :data:`MAX_POOLS` slots (uniform random seeds
+    otherwise; see :func:`nearest_seeder`)."""
+    return pool_size > 0 and slots <= MAX_POOLS
 """``(rows (n,), attempt (n,)) -> (n, dof)``: the seeds of attempt ``attempt`` (0 for the
 first seed, 1 for the first restart, ...) of the given rows."""
 
@@ -171,7 +179,7 @@ def nearest_seeder(
         pool_size: configurations per pool.
     """
 
-    if slots > MAX_POOLS:
+    if not pooled(slots, pool_size):
         return uniform_seeder(robot, generator)
 
     def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
