@@ -38,6 +38,8 @@ def pooled(slots: int, pool_size: int) -> bool:
     configurations: a pool at all, and at most :data:`MAX_POOLS` slots (uniform random seeds
     otherwise; see :func:`nearest_seeder`)."""
     return pool_size > 0 and slots <= MAX_POOLS
+
+
 """``(rows (n,), attempt (n,)) -> (n, dof)``: the seeds of attempt ``attempt`` (0 for the
 first seed, 1 for the first restart, ...) of the given rows."""
 
