@@ -31,9 +31,10 @@ class IKResult:
 
     Every ``q`` is within the joint limits (continuous joints in (-π, π]); ``success`` and the
     errors come from forward kinematics of the returned ``q``. Slots that did not succeed hold
-    their best effort (the lowest weighted pose error met). With random seeds in rounds the
-    ``K`` slots are the best ``K`` of every seed tried for the target; with given seeds under
-    ``early_stop``, slots that were not needed hold their (projected) seed, ``iterations`` 0.
+    their best effort (the lowest weighted pose error met). With random seeds the ``K`` slots
+    are the best ``K`` of every seed tried for the target, best first (successes, then by
+    error: :meth:`top`); with given seeds they follow the seeds, and under ``early_stop``
+    slots that were not needed hold their (projected) seed, ``iterations`` 0.
 
     Attributes:
         q: ``(..., K, dof)`` joint values.

@@ -74,7 +74,8 @@ class Run:
         return self.make(position, rotmat, k, bounds=bounds)
 
     def random(self) -> IKResult:
-        """Random seeds; with restarts and ``early_stop``, in rounds."""
+        """Random seeds; with restarts and ``early_stop``, in rounds. Each target's slots come
+        back best first (:meth:`IKResult.top`), as from the one-graph program."""
         s, k = self.solver.settings, self.k
         problem = self.problem(k)
         seeder = _seeder(problem, k, self.seed_pool, self.solver, self.generator)
@@ -82,7 +83,7 @@ class Run:
         rounds = self.staged and self.restarts
         iters = min(s.round_iters, s.max_iters) if rounds else s.max_iters  # a hard cap
         result = _run(self.solver, problem, q0, seeder if self.restarts else None, iters, 0, k)
-        return self.retry(result, iters) if rounds else result
+        return (self.retry(result, iters) if rounds else result).top(k)
 
     def given(self, q0: Tensor) -> IKResult:
         """Given seeds ``(T * K, dof)``: lazily in rounds under ``early_stop``, then random
