@@ -86,3 +86,22 @@ def test_given_seeds_without_restarts_use_the_whole_budget(panda, k):
     if k == 1:  # one slot per target: early stop changes nothing
         assert torch.equal(out[True].success, out[False].success)
         assert torch.equal(out[True].q, out[False].q)
+
+
+@pytest.mark.parametrize("loop", ["host", "fixed"])
+def test_random_seeds_come_back_best_first(panda, loop):
+    """Each target's slots best first, on either loop: no success after a failure, and each
+    kind ordered by error normalised by the tolerances (``IKResult.top``); the slot a user reads
+    first (``q[:, 0]``) succeeds wherever one does. Few iterations, so that some slots fail."""
+    robot, g = panda[0], torch.Generator().manual_seed(3)
+    targets = robot.forward_kinematics(robot.random_configuration(60, g), "panda_hand")
+    method = torchik.ik.LevenbergMarquardt(loop=loop, max_iters=8, round_iters=4)
+    result = solve_ik(robot, targets, "panda_hand", num_seeds=4, method=method, generator=g)
+    ok = result.success
+    assert bool(ok.any()) and not bool(ok.all())
+    assert not bool((ok[:, 1:] & ~ok[:, :-1]).any())  # no success after a failure
+    assert torch.equal(ok[:, 0], ok.any(-1))
+    r = result
+    score = r.position_error / r.tol_position + r.rotation_error / r.tol_rotation
+    same = ok[:, 1:] == ok[:, :-1]
+    assert not bool((same & (score[:, 1:] < score[:, :-1])).any())
