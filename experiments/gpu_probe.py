@@ -190,19 +190,9 @@ def profile_rows(robot, g1, link: str, sizes: list[int], cuda: bool) -> list[dic
 
 
 VARIANTS = {
-    "fused step, rounds of 10, chunks of 8": {"fused_step": True, "fused_loop": False,
-                                              "sync_every": 8, "one_graph": False},
-    "fused loop, rounds of 10, chunks of 8": {"fused_loop": True, "sync_every": 8,
-                                              "one_graph": False},
     "fused loop, rounds of 10, chunks of 11": {"fused_loop": True, "sync_every": 11,
                                                "one_graph": False},
-    "fused loop, rounds of 20, chunks of 10": {"fused_loop": True, "round_iters": 20,
-                                               "sync_every": 10, "one_graph": False},
-    "fused loop, one round, chunks of 12": {"fused_loop": True, "round_iters": 0,
-                                            "sync_every": 12, "one_graph": False},
     "one graph, 2 + 8 slots, chunks of 11": {"fused_loop": True, "one_graph": True},
-    "one graph, 2 + 8 slots, chunks of 6": {"fused_loop": True, "one_graph": True,
-                                            "sync_every": 6},
     "one graph, 2 + 2 slots, chunks of 11": {"fused_loop": True, "one_graph": True,
                                              "retry_seeds": 2},
     "one graph, 2 + 8 slots, 40 iterations": {"fused_loop": True, "one_graph": True,
@@ -211,11 +201,13 @@ VARIANTS = {
                                           "fused_restarts": True},
     "one graph, restarts in the kernel, chunks of 6": {"fused_loop": True, "one_graph": True,
                                                        "fused_restarts": True, "sync_every": 6},
+    "one graph, restarts in the kernel, 40 iterations": {"fused_loop": True, "one_graph": True,
+                                                         "fused_restarts": True, "max_iters": 40},
 }  # fmt: skip
 """Settings of the fixed loop (``LevenbergMarquardt(loop="fixed", ...)``) timed by
-:func:`variant_rows`: with each iteration in a kernel launch every iteration costs about the
-same; with chunks in one kernel, the rounds (each a host round trip with its own set-up) and
-the host reads between chunks are what is left to trade against success."""
+:func:`variant_rows`: the rounds' default (the settings of earlier runs that lost are in git
+history and ``benchmarks/results/gpu_probe.md`` of 2026-11-28), the one-graph program with
+fewer slots or iterations, and with the restarts in the loop kernel (``fused_restarts``)."""
 
 
 def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dict[str, Any]]:
