@@ -426,3 +426,13 @@ def test_captures_happen_on_the_rows_device():
     assert isinstance(on_device(torch.device("cpu")), contextlib.nullcontext)
     chosen = on_device(torch.device("cuda", 1))
     assert isinstance(chosen, torch.cuda.device) and chosen.idx == 1
+
+
+def test_chunks_cover_every_evaluation_once():
+    """``max_iters`` steps are ``max_iters + 1`` evaluations, in chunks of ``chunk``, the last
+    one shorter where they do not divide."""
+    from torchik.ik.fixed import chunks
+
+    assert chunks(60, 11) == [11] * 5 + [6]
+    assert chunks(21, 11) == [11, 11] and chunks(10, 11) == [11] and chunks(0, 11) == [1]
+    assert all(sum(chunks(m, c)) == m + 1 for m in range(40) for c in range(1, 13))

@@ -52,6 +52,7 @@ from torchik.ik.fixed import (
     _copy_into,
     advance,
     capturable,
+    chunks,
     finish_groups,
     on_device,
     on_side_stream,
@@ -145,8 +146,8 @@ def program(
         raise ValueError(f"{n_targets} targets x {k} slots pass MAX_ROWS = {MAX_ROWS}")
     slots = k + retry
     problem = run.make(position, rotmat, slots)
-    chunks = -(-(s.max_iters + 1) // (s.sync_every or CUDA_SYNC_EVERY))
-    drawn = _seeds(run, position, rotmat, slots, chunks)  # the first ones, each restart's
+    draws = len(_chunks(s))
+    drawn = _seeds(run, position, rotmat, slots, draws)  # the first ones, each restart's
     c = _run_chunks(solver, problem, problem.project(drawn[0]), drawn)
     return evaluate(problem, c.best_q, c.iterations, (n_targets, slots)).top(k)
 
@@ -155,19 +156,22 @@ def _run_chunks(solver: Any, problem: Any, q: Tensor, restarts: Tensor | None) -
     """Every chunk of the fixed loop from ``q``, as :func:`torchik.ik.fixed.run_fixed` runs
     them but without its host reads: all of them, with ``restarts (chunks, N, dof)`` offered
     to the stalled rows between chunks (``None``: no restarts)."""
-    s = solver.settings
-    chunk, ids = s.sync_every or CUDA_SYNC_EVERY, torch.arange(q.shape[0], device=q.device)
+    s, ids = solver.settings, torch.arange(q.shape[0], device=q.device)
     c = Carry.start(q, solver.initial_state(q), s.max_iters)
     if solver.takes_groups(problem, q):
         return _in_kernel(solver, problem, c, restarts)
-    done, i = 0, 0
-    while done < s.max_iters + 1:
-        n = min(chunk, s.max_iters + 1 - done)
+    sizes = _chunks(s)
+    for i, n in enumerate(sizes):
         advance(solver, problem, c, n, s.max_iters, track=restarts is not None)
-        done, i = done + n, i + 1
-        if restarts is not None and done < s.max_iters + 1:
-            restart(solver, c, _offer(restarts[i]), ids, masked=True)
+        if restarts is not None and i + 1 < len(sizes):  # the next chunk's seeds
+            restart(solver, c, _offer(restarts[i + 1]), ids, masked=True)
     return c
+
+
+def _chunks(s: Any) -> list[int]:
+    """The program's chunk lengths (:func:`torchik.ik.fixed.chunks` of ``sync_every``, or
+    :data:`~torchik.ik.base.CUDA_SYNC_EVERY`); a restart's seeds are drawn for each."""
+    return chunks(s.max_iters, s.sync_every or CUDA_SYNC_EVERY)
 
 
 def _in_kernel(solver: Any, problem: Any, c: Carry, restarts: Tensor | None) -> Carry:
@@ -177,19 +181,16 @@ def _in_kernel(solver: Any, problem: Any, c: Carry, restarts: Tensor | None) -> 
     ``c.it``; the last chunk's early stop settled by :func:`finish_groups`. The targets marked
     finished alternate between two buffers: a launch reads the previous one's marks and writes
     its own into the other."""
-    s = solver.settings
-    chunk, track = s.sync_every or CUDA_SYNC_EVERY, restarts is not None
+    s, track = solver.settings, restarts is not None
     marks = [c.iterations.new_zeros(c.finished_groups.shape, dtype=torch.int32) for _ in "ab"]
-    done, i = 0, 0
-    while done < s.max_iters + 1:
-        n = min(chunk, s.max_iters + 1 - done)
+    sizes = _chunks(s)
+    for i, n in enumerate(sizes):
         groups = dict(group=problem.group, read=marks[i % 2], write=marks[1 - i % 2])
         if restarts is not None:  # a row stalled by the last launch takes restarts[i]
             groups.update(fresh=restarts[i], attempt=c.attempt)
         taken = solver.fused_loop(problem, c, n, s.max_iters, track, groups=groups)
         assert taken, "takes_groups said the loop kernel takes groups"
-        done, i = done + n, i + 1
-        if done < s.max_iters + 1:
+        if i + 1 < len(sizes):
             c.it.add_(n)
         else:
             finish_groups(solver, problem, c, n, s.max_iters)

@@ -42,6 +42,7 @@ __all__ = [
     "Carry",
     "MAX_GRAPHS",
     "advance",
+    "chunks",
     "finish_groups",
     "on_device",
     "on_side_stream",
@@ -241,17 +242,22 @@ def run_fixed(
     with on_device(q.device):  # graphs are captured and replayed on the rows' device
         runner = _Runner.for_(solver, problem, carry, max_iters, track)
         c = runner.carry
-        evaluations = 0
-        while evaluations < max_iters + 1:
-            n = min(chunk, max_iters + 1 - evaluations)
+        sizes = chunks(max_iters, chunk)
+        for i, n in enumerate(sizes):
             runner.run(n)
-            evaluations += n
             done, stalled = torch.stack((c.finished.all(), c.stalled.any())).tolist()  # a read
             if done:
                 break
-            if track and stalled and evaluations < max_iters + 1:  # fresh seeds cost an FK
+            if track and stalled and i + 1 < len(sizes):  # fresh seeds cost an FK
                 restart(solver, c, reseed, ids)  # type: ignore[arg-type]
     return c.best_q.clone(), c.iterations.clone()
+
+
+def chunks(max_iters: int, chunk: int) -> list[int]:
+    """The lengths of the chunks of ``chunk`` iterations that make the fixed loop's
+    ``max_iters + 1`` evaluations (the last one shorter where ``chunk`` does not divide)."""
+    full, rest = divmod(max_iters + 1, chunk)
+    return [chunk] * full + ([rest] if rest else [])
 
 
 def on_device(device: torch.device) -> Any:
