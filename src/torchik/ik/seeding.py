@@ -31,6 +31,8 @@ MAX_POOLS = 8
 """Above this many slots per target, :func:`nearest_seeder` gives uniform random seeds."""
 
 Seeder = Callable[[Tensor, Tensor], Tensor]
+"""``(rows (n,), attempt (n,)) -> (n, dof)``: the seeds of attempt ``attempt`` (0 for the
+first seed, 1 for the first restart, ...) of the given rows."""
 
 
 def pooled(slots: int, pool_size: int) -> bool:
@@ -38,10 +40,6 @@ def pooled(slots: int, pool_size: int) -> bool:
     configurations: a pool at all, and at most :data:`MAX_POOLS` slots (uniform random seeds
     otherwise; see :func:`nearest_seeder`)."""
     return pool_size > 0 and slots <= MAX_POOLS
-
-
-"""``(rows (n,), attempt (n,)) -> (n, dof)``: the seeds of attempt ``attempt`` (0 for the
-first seed, 1 for the first restart, ...) of the given rows."""
 
 
 def nearest_in_pools(
@@ -96,9 +94,8 @@ def nearest_per_slot(
     random pool of its own: the slots of a target never share a pool, nor do two draws. Every
     shape is fixed and nothing is read back to the host: one FK of ``draws * slots *
     pool_size`` configurations and one distance product (one per draw where they would pass
-    :data:`ONE_PRODUCT` distances),
-    for a solve captured in a CUDA graph (:mod:`torchik.ik.captured`, which draws its first
-    seeds and every restart's at once).
+    :data:`ONE_PRODUCT` distances), for a solve captured in a CUDA graph
+    (:mod:`torchik.ik.captured`, which draws its first seeds and every restart's at once).
 
     Args:
         position: ``(T, 3)`` target positions; ``rotmat`` ``(T, 3, 3)`` or ``None``.
