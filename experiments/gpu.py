@@ -184,7 +184,8 @@ def model_rows(
     protocol's fast rows), for the model's own sampler, the few-pass presets and ``fitted``
     (a sampler fitted to the model, :func:`torchik.models.pretrained.fitted_sampler`) and
     ``fitted_bf16`` (its bfloat16 variant); on CUDA also ``fitted``'s draw without a CUDA
-    graph, and its refinement as one captured program (``one_graph``).
+    graph, and its refinement in rounds (``one_graph=False``; the other rows refine as one
+    captured program, the default on CUDA).
 
     Returns:
         Rows ``what``, ``path`` (the sampler), ``n``, ``ms``, ``success`` (share of the ``n``
