@@ -73,6 +73,8 @@ def worker(case: dict) -> dict:
                         precision="bf16" if "bf16" in mode else "fp32")  # fmt: skip
     if "graphs" in mode:  # torch.compile's CUDA graphs of the loss and its backward
         settings["compile_mode"] = "reduce-overhead"
+    if "capture" in mode:  # the whole step in one CUDA graph (the eager step off CUDA)
+        settings["cuda_graph"] = True
     source = data
     if "stream" in mode:
         source = torchik.learn.FKStream(robot, targets=targets, seed=0, device=case["device"])
@@ -144,7 +146,8 @@ def _parse(argv: list[str] | None) -> argparse.Namespace:
         "--compile-families",
         nargs="+",
         default=["iknet", "flow"],
-        help="families with compile modes (compilation takes minutes per family on a CPU)",
+        help="families with compile or graphs modes (compilation takes minutes per family on "
+        "a CPU)",
     )
     common.add_common_args(parser)
     args = parser.parse_args(argv)
@@ -166,14 +169,15 @@ def main(argv: list[str] | None = None) -> int:
     name = f"train_speed{'_' + args.suffix if args.suffix else ''}"
     report = common.Report(name, "Training throughput")  # stamps the start (load, time)
     report.stamp["torch_threads"] = f"{args.threads} in each case's process"
+    report.intro = speed_intro(args.repeats, args.steps, args.warmup, args.baseline)
     table = speed_table(args.device, args.threads, args.batch)
+    report.tables.append(table)
     with tempfile.TemporaryDirectory() as tmp:
         baseline = _extract(args.baseline, Path(tmp)) if "before" in args.modes else None
         for family in args.families:
             _measure_family(args, family, baseline, table)
-    report.intro = speed_intro(args.repeats, args.steps, args.warmup, args.baseline)
-    report.tables.append(table)
-    for path in report.write(args.out):
+            paths = report.write(args.out)  # after every family: a run cut short keeps them
+    for path in paths:
         common.log(f"wrote {path}")
     return 0
 
@@ -185,7 +189,8 @@ def _measure_family(args, family: str, baseline: Path | None, table) -> None:
 
     from experiments.train_speed import speed_key
 
-    modes = [m for m in args.modes if "compile" not in m or family in args.compile_families]
+    compiles = [m for m in args.modes if "compile" in m or "graphs" in m]
+    modes = [m for m in args.modes if m not in compiles or family in args.compile_families]
     key = speed_key(args.device, args.threads)
     best: dict[str, dict] = {}
     for round_ in range(args.repeats):

@@ -2,9 +2,9 @@
 
 Samples per second of :func:`torchik.train.train`, one fresh process per case (a family and a
 mode: ``before`` = an earlier torchik revision, or today's engine with options joined by ``+``:
-``eager``, ``compile``, ``bf16``, ``stream``). The measurement itself lives in the script (the
-``before`` process runs an older torchik that has no such module); this module holds the table,
-its intro and the modes and families.
+``eager``, ``compile``, ``graphs``, ``capture``, ``bf16``, ``stream``). The measurement itself
+lives in the script (the ``before`` process runs an older torchik that has no such module); this
+module holds the table, its intro and the modes and families.
 
 Example:
     >>> table = speed_table("cpu", 1, 512)
@@ -19,10 +19,11 @@ from experiments.table import Column, Table
 
 __all__ = ["FAMILIES", "OPTIONS", "speed_intro", "speed_key", "speed_table"]
 
-OPTIONS = ("eager", "compile", "graphs", "bf16", "stream")
+OPTIONS = ("eager", "compile", "graphs", "capture", "bf16", "stream")
 """A mode is ``before`` (the ``--baseline`` revision) or today's engine with options joined by
 ``+``, e.g. ``compile+bf16`` (``eager``: none; ``graphs``: ``torch.compile`` with
-``mode="reduce-overhead"``, CUDA graphs of the loss and its backward)."""
+``mode="reduce-overhead"``, CUDA graphs of the loss and its backward; ``capture``:
+``cuda_graph=True``, the whole step in one CUDA graph)."""
 FAMILIES = ("iknet", "flow", "fm", "mlp", "mdn", "rnn", "cvae", "inn")
 
 
@@ -58,7 +59,10 @@ def speed_intro(repeats: int, steps: int, warmup: int, baseline: str) -> list[st
         "fixed pairs, or an `FKStream` (pairs made by FK on the device each step) for `stream`.",
         f"`before` is torchik at git `{baseline}` (the loop that read the loss every step, "
         "and IKNet's per-layer slicing of its generated weights) run by the same script; "
-        "`eager` today's engine; `compile` with `compile=True`; `bf16` under autocast. The "
+        "`eager` today's engine; `compile` with `compile=True`; `graphs` with "
+        "`compile_mode='reduce-overhead'` (CUDA graphs of the loss and its backward); "
+        "`capture` with `cuda_graph=True` (the whole step, AdamW included, in one CUDA "
+        "graph); `bf16` under autocast. The "
         "warm-up of the compiled modes depends on inductor's on-disk cache: minutes when cold "
         "(the first compilation of the IKNet took 3 to 5 minutes here), seconds when warm.",
         "The machine is shared: the load averages in the stamp say how busy it was. With one "

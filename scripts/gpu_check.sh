@@ -22,7 +22,9 @@
 #    Triton's loop kernel -> $OUT/gpu_wholebody.md (its G1 kernel, 29 joints and two links,
 #    took 76 s to compile for sm_90 with Triton 3.9 on this project's CPU machine);
 # 5. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
-#    batch 4096, fp32 / bf16 / on-device stream / CUDA graphs -> $OUT/train_speed_cuda.md, .json;
+#    batch 4096: eager, and on the on-device stream torch.compile's graphs (fm only), the whole
+#    step in one CUDA graph (cuda_graph), the same in bf16 -> $OUT/train_speed_cuda.md, .json
+#    (written after each family);
 # 6. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
 #    saying which).
 # TORCHIK_GIT_COMMIT=<commit> names the commit in the results' stamps where the machine's copy of
@@ -75,17 +77,19 @@ try:
 except ImportError:
     print("triton: not installed (the fused kernels are off)")'
 
-gpu_tests=(tests/kinematics tests/ik tests/train/test_engine.py tests/models/test_fm.py
-  tests/experiments/test_gpu.py)
+gpu_tests=(tests/kinematics tests/ik tests/train/test_engine.py tests/train/test_graph_step.py
+  tests/models/test_fm.py tests/experiments/test_gpu.py)
 if [ "$DRY" = 1 ]; then
   gpu_tests=(tests/ik/test_fixed.py tests/ik/test_captured.py tests/kinematics/test_fused.py tests/experiments/test_gpu.py)
   rest=(tests/robot/test_configuration.py) doctests=()
-  workers=2 quick=(--quick --seconds 0.02) device=cpu batch=64 steps=2 families=(mlp)
-  modes=(eager stream)
+  workers=2 quick=(--quick --seconds 0.02) device=cpu batch=64 steps=2 families=(mlp) threads=1
+  modes=(eager stream+capture)
 else
   rest=(tests) doctests=(--doctest-modules src/torchik experiments)
-  workers=12 quick=() device=cuda batch=4096 steps=50 families=(fm iknet)
-  modes=(eager bf16 stream+graphs)  # a fresh process per case: ~17 s each on an H200
+  workers=12 quick=() device=cuda batch=4096 steps=50 families=(fm iknet) threads=4
+  # a fresh process per case: ~17 s each on an H200; torch.compile's graphs for fm only (IKNet
+  # compiles for minutes); capture: the whole step in one CUDA graph (TrainConfig.cuda_graph)
+  modes=(eager stream+graphs stream+capture stream+capture+bf16)
   nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv
 fi
 ignore=()
@@ -106,9 +110,9 @@ run wholebody_triton 150 "$PY" benchmarks/gpu.py --only wholebody wholebody_trit
   --name gpu_wholebody --out "$OUT"
 
 step "training throughput (benchmarks/train_speed.py)"
-run train_speed 110 "$PY" benchmarks/train_speed.py --device "$device" --size paper \
+run train_speed 140 "$PY" benchmarks/train_speed.py --device "$device" --size paper \
   --families "${families[@]}" --modes "${modes[@]}" --batch "$batch" --steps "$steps" \
-  --warmup 5 --repeats 1 --threads 4 --suffix "$device" --out "$OUT"
+  --warmup 5 --repeats 1 --threads "$threads" --compile-families fm --suffix "$device" --out "$OUT"
 
 step "the rest of the suite"
 run suite 100 "$PY" -m pytest -q -rfE -n "$workers" -p no:cacheprovider \

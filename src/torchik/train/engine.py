@@ -14,6 +14,7 @@ import contextlib
 import math
 import signal
 import threading
+import warnings
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
@@ -22,6 +23,7 @@ import torch
 from torch import Tensor, nn
 
 from torchik.checks import check_bool, check_choice, check_device, check_float, check_int
+from torchik.ik.fixed import on_side_stream
 from torchik.learn.data import FKStream, IKDataset
 from torchik.train import distributed
 
@@ -31,6 +33,9 @@ if TYPE_CHECKING:
 __all__ = [
     "COMPILE_MODES",
     "EMA",
+    "GRAPH_WARMUP",
+    "CUDAGraphOf",
+    "GraphStep",
     "PRECISIONS",
     "CtrlC",
     "Rows",
@@ -45,10 +50,13 @@ __all__ = [
 ]
 
 PRECISIONS = ("fp32", "bf16", "auto")
-COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
-"""The modes of ``torch.compile`` that :attr:`TrainConfig.compile_mode` takes."""
 """Values of ``TrainConfig.precision``: ``"auto"`` is bf16 on CUDA for the families that
 declare ``bf16_safe`` and fp32 everywhere else."""
+COMPILE_MODES = ("default", "reduce-overhead", "max-autotune")
+"""The modes of ``torch.compile`` that :attr:`TrainConfig.compile_mode` takes."""
+GRAPH_WARMUP = 3
+"""Eager steps (on a side stream) before :attr:`TrainConfig.cuda_graph` captures the step: the
+optimiser's state, the libraries' lazy set-up and ``torch.compile`` done off the capture."""
 
 
 def resolve_precision(precision: str, device: torch.device, model: nn.Module) -> str:
@@ -61,10 +69,13 @@ def resolve_precision(precision: str, device: torch.device, model: nn.Module) ->
     return "bf16" if device.type == "cuda" and safe else "fp32"
 
 
-def autocast(device: torch.device, precision: str) -> contextlib.AbstractContextManager:
-    """bf16 autocast on ``device`` for ``"bf16"``; nothing for ``"fp32"``."""
+def autocast(
+    device: torch.device, precision: str, cache: bool = True
+) -> contextlib.AbstractContextManager:
+    """bf16 autocast on ``device`` for ``"bf16"``; nothing for ``"fp32"``. ``cache=False``
+    inside a CUDA graph capture (as PyTorch's documentation of graphs asks)."""
     if precision == "bf16":
-        return torch.autocast(device_type=device.type, dtype=torch.bfloat16)
+        return torch.autocast(device_type=device.type, dtype=torch.bfloat16, cache_enabled=cache)
     return contextlib.nullcontext()
 
 
@@ -101,6 +112,13 @@ class TrainConfig:
         compile_mode: ``torch.compile``'s mode: ``"default"``, ``"reduce-overhead"`` (CUDA
             graphs of the loss and its backward on CUDA: small models' steps stop waiting on
             launches) or ``"max-autotune"``.
+        cuda_graph: on CUDA, capture the whole step (the loss, its backward, the clipping and
+            AdamW) in one CUDA graph after :data:`GRAPH_WARMUP` eager steps and replay it:
+            one launch per step instead of one per operation. The batch is copied into the
+            graph's buffers; the learning rate becomes a device tensor the schedule fills.
+            One process only; not with ``compile_mode="reduce-overhead"`` (graphs of its
+            own). Where a capture fails (a loss that reads the device from the host), the
+            steps stay eager, with a warning. Elsewhere than CUDA: the eager step.
         ema_decay: keep an exponential moving average of the weights with this decay (e.g.
             ``0.999``); validation, ``best.pt`` and the returned model use the average.
         micro_batches: split each batch into this many parts whose gradients add up
@@ -129,6 +147,7 @@ class TrainConfig:
     precision: str = "auto"
     compile: bool = False
     compile_mode: str = "default"
+    cuda_graph: bool = False
     ema_decay: float | None = None
     micro_batches: int = 1
     tf32: bool = True
@@ -139,7 +158,7 @@ class TrainConfig:
             check_int(name, getattr(self, name), 1)
         for name in ("warmup_steps", "val_every", "checkpoint_every", "seed", "stats_rows"):
             check_int(name, getattr(self, name), 0)
-        for name in ("normalize", "restore_best", "progress", "compile", "tf32"):
+        for name in ("normalize", "restore_best", "progress", "compile", "tf32", "cuda_graph"):
             check_bool(name, getattr(self, name))
         if self.patience is not None:
             check_int("patience", self.patience, 1)
@@ -155,6 +174,9 @@ class TrainConfig:
         check_choice("precision", self.precision, PRECISIONS)
         check_choice("compile_mode", self.compile_mode, COMPILE_MODES)
         check_device("device", self.device)
+        if self.cuda_graph and self.compile and self.compile_mode == "reduce-overhead":
+            raise ValueError("cuda_graph captures the whole step: use compile_mode='default' "
+                             "with it ('reduce-overhead' captures graphs of its own)")  # fmt: skip
         if self.micro_batches > self.batch_size:
             raise ValueError(
                 f"micro_batches={self.micro_batches} exceeds batch_size={self.batch_size}"
@@ -370,9 +392,10 @@ def _check_divisible(batch_size: int, world: int) -> None:
 
 # ---------------------------------------------------------------------------- the step
 def _optimizer(model: nn.Module, config: TrainConfig, device: torch.device):
-    """AdamW: fused kernels on CUDA (one launch for every parameter), torch's default
-    implementation elsewhere."""
-    kwargs: dict[str, Any] = {"fused": True} if device.type == "cuda" else {}
+    """AdamW: fused kernels on CUDA (one launch for every parameter; capturable with
+    ``cuda_graph``), torch's default implementation elsewhere."""
+    cuda = device.type == "cuda"
+    kwargs: dict[str, Any] = {"fused": True, "capturable": config.cuda_graph} if cuda else {}
     return torch.optim.AdamW(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay, **kwargs
     )
@@ -385,6 +408,7 @@ class Stepper:
         optimizer: AdamW (fused on CUDA).
         ema: the :class:`EMA`, or ``None``.
         precision: ``"fp32"`` or ``"bf16"`` (``config.precision`` resolved for the device).
+        graph: the captured step (:attr:`TrainConfig.cuda_graph` on CUDA), or ``None``.
     """
 
     def __init__(self, model: IKModel, config: TrainConfig, device: torch.device):
@@ -396,6 +420,9 @@ class Stepper:
         self._loss: Callable[[Tensor, Tensor], Tensor] = self._ddp or model.loss
         if config.compile:
             self._loss = torch.compile(self._loss, dynamic=False, mode=config.compile_mode)
+        self.graph = GraphStep(self) if config.cuda_graph and _captures(device) else None
+        if self.graph is not None and self._ddp is not None:
+            raise ValueError("cuda_graph trains in one process: run several without it")
 
     def _micro(self, q: Tensor, target: Tensor) -> Iterator[tuple[Tensor, Tensor]]:
         k = self.config.micro_batches
@@ -403,11 +430,20 @@ class Stepper:
 
     def step(self, q: Tensor, target: Tensor) -> Tensor:
         """Gradients of the loss on the batch ``q (B, D)``, ``target (B, T)``, then an AdamW
-        step; returns the batch loss as a detached 0-d tensor on the device (no host sync)."""
+        step; returns the batch loss as a detached 0-d tensor on the device (no host sync).
+        Replayed from :attr:`graph` where there is one."""
+        if self.graph is not None:
+            return self.graph.step(q, target)
+        return self.eager_step(q, target)
+
+    def eager_step(self, q: Tensor, target: Tensor) -> Tensor:
+        """:meth:`step` launching every operation (what :class:`GraphStep` captures)."""
         self.optimizer.zero_grad(set_to_none=True)
         k, total = self.config.micro_batches, None
+        cache = not (self.device.type == "cuda" and torch.cuda.is_current_stream_capturing())
         for i, (q_part, target_part) in enumerate(self._micro(q, target)):
-            with distributed.no_sync(self._ddp, i == k - 1), autocast(self.device, self.precision):
+            cast = autocast(self.device, self.precision, cache)
+            with distributed.no_sync(self._ddp, i == k - 1), cast:
                 loss = self._loss(q_part, target_part).float()
             (loss / k if k > 1 else loss).backward()
             total = loss.detach() if total is None else total + loss.detach()
@@ -416,6 +452,113 @@ class Stepper:
         self.optimizer.step()
         assert total is not None
         return total / k if k > 1 else total
+
+    def portable_state(self, scheduler: Any) -> tuple[dict[str, Any], dict[str, Any]]:
+        """The optimiser's and ``scheduler``'s ``state_dict`` with every learning rate a float
+        (a captured step keeps them as device tensors): a checkpoint resumes with or without
+        :attr:`TrainConfig.cuda_graph`."""
+        optimizer, schedule = self.optimizer.state_dict(), scheduler.state_dict()
+        optimizer["param_groups"] = [
+            {k: float(v) if k in _LRS and isinstance(v, Tensor) else v for k, v in group.items()}
+            for group in optimizer["param_groups"]
+        ]
+        for key in ("base_lrs", "_last_lr"):
+            if key in schedule:
+                schedule[key] = [float(v) for v in schedule[key]]
+        return optimizer, schedule
+
+
+def _captures(device: torch.device) -> bool:
+    """Whether :attr:`TrainConfig.cuda_graph` captures the step on ``device``: CUDA."""
+    return device.type == "cuda"
+
+
+_LRS = ("lr", "initial_lr")
+"""The learning rates of an optimiser's parameter group."""
+
+
+class CUDAGraphOf:
+    """One CUDA graph of a callable: :meth:`capture` records it (``out``: what it returned,
+    tensors every replay rewrites), :meth:`replay` runs it again. :class:`GraphStep` makes its
+    graphs with :attr:`GraphStep.graph_type` (a test stands in one that calls again)."""
+
+    def __init__(self) -> None:
+        self.graph, self.out = torch.cuda.CUDAGraph(), None
+
+    def capture(self, fn: Callable[[], Any]) -> None:
+        with torch.cuda.graph(self.graph):
+            self.out = fn()
+
+    def replay(self) -> None:
+        self.graph.replay()
+
+
+class GraphStep:
+    """A :class:`Stepper`'s step captured whole in one CUDA graph (:attr:`TrainConfig.cuda_graph`):
+    :data:`GRAPH_WARMUP` eager steps on a side stream (what a capture wants first), then the
+    capture on copies of the batch, then per step a copy of the batch into them and a replay.
+    Every step updates the weights: the capture itself runs nothing, so the step that captures
+    replays too. A batch of another shape takes the eager step.
+
+    Before the capture each parameter group's learning rate becomes a 0-d device tensor, which
+    the schedule fills in place (a float would be baked into the graph). Where the capture
+    fails, every later step is eager, with a warning."""
+
+    graph_type: Callable[[], Any] = CUDAGraphOf
+
+    def __init__(self, stepper: Stepper):
+        self.stepper, self.warm, self.failed = stepper, 0, False
+        self.graph: Any = None
+        self.inputs: tuple[Tensor, Tensor] | None = None
+
+    def forget(self) -> None:
+        """Drop the graph (the optimiser's state was replaced): warm up and capture again."""
+        self.graph, self.inputs, self.warm = None, None, 0
+
+    def step(self, q: Tensor, target: Tensor) -> Tensor:
+        stepper = self.stepper
+        if self.failed:
+            return stepper.eager_step(q, target)
+        if self.graph is None and self.warm < GRAPH_WARMUP:
+            self.warm += 1
+            return _on_side_stream(stepper.device, lambda: stepper.eager_step(q, target))
+        if self.graph is None and not self._capture(q, target):
+            return stepper.eager_step(q, target)
+        assert self.inputs is not None
+        if (q.shape, target.shape) != tuple(x.shape for x in self.inputs):
+            return stepper.eager_step(q, target)
+        for buffer, x in zip(self.inputs, (q, target), strict=True):
+            buffer.copy_(x)
+        self.graph.replay()
+        return self.graph.out.clone()  # out of the graph's memory, which the next overwrites
+
+    def _capture(self, q: Tensor, target: Tensor) -> bool:
+        stepper, inputs = self.stepper, (q.clone(), target.clone())
+        for group in stepper.optimizer.param_groups:  # (a resumed state may have reset them)
+            group["capturable"] = stepper.device.type == "cuda"
+            if not isinstance(group["lr"], Tensor):
+                group["lr"] = torch.tensor(float(group["lr"]), device=stepper.device)
+        graph = self.graph_type()
+        try:
+            graph.capture(lambda: stepper.eager_step(*inputs))
+        except RuntimeError as err:  # an operation that cannot be captured
+            if stepper.device.type == "cuda":
+                torch.cuda.synchronize(stepper.device)
+            warnings.warn(f"training steps stay eager: CUDA graph capture failed ({err})",
+                          RuntimeWarning, stacklevel=4)  # fmt: skip
+            self.failed = True
+            return False
+        self.graph, self.inputs = graph, inputs
+        return True
+
+
+def _on_side_stream(device: torch.device, run: Callable[[], Tensor]) -> Tensor:
+    """``run()`` on a side stream of a CUDA ``device`` (:func:`torchik.ik.fixed.on_side_stream`),
+    elsewhere as it is (a stand-in graph's test on the CPU)."""
+    if device.type != "cuda":
+        return run()
+    with torch.cuda.device(device):
+        return on_side_stream(run)
 
 
 @contextlib.contextmanager

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, cast
+from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
@@ -161,11 +161,12 @@ class _Run:
 
     def state_dict(self) -> dict[str, Any]:
         device = self.model.target_mean.device
+        optimizer, scheduler = self.stepper.portable_state(self.scheduler)
         return {
             "format_version": TRAIN_FORMAT_VERSION,
             "config": dataclasses.asdict(self.config),
-            "optimizer": self.optimizer.state_dict(),
-            "scheduler": self.scheduler.state_dict(),
+            "optimizer": optimizer,
+            "scheduler": scheduler,
             "torch_rng": distributed.gather(torch.get_rng_state()),
             "cuda_rng": distributed.gather(torch.cuda.get_rng_state(device)) if self.cuda else None,
             "batches": distributed.gather(self.rows.state_dict()),
@@ -178,6 +179,8 @@ class _Run:
     def load_state_dict(self, state: dict[str, Any]) -> None:
         self.optimizer.load_state_dict(state["optimizer"])
         self.scheduler.load_state_dict(state["scheduler"])
+        if self.stepper.graph is not None:  # its graph holds the optimiser's old state tensors
+            self.stepper.graph.forget()
         torch.set_rng_state(distributed.pick(state["torch_rng"]))
         if state["cuda_rng"] is not None:
             cuda_rng = distributed.pick(state["cuda_rng"])
@@ -450,7 +453,7 @@ def _row(run: _Run, metrics: dict[str, float], total: float) -> dict[str, float]
     return {
         "step": float(run.step),
         "loss": total / max(count, 1),
-        "lr": cast(float, run.scheduler.get_last_lr()[0]),
+        "lr": float(run.scheduler.get_last_lr()[0]),  # a device tensor under cuda_graph
         "val_loss": metrics.get("val_loss", math.nan),
         "val_position_error": metrics.get("val_position_error", math.nan),
         "seconds": run.elapsed,
