@@ -106,7 +106,8 @@ def torchik_methods(
     with_compile: bool = False,
     limits: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[Method]:
-    """torchik's rows: FK, FK + backward and the Jacobian in float32 and float64.
+    """torchik's rows: FK, FK + backward and the Jacobian in float32 and float64; FK and the
+    Jacobian on the CPU's native kernels (``backend="native"``, no gradient) too.
 
     Args:
         robot_name: a bundled robot (``torchik.load_robot``).
@@ -135,6 +136,17 @@ def torchik_methods(
     note = "" if same else f"torchik's {robot_name} joint limits differ from the URDF's"
     poses, jacobian = (lambda q: fk(q).detach().numpy()), (lambda q: jac(q).detach().numpy())
     methods = [Method(TORCHIK, ops, columns=columns, note=note, poses=poses, jacobian=jacobian)]
+    natives = {d: load_robot(robot_name, dtype=d, backend="native") for d in DTYPES.values()}
+    native_ops = {
+        "FK": forward_op(lambda q: natives[q.dtype].forward_kinematics(q, link=link)),
+        "Jacobian": forward_op(lambda q: natives[q.dtype].jacobian(q, link)),
+    }
+    methods.append(Method(
+        f"{TORCHIK} (native)", native_ops, columns=columns,
+        note="Robot.backend='native': compiled by Numba, no gradient",
+        poses=lambda q: natives[q.dtype].forward_kinematics(q, link=link).numpy(),
+        jacobian=lambda q: natives[q.dtype].jacobian(q, link).numpy(),
+    ))  # fmt: skip
     if with_compile:
         compiled = {
             "FK": forward_op(compile_forward(fk)),

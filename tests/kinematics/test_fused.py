@@ -164,12 +164,13 @@ def test_fused_float32_within_1e_6_of_the_scale(device):
 
 @pytest.mark.parametrize("device", DEVICES)
 def test_fused_empty_batch_and_the_backend_choice(device, monkeypatch):
-    from torchik.kinematics import fused
+    from torchik.kinematics import fused, native
 
     robot = _robot("panda", device=device)
     q = robot.random_configuration(5, generator=torch.Generator().manual_seed(4)).to(device)
     assert fused.forward_kinematics(q[:0], robot.tree, (1,)).shape == (0, 1, 4, 4)
     assert robot.backend == "auto"
+    monkeypatch.setattr(native, "loaded", lambda: False)  # the native ones: test_native_fk.py
     assert robot._kernels(q, robot.tree) is (fused if device == "cuda" else kinematics)
     robot.backend = "fused"  # compiled on CUDA, in Triton's interpreter on the CPU
     assert robot._kernels(q, robot.tree) is fused

@@ -482,3 +482,38 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
             age[row] += n_iters - i
             late = stall[row] >= patience or (attempt_iters > 0 and age[row] >= attempt_iters)
             stalled[row] = late and not done
+
+
+@_kernel
+def link_poses(q, out, tree):
+    """``out[row, t] = T_root_link`` (``(B, T, 4, 4)``) of the links of ``tree`` (their needed
+    joints' constants, :func:`torchik.kinematics.native._tree_arrays`), row after row."""
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree[:8]
+    n, links = parent.shape[0], link_pos.shape[0]
+    frames = np.empty((n + links, 3, 4), q.dtype)
+    for row in range(q.shape[0]):
+        _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
+        for t in range(links):
+            for a in range(3):
+                for c in range(4):
+                    out[row, t, a, c] = frames[n + t, a, c]
+                out[row, t, 3, a] = 0.0
+            out[row, t, 3, 3] = 1.0
+
+
+@_kernel
+def link_jacobian(q, jac, pose, tree):
+    """The geometric Jacobian ``jac[row] (6, D)`` of the one link of ``tree`` and its pose
+    ``pose[row] (4, 4)``, row after row (:func:`_jacobian` of :func:`_walk`'s frames)."""
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
+    n = parent.shape[0]
+    frames = np.empty((n + 1, 3, 4), q.dtype)
+    sizes = np.full(1, 6, np.int64)
+    for row in range(q.shape[0]):
+        _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
+        _jacobian(jac[row], frames, kind, source, mult, chain, sizes, False)
+        for a in range(3):
+            for c in range(4):
+                pose[row, a, c] = frames[n, a, c]
+            pose[row, 3, a] = 0.0
+        pose[row, 3, 3] = 1.0

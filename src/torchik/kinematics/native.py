@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import functools
 import os
+import sys
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -31,15 +32,21 @@ import torch
 from torch import Tensor
 
 from torchik.kinematics import fused
-from torchik.kinematics.reference import KinematicTree
+from torchik.kinematics.reference import KinematicTree, recording
 
-__all__ = ["available", "lm_loop", "runs_on", "warm_up"]
+__all__ = ["available", "forward_kinematics", "jacobian", "lm_loop", "loaded", "runs_on",
+           "serves", "warm_up"]  # fmt: skip
 
 DTYPES = (torch.float32, torch.float64)
 """The dtypes the kernel is compiled for."""
 
 ROWS_PER_THREAD = 256
-"""The fewest rows a thread takes: below that, starting it costs about what it saves."""
+"""The fewest rows a thread of :func:`lm_loop` takes: below that, starting it costs about what
+it saves."""
+
+FK_ROWS_PER_THREAD = 8192
+"""The fewest rows a thread of :func:`forward_kinematics` and :func:`jacobian` takes (a Panda
+row's FK takes about 0.2 µs)."""
 
 _STATE = ("seed_cost", "stall", "age", "stalled")
 """The stall counters of ``state``, in the kernel's order after ``best_q, best_cost,
@@ -63,6 +70,82 @@ def runs_on(q: Tensor, tree: KinematicTree | None = None) -> bool:
     if q.device.type != "cpu" or q.dtype not in DTYPES or not available():
         return False
     return tree is None or not (tree.w_joint.requires_grad or tree.w_link.requires_grad)
+
+
+def loaded() -> bool:
+    """Whether this process has loaded the kernels already (Numba and LLVM: about 0.6 s the
+    first time, which a few FK calls would not win back); the CPU's IK loop loads them.
+    :attr:`torchik.robot.Robot.backend` ``"auto"`` takes :func:`forward_kinematics` then."""
+    return "torchik.kinematics._lm_numba" in sys.modules
+
+
+def serves(q: Tensor, tree: KinematicTree) -> bool:
+    """Whether :func:`forward_kinematics` and :func:`jacobian` serve ``q (B, D)``: where
+    :func:`runs_on` and nothing records (:func:`torchik.kinematics.reference.recording`: no
+    gradient asked, no ``torch.func`` transform, forward-mode AD or ``torch.compile``
+    tracing)."""
+    return runs_on(q, tree) and not recording(q, tree)
+
+
+def forward_kinematics(q: Tensor, tree: KinematicTree, links: tuple[int, ...]) -> Tensor:
+    """:func:`torchik.kinematics.forward_kinematics` compiled by Numba, without gradients
+    (see :func:`serves`): on a Panda 25 times faster for one row, 2 to 3 times for 100 000 on
+    one thread. Equal to the reference up to rounding (float64: 1e-15).
+
+    Args:
+        q: ``(B, D)`` joint values on the CPU, float32 or float64.
+        tree: the flattened robot.
+        links: link indices.
+
+    Returns:
+        ``(B, L', 4, 4)`` homogeneous transforms ``T_root_link``.
+    """
+    from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
+
+    x = _rows(q)
+    out = np.empty((x.shape[0], len(links), 4, 4), dtype=x.dtype)
+    arrays = _tree_arrays(tree, tuple(links), q.dtype)
+    _run_rows(lambda p: _lm_numba.link_poses(x[p], out[p], arrays), x.shape[0])
+    return torch.from_numpy(out)
+
+
+def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]:
+    """:func:`torchik.kinematics.jacobian` compiled by Numba, without gradients (see
+    :func:`serves`).
+
+    Args:
+        q: ``(B, D)`` joint values on the CPU, float32 or float64.
+        tree: the flattened robot.
+        link: link index.
+
+    Returns:
+        The Jacobian ``(B, 6, D)`` (linear rows first, in the root frame) and the pose
+        ``(B, 4, 4)``.
+    """
+    from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
+
+    x = _rows(q)
+    jac = np.empty((x.shape[0], 6, tree.dof), dtype=x.dtype)
+    pose = np.empty((x.shape[0], 4, 4), dtype=x.dtype)
+    arrays = _tree_arrays(tree, (link,), q.dtype)
+    _run_rows(lambda p: _lm_numba.link_jacobian(x[p], jac[p], pose[p], arrays), x.shape[0])
+    return torch.from_numpy(jac), torch.from_numpy(pose)
+
+
+def _rows(q: Tensor) -> np.ndarray:
+    """``q`` as a contiguous NumPy array (one compiled kernel per dtype, not per layout)."""
+    _check_q(q)
+    return np.ascontiguousarray(q.detach().numpy())
+
+
+def _run_rows(run: Any, rows: int) -> None:
+    """``run(part)`` on parts of the rows, in parallel where there are enough of them (the
+    kernels release the GIL)."""
+    parts = _parts(rows, FK_ROWS_PER_THREAD)
+    if len(parts) == 1:
+        run(parts[0])
+    else:
+        list(_pool().map(run, parts))
 
 
 def warm_up(tree: KinematicTree) -> bool:
@@ -360,11 +443,11 @@ def _row_arrays(x: np.ndarray, state: dict[str, Tensor], positions: list[Tensor]
     return x, (*head, *counters), position
 
 
-def _parts(rows: int) -> list[slice]:
+def _parts(rows: int, per_thread: int = ROWS_PER_THREAD) -> list[slice]:
     """Contiguous parts of the rows, one per thread: ``torch.get_num_threads()`` threads (what
-    ``solve_ik(num_threads=...)`` sets), fewer where a part would have under
-    :data:`ROWS_PER_THREAD` rows."""
-    threads = max(1, min(torch.get_num_threads(), rows // ROWS_PER_THREAD))
+    ``solve_ik(num_threads=...)`` sets), fewer where a part would have under ``per_thread``
+    rows."""
+    threads = max(1, min(torch.get_num_threads(), rows // per_thread))
     bounds = [rows * i // threads for i in range(threads + 1)]
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 

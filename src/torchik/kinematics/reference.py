@@ -39,6 +39,7 @@ __all__ = [
     "forward_kinematics",
     "jacobian",
     "frames_to_matrix",
+    "recording",
 ]
 
 REVOLUTE = 0
@@ -301,7 +302,7 @@ def _frames(q: Tensor, tree: KinematicTree, plan: _Plan, links: tuple[int, ...])
     batch = q.shape[0]
     theta = _joint_values(q, tree)
     cos, sin = torch.cos(theta), torch.sin(theta)
-    if _recording(q, tree):
+    if recording(q, tree):
         joints: list[Tensor] = []
         for i, j in enumerate(plan.needed):
             p = plan.parent_pos[i]
@@ -322,9 +323,9 @@ def _frames(q: Tensor, tree: KinematicTree, plan: _Plan, links: tuple[int, ...])
     return jf, lf
 
 
-def _recording(q: Tensor, tree: KinematicTree) -> bool:
-    """Whether autograd, forward-mode AD or a ``torch.func`` transform watches (then nothing
-    may be in place)."""
+def recording(q: Tensor, tree: KinematicTree) -> bool:
+    """Whether autograd, forward-mode AD or a ``torch.func`` transform watches FK of ``q``
+    (then nothing may be in place here, and :mod:`torchik.kinematics.native` does not serve)."""
     if torch.is_grad_enabled() and (q.requires_grad or tree.w_joint.requires_grad):
         return True
     return _is_functorch_wrapped(q) or _is_dual(q)

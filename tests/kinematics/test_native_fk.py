@@ -1,0 +1,118 @@
+"""native.forward_kinematics and native.jacobian, the CPU's FK compiled by Numba: equal to the
+reference (float64 to 1e-12) on the test robots (prismatic, continuous and mimic joints,
+branches, tilted axes), on every link and on random trees, in parallel parts too; and
+``Robot.backend``'s choice of them (``"native"``, and ``"auto"`` once they are loaded)."""
+
+from __future__ import annotations
+
+import math
+
+import pytest
+import torch
+
+from tests.kinematics.lm_cases import case_robot
+from tests.kinematics.test_native import _random_tree
+from torchik import Robot, load_robot
+from torchik.kinematics import native
+from torchik.kinematics import reference as kinematics
+
+pytest.importorskip("numba", reason="the CPU's compiled kinematics need Numba (a dependency)")
+
+ROBOTS = ["panda", "ur5", "prismatic_continuous", "mimic", "two_branches", "tilted_axes"]
+
+
+def _q(robot: Robot, n: int, seed: int = 0) -> torch.Tensor:
+    q = robot.random_configuration(n, generator=torch.Generator().manual_seed(seed))
+    return q + 0.3 * robot.continuous * torch.sign(q) * math.pi  # continuous joints past ±π
+
+
+@pytest.mark.parametrize("name", ROBOTS)
+def test_poses_and_jacobians_equal_the_reference(name):
+    robot = case_robot(name)
+    q, links = _q(robot, 50), tuple(range(len(robot.link_names)))
+    expected = kinematics.forward_kinematics(q, robot.tree, links)
+    got = native.forward_kinematics(q, robot.tree, links)
+    assert got.dtype == q.dtype and got.shape == expected.shape
+    torch.testing.assert_close(got, expected, atol=1e-12, rtol=0)
+    for link in (links[-1], links[len(links) // 2], 0):  # the tip, a middle link, the root
+        jac, pose = native.jacobian(q, robot.tree, link)
+        jac_ref, pose_ref = kinematics.jacobian(q, robot.tree, link)
+        torch.testing.assert_close(jac, jac_ref, atol=1e-12, rtol=0)
+        torch.testing.assert_close(pose, pose_ref, atol=1e-12, rtol=0)
+
+
+def test_float32_parts_in_parallel_and_an_empty_batch(monkeypatch):
+    robot = load_robot("panda")
+    q = _q(robot, 1000, seed=1)
+    link = robot.link_index("panda_hand")
+    whole = native.forward_kinematics(q, robot.tree, (link,))
+    assert whole.dtype == torch.float32
+    expected = kinematics.forward_kinematics(q.double(), load_robot("panda", torch.float64).tree,
+                                             (link,))  # fmt: skip
+    torch.testing.assert_close(whole.double(), expected, atol=1e-6, rtol=0)
+    monkeypatch.setattr(native, "FK_ROWS_PER_THREAD", 100)
+    threads = torch.get_num_threads()
+    torch.set_num_threads(4)  # four parts, whatever the cores: the same rows
+    try:
+        assert len(native._parts(1000, native.FK_ROWS_PER_THREAD)) == 4
+        assert torch.equal(native.forward_kinematics(q, robot.tree, (link,)), whole)
+        jac = native.jacobian(q, robot.tree, link)[0]
+    finally:
+        torch.set_num_threads(threads)
+    assert torch.equal(jac, native.jacobian(q, robot.tree, link)[0])
+    assert native.forward_kinematics(q[:0], robot.tree, (link,)).shape == (0, 1, 4, 4)
+    # a strided q (a slice of a wider tensor) reads the right values
+    wide = torch.cat([q, q], dim=1)[:, :7]
+    assert torch.equal(native.forward_kinematics(wide, robot.tree, (link,)), whole)
+
+
+def test_random_trees_equal_the_reference():
+    from hypothesis import HealthCheck, given, settings
+    from hypothesis import strategies as st
+
+    @settings(max_examples=40, deadline=None, database=None,
+              suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
+    @given(st.data())
+    def check(data):
+        robot = Robot.from_urdf(data.draw(st.composite(_random_tree)()), dtype=torch.float64)
+        q, links = _q(robot, 8), tuple(range(len(robot.link_names)))
+        torch.testing.assert_close(native.forward_kinematics(q, robot.tree, links),
+                                   kinematics.forward_kinematics(q, robot.tree, links),
+                                   atol=1e-12, rtol=0)  # fmt: skip
+        link = data.draw(st.sampled_from(links))
+        for got, ref in zip(native.jacobian(q, robot.tree, link),
+                            kinematics.jacobian(q, robot.tree, link), strict=True):  # fmt: skip
+            torch.testing.assert_close(got, ref, atol=1e-12, rtol=0)
+
+    check()
+
+
+def test_the_backend_takes_them_where_no_gradient_is_asked(monkeypatch):
+    robot = load_robot("panda", dtype=torch.float64)
+    q = _q(robot, 4)
+    robot.backend = "native"
+    assert robot._kernels(q, robot.tree) is native
+    with torch.no_grad():
+        assert robot._kernels(q.requires_grad_(), robot.tree) is native
+    assert robot._kernels(q, robot.tree) is kinematics  # a gradient is asked: the reference
+    pose = robot.forward_kinematics(q, "panda_hand")
+    (pose[..., :3, 3].sum()).backward()
+    assert q.grad is not None and torch.isfinite(q.grad).all()
+    q = q.detach()
+    jvp = torch.func.jacfwd(lambda x: robot.forward_kinematics(x, "panda_hand"))(q[0])
+    assert jvp.shape == (4, 4, 7)  # torch.func sees the reference
+    robot.backend = "auto"
+    monkeypatch.setattr(native, "loaded", lambda: False)
+    assert robot._kernels(q, robot.tree) is kinematics  # a few FK calls: no 0.6 s load
+    monkeypatch.setattr(native, "loaded", lambda: True)
+    assert robot._kernels(q, robot.tree) is native
+    floating = load_robot("panda", dtype=torch.float64, floating_base=True)
+    floating.backend = "native"
+    qf = floating.random_configuration(3, generator=torch.Generator().manual_seed(2))
+    native_pose = floating.forward_kinematics(qf, "panda_hand")
+    floating.backend = "reference"
+    torch.testing.assert_close(native_pose, floating.forward_kinematics(qf, "panda_hand"),
+                               atol=1e-12, rtol=0)  # fmt: skip
+    robot.backend = "native"
+    with pytest.raises(ValueError, match="native backend runs on CPU tensors"):
+        robot._kernels(q.to("meta"), robot.tree)
