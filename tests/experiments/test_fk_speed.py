@@ -28,7 +28,8 @@ def test_timing_table_rows_statuses_and_ratios():
     slow = Method("slow", {"FK": forward_op(lambda q: torch.linalg.matrix_exp(q[:, :1, None]))})
     table = fk_timing_table([*methods, slow], q, ("float64",), (1, 1024), 0.01, "t", ("torchik",))
     fk_rows = [r for r in table.rows if r.get("op") == "FK"]
-    assert {r["method"] for r in fk_rows} == {"torchik", "slow"} and len(fk_rows) == 4
+    assert {r["method"] for r in fk_rows} == {"torchik", "torchik (native)", "slow"}
+    assert len(fk_rows) == 6
     assert all(r["per_config_s"] > 0 for r in fk_rows)
     assert any(r["method"] == "other" and r["status"] == "missing: x" for r in table.rows)
 
@@ -42,5 +43,9 @@ def test_agreement_against_a_reference():
     assert by_dtype["float64"]["max_abs_pose_diff"] == 0.0
     assert 0 < by_dtype["float32"]["max_abs_pose_diff"] < 1e-5
     assert by_dtype["float64"]["max_abs_jacobian_diff"] == 0.0
+    native = torchik_methods("snake2", "ee", names)[1]  # the compiled kernels: to rounding
+    table = agreement_table([native, ref], q, ("missing", "ref"), "ref")
+    row = next(r for r in table.rows if r["dtype"] == "float64")
+    assert 0 <= row["max_abs_pose_diff"] < 1e-12 and row["max_abs_jacobian_diff"] < 1e-12
     empty = agreement_table([unavailable("x", "missing")], q, ("ref",), "ref")
     assert empty.notes[0].startswith("no float64 reference") and not empty.rows
