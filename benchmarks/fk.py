@@ -185,6 +185,10 @@ TIMING_NOTES = [
     "analytic backward (q.requires_grad); the '(autograd backward)' row uses "
     "`forward_kinematics_tensor(q, analytical_grad=False)`; Jacobian = `chain.jacobian(q)`.",
     "FK+backward = forward then `poses.sum().backward()` (gradient w.r.t. q).",
+    "`torchik` = `Robot(backend='reference')`, the pure PyTorch path (what a loss with "
+    "gradients runs); `torchik (native)` = `backend='native'`, the kernels compiled by Numba "
+    "that the default 'auto' takes on the CPU where no gradient is asked, once the process has "
+    "loaded Numba (the CPU's IK loop does); they have no backward.",
     "Pinocchio: Python loop of `forwardKinematics` + `updateFramePlacement` per configuration, "
     "float64 only, batches 1 and 1024 only; its time is for the whole batch (per config "
     "alongside).",

@@ -106,8 +106,9 @@ def torchik_methods(
     with_compile: bool = False,
     limits: tuple[np.ndarray, np.ndarray] | None = None,
 ) -> list[Method]:
-    """torchik's rows: FK, FK + backward and the Jacobian in float32 and float64; FK and the
-    Jacobian on the CPU's native kernels (``backend="native"``, no gradient) too.
+    """torchik's rows: FK, FK + backward and the Jacobian in float32 and float64 on the
+    reference path (``backend="reference"``, pure PyTorch); FK and the Jacobian on the CPU's
+    native kernels (``backend="native"``, no gradient) too.
 
     Args:
         robot_name: a bundled robot (``torchik.load_robot``).
@@ -118,7 +119,8 @@ def torchik_methods(
     """
     from torchik.robot import load_robot
 
-    robots = {d: load_robot(robot_name, dtype=d) for d in DTYPES.values()}
+    # the PyTorch path by name: "auto" takes the native kernels once a native row loaded them
+    robots = {d: load_robot(robot_name, dtype=d, backend="reference") for d in DTYPES.values()}
     robot = robots[torch.float64]
     columns = [list(joint_names).index(n) for n in robot.joint_names]
     same = limits is None or (
