@@ -32,7 +32,7 @@ import torch
 from experiments.table import Column, Table
 
 __all__ = ["SHAPES", "VARIANTS", "host_profile", "kernel_rows", "kernel_table", "profile_rows",
-           "solve_table", "variant_rows"]  # fmt: skip
+           "solve_table", "variant_rows", "varying_rows"]  # fmt: skip
 
 SHAPES = [(128, 4), (64, 2), (256, 4), (32, 1)]
 """(rows per program, warps) tried per kernel: (128, 4) is today's."""
@@ -225,7 +225,52 @@ def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dic
         rows += ik_rows(robot, link, [n for n in sizes if n * 10 > saved], seconds, loops)
     finally:
         captured.MAX_ROWS = saved
+    cuda = robot.device.type == "cuda"
+    return rows + varying_rows(robot, link, *((1000, 64) if cuda else (8, 4)))
+
+
+def varying_rows(robot, link: str, n: int, counts: int = 64) -> list[dict[str, Any]]:
+    """Calls whose target count changes every time (``n - counts + 1`` to ``n`` targets, each
+    once, in a shuffled order), with the one-graph program made per bucket of counts
+    (:func:`~torchik.ik.captured.bucket`, the default) and per count: the mean milliseconds
+    per call over a second pass (the first warms up), and the share of targets solved. More
+    counts than :data:`~torchik.ik.captured.MAX_PROGRAMS` keep a program per count from ever
+    replaying."""
+    from experiments.gpu import measured
+    from torchik.ik import LevenbergMarquardt, captured, solve_ik
+
+    g = torch.Generator().manual_seed(n)
+    q = robot.random_configuration(n, generator=g).to(robot.device)
+    targets = robot.forward_kinematics(q, link)
+    order = (n - counts + 1 + torch.randperm(counts, generator=g)).tolist()
+    solver = LevenbergMarquardt(loop="fixed", one_graph=True)
+
+    def timed() -> dict[str, float]:
+        captured._Program._cache.clear()
+        for m in order:  # the first pass: warm-ups and captures
+            solve_ik(robot, targets[:m], link, method=solver)
+        _sync(robot)
+        start, solved = time.perf_counter(), 0.0
+        for m in order:
+            solved += float(solve_ik(robot, targets[:m], link, method=solver).success.any(-1).sum())
+        _sync(robot)
+        ms = (time.perf_counter() - start) * 1e3 / counts
+        return {"ms": ms, "success": solved / sum(order)}
+
+    rows = []
+    for buckets in (True, False):
+        saved, captured.BUCKETS = captured.BUCKETS, buckets
+        try:
+            path = f"one graph, a new count each call, {'buckets' if buckets else 'own counts'}"
+            rows.append(measured("IK full pose", path, n, timed))
+        finally:
+            captured.BUCKETS = saved
     return rows
+
+
+def _sync(robot) -> None:
+    if robot.device.type == "cuda":
+        torch.cuda.synchronize(robot.device)
 
 
 ROWS_BEYOND = 1 << 20

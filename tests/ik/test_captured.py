@@ -451,7 +451,7 @@ def test_a_program_is_warmed_up_captured_once_then_replayed(panda, monkeypatch):
         pose = panda.forward_kinematics(result.q[:, 0], LINK)
         error = (pose[:, :3, 3] - targets[:, :3, 3]).norm(dim=-1)
         torch.testing.assert_close(error, result.position_error[:, 0], rtol=0, atol=1e-12)
-    solve_ik(panda, _targets(panda, 5, seed=40), method=method)  # another shape
+    solve_ik(panda, _targets(panda, 9, seed=40), method=method)  # another bucket (16, not 8)
     assert len(captured._Program._cache) == 2
     other = load_robot("panda", dtype=torch.float64)
     solve_ik(other, _targets(other, 6, seed=41), method=method)  # another robot, same shape
@@ -495,3 +495,39 @@ def test_a_failed_capture_warns_once_and_runs_the_rounds(panda, monkeypatch):
         warnings.simplefilter("error")  # no second warning: the rounds straight away
         third = solve_ik(panda, targets, method=method)
     assert bool(third.success.any(-1).all()) and third.q.shape == (6, 2, 7)
+
+
+def test_target_counts_share_the_program_of_their_bucket(panda, monkeypatch):
+    """Counts 5 to 8 share one program made for 8 targets (captured on the second call, then
+    replayed); each answer is its own targets', and with pooled seeds the padding changes no
+    draw: the first (eager) call's answers are an unpadded program's bit for bit (the stand-in
+    graph draws again when it replays)."""
+    assert [captured.bucket(n) for n in (0, 1, 2, 3, 5, 8, 1000, 1025)] == [
+        1, 1, 2, 4, 8, 8, 1024, 2048]  # fmt: skip
+    _fake_cuda(monkeypatch)
+    method = LevenbergMarquardt(loop="fixed", one_graph=True, fused_loop=False)
+    for i, n in enumerate((5, 6, 7, 8, 5)):
+        targets = _targets(panda, n, seed=70 + i)
+        torch.manual_seed(i)
+        got = solve_ik(panda, targets, method=method)
+        assert got.q.shape == (n, 2, 7) and bool(got.success[:, 0].all())
+        pose = panda.forward_kinematics(got.q[:, 0], LINK)
+        error = (pose[:, :3, 3] - targets[:, :3, 3]).norm(dim=-1)
+        torch.testing.assert_close(error, got.position_error[:, 0], rtol=0, atol=1e-12)
+        if i == 0:
+            torch.manual_seed(i)
+            want = captured.program(_run(panda, targets, solver=method), targets[:, :3, 3],
+                                    targets[:, :3, :3])  # fmt: skip
+            assert torch.equal(got.q, want.q) and torch.equal(got.iterations, want.iterations)
+    assert len(captured._Program._cache) == 1 and _FakeGraph.made[0].replays == 4
+    seeds = panda.random_configuration(6).view(3, 2, 7)  # given seeds: padded and cut too
+    targets = _targets(panda, 3, seed=80)
+    want = refine_samples(
+        panda, targets, seeds, method=LevenbergMarquardt(loop="fixed", fused_loop=False)
+    )
+    for _ in range(3):
+        got = refine_samples(panda, targets, seeds, method=method)
+        assert torch.equal(got.q, want.q) and torch.equal(got.success, want.success)
+    monkeypatch.setattr(captured, "BUCKETS", False)
+    solve_ik(panda, _targets(panda, 5, seed=90), method=method)
+    assert any(key[9] == (5, 3) for key in captured._Program._cache)  # its own count
