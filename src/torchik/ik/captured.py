@@ -258,12 +258,12 @@ def _padded(run: Run, seeds: Tensor | None, size: int) -> tuple[Run, Tensor | No
     last target (and its seeds)."""
     extra = size - run.position.shape[0]
 
-    def pad(x: Tensor | None, rows: int = 1) -> Tensor | None:
-        if x is None:
-            return None
+    def pad(x: Tensor, rows: int = 1) -> Tensor:
         return torch.cat([x, x[-rows:].repeat(extra, *(1,) * (x.dim() - 1))])
 
-    return replace(run, position=pad(run.position), rotmat=pad(run.rotmat)), pad(seeds, run.k)
+    rotmat = None if run.rotmat is None else pad(run.rotmat)
+    padded = replace(run, position=pad(run.position), rotmat=rotmat)
+    return padded, None if seeds is None else pad(seeds, run.k)
 
 
 def _first(result: IKResult, n: int) -> IKResult:
