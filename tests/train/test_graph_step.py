@@ -4,20 +4,17 @@ learning rate as a tensor, checkpoints, the fallback), on a GPU with real graphs
 
 from __future__ import annotations
 
-import csv
 import warnings
-from pathlib import Path
 
 import pytest
 import torch
 
+from tests.train.test_engine import QUIET, _log, _mlp
 from torchik import load_robot
 from torchik.learn import make_dataset
-from torchik.models import MLP, MLPConfig, families
+from torchik.models import families
 from torchik.train import TrainConfig, engine, train
 from torchik.train.engine import GRAPH_WARMUP, GraphStep, Stepper
-
-QUIET = {"progress": False, "batch_size": 64, "seed": 3, "stats_rows": 2000}
 
 
 class _Rerun:
@@ -54,16 +51,6 @@ def stand_in(monkeypatch):
 
 def _data():
     return make_dataset(load_robot("snake2", dtype=torch.float64), 600, seed=0)
-
-
-def _mlp(spec) -> MLP:
-    torch.manual_seed(0)
-    return MLP(spec, MLPConfig(depth=2, width=32))
-
-
-def _log(path: Path) -> list[dict[str, str]]:
-    with (path / "log.csv").open(newline="") as f:
-        return list(csv.DictReader(f))
 
 
 def test_captured_steps_equal_eager_ones_and_follow_the_schedule(stand_in):
