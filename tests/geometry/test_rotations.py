@@ -562,3 +562,14 @@ def test_geodesic_gradient_at_identical_inputs_is_zero() -> None:
         lambda r: rot.geodesic_distance(r, r.detach()), random_rotmats((3,), 47)
     )
     assert torch.equal(grad, torch.zeros_like(grad))
+
+
+def test_geodesic_distance_without_grad_mode_gives_the_same_values() -> None:
+    """Without grad mode the norm of the angle's sine skips its gradient guard (three
+    operations, not seven): the same values bit for bit, zero angles included."""
+    r1, r2 = random_rotmats((64,), 48), random_rotmats((64,), 49)
+    r2[:8] = r1[:8]  # zero angles
+    with_grad = rot.geodesic_distance(r1, r2)
+    with torch.no_grad():
+        without = rot.geodesic_distance(r1, r2)
+    assert torch.equal(with_grad, without) and bool((without[:8] == 0).all())

@@ -55,3 +55,21 @@ def test_difference_and_integrate_check_their_shapes(panda):
     with pytest.raises(ValueError, match=r"v must have shape \(\.\.\., 7\)"):
         panda.integrate(q, torch.zeros(3, 6))
     assert torch.equal(panda.difference(q, q), torch.zeros_like(q))
+
+
+def test_a_draw_is_three_operations_and_follows_the_limits(panda):
+    """The uniform box is kept with the flattened tree: a draw dispatches rand, mul and add,
+    and a robot with other limits (a copy, another dtype) draws within its own."""
+    from tests.ik.recorder import Recorder
+
+    panda.random_configuration(1)
+    with Recorder() as seen:
+        q = panda.random_configuration(500, torch.Generator().manual_seed(0))
+    assert [op.split(".")[1] for op in seen.ops] == ["rand", "mul", "add"]
+    assert bool(((q >= panda.lower) & (q <= panda.upper)).all())
+    narrow = panda.with_limits({"panda_joint1": (-0.1, 0.1)})
+    assert narrow.random_configuration(500)[:, 0].abs().max() <= 0.1
+    assert panda.random_configuration(500)[:, 0].abs().max() > 0.5  # the original keeps its own
+    wide = narrow.to(torch.float64)
+    assert wide.random_configuration(500).dtype == torch.float64
+    assert wide.random_configuration(500)[:, 0].abs().max() <= 0.1

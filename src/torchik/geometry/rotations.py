@@ -86,8 +86,11 @@ def _even_fn(
 
 
 def _safe_norm(v: Tensor, keepdim: bool = False) -> Tensor:
-    """Euclidean norm over the last dim; its gradient at ``v = 0`` is 0 (a subgradient), not nan."""
+    """Euclidean norm over the last dim; its gradient at ``v = 0`` is 0 (a subgradient), not nan.
+    Without grad mode the same values in three operations instead of seven (IK's evaluation)."""
     n2 = (v * v).sum(dim=-1, keepdim=keepdim)
+    if not torch.is_grad_enabled():  # sqrt(0) is the 0 the guard gives
+        return torch.sqrt(n2)
     positive = n2 > 0
     return torch.where(positive, torch.sqrt(torch.where(positive, n2, 1.0)), 0.0)
 
