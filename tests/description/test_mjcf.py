@@ -390,7 +390,7 @@ def test_every_free_body_of_a_scene_is_a_floating_base_that_matches_mujoco(scene
     )
 
 
-def test_a_scene_steps_on_its_manifold_and_whole_body_ik_refuses_it_in_one_line():
+def test_a_scene_steps_on_its_manifold_and_whole_body_ik_moves_the_targets_body():
     xml, free, _ = SCENES["table_then_two_free"]
     robot = Robot.from_mjcf(xml, dtype=F64)
     q = _scene_configurations(robot, 1)
@@ -401,10 +401,20 @@ def test_a_scene_steps_on_its_manifold_and_whole_body_ik_refuses_it_in_one_line(
     torch.testing.assert_close(quats.norm(dim=-1), torch.ones(4, 2, dtype=F64))
     neutral = robot.neutral()
     assert neutral[3] == 1 and neutral[10] == 1 and neutral.abs().sum() == 2
-    target = robot.forward_kinematics(q[:1], "a_handle")
-    with pytest.raises(ValueError, match="free bodies beside its root 'world'") as info:
-        torchik.solve_wholebody(robot, {"a_handle": target})
-    assert "\n" not in str(info.value) and "free_joint='fixed'" in str(info.value)
+    target = robot.forward_kinematics(q, "a_handle")
+    # whole-body IK moves the free body that carries the target; the other stays at rest
+    result = torchik.solve_wholebody(robot, {"a_handle": target},
+                                     generator=torch.Generator().manual_seed(3))  # fmt: skip
+    assert bool(result.success[:, 0].all())
+    best = result.q[:, 0]
+    torch.testing.assert_close(robot.forward_kinematics(best, "a_handle"), target,
+                               atol=1e-3, rtol=0)  # fmt: skip
+    assert torch.equal(best[:, 7:14], neutral[7:14].expand(4, 7))  # body b where the file has it
+    with pytest.raises(ValueError, match="on 2 free bodies") as info:
+        torchik.solve_wholebody(robot, {"a_handle": target, "b": target})
+    assert "\n" not in str(info.value)
+    with pytest.raises(ValueError, match="'b_free' carries no target and stays at its rest"):
+        torchik.solve_wholebody(robot, {"a_handle": target}, active=["a_free", "b_free"])
     with pytest.raises(ValueError, match="accepted: a fixed base, e.g. robot.chain") as info:
         torchik.solve_ik(robot, target, link="a_handle")
     chain = robot.chain("world", "a_handle")  # one free body: a floating robot rooted at it

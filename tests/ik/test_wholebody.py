@@ -376,3 +376,74 @@ def test_triton_loop_kernel_solves_as_the_compiled_loop(monkeypatch):
     torch.testing.assert_close(out[True].q, out[False].q, atol=1e-9, rtol=0)
     assert torch.equal(out[True].success, out[False].success)
     assert bool(out[True].success.any(-1).all())
+
+
+# ---------------------------------------------------------------- scenes with free bodies
+def _mjcf_scene(robot_body: str) -> str:
+    """A MuJoCo scene: a free box first (base 0), then ``robot_body``."""
+    return f"""<mujoco model="scene"><worldbody>
+      <body name="box" pos="1 0 0.5"><freejoint name="box_free"/><geom size="0.05"/></body>
+      {robot_body}
+    </worldbody></mujoco>"""
+
+
+ARM3 = """<body name="upper" pos="0 0 0">
+        <joint name="shoulder" type="hinge" axis="0 1 0" range="-2 2"/>
+        <joint name="yaw" type="hinge" axis="0 0 1" range="-3 3"/><geom size="0.02"/>
+        <body name="lower" pos="0.3 0 0">
+          <joint name="elbow" type="hinge" axis="0 1 0" range="-2 2"/><geom size="0.02"/>
+          <body name="hand" pos="0.3 0 0"/></body></body>"""
+
+
+def test_a_floating_robot_in_a_scene_moves_its_base_and_holds_the_other_bodies():
+    """The free body that carries the targets (base 1 here, not the first) moves, fitted to
+    the targets and normalised; the box, which carries none, stays where the file puts it."""
+    torso = (
+        f'<body name="torso" pos="0 0 1"><freejoint name="root"/><geom size="0.1"/>{ARM3}</body>'
+    )
+    robot = Robot.from_mjcf(_mjcf_scene(torso), dtype=torch.float64)
+    assert (
+        robot.floating_bases == 2 and robot.base_link(1) == "torso" and robot.base_of("hand") == 1
+    )
+    with pytest.raises(ValueError, match="has 2 floating bases, no base 2"):
+        robot.base_link(2)
+    g = torch.Generator().manual_seed(20)
+    q = robot.random_configuration(20, g)
+    q[:, :7], q[:, 7:10] = robot.neutral()[:7], torch.rand(20, 3, generator=g, dtype=q.dtype)
+    targets = robot.forward_kinematics(q, "hand")
+    result = solve_wholebody(robot, {"hand": targets}, generator=g)
+    assert bool(result.success[:, 0].all())
+    best = result.q[:, 0]
+    torch.testing.assert_close(robot.forward_kinematics(best, "hand"), targets, atol=2e-3, rtol=0)
+    assert torch.equal(result.q[..., :7], robot.neutral()[:7].expand(20, 2, 7))
+    torch.testing.assert_close(best[:, 10:14].norm(dim=-1), torch.ones(20, dtype=torch.float64))
+    assert float((best[:, 7:10] - robot.neutral()[7:10]).norm(dim=-1).min()) > 0.05  # it moved
+    seeds = robot.random_configuration(20 * 2, g).view(20, 2, -1)
+    seeds[..., :7] = robot.neutral()[:7]
+    seeds[..., 10:14] *= 3.0  # any nonzero norm is a rotation; the solver normalises it
+    given = solve_wholebody(robot, {"hand": targets}, seeds=seeds, max_iters=300)
+    torch.testing.assert_close(given.q[..., 10:14].norm(dim=-1), torch.ones(20, 2).double())
+    # the projection normalises the moving base's quaternion, wherever it sits in q
+    from torchik.ik.wholebody.solve import _problem
+
+    problem = _problem(robot, {"hand": targets}, None, None, None, 0.0, False, None, 2, 1e-3,
+                       0.1, None, None)[0]  # fmt: skip
+    assert problem.moving_bases == (1,)
+    projected = problem.project(seeds.reshape(40, -1))
+    torch.testing.assert_close(projected[:, 10:14].norm(dim=-1), torch.ones(40).double())
+    assert torch.equal(projected[:, :7], seeds.reshape(40, -1)[:, :7])  # held: the box keeps it
+
+
+def test_a_fixed_arm_in_a_scene_holds_the_free_bodies():
+    robot = Robot.from_mjcf(_mjcf_scene(ARM3.replace('pos="0 0 0"', 'pos="0 0 0.5"', 1)),
+                            dtype=torch.float64)  # fmt: skip
+    assert robot.floating_bases == 1 and robot.base_of("hand") is None
+    g = torch.Generator().manual_seed(21)
+    q = robot.random_configuration(20, g)
+    targets = robot.forward_kinematics(q, "hand")[:, :3, 3]
+    for posture in (0.0, 0.5):
+        result = solve_wholebody(robot, {"hand": targets}, posture=posture, generator=g)
+        assert bool(result.success.any(-1).all())
+        assert torch.equal(result.q[..., :7], robot.neutral()[:7].expand(20, 2, 7))
+    with pytest.raises(ValueError, match="'box_free' carries no target and stays at its rest"):
+        solve_wholebody(robot, {"hand": targets}, active=["box_free", "shoulder"])

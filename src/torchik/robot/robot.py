@@ -329,6 +329,17 @@ class Robot(nn.Module):
         floating base, several for the free bodies of a MuJoCo scene, 0 for a fixed base."""
         return len(self._bases)
 
+    def base_link(self, k: int) -> str:
+        """The link that floating base ``k`` carries (its free body): coordinates ``7 k`` to
+        ``7 k + 6`` of ``q`` place it.
+
+        Raises:
+            ValueError: ``k`` is not the index of a floating base.
+        """
+        if not isinstance(k, int) or not 0 <= k < len(self._bases):
+            raise ValueError(f"{self.name!r} has {len(self._bases)} floating bases, no base {k!r}")
+        return self._bases[k].child
+
     def base_of(self, link: str) -> int | None:
         """Which floating base moves ``link``: its index ``k`` (coordinates ``7 k`` to ``7 k + 6``
         of ``q``), or ``None`` for a link fixed in the root frame (a fixed base, or the world

@@ -45,8 +45,15 @@ class WholeBodyProblem(IKProblem):
 
     @cached_property
     def moves_base(self) -> bool:
-        """Whether a floating base moves (read once: :meth:`project` never reads the device)."""
-        return bool(self.robot.floating and bool(self.active[0]))
+        """Whether the first floating base moves (the compiled loop's one base)."""
+        return 0 in self.moving_bases
+
+    @cached_property
+    def moving_bases(self) -> tuple[int, ...]:
+        """The floating bases that move: those whose coordinates are active (read once:
+        :meth:`project` never reads the device). Free bodies that carry no target are held."""
+        k = self.robot.floating_bases
+        return tuple(b for b in range(k) if bool(self.active[7 * b]))
 
     @cached_property
     def all_active(self) -> bool:
@@ -55,15 +62,23 @@ class WholeBodyProblem(IKProblem):
 
     @cached_property
     def base_origin(self) -> Tensor:
-        """``(4, 4)`` a floating base's frame at its zero pose: its joint's origin (FK of the
-        root at :meth:`Robot.neutral`)."""
+        """``(4, 4)`` the first floating base's frame at its zero pose (:meth:`base_frame`)."""
+        return self.base_frame(0)
+
+    def base_frame(self, k: int) -> Tensor:
+        """``(4, 4)`` floating base ``k``'s frame at its zero pose: its joint's origin (FK of
+        the link it carries at :meth:`Robot.neutral`)."""
         robot = self.robot
-        return robot.forward_kinematics(robot.neutral(), robot.root)
+        return robot.forward_kinematics(robot.neutral(), robot.base_link(k))
 
     def project(self, q: Tensor) -> Tensor:
-        """``q (N, nq)`` into the limits, a moving floating base's quaternion normalised (a
+        """``q (N, nq)`` into the limits, each moving floating base's quaternion normalised (a
         held one stays exactly where its box holds it)."""
         q = super().project(q)
-        if not self.moves_base:
+        if not self.moving_bases:
             return q
-        return torch.cat((q[:, :3], quat_normalize(q[:, 3:7]), q[:, 7:]), dim=-1)
+        parts, start = [], 0
+        for b in self.moving_bases:
+            parts += [q[:, start : 7 * b + 3], quat_normalize(q[:, 7 * b + 3 : 7 * b + 7])]
+            start = 7 * b + 7
+        return torch.cat((*parts, q[:, start:]), dim=-1)

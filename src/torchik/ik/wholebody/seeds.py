@@ -48,8 +48,9 @@ def wholebody_seeder(
 
     def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
         pool = robot.random_configuration(k * pool_size, generator)
-        if robot.floating:
-            pool[:, :7] = robot.neutral()[:7]
+        if robot.floating:  # every base at its zero pose: placed below
+            bases = 7 * robot.floating_bases
+            pool[:, :bases] = robot.neutral()[:bases]
         features = _pose_features(problem, pool, rows)
         which = (rows % k + attempt) % k
         best = torch.empty_like(rows)
@@ -63,13 +64,10 @@ def wholebody_seeder(
 
 
 def _place_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
-    """``q (n, nq)`` with a floating base fitted to the targets of ``rows`` (held at its rest
-    pose when inactive); ``q`` itself on a fixed base."""
-    if not problem.robot.floating:
-        return q
-    if not bool(problem.active[:7].all()):
-        return torch.cat((problem.rest[rows, :7], q[:, 7:]), dim=-1)
-    return fit_base(problem, q, rows)
+    """``q (n, nq)`` with the moving floating base fitted to the targets of ``rows``
+    (:func:`fit_base`); ``q`` itself without one. A held base is at its rest pose already:
+    held coordinates make boxes per row, whose uniform draw is that pose."""
+    return fit_base(problem, q, rows) if problem.moving_bases else q
 
 
 def _target_poses(problem: WholeBodyProblem, rows: Tensor) -> Tensor:
@@ -90,7 +88,7 @@ def _pose_features(problem: WholeBodyProblem, pool: Tensor, rows: Tensor):
     rho = LMSettings().rotation_weight
     poses = problem.robot.forward_kinematics(pool, [t.link for t in problem.targets])
     targets = _target_poses(problem, rows)
-    if problem.robot.floating:
+    if problem.moving_bases:
         poses, targets = _relative(problem, poses), _relative(problem, targets)
     a, b = [], []
     for i, t in enumerate(problem.targets):
@@ -124,12 +122,17 @@ def fit_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
     Kabsch SVD, with the sign fix that keeps ``det R = 1``), and ``t = p̄ - R x̄`` (weighted
     means).
 
+    The base is the one that moves (:attr:`WholeBodyProblem.moving_bases`; the others keep
+    their coordinates in ``q``).
+
     Returns:
         ``(n, nq)``.
     """
     robot, rho = problem.robot, LMSettings().rotation_weight
-    neutral = robot.neutral()
-    q = torch.cat((neutral[:7].expand(q.shape[0], 7), q[:, 7:]), dim=-1)
+    (k,) = problem.moving_bases
+    at, neutral = slice(7 * k, 7 * k + 7), robot.neutral()
+    q = q.clone()
+    q[:, at] = neutral[at]
     links = [t.link for t in problem.targets]
     poses, targets = robot.forward_kinematics(q, links), _target_poses(problem, rows)
     w = q.new_tensor([t.weight for t in problem.targets])
@@ -144,6 +147,7 @@ def fit_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
     u = torch.cat((u[..., :2], u[..., 2:] * sign[:, None, None]), dim=-1)
     rot = u @ vh
     world = pose_to_matrix(p_mean - (rot @ x_mean[..., None])[..., 0], rot)
-    origin = problem.base_origin  # the base frame at neutral
+    origin = problem.base_frame(k)  # the base frame at neutral
     base = invert_transform(origin) @ world @ origin
-    return torch.cat((base[:, :3, 3], rotmat_to_quat(base[:, :3, :3]), q[:, 7:]), dim=-1)
+    q[:, at] = torch.cat((base[:, :3, 3], rotmat_to_quat(base[:, :3, :3])), dim=-1)
+    return q

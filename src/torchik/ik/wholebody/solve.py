@@ -19,7 +19,10 @@ first), every update goes through :meth:`Robot.integrate`, the limit test of
 :func:`~torchik.ik.lm.free_limit_columns` maps columns to coordinates of ``q`` (the base has none),
 the projection normalises the quaternion, and the posture acts on the joints only
 (``robot.difference(q, rest)``). Seeds fit the base to the targets
-(:mod:`torchik.ik.wholebody.seeds`).
+(:mod:`torchik.ik.wholebody.seeds`). In a MuJoCo scene with several free bodies, the one that
+carries the target links moves (whichever base it is in ``q``) and the others stay at their
+rest pose (where the file puts them, by default): an object beside a robot, a floating robot
+among objects.
 
 On the CPU the loop runs as compiled code, :func:`torchik.kinematics.native.lm_loop` (this
 module's step, held joints, posture and floating base included; see
@@ -227,29 +230,64 @@ def _check_targets(robot, targets, weights, position_only):
     return batch, tuple(targets), positions, rotmats, ws
 
 
-def _check_active(robot: Robot, active) -> Tensor:
+def _check_active(robot: Robot, active, moving: int | None) -> Tensor:
     """``(nq,)`` bool mask from joint names or a mask; ``None``: every joint. A floating
-    base's name (``root_joint``) stands for its 7 coordinates, which move together."""
+    base's name (``root_joint``) stands for its 7 coordinates, which move together; only the
+    base ``moving`` (the free body that carries the targets) may move, the others are held
+    (``None``: the free bodies of a scene beside a fixed robot)."""
+    names, k = list(robot.joint_names), robot.floating_bases
+    bases = [names[7 * b].partition("/")[0] for b in range(k)]
     if active is None:
-        return torch.ones(robot.dof, dtype=torch.bool, device=robot.device)
+        mask = torch.ones(robot.dof, dtype=torch.bool, device=robot.device)
+        for b in range(k):
+            mask[7 * b : 7 * b + 7] = b == moving
+        return mask
     if isinstance(active, Tensor):
         if active.dtype != torch.bool or active.shape != (robot.dof,):
             raise ValueError(f"active must be joint names or a ({robot.dof},) bool mask")
         mask = active.to(robot.device)
     else:
-        names = list(robot.joint_names)
-        base = names[0].partition("/")[0] if robot.floating else None
-        unknown = [name for name in active if name not in names and name != base]
+        unknown = [name for name in active if name not in names and name not in bases]
         if unknown or isinstance(active, str):
             raise ValueError(f"unknown active joints {unknown or active!r}; the joints are {names}")
         mask = torch.zeros(robot.dof, dtype=torch.bool, device=robot.device)
-        mask[[names.index(name) for name in active if name != base]] = True
-        if base is not None and base in active:
-            mask[:7] = True
-    if robot.floating and bool(mask[:7].any()) and not bool(mask[:7].all()):
-        raise ValueError("a floating base moves as a whole: make all 7 of its coordinates "
-                         "active (or name it, e.g. 'root_joint') or none")  # fmt: skip
+        mask[[names.index(name) for name in active if name not in bases]] = True
+        for b, base in enumerate(bases):
+            mask[7 * b : 7 * b + 7] |= base in active
+    for b, base in enumerate(bases):
+        coordinates = mask[7 * b : 7 * b + 7]
+        if bool(coordinates.any()) and not bool(coordinates.all()):
+            raise ValueError(f"a floating base moves as a whole: make all 7 of its coordinates "
+                             f"active (or name it, {base!r}) or none")  # fmt: skip
+        if bool(coordinates.any()) and b != moving:
+            raise ValueError(f"the free body of {base!r} carries no target and stays at its "
+                             "rest pose; leave it out of active")  # fmt: skip
     return mask
+
+
+def _moving_base(robot: Robot, links: Sequence[str]) -> int | None:
+    """The floating base that carries the target ``links`` (``None``: none does, e.g. an arm
+    fixed in a scene with free bodies).
+
+    Raises:
+        ValueError: targets on the links of two free bodies (one moves per solve).
+    """
+    owners = sorted({b for link in links if (b := robot.base_of(link)) is not None})
+    if len(owners) > 1:
+        carried = ", ".join(robot.base_link(b) for b in owners)
+        raise ValueError(
+            f"the targets are on {len(owners)} free bodies ({carried}); solve_wholebody "
+            "moves one: place the links of one body at a time"
+        )
+    return owners[0] if owners else None
+
+
+def _columns(robot: Robot, mask: Tensor) -> Tensor:
+    """``(nv,)`` bool, the Jacobian columns ``mask (nq,)`` moves: base ``b``'s six twist
+    columns with its coordinates, a joint's with its own."""
+    k, index = robot.floating_bases, torch.arange(robot.nv, device=mask.device)
+    return mask[torch.where(index < 6 * k, 7 * torch.div(index, 6, rounding_mode="floor"),
+                            index + k)]  # fmt: skip
 
 
 def _check_rest(robot: Robot, rest, batch) -> Tensor:
@@ -342,7 +380,8 @@ def solve_wholebody(
         weights: link name -> weight ``>= 0`` of its residual in the cost (default 1).
         active: the joints the solver moves (names, or a ``(dof,)`` bool mask); the others
             stay at their value in ``rest``. ``None``: every joint. A floating base moves as a
-            whole: its name (``root_joint``) or all 7 of its coordinates, or none of them.
+            whole: its name (``root_joint``) or all 7 of its coordinates, or none of them;
+            free bodies that carry no target (a scene's objects) never move.
         rest: ``(..., dof)`` or ``(dof,)`` rest configuration of the posture term and held
             values of the inactive joints; ``None``: :meth:`Robot.neutral`.
         posture: gain in ``[0, 1]`` of the step towards ``rest`` in the null space of the
@@ -374,9 +413,10 @@ def solve_wholebody(
         within tolerance and every joint within its limits, checked by forward kinematics.
 
     Raises:
-        ValueError: a robot with free bodies beside its root, an unknown link or joint, a
-            negative weight, targets of different batch shapes, malformed targets, seeds, rest
-            or boxes, an inactive joint held outside its limits.
+        ValueError: targets on the links of two free bodies, an active free body that
+            carries no target, an unknown link or joint, a negative weight, targets of
+            different batch shapes, malformed targets, seeds, rest or boxes, an inactive joint
+            held outside its limits.
 
     Example:
         >>> import torchik
@@ -413,24 +453,17 @@ def solve_wholebody(
 def _problem(robot, targets, weights, active, rest, posture, position_only, seeds, num_seeds,
              tol_position, tol_rotation, lower, upper):  # fmt: skip
     """The checked inputs as rows: ``(problem, K, batch, seeds (N, dof) or None)``."""
-    if robot.floating and robot.base_of(robot.root) is None:
-        raise ValueError(
-            f"solve_wholebody moves one floating base that carries the whole robot; "
-            f"{robot.name!r} has {robot.floating_bases} free bodies beside its root "
-            f"{robot.root!r}; accepted: parse_mjcf(..., free_joint='fixed') to hold them "
-            "where the file puts them"
-        )
     check_float("tol_position", tol_position, positive=True)
     if tol_rotation != math.inf:
         check_float("tol_rotation", tol_rotation, positive=True)
     batch, links, positions, rotmats, ws = _check_targets(robot, targets, weights, position_only)
     n_targets = positions[0].shape[0]
-    mask = _check_active(robot, active)
+    mask = _check_active(robot, active, _moving_base(robot, links))
     rest = _check_rest(robot, rest, batch)
     q0 = None if seeds is None else check_seeds(robot, seeds, batch)
     k = num_seeds if seeds is None else seeds.shape[-2]
     group = torch.arange(n_targets, device=robot.device).repeat_interleave(k)
-    coordinates = velocity_coordinates(robot.nv, robot.floating, robot.device)
+    coordinates = velocity_coordinates(robot.nv, robot.floating_bases, robot.device)
     limits = _limits(robot, mask, rest, check_bounds(robot, lower, upper, batch), n_targets)
     if limits.per_row:
         limits = replace(limits, lower=limits.lower[group], upper=limits.upper[group])
@@ -443,7 +476,7 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
     problem = WholeBodyProblem(
         robot, link_targets, group, tol_position, tol_rotation, limits,
         active=mask, rest=rest[group], posture=float(posture), coordinates=coordinates,
-        columns=mask[coordinates.clamp_min(0)],  # a base's columns: mask[0], the whole base
+        columns=_columns(robot, mask),
     )  # fmt: skip
     return problem, k, batch, q0
 
