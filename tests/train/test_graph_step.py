@@ -90,6 +90,10 @@ def test_the_graph_reads_its_buffers_and_a_tensor_learning_rate(stand_in):
     # a batch of another shape steps eagerly, leaving the buffers alone
     stepper.step(data.q[:32], data.target[:32])
     assert inputs[0].shape[0] == 64 and torch.equal(inputs[0], batches[-1][0])
+    rate = group["lr"]
+    group["lr"] = 0.25  # a schedule that assigns a float: copied into the graph's tensor
+    stepper.step(*batches[0])
+    assert group["lr"] is rate and float(rate) == 0.25
 
 
 def test_a_checkpoint_of_a_captured_run_holds_floats_and_resumes_exactly(stand_in, tmp_path):

@@ -510,6 +510,7 @@ class GraphStep:
         self.stepper, self.warm, self.failed = stepper, 0, False
         self.graph: Any = None
         self.inputs: tuple[Tensor, Tensor] | None = None
+        self.rates: list[Tensor] = []  # the learning rates the graph reads
 
     def forget(self) -> None:
         """Drop the graph (the optimiser's state was replaced): warm up and capture again."""
@@ -529,8 +530,17 @@ class GraphStep:
             return stepper.eager_step(q, target)
         for buffer, x in zip(self.inputs, (q, target), strict=True):
             buffer.copy_(x)
+        self._keep_rates()
         self.graph.replay()
         return self.graph.out.clone()  # out of the graph's memory, which the next overwrites
+
+    def _keep_rates(self) -> None:
+        """Each group's rate in the tensor the graph reads: a schedule that assigns a float
+        (instead of filling the tensor, as torch's schedulers do) is copied into it."""
+        for group, rate in zip(self.stepper.optimizer.param_groups, self.rates, strict=True):
+            if group["lr"] is not rate:
+                rate.fill_(float(group["lr"]))
+                group["lr"] = rate
 
     def _capture(self, q: Tensor, target: Tensor) -> bool:
         stepper, inputs = self.stepper, (q.clone(), target.clone())
@@ -538,6 +548,7 @@ class GraphStep:
             group["capturable"] = stepper.device.type == "cuda"
             if not isinstance(group["lr"], Tensor):
                 group["lr"] = torch.tensor(float(group["lr"]), device=stepper.device)
+        self.rates = [group["lr"] for group in stepper.optimizer.param_groups]
         graph = self.graph_type()
         try:
             graph.capture(lambda: stepper.eager_step(*inputs))
