@@ -232,7 +232,7 @@ def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dic
 def varying_rows(robot, link: str, n: int, counts: int = 64) -> list[dict[str, Any]]:
     """Calls whose target count changes every time (``n - counts + 1`` to ``n`` targets, each
     once, in a shuffled order), with the one-graph program made per bucket of counts
-    (:func:`~torchik.ik.captured.bucket`, the default) and per count: the mean milliseconds
+    (:func:`~torchik.ik.fixed.bucket`, the default) and per count: the mean milliseconds
     per call over a second pass (the first warms up), and the share of targets solved. More
     counts than :data:`~torchik.ik.captured.MAX_PROGRAMS` keep a program per count from ever
     replaying."""

@@ -13,7 +13,7 @@ import torch
 from tests.ik.recorder import Recorder
 from torchik import load_robot, solve_ik
 from torchik.geometry.rotations import geodesic_distance
-from torchik.ik import LevenbergMarquardt, captured, refine_samples, seeding
+from torchik.ik import LevenbergMarquardt, captured, fixed, refine_samples, seeding
 from torchik.ik.rounds import Run
 from torchik.ik.seeding import nearest_in_pools, nearest_per_slot
 
@@ -502,7 +502,7 @@ def test_target_counts_share_the_program_of_their_bucket(panda, monkeypatch):
     replayed); each answer is its own targets', and with pooled seeds the padding changes no
     draw: the first (eager) call's answers are an unpadded program's bit for bit (the stand-in
     graph draws again when it replays)."""
-    assert [captured.bucket(n) for n in (0, 1, 2, 3, 5, 8, 1000, 1025)] == [
+    assert [fixed.bucket(n) for n in (0, 1, 2, 3, 5, 8, 1000, 1025)] == [
         1, 1, 2, 4, 8, 8, 1024, 2048]  # fmt: skip
     _fake_cuda(monkeypatch)
     method = LevenbergMarquardt(loop="fixed", one_graph=True, fused_loop=False)

@@ -51,6 +51,7 @@ from torchik.ik.fixed import (
     _clone,
     _copy_into,
     advance,
+    bucket,
     capturable,
     chunks,
     finish_groups,
@@ -59,7 +60,7 @@ from torchik.ik.fixed import (
     restart,
 )
 from torchik.ik.result import IKResult
-from torchik.ik.rounds import Run, evaluate
+from torchik.ik.rounds import Run, evaluate, take_targets
 from torchik.ik.seeding import Seeder, nearest_per_slot, pooled
 
 __all__ = [
@@ -67,7 +68,6 @@ __all__ = [
     "MAX_PROGRAMS",
     "MAX_ROWS",
     "MIN_RETRY_SLOTS",
-    "bucket",
     "program",
     "retry_slots",
     "serves",
@@ -219,29 +219,25 @@ def solve(run: Run, seeds: Tensor | None = None) -> IKResult:
     """``run``'s call by :func:`program` (given ``seeds`` or random ones): replayed from a
     captured graph where :func:`torchik.ik.fixed.capturable` (CUDA), eagerly elsewhere. Where
     a capture fails, this shape runs the rounds instead (:meth:`Run.random`,
-    :meth:`Run.given`), with a warning. The graph is made for :func:`bucket` targets: the
-    targets are padded with copies of the last one, their answers cut off."""
+    :meth:`Run.given`), with a warning. The graph is made for
+    :func:`~torchik.ik.fixed.bucket` targets (:data:`BUCKETS`): the targets are padded with
+    copies of the last one, their answers cut off."""
     if not capturable(run.solver, run.position):
         return program(run, run.position, run.rotmat, seeds)
     n = run.position.shape[0]
-    size = bucket(n) if _same_slots(run, n, bucket(n), seeds) else n
+    size = bucket(n) if BUCKETS and _same_slots(run, n, bucket(n), seeds) else n
     with on_device(run.position.device):  # captured and replayed on the targets' device
         if size == n:
             return _solve_captured(run, seeds)
-        return _first(_solve_captured(*_padded(run, seeds, size)), n)
+        return take_targets(_solve_captured(*_padded(run, seeds, size)), slice(0, n))
 
 
 BUCKETS = True
-"""Whether a captured program is made for :func:`bucket` targets, not for the call's own count:
-the first call of a shape runs eagerly and the second captures it, so a workload whose target
-count changes at every call (the detections of a frame, say) would never replay a graph.
-Padded targets cost the device little (one thread per row, far fewer rows than it holds)."""
-
-
-def bucket(n_targets: int) -> int:
-    """The target count of the program that serves ``n_targets`` (with :data:`BUCKETS`): the
-    next power of two, e.g. 1 000 -> 1 024."""
-    return 1 << max(n_targets - 1, 0).bit_length() if BUCKETS else n_targets
+"""Whether a captured program is made for :func:`torchik.ik.fixed.bucket` targets (the next
+power of two), not for the call's own count: the first call of a shape runs eagerly and the
+second captures it, so a workload whose target count changes at every call (the detections of
+a frame, say) would never replay a graph. Padded targets cost the device little (one thread
+per row, far fewer rows than it holds)."""
 
 
 def _same_slots(run: Run, n: int, size: int, seeds: Tensor | None) -> bool:
@@ -264,14 +260,6 @@ def _padded(run: Run, seeds: Tensor | None, size: int) -> tuple[Run, Tensor | No
     rotmat = None if run.rotmat is None else pad(run.rotmat)
     padded = replace(run, position=pad(run.position), rotmat=rotmat)
     return padded, None if seeds is None else pad(seeds, run.k)
-
-
-def _first(result: IKResult, n: int) -> IKResult:
-    """The answers of the first ``n`` targets (``q (n, K, dof)``): a padded program's own."""
-    return replace(result, q=result.q[:n], success=result.success[:n],
-                   position_error=result.position_error[:n],
-                   rotation_error=result.rotation_error[:n],
-                   iterations=result.iterations[:n])  # fmt: skip
 
 
 def _solve_captured(run: Run, seeds: Tensor | None) -> IKResult:

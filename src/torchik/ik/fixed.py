@@ -351,6 +351,13 @@ def on_side_stream(run: Callable[[], Any]) -> Any:
     return out
 
 
+def bucket(n: int) -> int:
+    """The size a captured shape of ``n`` rows or targets is made for: the next power of two
+    (1 000 -> 1 024), so that a few captures serve every count (the retry rounds'
+    targets, :mod:`torchik.ik.captured`'s programs)."""
+    return 1 << max(n - 1, 0).bit_length()
+
+
 def capturable(solver: IKSolver, q: Tensor) -> bool:
     """Whether chunks of ``solver`` on ``q``'s device are captured in CUDA graphs: CUDA, and a
     solver whose state keys do not change while it runs (``solver.capturable``)."""

@@ -19,12 +19,12 @@ from torch import Tensor
 from torchik.checks import check_generator
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik.base import IKProblem, IKSolver, JointLimits, LinkTarget
-from torchik.ik.fixed import capturable
+from torchik.ik.fixed import bucket, capturable
 from torchik.ik.result import IKResult
 from torchik.ik.seeding import Seeder, nearest_seeder, uniform_seeder
 from torchik.robot.robot import Robot
 
-__all__ = ["Run", "evaluate", "make_problem", "reshape_result"]
+__all__ = ["Run", "evaluate", "make_problem", "reshape_result", "take_targets"]
 
 
 @dataclass
@@ -210,8 +210,8 @@ def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> 
         q0 = seeder(*_first_attempt(len(problem), todo.device))
         retried = _run(solver, problem, q0, seeder, iters, used, r)
         if padded.numel() > todo.numel():  # the padding's results are dropped
-            retried = _take_rows(retried, torch.arange(todo.numel(), device=todo.device))
-        result = _replace_rows(result, todo, _concat(_take_rows(result, todo), retried).top(k))
+            retried = take_targets(retried, slice(0, todo.numel()))
+        result = _replace_rows(result, todo, _concat(take_targets(result, todo), retried).top(k))
         used += iters
     return result
 
@@ -224,8 +224,7 @@ def _padded(todo: Tensor, solver) -> Tensor:
     n = todo.numel()
     if n == 0 or not (solver._fixed(todo) and capturable(solver, todo)):
         return todo
-    size = 1 << (n - 1).bit_length()
-    return todo[torch.arange(size, device=todo.device) % n]
+    return todo[torch.arange(bucket(n), device=todo.device) % n]
 
 
 def evaluate(problem: IKProblem, q: Tensor, iterations: Tensor, shape: tuple) -> IKResult:
@@ -268,7 +267,9 @@ def reshape_result(result: IKResult, batch: tuple) -> IKResult:
     return _map(result, lambda x: x.reshape(*batch, k, *x.shape[2:]))
 
 
-def _take_rows(result: IKResult, index: Tensor) -> IKResult:
+def take_targets(result: IKResult, index: Tensor | slice) -> IKResult:
+    """The answers of the targets ``index`` (long, or a slice: views) of a ``(T, K, ...)``
+    result."""
     return _map(result, lambda x: x[index])
 
 

@@ -1,6 +1,7 @@
 """Forward kinematics and Jacobians of a flattened kinematic tree: the reference path (pure
 PyTorch, analytic backward), the fused Triton kernels for CUDA (:mod:`torchik.kinematics.fused`)
-and the IK loop compiled for the CPU (:mod:`torchik.kinematics.native`, Numba).
+and the IK loop, FK and Jacobians compiled for the CPU (:mod:`torchik.kinematics.native`,
+Numba; FK without gradients).
 """
 
 from torchik.kinematics import fused as fused

@@ -1,4 +1,5 @@
-"""Fused Levenberg-Marquardt iterations on the CPU, compiled by Numba: the CPU's IK loop.
+"""Fused Levenberg-Marquardt iterations on the CPU, compiled by Numba: the CPU's IK loop; and
+FK and Jacobians without gradients on the same code.
 
 On the CPU the IK loop's PyTorch operations are small (a few thousand rows of 6x7 matrices) and
 each costs a few microseconds of dispatch whatever its size: a 1 000-pose Panda solve made about
@@ -11,6 +12,11 @@ costing anything. The fixed-shape IK loop (:mod:`torchik.ik.fixed`) takes it on 
 :attr:`~torchik.ik.LMSettings.fused_loop`). It also places several links at once, with held
 joints, a posture and a floating base: whole-body IK's step
 (:class:`torchik.ik.wholebody.WholeBodyLM`), which Triton's loop kernel does not take.
+
+:func:`forward_kinematics` and :func:`jacobian` walk the tree the same way for FK that asks no
+gradient (:attr:`torchik.robot.Robot.backend` ``"native"``, and ``"auto"`` on the CPU once this
+process has loaded Numba, see :func:`loaded`): IK's seeding and evaluation on the CPU, data
+sets, checks.
 
 Numba is imported on the first call (it loads LLVM, about half a second); the kernel is
 compiled once per dtype and cached on disk by Numba, so a later process loads it. Without
