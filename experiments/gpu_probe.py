@@ -32,7 +32,7 @@ import torch
 from experiments.table import Column, Table
 
 __all__ = ["SHAPES", "VARIANTS", "host_profile", "kernel_rows", "kernel_table", "profile_rows",
-           "solve_table", "variant_rows", "varying_rows"]  # fmt: skip
+           "solve_table", "unchecked_rows", "variant_rows", "varying_rows"]  # fmt: skip
 
 SHAPES = [(128, 4), (64, 2), (256, 4), (32, 1)]
 """(rows per program, warps) tried per kernel: (128, 4) is today's."""
@@ -226,7 +226,32 @@ def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dic
     finally:
         captured.MAX_ROWS = saved
     cuda = robot.device.type == "cuda"
+    rows += unchecked_rows(robot, link, [n for n in sizes if n <= 1000], seconds)
     return rows + varying_rows(robot, link, *((1000, 64) if cuda else (8, 4)))
+
+
+def unchecked_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dict[str, Any]]:
+    """The one-graph program (with and without the restarts in the kernel) with
+    ``solve_ik``'s value check of the targets left out (``check_target(values=False)``): the
+    price of its one host read, which makes the host wait for the device at every call, so
+    that back-to-back calls cannot overlap one's host work with the last one's kernels."""
+    from functools import partial
+
+    from experiments.gpu import ik_rows
+    from torchik.ik import inputs
+    from torchik.ik import solve as solving
+
+    loops = {
+        "one graph, target values unchecked": {"loop": "fixed", "one_graph": True},
+        "one graph, restarts in the kernel, target values unchecked": {
+            "loop": "fixed", "one_graph": True, "fused_restarts": True},
+    }  # fmt: skip
+    saved = solving.check_target
+    solving.check_target = partial(inputs.check_target, values=False)
+    try:
+        return ik_rows(robot, link, sizes, seconds, loops)
+    finally:
+        solving.check_target = saved
 
 
 def varying_rows(robot, link: str, n: int, counts: int = 64) -> list[dict[str, Any]]:

@@ -103,7 +103,7 @@ step "kinematics and IK throughput (benchmarks/gpu.py)"
 run gpu 120 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
 
 step "IK solves profiled, fixed-loop settings (benchmarks/gpu_probe.py)"
-run probe 100 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"
+run probe 110 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"
 
 step "whole-body IK on Triton's loop kernel (benchmarks/gpu.py --only wholebody wholebody_triton)"
 run wholebody_triton 150 "$PY" benchmarks/gpu.py --only wholebody wholebody_triton "${quick[@]}" \

@@ -274,6 +274,25 @@ def test_clear_errors():
         solve_ik(robot, target.tolist())
 
 
+def test_the_target_check_without_values_touches_no_value():
+    """``check_target(..., values=False)`` (what the GPU probe times, to price the one host
+    read of the value check) checks shapes only: no operation on the values at all."""
+    from tests.ik.recorder import Recorder
+    from torchik.ik.inputs import check_target
+
+    robot, target = robot_and_targets("panda", 3)
+    bad = target * 2  # not rotations: refused with the values, passed through without
+    with Recorder() as seen:
+        batch, position, rotmat = check_target(robot, bad, False, values=False)
+    views = ("slice", "select", "view", "alias", "_unsafe_view", "expand", "lift_fresh")
+    assert all(op.split(".")[1] in views for op in seen.ops), seen.ops
+    assert batch == (3,) and rotmat.shape == (3, 3, 3)
+    with pytest.raises(ValueError, match="orthonormal"):
+        check_target(robot, bad, False)
+    with pytest.raises(ValueError, match="position_only=True"):
+        check_target(robot, target[:, :3, 3], False, values=False)
+
+
 BAD_ARGUMENTS = [  # (keyword arguments of solve_ik, error, message)
     ({"tol_position": -1e-3}, ValueError, "tol_position must be > 0, got -0.001"),
     ({"tol_position": 0.0}, ValueError, "tol_position must be > 0"),

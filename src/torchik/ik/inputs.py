@@ -11,8 +11,10 @@ from torchik.robot.robot import Robot
 __all__ = ["check_bounds", "check_seeds", "check_target"]
 
 
-def check_target(robot: Robot, target: Tensor, position_only: bool):
-    """``(batch shape, positions (T, 3), rotations (T, 3, 3) or None)``."""
+def check_target(robot: Robot, target: Tensor, position_only: bool, values: bool = True):
+    """``(batch shape, positions (T, 3), rotations (T, 3, 3) or None)``. ``values``: also
+    refuse non-finite values and rotations that are not (one read back to the host: on CUDA
+    it waits for the device; ``False`` checks the shapes only, for a probe of its cost)."""
     if not isinstance(target, Tensor):
         raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
     if not target.is_floating_point():
@@ -29,21 +31,28 @@ def check_target(robot: Robot, target: Tensor, position_only: bool):
         want = "(..., 3) positions or (..., 4, 4) poses" if position_only else "(..., 4, 4) poses"
         hint = "" if position_only else " (pass position_only=True for (..., 3) positions)"
         raise ValueError(f"target must be {want}, got shape {tuple(target.shape)}{hint}")
-    flags = [~torch.isfinite(target).all().to(robot.device)]  # read once, below
     position = position.to(robot.device, robot.dtype).reshape(-1, 3)
     if rotmat is not None:
         rotmat = rotmat.to(robot.device, robot.dtype).reshape(-1, 3, 3)
-        if len(rotmat):
-            eye = torch.eye(3, dtype=rotmat.dtype, device=rotmat.device)
-            off = (rotmat.transpose(-1, -2) @ rotmat - eye).abs().amax()
-            det = (rotmat[:, 0] * torch.linalg.cross(rotmat[:, 1], rotmat[:, 2])).sum(-1)
-            flags.append((off > 1e-3) | (det <= 0).any())
-    bad = torch.stack(flags).tolist()  # one host read (each one stalls a GPU)
+    if values:
+        _check_target_values(robot, target, rotmat)
+    return batch, position, rotmat
+
+
+def _check_target_values(robot: Robot, target: Tensor, rotmat: Tensor | None) -> None:
+    """NaN or infinity anywhere in ``target``, or ``rotmat (T, 3, 3)`` that are not rotations:
+    refused, after one host read (each one stalls a GPU)."""
+    flags = [~torch.isfinite(target).all().to(robot.device)]
+    if rotmat is not None and len(rotmat):
+        eye = torch.eye(3, dtype=rotmat.dtype, device=rotmat.device)
+        off = (rotmat.transpose(-1, -2) @ rotmat - eye).abs().amax()
+        det = (rotmat[:, 0] * torch.linalg.cross(rotmat[:, 1], rotmat[:, 2])).sum(-1)
+        flags.append((off > 1e-3) | (det <= 0).any())
+    bad = torch.stack(flags).tolist()
     if bad[0]:
         raise ValueError("target contains NaN or infinite values")
     if len(bad) > 1 and bad[1]:
         raise ValueError("target rotations must be orthonormal with determinant +1")
-    return batch, position, rotmat
 
 
 def _check_values(name: str, value: Tensor) -> None:
