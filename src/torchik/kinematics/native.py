@@ -95,8 +95,8 @@ def serves(q: Tensor, tree: KinematicTree) -> bool:
 
 def forward_kinematics(q: Tensor, tree: KinematicTree, links: tuple[int, ...]) -> Tensor:
     """:func:`torchik.kinematics.forward_kinematics` compiled by Numba, without gradients
-    (see :func:`serves`): on a Panda 25 times faster for one row, 2 to 3 times for 100 000 on
-    one thread. Equal to the reference up to rounding (float64: 1e-15).
+    (see :func:`serves`): on a Panda, float32, one thread, one row in 7 µs against 44 µs and
+    100 000 in 15 ms against 35 ms. Equal to the reference up to rounding (float64: 1e-15).
 
     Args:
         q: ``(B, D)`` joint values on the CPU, float32 or float64.
