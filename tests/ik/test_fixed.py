@@ -202,10 +202,12 @@ def test_the_fused_lm_loop_is_captured_and_equals_the_fused_step_on_cuda():
 def test_the_fixed_loop_retries_in_rounds_at_bucket_sizes(panda, monkeypatch):
     """Rounds as on the host loop (the hard targets get ``retry_seeds`` fresh slots each), the
     retry rounds at power-of-two counts of targets where chunks are captured (CUDA: captured
-    chunks are reused; forced here), and every target solved. Elsewhere exact counts."""
-    from torchik.ik import base, rounds
+    chunks are reused; forced here), and every target solved. Elsewhere exact counts. (The
+    CPU's rounds run compiled whole, :mod:`torchik.ik.compiled`: turned off here.)"""
+    from torchik.ik import base, compiled, rounds
 
     monkeypatch.setattr(rounds, "capturable", lambda solver, q: True)
+    monkeypatch.setattr(compiled, "serves", lambda run: False)
     rows = []
     solve = base.IKSolver.solve
     monkeypatch.setattr(base.IKSolver, "solve",
@@ -222,6 +224,7 @@ def test_the_fixed_loop_retries_in_rounds_at_bucket_sizes(panda, monkeypatch):
     assert all(n % r == 0 and (n // r) & (n // r - 1) == 0 for n in retries), rows
     rows.clear()
     monkeypatch.undo()
+    monkeypatch.setattr(compiled, "serves", lambda run: False)
     monkeypatch.setattr(base.IKSolver, "solve",
                         lambda self, problem, *a, **k: rows.append(len(problem))
                         or solve(self, problem, *a, **k))  # fmt: skip
@@ -332,10 +335,14 @@ def test_the_cpu_takes_the_compiled_loop_where_it_serves(panda, monkeypatch):
     pytest.importorskip("numba", reason="the CPU's compiled loop needs Numba (a dependency)")
     from torchik.kinematics import native
 
-    calls, real = [], native.lm_loop
+    calls, real, whole = [], native.lm_loop, native.ik_round
     monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(len(a[0])) or real(*a, **k))
+    monkeypatch.setattr(native, "ik_round", lambda *a, **k: calls.append(0) or whole(*a, **k))
     targets = _targets(panda, 16, seed=2)
-    assert bool(solve_ik(panda, targets).success.any(-1).all()) and calls
+    assert bool(solve_ik(panda, targets).success.any(-1).all()) and calls  # a compiled round
+    calls.clear()
+    assert bool(solve_ik(panda, targets, lower=panda.lower).success.any(-1).all())
+    assert calls and 0 not in calls  # a box per target: the rounds, on the compiled loop
     position, rotmat = targets[:, :3, 3], targets[:, :3, :3]
     problem = make_problem(panda, "panda_hand", position, rotmat, 1, 1e-3, 0.01)
     boxed = make_problem(panda, "panda_hand", position, rotmat, 1, 1e-3, 0.01,

@@ -561,6 +561,11 @@ class IKSolver(ABC):
         (then the fixed-shape loop is the CPU's too); ``False`` by default."""
         return False
 
+    def compiled_round(self, robot: Robot, q: Tensor) -> bool:
+        """Whether a round of random seeds on ``robot`` (rows like ``q``) runs as one
+        compiled call on the CPU (:mod:`torchik.ik.compiled`); ``False`` by default."""
+        return False
+
     def _fixed(self, q: Tensor, problem: IKProblem | None = None) -> bool:
         """Whether this solve takes the fixed-shape loop (see :attr:`SolverSettings.loop`):
         ``"auto"`` takes it off the CPU, and on the CPU where :meth:`compiled_loop` serves."""

@@ -191,12 +191,27 @@ class LevenbergMarquardt(IKSolver):
         linearization (a subclass that changes either, as whole-body IK's does with its posture
         step, keeps them: the kernels step plain LM): what both loop kernels (Triton's and the
         CPU's) take; the CPU's takes a box per row too."""
+        return self._plain(problem.robot, len(problem.targets))
+
+    def _plain(self, robot: Any, links: int) -> bool:
+        """:meth:`_kernels_take` for ``links`` targets on ``robot``."""
         cls = type(self)
         if cls.step is not LevenbergMarquardt.step or cls.linearize is not IKSolver.linearize:
             return False
-        if self.settings.adaptive or len(problem.targets) != 1:
+        return not (self.settings.adaptive or links != 1 or robot.floating_bases)
+
+    def compiled_round(self, robot: Any, q: Tensor) -> bool:
+        """Whether a round of random seeds runs as one compiled call on the CPU
+        (:mod:`torchik.ik.compiled`): where the round's chunk would run compiled
+        (:meth:`compiled_loop`: ``fused_loop`` on, the fixed loop, a backend other than
+        ``"reference"``, one link on a fixed base, no adaptive damping, Numba installed) and
+        ``early_stop`` is on (the rounds run at all)."""
+        s = self.settings
+        if not (s.fused_loop and s.early_stop and s.loop != "host" and self.fixed_shape):
             return False
-        return not problem.robot.floating_bases
+        if robot.backend == "reference" or not self._plain(robot, 1):
+            return False
+        return native.runs_on(q, robot.tree)
 
     def compiled_loop(self, problem: IKProblem, q: Tensor) -> bool:
         """Whether :meth:`fused_loop` runs this problem on the CPU, compiled by Numba

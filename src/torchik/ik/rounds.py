@@ -13,11 +13,13 @@ import math
 from collections.abc import Callable
 from dataclasses import dataclass, replace
 
+import numpy as np
 import torch
 from torch import Tensor
 
 from torchik.checks import check_generator
 from torchik.geometry.rotations import geodesic_distance
+from torchik.ik import compiled
 from torchik.ik.base import IKProblem, IKSolver, JointLimits, LinkTarget
 from torchik.ik.fixed import bucket, capturable
 from torchik.ik.result import IKResult
@@ -77,11 +79,15 @@ class Run:
         """Random seeds; with restarts and ``early_stop``, in rounds. Each target's slots come
         back best first (:meth:`IKResult.top`), as from the one-graph program."""
         s, k = self.solver.settings, self.k
+        rounds = self.staged and self.restarts
+        iters = min(s.round_iters, s.max_iters) if rounds else s.max_iters  # a hard cap
+        if rounds and compiled.serves(self):  # one compiled call per round (the CPU)
+            first = compiled.round_of(self, None, k, iters, 0, order=True)
+            result = self.retry(first, iters)
+            return first if result is first else result.top(k)
         problem = self.problem(k)
         seeder = _seeder(problem, k, self.seed_pool, self.solver, self.generator)
         q0 = seeder(*_first_attempt(len(problem), self.position.device))
-        rounds = self.staged and self.restarts
-        iters = min(s.round_iters, s.max_iters) if rounds else s.max_iters  # a hard cap
         result = _run(self.solver, problem, q0, seeder if self.restarts else None, iters, 0, k)
         return (self.retry(result, iters) if rounds else result).top(k)
 
@@ -98,7 +104,24 @@ class Run:
         return self.retry(result, used) if self.restarts else result
 
     def retry(self, result: IKResult, used: int) -> IKResult:
-        return _retry(result, self.problem, self.solver, self.seed_pool, self.generator, used)
+        """Retry rounds after ``used`` iterations (see :func:`_retry`); ``result`` itself
+        where none runs."""
+        return _retry(result, self, used)
+
+    def round(self, todo: Tensor, slots: int, iters: int, used: int) -> IKResult:
+        """A round of ``slots`` fresh random seeds for each of the targets ``todo`` (long):
+        one compiled call where :func:`torchik.ik.compiled.serves`; else the seeds, the
+        solver's loop (restarts between its chunks) and the evaluation. Slots in order."""
+        if compiled.serves(self):
+            return compiled.round_of(self, todo, slots, iters, used, order=False)
+        padded = _padded(todo, self.solver)
+        problem = self.problem(slots, padded)
+        seeder = _seeder(problem, slots, self.seed_pool, self.solver, self.generator)
+        q0 = seeder(*_first_attempt(len(problem), todo.device))
+        retried = _run(self.solver, problem, q0, seeder, iters, used, slots)
+        if padded.numel() > todo.numel():  # the padding's results are dropped
+            retried = take_targets(retried, slice(0, todo.numel()))
+        return retried
 
 
 def make_problem(
@@ -189,7 +212,7 @@ def _as_given(problem_of: Callable, seeds: Tensor) -> IKResult:
     return evaluate(problem, flat, unused, (n_targets, k))
 
 
-def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> IKResult:
+def _retry(result: IKResult, run: Run, used: int) -> IKResult:
     """Rounds after the first: targets without a success get ``retry_seeds`` fresh slots each
     for ``round_iters`` more iterations, until ``max_iters``; each keeps its best ``K`` slots.
 
@@ -197,23 +220,25 @@ def _retry(result, problem_of: Callable, solver, seed_pool, generator, used) -> 
     200, so many parallel seeds finish the hard targets in fewer iterations than restarting
     their few slots one after another.
     """
-    s = solver.settings
+    s = run.solver.settings
     k, r = result.q.shape[-2], s.retry_seeds
     while used < s.max_iters:
-        todo = torch.nonzero(~result.success.any(dim=-1)).flatten()
+        todo = _unsolved(result.success)
         if todo.numel() == 0:
             break
         iters = min(s.round_iters, s.max_iters - used)
-        padded = _padded(todo, solver)
-        problem = problem_of(r, padded)
-        seeder = _seeder(problem, r, seed_pool, solver, generator)
-        q0 = seeder(*_first_attempt(len(problem), todo.device))
-        retried = _run(solver, problem, q0, seeder, iters, used, r)
-        if padded.numel() > todo.numel():  # the padding's results are dropped
-            retried = take_targets(retried, slice(0, todo.numel()))
+        retried = run.round(todo, r, iters, used)
         result = _replace_rows(result, todo, _concat(take_targets(result, todo), retried).top(k))
         used += iters
     return result
+
+
+def _unsolved(success: Tensor) -> Tensor:
+    """``(n,)`` long: the targets of ``success (T, K)`` without a successful slot (on the CPU
+    in NumPy: a solve of one pose spent 3 % of its time on the PyTorch form)."""
+    if success.device.type == "cpu":
+        return torch.from_numpy(np.flatnonzero(~success.numpy().any(axis=-1)))
+    return torch.nonzero(~success.any(dim=-1)).flatten()
 
 
 def _padded(todo: Tensor, solver) -> Tensor:

@@ -517,3 +517,175 @@ def link_jacobian(q, jac, pose, tree):
                 pose[row, a, c] = frames[n, a, c]
             pose[row, 3, a] = 0.0
         pose[row, 3, 3] = 1.0
+
+
+@_kernel
+def pool_features(pool, tree, pose, out):
+    """The seeding features of every configuration of ``pool (M, D)``, float32 ``out (M,
+    F)``: its link position ``p``, ``|p|²`` and (``pose``) its rotation flattened, as
+    :func:`torchik.ik.seeding._features` forms them (in ``pool``'s dtype, then rounded to
+    float32; the rotation weight goes on the targets' side)."""
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree[:8]
+    n = parent.shape[0]
+    frames = np.empty((n + 1, 3, 4), pool.dtype)
+    for row in range(pool.shape[0]):
+        _walk(pool, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
+        x, y, z = frames[n, 0, 3], frames[n, 1, 3], frames[n, 2, 3]
+        out[row, 0], out[row, 1], out[row, 2] = np.float32(x), np.float32(y), np.float32(z)
+        out[row, 3] = np.float32(x * x + y * y + z * z)
+        if pose:
+            for a in range(3):
+                for b in range(3):
+                    out[row, 4 + 3 * a + b] = np.float32(frames[n, a, b])
+
+
+@_inlined
+def _nearest_member(features, start, size, a):
+    """The index in ``features[start:start + size]`` of the member whose dot product with the
+    target's features ``a (F,)`` is least (the first of equals): its pose nearest the target
+    (:func:`torchik.ik.seeding.nearest_in_pools`)."""
+    best, best_d = 0, math.inf
+    for m in range(size):
+        d = 0.0
+        for f in range(a.shape[0]):
+            d += float(a[f]) * float(features[start + m, f])
+        if d < best_d:
+            best, best_d = m, d
+    return best
+
+
+@_inlined
+def _evaluate(q, frames, tree, position, rotmat, sizes, lower, upper, tols, errors):
+    """``errors[0:2]``: the position and geodesic rotation errors of the link at ``q[0]``
+    (:func:`torchik.ik.rounds.evaluate`: ``atan2(|vee(Rᵀ R_t)|, (tr - 1) / 2)``; 0 for a
+    position target); returns its success (both within ``tols`` and ``q`` within
+    ``[lower, upper]``)."""
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree[:8]
+    n = parent.shape[0]
+    _walk(q, 0, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
+    dx, dy = frames[n, 0, 3] - position[0, 0, 0], frames[n, 1, 3] - position[0, 0, 1]
+    dz = frames[n, 2, 3] - position[0, 0, 2]
+    errors[0] = math.sqrt(dx * dx + dy * dy + dz * dz)
+    errors[1] = 0.0
+    if sizes[0] == 6:
+        rel = np.empty((3, 3), q.dtype)
+        for i in range(3):
+            for j in range(3):
+                s = frames[n, 0, i] * rotmat[0, 0, 0, j] + frames[n, 1, i] * rotmat[0, 0, 1, j]
+                rel[i, j] = s + frames[n, 2, i] * rotmat[0, 0, 2, j]
+        cos = 0.5 * ((rel[0, 0] + rel[1, 1] + rel[2, 2]) - 1.0)
+        sx, sy = 0.5 * (rel[2, 1] - rel[1, 2]), 0.5 * (rel[0, 2] - rel[2, 0])
+        sz = 0.5 * (rel[1, 0] - rel[0, 1])
+        errors[1] = math.atan2(math.sqrt(sx * sx + sy * sy + sz * sz), cos)
+    within = True
+    for c in range(q.shape[1]):
+        within = within and lower[c] <= q[0, c] <= upper[c]
+    return errors[0] < tols[0] and errors[1] < tols[1] and within
+
+
+@_kernel
+def ik_round(pool, features, size, tree, target, limits, posture, w, reals, ints, tols, out):
+    """One round of ``solve_ik`` with random seeds for every target, row after row: each slot's
+    seed (the member of its pool nearest the target, or its own uniform draw), the loop's
+    ``n_iters`` evaluations (:func:`_loop`'s, one chunk, no restart), the evaluation and, with
+    ``ints[3]``, the target's slots best first.
+
+    Args:
+        pool: ``(M, D)`` configurations: ``S`` pools of ``size`` (slot ``s`` takes from pool
+            ``s``), or with ``size`` 0 one uniform seed per row (``M = T * S``).
+        features: ``(M, F)`` float32, :func:`pool_features` of ``pool`` (read with ``size``).
+        size: configurations per pool, or 0.
+        tree: the link's tree arrays (:func:`torchik.kinematics.native._tree_arrays`).
+        target: ``(position (T, 1, 3), rotmat (T, 1, 3, 3) (zeros for positions), sizes
+            (1,), a (T, F) float32)``: the targets and their seeding features.
+        limits: ``(lower (1, D), upper (1, D), continuous (D,), full_turn (D,), box)``.
+        posture: :func:`_loop`'s (every column stepped, no posture).
+        w: ``(m,)`` square roots of the residual weights.
+        reals: ``(damping, damping_floor, tol_position, tol_rotation)``.
+        ints: ``(slots, n_iters, max_iters, order)``.
+        tols: ``(tol_position, tol_rotation, score's rotation scale)`` in ``pool``'s dtype.
+        out: ``(q (T, S, D), success (T, S), position_error, rotation_error, iterations)``.
+    """
+    parent, sizes, a = tree[0], target[2], target[3]
+    mu, floor, tol_p, tol_r = reals
+    slots, n_iters, max_iters, order = ints
+    q_out, success, pos_err, rot_err, iterations = out
+    dof, n, m = pool.shape[1], parent.shape[0], sizes[0]
+    frames = np.empty((n + 2, 3, 4), pool.dtype)
+    jac, err, step = (
+        np.empty((m, dof), pool.dtype),
+        np.empty(m, pool.dtype),
+        np.empty(dof, pool.dtype),
+    )
+    work = (np.empty((m, m), pool.dtype), np.empty(m, pool.dtype), np.empty(m, pool.dtype),
+            np.empty(m, pool.dtype), np.empty(dof, pool.dtype))  # fmt: skip
+    moving = (False, np.zeros((3, 4), pool.dtype), np.empty((3, 3), pool.dtype),
+              np.empty(dof, pool.dtype))  # fmt: skip
+    q, best = np.empty((1, dof), pool.dtype), np.empty((slots, dof), pool.dtype)
+    errors, score = np.empty(2, pool.dtype), np.empty(slots, pool.dtype)
+    ok, its, ranks = np.empty(slots, np.bool_), np.empty(slots, np.int64), np.empty(slots, np.int64)
+    errs = np.empty((slots, 2), pool.dtype)
+    lower, upper, cont, turn = limits[0][0], limits[1][0], limits[2], limits[3]
+    for t in range(target[0].shape[0]):
+        aim = (target[0][t : t + 1], target[1][t : t + 1], sizes)
+        for s in range(slots):
+            row = (
+                s * size + _nearest_member(features, s * size, size, a[t])
+                if size
+                else t * slots + s
+            )
+            for c in range(dof):
+                q[0, c] = _project(pool[row, c], lower[c], upper[c], cont[c], turn[c], False)
+                best[s, c] = q[0, c]
+            best_cost, its[s], i, done = math.inf, max_iters, 0, False
+            while i < n_iters and not done:
+                cost = _iteration(q, 0, step, frames, jac, err, work, tree, aim, limits, posture,
+                                  moving, w, mu, floor, False)  # fmt: skip
+                conv = _converged(err, sizes, tol_p, tol_r)
+                if cost < best_cost or conv:
+                    for c in range(dof):
+                        best[s, c] = q[0, c]
+                    best_cost = cost
+                if conv and i < max_iters:
+                    its[s] = i
+                done = conv
+                if not conv:
+                    for c in range(dof):
+                        q[0, c] = step[c]
+                i += 1
+            for c in range(dof):
+                q[0, c] = best[s, c]
+            ok[s] = _evaluate(q, frames, tree, aim[0], aim[1], sizes, lower, upper, tols, errors)
+            errs[s, 0], errs[s, 1] = errors[0], errors[1]
+            score[s] = errors[0] / tols[0] + errors[1] / tols[2]
+        _rank(ranks, ok, score, order)
+        for s in range(slots):
+            r = ranks[s]
+            success[t, s], pos_err[t, s], rot_err[t, s] = ok[r], errs[r, 0], errs[r, 1]
+            iterations[t, s] = its[r]
+            for c in range(dof):
+                q_out[t, s, c] = best[r, c]
+
+
+@_inlined
+def _rank(ranks, ok, score, order):
+    """``ranks``: the slots best first (successes, then by ``score``; equals keep their order,
+    as :meth:`torchik.ik.result.IKResult.top`'s two stable sorts; NaN last), or as they are."""
+    for s in range(ranks.shape[0]):
+        ranks[s] = s
+    if not order:
+        return
+    for s in range(1, ranks.shape[0]):
+        r, j = ranks[s], s
+        while j > 0 and _before(ok[r], score[r], ok[ranks[j - 1]], score[ranks[j - 1]]):
+            ranks[j] = ranks[j - 1]
+            j -= 1
+        ranks[j] = r
+
+
+@_inlined
+def _before(ok_a, score_a, ok_b, score_b):
+    """Whether a slot (``ok_a``, ``score_a``) goes strictly before (``ok_b``, ``score_b``)."""
+    if ok_a != ok_b:
+        return ok_a
+    return score_a < score_b or (score_b != score_b and score_a == score_a)

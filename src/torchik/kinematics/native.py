@@ -26,6 +26,7 @@ Numba (:func:`available` false) the IK loop keeps its PyTorch operations.
 from __future__ import annotations
 
 import functools
+import math
 import os
 import sys
 from collections.abc import Sequence
@@ -40,8 +41,8 @@ from torch import Tensor
 from torchik.kinematics import fused
 from torchik.kinematics.reference import KinematicTree, recording
 
-__all__ = ["available", "forward_kinematics", "jacobian", "lm_loop", "loaded", "runs_on",
-           "serves", "warm_up"]  # fmt: skip
+__all__ = ["available", "forward_kinematics", "ik_round", "jacobian", "lm_loop", "loaded",
+           "runs_on", "serves", "warm_up"]  # fmt: skip
 
 DTYPES = (torch.float32, torch.float64)
 """The dtypes the kernel is compiled for."""
@@ -471,3 +472,124 @@ def _pool() -> ThreadPoolExecutor:
         _POOLS[pid] = ThreadPoolExecutor(max_workers=os.cpu_count() or 1,
                                          thread_name_prefix="torchik-lm")  # fmt: skip
     return _POOLS[pid]
+
+
+def ik_round(
+    pool: Tensor,
+    pool_size: int,
+    tree: KinematicTree,
+    link: int,
+    position: Tensor,
+    rotmat: Tensor | None,
+    weights: Tensor,
+    rotation_weight: float,
+    damping: float,
+    lower: Tensor,
+    upper: Tensor,
+    *,
+    slots: int,
+    iters: int,
+    tol_position: float,
+    tol_rotation: float,
+    damping_floor: float = 1e-6,
+    continuous: Tensor | None = None,
+    full_turn: Tensor | None = None,
+    order: bool = True,
+) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
+    """One round of ``solve_ik`` with random seeds, compiled whole: for every target and each
+    of its ``slots``, the seed, ``iters`` Levenberg-Marquardt iterations (``iters + 1``
+    evaluations, a slot stops once it converged), the evaluation by FK and, with ``order``,
+    the target's slots best first. What :mod:`torchik.ik.rounds` does in a round of the CPU's
+    fixed loop (seeding, :func:`lm_loop`, :func:`torchik.ik.rounds.evaluate`,
+    :meth:`~torchik.ik.IKResult.top`) with the same draws and the same answers, without the
+    hundreds of small PyTorch operations around the loop (see :mod:`torchik.ik.compiled`).
+
+    Args:
+        pool: ``(slots * pool_size, D)`` random configurations: pool ``s`` (rows ``s *
+            pool_size`` on) seeds slot ``s`` of every target with its member whose link pose is
+            nearest the target (:func:`torchik.ik.seeding.nearest_in_pools`); with
+            ``pool_size`` 0, ``(T * slots, D)`` seeds, one per slot.
+        pool_size: configurations per pool, or 0.
+        tree: the flattened robot (fixed base); ``link`` the placed link's index.
+        position: ``(T, 3)`` targets; ``rotmat`` ``(T, 3, 3)`` or ``None`` (positions).
+        weights: ``(m,)`` square roots of the residual weights.
+        rotation_weight: ``w`` (m/rad) of the seeds' pose distance.
+        damping: ``μ``.
+        lower: ``(D,)`` joint limits, shared by the rows; ``upper`` likewise.
+        slots: ``S`` slots per target.
+        iters: iterations of the round (its ``max_iters``).
+        tol_position: metres.
+        tol_rotation: radians (``inf`` for positions).
+        damping_floor: keeps ``λ`` positive at the solution.
+        continuous: ``(D,)`` bool, joints wrapped to (-π, π], or ``None``.
+        full_turn: ``(D,)`` bool, joints moved by whole turns, or ``None``.
+        order: each target's slots best first (successes, then by error over the
+            tolerances); else in slot order.
+
+    Returns:
+        ``q (T, S, D)``, ``success (T, S)`` bool, the position and rotation errors ``(T,
+        S)`` and the iterations ``(T, S)`` long each slot ran.
+    """
+    from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
+
+    x = _rows(pool)
+    n_targets, dof, pose = position.shape[0], x.shape[1], rotmat is not None
+    arrays, sizes, posture = _round_constants(tree, link, pool.dtype, pose)
+    features = np.empty((x.shape[0] if pool_size else 0, 13 if pose else 4), np.float32)
+    if pool_size:
+        _lm_numba.pool_features(x, arrays, pose, features)
+    p = position.detach().numpy()[:, None]
+    r = np.zeros((n_targets, 1, 3, 3), x.dtype) if rotmat is None else rotmat.detach().numpy()
+    target = (p, r.reshape(n_targets, 1, 3, 3), sizes, _aims(p[:, 0], r, rotation_weight, pose))
+    masks = tuple(_array(t, np.empty(0, np.bool_), (dof,)) for t in (continuous, full_turn))
+    limits = (_array(lower, x, ())[None], _array(upper, x, ())[None], *masks, False)
+    scale = tol_rotation if math.isfinite(tol_rotation) else 1.0
+    tols = np.asarray([tol_position, tol_rotation, scale], x.dtype)
+    reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation))
+    ints = (slots, iters + 1, iters, int(order))
+    q, errors = np.empty((n_targets, slots, dof), x.dtype), np.empty((2, n_targets, slots), x.dtype)
+    success, iterations = (
+        np.empty((n_targets, slots), np.bool_),
+        np.empty((n_targets, slots), np.int64),
+    )
+    w = weights.detach().numpy()
+
+    def run(part: slice) -> None:
+        rows = slice(part.start * slots, part.stop * slots) if not pool_size else slice(None)
+        aim = (p[part], target[1][part], sizes, target[3][part])
+        out = (q[part], success[part], errors[0][part], errors[1][part], iterations[part])
+        _lm_numba.ik_round(x[rows], features, pool_size, arrays, aim, limits, posture, w,
+                           reals, ints, tols, out)  # fmt: skip
+
+    parts = _parts(n_targets, max(1, ROWS_PER_THREAD // slots))
+    if len(parts) == 1:
+        run(parts[0])
+    else:
+        list(_pool().map(run, parts))
+    outputs = (q, success, errors[0], errors[1], iterations)
+    return tuple(torch.from_numpy(v) for v in outputs)  # type: ignore[return-value]
+
+
+def _round_constants(tree: KinematicTree, link: int, dtype: torch.dtype, pose: bool) -> tuple:
+    """:func:`ik_round`'s arrays that depend on the robot only (kept with the tree): the
+    link's tree arrays, the residual's size, the kernel's posture filler."""
+
+    def build() -> tuple:
+        np_dtype = torch.empty(0, dtype=dtype).numpy().dtype
+        posture = (np.zeros((1, tree.dof), np_dtype), np.ones(tree.dof, np.bool_), 0.0, 0.1)
+        sizes = np.asarray([6 if pose else 3], np.int64)
+        return _tree_arrays(tree, (link,), dtype), sizes, posture
+
+    return tree.cached(("round", link, dtype, pose), build)
+
+
+def _aims(p: np.ndarray, r: np.ndarray, rotation_weight: float, pose: bool) -> np.ndarray:
+    """The targets' seeding features ``(T, F)`` float32, as
+    :func:`torchik.ik.seeding._features` forms them: ``[-2 p, 1, -w² R]`` (``R`` flattened,
+    only for poses)."""
+    n = p.shape[0]
+    a = np.empty((n, 13 if pose else 4), np.float32)
+    a[:, :3], a[:, 3] = -2.0 * p, 1.0
+    if pose:
+        a[:, 4:] = -(rotation_weight**2) * r.reshape(n, 9)
+    return a
