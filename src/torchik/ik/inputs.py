@@ -64,7 +64,8 @@ def _flags(robot: Robot, target: Tensor, rotmat: Tensor | None) -> list[bool]:
         off = (rotmat.transpose(-1, -2) @ rotmat - eye).abs().amax()
         det = (rotmat[:, 0] * torch.linalg.cross(rotmat[:, 1], rotmat[:, 2])).sum(-1)
         flags.append((off > ORTHONORMAL_TOL) | (det <= 0).any())
-    return torch.stack(flags).tolist() + [False]
+    bad = torch.stack(flags).tolist()
+    return bad + [False] * (2 - len(bad))
 
 
 def _host_flags(target: Tensor, rotmat: Tensor | None) -> list[bool]:

@@ -1,0 +1,178 @@
+"""A round of ``solve_ik`` as one compiled call on the CPU (:mod:`torchik.ik.compiled`): the
+rounds' answers (same draws, same seeds, same iterations, ``q`` bit for bit in float64), where
+it serves and only there."""
+
+from __future__ import annotations
+
+import math
+import os
+
+import pytest
+import torch
+
+from torchik import load_robot, solve_ik
+from torchik.ik import DampedLeastSquares, LevenbergMarquardt, compiled
+from torchik.ik.base import JointLimits
+from torchik.ik.inputs import _flags, _host_flags
+from torchik.ik.rounds import Run
+from torchik.ik.solve import default_link
+
+pytest.importorskip("numba", reason="the compiled round needs Numba (a dependency)")
+
+
+@pytest.fixture(scope="module")
+def robots():
+    return {name: load_robot(name, dtype=torch.float64) for name in ("panda", "ur5")}
+
+
+def _targets(robot, n, seed, unreachable=0):
+    q = robot.random_configuration(n, generator=torch.Generator().manual_seed(seed))
+    poses = robot.forward_kinematics(q, default_link(robot))
+    poses[:unreachable, :3, 3] *= 3.0  # out of reach: every retry round runs
+    return poses
+
+
+def _solve(robot, targets, on: bool, monkeypatch, **options):
+    """``solve_ik`` with the compiled round (``on``) or the rounds' own loop."""
+    with monkeypatch.context() as m:
+        if not on:
+            m.setattr(compiled, "serves", lambda run: False)
+        g = torch.Generator().manual_seed(5)
+        return solve_ik(robot, targets, generator=g, **options)
+
+
+OPTIONS = [
+    {},  # two slots, nearest seeds from pools of 256
+    {"num_seeds": 3},
+    {"seed_pool": 0},  # uniform seeds
+    {"num_seeds": 12},  # more slots than pools: uniform seeds
+    {"position_only": True},
+    {"max_iters": 25},  # a shorter last round
+    {"tol_position": 1e-5, "tol_rotation": 1e-5},
+]
+
+
+@pytest.mark.parametrize("name", ["panda", "ur5"])
+@pytest.mark.parametrize("options", OPTIONS, ids=lambda o: ",".join(o) or "default")
+def test_the_compiled_round_gives_the_rounds_answers(robots, name, options, monkeypatch):
+    """Float64, unreachable targets included (retry rounds of ``retry_seeds`` slots): the same
+    ``q`` bit for bit, successes and iterations; errors to rounding. The UR5's joints span a
+    full turn (wrapped into their range)."""
+    robot = robots[name]
+    targets = _targets(robot, 120, seed=1, unreachable=6)
+    if options.get("position_only"):
+        targets = targets[:, :3, 3]
+    calls = []
+    real = compiled.round_of
+    monkeypatch.setattr(compiled, "round_of", lambda *a, **k: calls.append(1) or real(*a, **k))
+    got = _solve(robot, targets, True, monkeypatch, **options)
+    assert len(calls) > 1, "the first round and some retry rounds run compiled"
+    want = _solve(robot, targets, False, monkeypatch, **options)
+    assert torch.equal(got.q, want.q)
+    assert torch.equal(got.success, want.success) and torch.equal(got.iterations, want.iterations)
+    torch.testing.assert_close(got.position_error, want.position_error, atol=1e-12, rtol=0)
+    torch.testing.assert_close(got.rotation_error, want.rotation_error, atol=1e-12, rtol=0)
+    assert 0.9 < got.success_rate < 1.0  # the unreachable ones fail
+    assert got.tol_rotation == want.tol_rotation
+
+
+def test_float32_and_threads(monkeypatch):
+    """Float32: the same successes and iterations (two slots of nearly equal error may swap:
+    the errors round differently); two threads split the targets with the same answers."""
+    robot = load_robot("panda")
+    targets = _targets(robot, 600, seed=2, unreachable=3)
+    got = _solve(robot, targets, True, monkeypatch, num_threads=1)
+    want = _solve(robot, targets, False, monkeypatch, num_threads=1)
+    assert torch.equal(got.success, want.success) and torch.equal(got.iterations, want.iterations)
+    assert float((got.q - want.q).abs().amax()) < 1e-3
+    if (os.cpu_count() or 1) >= 2:
+        threads = _solve(robot, targets, True, monkeypatch, num_threads=2)
+        assert torch.equal(threads.q, got.q)
+
+
+def _run(robot, targets, method=None, **changes):
+    settings = dict(restarts=True, seed_pool=256, generator=None, bounds=None)
+    settings.update(changes)
+    position, rotmat = targets[:, :3, 3], targets[:, :3, :3]
+    return Run(method or LevenbergMarquardt(), robot, default_link(robot), 1e-3, 0.01, position,
+               rotmat, 2, settings["restarts"], settings["seed_pool"], settings["generator"],
+               settings["bounds"])  # fmt: skip
+
+
+def test_where_the_compiled_round_serves(robots):
+    """Levenberg-Marquardt's rounds with random seeds on the CPU; not with a box per target,
+    without restarts or ``early_stop``, with restarts between a round's chunks
+    (``sync_every`` under ``round_iters + 1``), on the reference backend, with another
+    method, the host loop, adaptive damping or without ``fused_loop``."""
+    robot = robots["panda"]
+    targets = _targets(robot, 4, seed=3)
+    assert compiled.serves(_run(robot, targets))
+    box = (robot.lower.expand(4, 7), robot.upper.expand(4, 7))
+    assert not compiled.serves(_run(robot, targets, bounds=box))
+    assert not compiled.serves(_run(robot, targets, restarts=False))
+    for method in (
+        LevenbergMarquardt(early_stop=False),
+        LevenbergMarquardt(sync_every=5),
+        LevenbergMarquardt(loop="host"),
+        LevenbergMarquardt(adaptive=True),
+        LevenbergMarquardt(fused_loop=False),
+        DampedLeastSquares(),
+    ):
+        assert not compiled.serves(_run(robot, targets, method)), method
+    assert compiled.serves(_run(robot, targets, LevenbergMarquardt(sync_every=11)))
+    robot.backend = "reference"
+    try:
+        assert not compiled.serves(_run(robot, targets))
+    finally:
+        robot.backend = "auto"
+
+
+def test_a_round_in_slot_order_or_best_first(robots):
+    """``order=False``: the slots as seeded; ``order=True``: the same slots, successes first,
+    then by error over the tolerances (:meth:`IKResult.top`)."""
+    robot = robots["panda"]
+    targets = _targets(robot, 40, seed=4, unreachable=5)
+    results = {}
+    for order in (False, True):
+        run = _run(robot, targets, generator=torch.Generator().manual_seed(9))
+        results[order] = compiled.round_of(run, None, 4, 6, 0, order=order)
+    plain, ranked = results[False], results[True]
+    top = plain.top(4)
+    assert torch.equal(top.q, ranked.q) and torch.equal(top.success, ranked.success)
+    assert not torch.equal(plain.q, ranked.q)  # some target's slots were reordered
+    todo = torch.tensor([0, 2])
+    run = _run(robot, targets, generator=torch.Generator().manual_seed(9))
+    part = compiled.round_of(run, todo, 3, 6, 7, order=False)
+    assert part.q.shape == (2, 3, 7) and bool((part.iterations >= 7).all())
+
+
+def test_ik_round_refuses_what_it_cannot_take():
+    """The kernel's own checks: CPU tensors of float32 or float64."""
+    from torchik.kinematics import native
+
+    robot = load_robot("panda", dtype=torch.float64)
+    limits = JointLimits.of(robot)
+    pool = robot.random_configuration(4).half()
+    w = torch.ones(6, dtype=torch.float64)
+    with pytest.raises(TypeError, match="float32 or float64"):
+        native.ik_round(pool, 2, robot.tree, 9, torch.zeros(1, 3), None, w, 0.3, 0.1,
+                        limits.lower, limits.upper, slots=2, iters=3, tol_position=1e-3,
+                        tol_rotation=math.inf)  # fmt: skip
+
+
+@pytest.mark.parametrize("case", ["good", "nan", "stretched", "mirrored", "position"])
+def test_the_host_value_check_agrees_with_the_device_one(robots, case):
+    """The CPU's NumPy check of target values flags what the PyTorch one (other devices)
+    does."""
+    robot = robots["panda"]
+    target = _targets(robot, 3, seed=6)
+    if case == "nan":
+        target[1, 0, 3] = math.nan
+    elif case == "stretched":
+        target[2, :3, 0] *= 1.01
+    elif case == "mirrored":
+        target[0, :3, 2] *= -1.0
+    rotmat = None if case == "position" else target[:, :3, :3].contiguous()
+    host, device = _host_flags(target, rotmat), _flags(robot, target, rotmat)
+    assert host == device
+    assert host == [case == "nan", case in ("stretched", "mirrored")]
