@@ -484,21 +484,74 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
             stalled[row] = late and not done
 
 
+BLOCK = 64
+"""Rows walked at once by :func:`_walk_block`."""
+
+
+@_inlined
+def _walk_block(q, start, rows, frames, angles, cos, sin, tree):
+    """:func:`_walk` of the rows ``start:start + rows`` (at most :data:`BLOCK`) at once, on a
+    fixed base: ``frames (n + T, 3, 4, BLOCK)`` holds a row per lane. The same operations in
+    the same order (the same values bit for bit), with the rows in the innermost loops, which
+    the compiler vectorises: FK of a pool of configurations in half the time."""
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree[:8]
+    n = parent.shape[0]
+    for i in range(n + link_pos.shape[0]):
+        p, c = (parent[i], c_joint[i]) if i < n else (link_pos[i - n], c_link[i - n])
+        for a in range(3):
+            for col in range(4):
+                if p < 0:
+                    for r in range(rows):
+                        frames[i, a, col, r] = c[a, col]
+                    continue
+                c0, c1, c2 = c[0, col], c[1, col], c[2, col]
+                for r in range(rows):  # _place's sums, in its order
+                    s = frames[p, a, 0, r] * c0 + frames[p, a, 1, r] * c1
+                    s += frames[p, a, 2, r] * c2
+                    frames[i, a, col, r] = s + frames[p, a, 3, r] if col == 3 else s
+        if i >= n:
+            continue
+        for r in range(rows):
+            angles[r] = mult[i] * q[start + r, source[i]] + offset[i]
+        if kind[i] == 0:  # revolute about z: columns 0 and 1 turn
+            for r in range(rows):
+                cos[r], sin[r] = math.cos(angles[r]), math.sin(angles[r])
+            for a in range(3):
+                for r in range(rows):
+                    f0, f1 = frames[i, a, 0, r], frames[i, a, 1, r]
+                    frames[i, a, 0, r] = cos[r] * f0 + sin[r] * f1
+                    frames[i, a, 1, r] = cos[r] * f1 - sin[r] * f0
+        else:  # prismatic along z
+            for a in range(3):
+                for r in range(rows):
+                    frames[i, a, 3, r] = frames[i, a, 3, r] + angles[r] * frames[i, a, 2, r]
+
+
+@_inlined
+def _block_scratch(tree, dtype):
+    """``(frames, angles, cos, sin)`` for :func:`_walk_block`."""
+    size = tree[0].shape[0] + tree[7].shape[0]
+    frames = np.empty((size, 3, 4, BLOCK), dtype)
+    return frames, np.empty(BLOCK, dtype), np.empty(BLOCK, dtype), np.empty(BLOCK, dtype)
+
+
 @_kernel
 def link_poses(q, out, tree):
     """``out[row, t] = T_root_link`` (``(B, T, 4, 4)``) of the links of ``tree`` (their needed
-    joints' constants, :func:`torchik.kinematics.native._tree_arrays`), row after row."""
-    parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree[:8]
-    n, links = parent.shape[0], link_pos.shape[0]
-    frames = np.empty((n + links, 3, 4), q.dtype)
-    for row in range(q.shape[0]):
-        _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
-        for t in range(links):
-            for a in range(3):
-                for c in range(4):
-                    out[row, t, a, c] = frames[n + t, a, c]
-                out[row, t, 3, a] = 0.0
-            out[row, t, 3, 3] = 1.0
+    joints' constants, :func:`torchik.kinematics.native._tree_arrays`), :data:`BLOCK` rows at
+    a time."""
+    n, links = tree[0].shape[0], tree[7].shape[0]
+    frames, angles, cos, sin = _block_scratch(tree, q.dtype)
+    for start in range(0, q.shape[0], BLOCK):
+        rows = min(BLOCK, q.shape[0] - start)
+        _walk_block(q, start, rows, frames, angles, cos, sin, tree)
+        for r in range(rows):
+            for t in range(links):
+                for a in range(3):
+                    for c in range(4):
+                        out[start + r, t, a, c] = frames[n + t, a, c, r]
+                    out[start + r, t, 3, a] = 0.0
+                out[start + r, t, 3, 3] = 1.0
 
 
 @_kernel
@@ -525,18 +578,20 @@ def pool_features(pool, tree, pose, out):
     F)``: its link position ``p``, ``|p|²`` and (``pose``) its rotation flattened, as
     :func:`torchik.ik.seeding._features` forms them (in ``pool``'s dtype, then rounded to
     float32; the rotation weight goes on the targets' side)."""
-    parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree[:8]
-    n = parent.shape[0]
-    frames = np.empty((n + 1, 3, 4), pool.dtype)
-    for row in range(pool.shape[0]):
-        _walk(pool, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
-        x, y, z = frames[n, 0, 3], frames[n, 1, 3], frames[n, 2, 3]
-        out[row, 0], out[row, 1], out[row, 2] = np.float32(x), np.float32(y), np.float32(z)
-        out[row, 3] = np.float32(x * x + y * y + z * z)
-        if pose:
-            for a in range(3):
-                for b in range(3):
-                    out[row, 4 + 3 * a + b] = np.float32(frames[n, a, b])
+    n = tree[0].shape[0]
+    frames, angles, cos, sin = _block_scratch(tree, pool.dtype)
+    for start in range(0, pool.shape[0], BLOCK):
+        rows = min(BLOCK, pool.shape[0] - start)
+        _walk_block(pool, start, rows, frames, angles, cos, sin, tree)
+        for r in range(rows):
+            x, y, z = frames[n, 0, 3, r], frames[n, 1, 3, r], frames[n, 2, 3, r]
+            row = start + r
+            out[row, 0], out[row, 1], out[row, 2] = np.float32(x), np.float32(y), np.float32(z)
+            out[row, 3] = np.float32(x * x + y * y + z * z)
+            if pose:
+                for a in range(3):
+                    for b in range(3):
+                        out[row, 4 + 3 * a + b] = np.float32(frames[n, a, b, r])
 
 
 @_inlined
