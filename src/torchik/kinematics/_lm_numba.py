@@ -557,19 +557,45 @@ def link_poses(q, out, tree):
 @_kernel
 def link_jacobian(q, jac, pose, tree):
     """The geometric Jacobian ``jac[row] (6, D)`` of the one link of ``tree`` and its pose
-    ``pose[row] (4, 4)``, row after row (:func:`_jacobian` of :func:`_walk`'s frames)."""
-    parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
-    n = parent.shape[0]
-    frames = np.empty((n + 1, 3, 4), q.dtype)
-    sizes = np.full(1, 6, np.int64)
-    for row in range(q.shape[0]):
-        _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
-        _jacobian(jac[row], frames, kind, source, mult, chain, sizes, False)
-        for a in range(3):
-            for c in range(4):
-                pose[row, a, c] = frames[n, a, c]
-            pose[row, 3, a] = 0.0
-        pose[row, 3, 3] = 1.0
+    ``pose[row] (4, 4)``: :func:`_jacobian` of :func:`_walk`'s frames (the same sums in the
+    same order), :data:`BLOCK` rows at a time (:func:`_walk_block`)."""
+    kind, source, mult, chain = tree[1], tree[2], tree[3], tree[8]
+    n, dof = kind.shape[0], jac.shape[2]
+    frames, angles, cos, sin = _block_scratch(tree, q.dtype)
+    block = np.empty((6, dof, BLOCK), q.dtype)
+    for start in range(0, q.shape[0], BLOCK):
+        rows = min(BLOCK, q.shape[0] - start)
+        _walk_block(q, start, rows, frames, angles, cos, sin, tree)
+        block[:] = 0.0
+        for i in range(n):
+            if not chain[0, i]:
+                continue
+            k, c = mult[i], source[i]
+            for r in range(rows):
+                ax, ay, az = frames[i, 0, 2, r], frames[i, 1, 2, r], frames[i, 2, 2, r]
+                if kind[i] == 0:
+                    dx = frames[n, 0, 3, r] - frames[i, 0, 3, r]
+                    dy = frames[n, 1, 3, r] - frames[i, 1, 3, r]
+                    dz = frames[n, 2, 3, r] - frames[i, 2, 3, r]
+                    block[0, c, r] += k * (ay * dz - az * dy)
+                    block[1, c, r] += k * (az * dx - ax * dz)
+                    block[2, c, r] += k * (ax * dy - ay * dx)
+                    block[3, c, r] += k * ax
+                    block[4, c, r] += k * ay
+                    block[5, c, r] += k * az
+                else:
+                    block[0, c, r] += k * ax
+                    block[1, c, r] += k * ay
+                    block[2, c, r] += k * az
+        for r in range(rows):
+            for a in range(6):
+                for c in range(dof):
+                    jac[start + r, a, c] = block[a, c, r]
+            for a in range(3):
+                for c in range(4):
+                    pose[start + r, a, c] = frames[n, a, c, r]
+                pose[start + r, 3, a] = 0.0
+            pose[start + r, 3, 3] = 1.0
 
 
 @_kernel
