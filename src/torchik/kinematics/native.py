@@ -96,8 +96,11 @@ def serves(q: Tensor, tree: KinematicTree) -> bool:
 
 def forward_kinematics(q: Tensor, tree: KinematicTree, links: tuple[int, ...]) -> Tensor:
     """:func:`torchik.kinematics.forward_kinematics` compiled by Numba, without gradients
-    (see :func:`serves`): on a Panda, float32, one thread, one row in 7 µs against 44 µs and
-    100 000 in 15 ms against 35 ms. Equal to the reference up to rounding (float64: 1e-15).
+    (see :func:`serves`), 64 rows at a time (the rows in the innermost loops): on a
+    Panda, float32, one thread, the kernel takes 65 536 rows in 6.3 ms (10 ms a row at a
+    time); through :meth:`~torchik.robot.Robot.forward_kinematics` on 2 cores, 65 536 in 2.8 ms
+    against 7.6 ms on the reference path, one row in 23 µs against 67 µs (the FK benchmark).
+    Equal to the reference up to rounding (float64: 1e-15).
 
     Args:
         q: ``(B, D)`` joint values on the CPU, float32 or float64.

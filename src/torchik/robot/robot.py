@@ -520,8 +520,8 @@ class Robot(nn.Module):
         kernels of :mod:`torchik.kinematics.fused` (CUDA tensors, or Triton's interpreter
         with ``TRITON_INTERPRET=1``; an error elsewhere). ``"native"`` is the CPU's kernels
         compiled by Numba (:func:`torchik.kinematics.native.forward_kinematics`; the FK
-        benchmark, float32 on 2 cores: a Panda pose in 25 µs against 91 µs on the reference
-        path, 65 536 in 5.4 ms against 7.6 ms), where no gradient is asked (an error on other
+        benchmark, float32 on 2 cores: a Panda pose in 23 µs against 67 µs on the reference
+        path, 65 536 in 2.8 ms against 7.6 ms), where no gradient is asked (an error on other
         devices). ``"auto"`` takes the fused kernels for
         CUDA tensors when Triton is installed, and on the CPU the native ones once this
         process has loaded them (:func:`~torchik.kinematics.native.loaded`: the CPU's IK
