@@ -176,3 +176,72 @@ def test_the_host_value_check_agrees_with_the_device_one(robots, case):
     host, device = _host_flags(target, rotmat), _flags(robot, target, rotmat)
     assert host == device
     assert host == [case == "nan", case in ("stretched", "mirrored")]
+
+
+def _given(robot, targets, seeds, on: bool, monkeypatch, **options):
+    """``solve_ik`` with given seeds, compiled (``on``) or by the rounds' own code."""
+    calls = []
+    real = compiled.given
+    with monkeypatch.context() as m:
+        m.setattr(compiled, "given", lambda *a: calls.append(1) or real(*a))
+        if not on:
+            m.setattr(compiled, "serves_given", lambda run: False)
+        result = solve_ik(robot, targets, seeds=seeds, **options)
+    assert bool(calls) == on
+    return result
+
+
+GIVEN = {
+    "warm start": ("near", {}),
+    "two seeds each, early stop over chunks": ("far", {}),
+    "refined each on its own": ("far", {"early_stop": False, "restarts": False}),
+    "seeds evaluated as given": ("near", {"max_iters": 0}),
+    "positions": ("far", {"position_only": True}),
+    "one set of seeds for every target": ("shared", {}),
+    "chunks of 4": ("far", {"method": LevenbergMarquardt(sync_every=4)}),
+}
+
+
+@pytest.mark.parametrize("name", ["panda", "ur5"])
+@pytest.mark.parametrize("case", list(GIVEN))
+def test_given_seeds_compiled_give_the_rounds_answers(robots, name, case, monkeypatch):
+    """Warm starts and refinement (no restarts) in one compiled call: the same ``q`` bit for
+    bit, successes and iterations (float64), including the early stop over a target's slots
+    after the chunk in which one converged."""
+    robot = robots[name]
+    g = torch.Generator().manual_seed(7)
+    q = robot.random_configuration(150, g)
+    targets = robot.forward_kinematics(q, default_link(robot))
+    kind, options = GIVEN[case]
+    seeds = {
+        "near": (q + 0.1 * torch.randn(q.shape, generator=g, dtype=q.dtype))[:, None],
+        "far": robot.random_configuration(300, g).view(150, 2, -1),
+        "shared": robot.random_configuration(2, g),
+    }[kind]
+    if options.get("position_only"):
+        targets = targets[:, :3, 3]
+    got = _given(robot, targets, seeds, True, monkeypatch, **options)
+    want = _given(robot, targets, seeds, False, monkeypatch, **options)
+    assert torch.equal(got.q, want.q)
+    assert torch.equal(got.success, want.success) and torch.equal(got.iterations, want.iterations)
+    torch.testing.assert_close(got.position_error, want.position_error, atol=1e-12, rtol=0)
+    if case == "two seeds each, early stop over chunks":  # a chunk's last evaluation: 10, 21, ...
+        ends = (got.iterations % 11 == 10) & (got.iterations < 60)
+        stopped = got.success.any(-1, keepdim=True) & ~got.success & ends
+        assert bool(stopped.any()), "no slot stopped for its sibling's success"
+
+
+def test_given_seeds_take_the_rounds_where_they_must(robots):
+    """Restarts, more seeds per target than ``initial_seeds`` under ``early_stop``, or a box per
+    target: the rounds' own code."""
+    robot = robots["panda"]
+    targets = _targets(robot, 4, seed=8)
+    assert compiled.serves_given(_run(robot, targets, restarts=False))
+    assert not compiled.serves_given(_run(robot, targets, restarts=True))
+    box = (robot.lower.expand(4, 7), robot.upper.expand(4, 7))
+    assert not compiled.serves_given(_run(robot, targets, restarts=False, bounds=box))
+    many = _run(robot, targets, restarts=False)
+    many.k = 3  # more than initial_seeds (2), early_stop: given seeds in rounds
+    assert not compiled.serves_given(many)
+    many.solver = LevenbergMarquardt(early_stop=False)
+    assert compiled.serves_given(many)

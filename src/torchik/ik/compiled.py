@@ -8,11 +8,13 @@ took 1.3 ms where TRAC-IK takes 0.4. Here the round after its random draw is one
 iterations and evaluation, so the same answers (bit for bit in ``q``, tested), in a few
 operations.
 
-It serves where the round would run the compiled loop in one chunk: Levenberg-Marquardt on the
-CPU with Numba (:meth:`~torchik.ik.IKSolver.compiled_round`), random seeds in rounds
-(``early_stop`` and restarts), no box per target, and ``round_iters + 1`` evaluations in one
-chunk (``sync_every``; the default's 11 are). The first round and the retry rounds both take
-it.
+It serves where the round would run the compiled loop without restarts between its chunks:
+Levenberg-Marquardt on the CPU with Numba (:meth:`~torchik.ik.IKSolver.compiled_round`), no box
+per target, and either random seeds in rounds (``early_stop`` and restarts; ``round_iters + 1``
+evaluations in one chunk, ``sync_every``: the default's 11 are), the first round and the retry
+rounds alike, or given seeds without restarts (:func:`given`): a warm start (a previous
+solution per target, path following: 0.95 ms for one pose before, a third of that now) or
+samples refined each on its own (:func:`~torchik.ik.refine_samples`).
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ from torchik.ik.result import IKResult
 from torchik.ik.seeding import pooled
 from torchik.kinematics import native
 
-__all__ = ["round_of", "serves"]
+__all__ = ["given", "round_of", "serves", "serves_given"]
 
 Run = Any  # torchik.ik.rounds.Run, which calls this module
 
@@ -40,8 +42,20 @@ def serves(run: Run) -> bool:
     s = run.solver.settings
     if run.bounds is not None or not (run.restarts and run.staged):
         return False
-    if min(s.round_iters, s.max_iters) + 1 > (s.sync_every or CUDA_SYNC_EVERY):
+    if min(s.round_iters, s.max_iters) + 1 > _chunk(s):
         return False  # restarts between the round's chunks: the rounds' own loop
+    return run.solver.compiled_round(run.robot, run.position)
+
+
+def serves_given(run: Run) -> bool:
+    """Whether :func:`given` takes ``run``'s given seeds: no restarts, no box per target, and
+    either each seed refined on its own (``early_stop=False``, :func:`~torchik.ik.refine_samples`)
+    or a warm start (at most ``initial_seeds`` per target: the rounds' one round of
+    ``max_iters``), on a solver whose rounds run compiled
+    (:meth:`~torchik.ik.IKSolver.compiled_round`)."""
+    s = run.solver.settings
+    if run.bounds is not None or run.restarts or (run.staged and run.k > s.initial_seeds):
+        return False
     return run.solver.compiled_round(run.robot, run.position)
 
 
@@ -63,12 +77,25 @@ def round_of(
     Returns:
         An :class:`IKResult` with ``q (T, slots, dof)``.
     """
-    robot, s = run.robot, run.solver.settings
     position, rotmat = run.position, run.rotmat
     if todo is not None:
         position, rotmat = position[todo], None if rotmat is None else rotmat[todo]
     size = run.seed_pool if pooled(slots, run.seed_pool) else 0
-    pool = robot.random_configuration(slots * (size or position.shape[0]), run.generator)
+    pool = run.robot.random_configuration(slots * (size or position.shape[0]), run.generator)
+    return _call(run, position, rotmat, pool, size, slots, iters, used, order)
+
+
+def given(run: Run, seeds: Tensor) -> IKResult:
+    """The given ``seeds (T * K, dof)`` refined for ``max_iters`` in one compiled call (see
+    :func:`serves_given`): :meth:`Run.given`'s answers, slot for slot."""
+    s = run.solver.settings
+    return _call(run, run.position, run.rotmat, seeds, 0, run.k, s.max_iters, 0, False)
+
+
+def _call(run: Run, position: Tensor, rotmat: Tensor | None, pool: Tensor, size: int,
+          slots: int, iters: int, used: int, order: bool) -> IKResult:  # fmt: skip
+    """:func:`torchik.kinematics.native.ik_round` with ``run``'s robot and settings."""
+    robot, s = run.robot, run.solver.settings
     limits = JointLimits.of(robot)
     w = np.full(3 if rotmat is None else 6, s.rotation_weight, pool.numpy().dtype)
     w[:3] = 1.0  # the rows' weights, as LinkTarget.weights makes them
@@ -77,12 +104,17 @@ def round_of(
         torch.from_numpy(w), s.rotation_weight, s.damping, limits.lower, limits.upper,
         slots=slots, iters=iters, tol_position=run.tol_position, tol_rotation=_tol(run),
         damping_floor=s.damping_floor, continuous=limits.continuous,
-        full_turn=limits.full_turn, order=order,
+        full_turn=limits.full_turn, order=order, chunk=_chunk(s), early_stop=s.early_stop,
     )  # fmt: skip
     if used:
         iterations += used
     return IKResult(q, success, pos_err, rot_err, iterations, run.tol_position, _tol(run),
                     robot.continuous)  # fmt: skip
+
+
+def _chunk(s: Any) -> int:
+    """Evaluations per chunk of the fixed loop on the CPU (:meth:`IKSolver.solve`)."""
+    return s.sync_every or CUDA_SYNC_EVERY
 
 
 def _tol(run: Run) -> float:

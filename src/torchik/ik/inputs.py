@@ -70,10 +70,7 @@ def _flags(robot: Robot, target: Tensor, rotmat: Tensor | None) -> list[bool]:
 
 def _host_flags(target: Tensor, rotmat: Tensor | None) -> list[bool]:
     """:func:`_flags` of CPU tensors, in NumPy."""
-    values = target.detach()
-    if values.dtype not in (torch.float32, torch.float64):  # NumPy has no bfloat16
-        values = values.double()
-    flags = [not bool(np.isfinite(values.numpy()).all()), False]
+    flags = [not _finite(target), False]
     if rotmat is not None and len(rotmat):
         r = rotmat.detach().numpy()
         gram = r.transpose(0, 2, 1) @ r
@@ -81,6 +78,14 @@ def _host_flags(target: Tensor, rotmat: Tensor | None) -> list[bool]:
         off = np.abs(gram).max()
         flags[1] = bool(off > ORTHONORMAL_TOL) or bool((np.linalg.det(r) <= 0).any())
     return flags
+
+
+def _finite(values: Tensor) -> bool:
+    """Whether every value is finite (one host read; on the CPU in NumPy, where float32 and
+    float64 map)."""
+    if values.device.type == "cpu" and values.dtype in (torch.float32, torch.float64):
+        return bool(np.isfinite(values.detach().numpy()).all())
+    return bool(torch.isfinite(values).all())
 
 
 def _check_values(name: str, value: Tensor) -> None:
@@ -105,7 +110,7 @@ def check_seeds(robot: Robot, seeds: Tensor, batch: torch.Size) -> Tensor:
             f"seeds batch shape {tuple(seeds.shape[:-2])} does not match the targets' "
             f"{tuple(batch)}; use (..., K, dof) or (K, dof) for all targets"
         )
-    if not bool(torch.isfinite(seeds).all()):
+    if not _finite(seeds):
         raise ValueError("seeds contain NaN or infinite values")
     seeds = seeds.to(robot.device, robot.dtype).expand(*batch, *seeds.shape[-2:])
     return seeds.reshape(-1, robot.dof)

@@ -204,10 +204,9 @@ class LevenbergMarquardt(IKSolver):
         """Whether a round of random seeds runs as one compiled call on the CPU
         (:mod:`torchik.ik.compiled`): where the round's chunk would run compiled
         (:meth:`compiled_loop`: ``fused_loop`` on, the fixed loop, a backend other than
-        ``"reference"``, one link on a fixed base, no adaptive damping, Numba installed) and
-        ``early_stop`` is on (the rounds run at all)."""
+        ``"reference"``, one link on a fixed base, no adaptive damping, Numba installed)."""
         s = self.settings
-        if not (s.fused_loop and s.early_stop and s.loop != "host" and self.fixed_shape):
+        if not (s.fused_loop and s.loop != "host" and self.fixed_shape):
             return False
         if robot.backend == "reference" or not self._plain(robot, 1):
             return False

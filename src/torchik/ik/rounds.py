@@ -95,6 +95,8 @@ class Run:
         """Given seeds ``(T * K, dof)``: lazily in rounds under ``early_stop``, then random
         retry rounds if restarts are allowed."""
         k = self.k
+        if compiled.serves_given(self):  # one compiled call (the CPU)
+            return compiled.given(self, q0)
         if not self.staged:
             problem = self.problem(k)
             reseed = _uniform(problem, self.generator) if self.restarts else None

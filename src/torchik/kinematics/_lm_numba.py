@@ -666,14 +666,14 @@ def _evaluate(q, frames, tree, position, rotmat, sizes, lower, upper, tols, erro
 
 @_kernel
 def ik_round(pool, features, size, tree, target, limits, posture, w, reals, ints, tols, out):
-    """One round of ``solve_ik`` with random seeds for every target, row after row: each slot's
-    seed (the member of its pool nearest the target, or its own uniform draw), the loop's
-    ``n_iters`` evaluations (:func:`_loop`'s, one chunk, no restart), the evaluation and, with
-    ``ints[3]``, the target's slots best first.
+    """A round of ``solve_ik`` for every target, target after target: each slot's seed (the
+    member of its pool nearest the target, or its own row of ``pool``), the loop's ``n_iters``
+    evaluations in chunks (:func:`_slots`), the evaluation and, with ``order``, the target's
+    slots best first.
 
     Args:
         pool: ``(M, D)`` configurations: ``S`` pools of ``size`` (slot ``s`` takes from pool
-            ``s``), or with ``size`` 0 one uniform seed per row (``M = T * S``).
+            ``s``), or with ``size`` 0 one seed per row (``M = T * S``).
         features: ``(M, F)`` float32, :func:`pool_features` of ``pool`` (read with ``size``).
         size: configurations per pool, or 0.
         tree: the link's tree arrays (:func:`torchik.kinematics.native._tree_arrays`).
@@ -683,29 +683,22 @@ def ik_round(pool, features, size, tree, target, limits, posture, w, reals, ints
         posture: :func:`_loop`'s (every column stepped, no posture).
         w: ``(m,)`` square roots of the residual weights.
         reals: ``(damping, damping_floor, tol_position, tol_rotation)``.
-        ints: ``(slots, n_iters, max_iters, order)``.
+        ints: ``(slots, n_iters, max_iters, order, chunk, early_stop)``.
         tols: ``(tol_position, tol_rotation, score's rotation scale)`` in ``pool``'s dtype.
         out: ``(q (T, S, D), success (T, S), position_error, rotation_error, iterations)``.
     """
-    parent, sizes, a = tree[0], target[2], target[3]
-    mu, floor, tol_p, tol_r = reals
-    slots, n_iters, max_iters, order = ints
+    slots, dof, dtype = ints[0], pool.shape[1], pool.dtype
+    sizes, a = target[2], target[3]
     q_out, success, pos_err, rot_err, iterations = out
-    dof, n, m = pool.shape[1], parent.shape[0], sizes[0]
-    frames = np.empty((n + 2, 3, 4), pool.dtype)
-    jac, err, step = (
-        np.empty((m, dof), pool.dtype),
-        np.empty(m, pool.dtype),
-        np.empty(dof, pool.dtype),
+    scratch = _row_scratch(tree[0].shape[0], sizes[0], dof, dtype)
+    q, best, cost = (
+        np.empty((slots, dof), dtype),
+        np.empty((slots, dof), dtype),
+        np.empty(slots, dtype),
     )
-    work = (np.empty((m, m), pool.dtype), np.empty(m, pool.dtype), np.empty(m, pool.dtype),
-            np.empty(m, pool.dtype), np.empty(dof, pool.dtype))  # fmt: skip
-    moving = (False, np.zeros((3, 4), pool.dtype), np.empty((3, 3), pool.dtype),
-              np.empty(dof, pool.dtype))  # fmt: skip
-    q, best = np.empty((1, dof), pool.dtype), np.empty((slots, dof), pool.dtype)
-    errors, score = np.empty(2, pool.dtype), np.empty(slots, pool.dtype)
-    ok, its, ranks = np.empty(slots, np.bool_), np.empty(slots, np.int64), np.empty(slots, np.int64)
-    errs = np.empty((slots, 2), pool.dtype)
+    its, flags = np.empty(slots, np.int64), np.empty((2, slots), np.bool_)  # converged, finished
+    errs, score = np.empty((slots, 2), dtype), np.empty(slots, dtype)
+    ranks, one = np.empty(slots, np.int64), np.empty((1, dof), dtype)
     lower, upper, cont, turn = limits[0][0], limits[1][0], limits[2], limits[3]
     for t in range(target[0].shape[0]):
         aim = (target[0][t : t + 1], target[1][t : t + 1], sizes)
@@ -716,36 +709,79 @@ def ik_round(pool, features, size, tree, target, limits, posture, w, reals, ints
                 else t * slots + s
             )
             for c in range(dof):
-                q[0, c] = _project(pool[row, c], lower[c], upper[c], cont[c], turn[c], False)
-                best[s, c] = q[0, c]
-            best_cost, its[s], i, done = math.inf, max_iters, 0, False
-            while i < n_iters and not done:
-                cost = _iteration(q, 0, step, frames, jac, err, work, tree, aim, limits, posture,
-                                  moving, w, mu, floor, False)  # fmt: skip
-                conv = _converged(err, sizes, tol_p, tol_r)
-                if cost < best_cost or conv:
-                    for c in range(dof):
-                        best[s, c] = q[0, c]
-                    best_cost = cost
-                if conv and i < max_iters:
-                    its[s] = i
-                done = conv
-                if not conv:
-                    for c in range(dof):
-                        q[0, c] = step[c]
-                i += 1
-            for c in range(dof):
-                q[0, c] = best[s, c]
-            ok[s] = _evaluate(q, frames, tree, aim[0], aim[1], sizes, lower, upper, tols, errors)
-            errs[s, 0], errs[s, 1] = errors[0], errors[1]
-            score[s] = errors[0] / tols[0] + errors[1] / tols[2]
-        _rank(ranks, ok, score, order)
+                q[s, c] = _project(pool[row, c], lower[c], upper[c], cont[c], turn[c], False)
+                best[s, c] = q[s, c]
+        cost[:] = math.inf
+        its[:] = ints[2]
+        flags[:] = False
+        _slots(q, best, cost, its, flags, one, scratch, tree, aim, limits, posture, w, reals, ints)
+        for s in range(slots):
+            one[0, :] = best[s]
+            ok = _evaluate(
+                one, scratch[0], tree, aim[0], aim[1], sizes, lower, upper, tols, errs[s]
+            )
+            flags[0, s], score[s] = ok, errs[s, 0] / tols[0] + errs[s, 1] / tols[2]
+        _rank(ranks, flags[0], score, ints[3])
         for s in range(slots):
             r = ranks[s]
-            success[t, s], pos_err[t, s], rot_err[t, s] = ok[r], errs[r, 0], errs[r, 1]
+            success[t, s], pos_err[t, s], rot_err[t, s] = flags[0, r], errs[r, 0], errs[r, 1]
             iterations[t, s] = its[r]
-            for c in range(dof):
-                q_out[t, s, c] = best[r, c]
+            q_out[t, s, :] = best[r]
+
+
+@_inlined
+def _row_scratch(n, m, dof, dtype):
+    """``(frames, jac, err, step, work, moving)``: one row's scratch for :func:`_iteration`."""
+    work = (np.empty((m, m), dtype), np.empty(m, dtype), np.empty(m, dtype), np.empty(m, dtype),
+            np.empty(dof, dtype))  # fmt: skip
+    moving = (False, np.zeros((3, 4), dtype), np.empty((3, 3), dtype), np.empty(dof, dtype))
+    frames, jac = np.empty((n + 2, 3, 4), dtype), np.empty((m, dof), dtype)
+    return frames, jac, np.empty(m, dtype), np.empty(dof, dtype), work, moving
+
+
+@_inlined
+def _slots(q, best, cost, its, flags, one, scratch, tree, aim, limits, posture, w, reals, ints):
+    """One target's slots ``q (S, D)`` through ``n_iters`` evaluations, in chunks of ``chunk``
+    as :func:`torchik.ik.fixed.run_fixed` runs them (no restart): a slot stops once it
+    converged; with ``early_stop``, after a chunk in which some slot of the target converged,
+    every slot stops, its ``iterations`` the chunk's last evaluation (where still unset and
+    under ``max_iters``: :func:`torchik.ik.fixed.finish_groups`). ``best``, ``cost`` and
+    ``its``: each slot's best ``q``, its cost and the evaluation it converged at."""
+    frames, jac, err, step, work, moving = scratch
+    mu, floor, tol_p, tol_r = reals
+    slots, n_iters, max_iters, chunk, group = ints[0], ints[1], ints[2], ints[4], ints[5]
+    done, finished = flags[0], flags[1]
+    e = 0
+    while e < n_iters:
+        n = min(chunk, n_iters - e)
+        for s in range(slots):
+            if finished[s]:
+                continue
+            one[0, :] = q[s]
+            i = 0
+            while i < n and not done[s]:
+                c = _iteration(one, 0, step, frames, jac, err, work, tree, aim, limits, posture,
+                               moving, w, mu, floor, False)  # fmt: skip
+                conv = _converged(err, aim[2], tol_p, tol_r)
+                if c < cost[s] or conv:
+                    best[s, :] = one[0]
+                    cost[s] = c
+                if conv and e + i < max_iters:
+                    its[s] = e + i
+                done[s] = conv
+                if not conv:
+                    one[0, :] = step
+                i += 1
+            finished[s] = done[s]
+            q[s, :] = one[0]
+        last, hit = e + n - 1, group and done.any()
+        for s in range(slots):
+            if hit and its[s] == max_iters and last < max_iters:
+                its[s] = last
+            finished[s] = finished[s] or hit
+        e += n
+        if finished.all():
+            break
 
 
 @_inlined

@@ -498,11 +498,13 @@ def ik_round(
     continuous: Tensor | None = None,
     full_turn: Tensor | None = None,
     order: bool = True,
+    chunk: int | None = None,
+    early_stop: bool = True,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
-    """One round of ``solve_ik`` with random seeds, compiled whole: for every target and each
-    of its ``slots``, the seed, ``iters`` Levenberg-Marquardt iterations (``iters + 1``
-    evaluations, a slot stops once it converged), the evaluation by FK and, with ``order``,
-    the target's slots best first. What :mod:`torchik.ik.rounds` does in a round of the CPU's
+    """A round of ``solve_ik``, compiled whole: for every target and each of its ``slots``, the
+    seed, ``iters`` Levenberg-Marquardt iterations (``iters + 1`` evaluations in chunks, a slot
+    stops once it converged), the evaluation by FK and, with ``order``, the target's slots best
+    first. What :mod:`torchik.ik.rounds` does in a round of the CPU's
     fixed loop (seeding, :func:`lm_loop`, :func:`torchik.ik.rounds.evaluate`,
     :meth:`~torchik.ik.IKResult.top`) with the same draws and the same answers, without the
     hundreds of small PyTorch operations around the loop (see :mod:`torchik.ik.compiled`).
@@ -512,7 +514,7 @@ def ik_round(
             pool_size`` on) seeds slot ``s`` of every target with its member whose link pose is
             nearest the target (:func:`torchik.ik.seeding.nearest_in_pools`); with
             ``pool_size`` 0, ``(T * slots, D)`` seeds, one per slot.
-        pool_size: configurations per pool, or 0.
+        pool_size: configurations per pool, or 0 (random or given seeds, one per slot).
         tree: the flattened robot (fixed base); ``link`` the placed link's index.
         position: ``(T, 3)`` targets; ``rotmat`` ``(T, 3, 3)`` or ``None`` (positions).
         weights: ``(m,)`` square roots of the residual weights.
@@ -528,6 +530,10 @@ def ik_round(
         full_turn: ``(D,)`` bool, joints moved by whole turns, or ``None``.
         order: each target's slots best first (successes, then by error over the
             tolerances); else in slot order.
+        chunk: evaluations per chunk, as :func:`torchik.ik.fixed.run_fixed` runs them (no
+            restart between them); ``None``: one chunk.
+        early_stop: after a chunk in which some slot of a target converged, its other slots
+            stop too (:func:`torchik.ik.fixed.finish_groups`).
 
     Returns:
         ``q (T, S, D)``, ``success (T, S)`` bool, the position and rotation errors ``(T,
@@ -549,7 +555,7 @@ def ik_round(
     scale = tol_rotation if math.isfinite(tol_rotation) else 1.0
     tols = np.asarray([tol_position, tol_rotation, scale], x.dtype)
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation))
-    ints = (slots, iters + 1, iters, int(order))
+    ints = (slots, iters + 1, iters, int(order), chunk or iters + 1, int(early_stop))
     q, errors = np.empty((n_targets, slots, dof), x.dtype), np.empty((2, n_targets, slots), x.dtype)
     success, iterations = (
         np.empty((n_targets, slots), np.bool_),
