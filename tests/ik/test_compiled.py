@@ -100,15 +100,15 @@ def _run(robot, targets, method=None, **changes):
 
 
 def test_where_the_compiled_round_serves(robots):
-    """Levenberg-Marquardt's rounds with random seeds on the CPU; not with a box per target,
-    without restarts or ``early_stop``, with restarts between a round's chunks
+    """Levenberg-Marquardt's rounds with random seeds on the CPU, with a box per target too;
+    not without restarts or ``early_stop``, with restarts between a round's chunks
     (``sync_every`` under ``round_iters + 1``), on the reference backend, with another
     method, the host loop, adaptive damping or without ``fused_loop``."""
     robot = robots["panda"]
     targets = _targets(robot, 4, seed=3)
     assert compiled.serves(_run(robot, targets))
     box = (robot.lower.expand(4, 7), robot.upper.expand(4, 7))
-    assert not compiled.serves(_run(robot, targets, bounds=box))
+    assert compiled.serves(_run(robot, targets, bounds=box))
     assert not compiled.serves(_run(robot, targets, restarts=False))
     for method in (
         LevenbergMarquardt(early_stop=False),
@@ -232,16 +232,87 @@ def test_given_seeds_compiled_give_the_rounds_answers(robots, name, case, monkey
 
 
 def test_given_seeds_take_the_rounds_where_they_must(robots):
-    """Restarts, more seeds per target than ``initial_seeds`` under ``early_stop``, or a box per
-    target: the rounds' own code."""
+    """More seeds per target than ``initial_seeds`` under ``early_stop`` (given seeds in
+    rounds), or restarts without ``early_stop`` (restarts between the chunks of one round):
+    the rounds' own code. A warm start with restarts, or in a box, is compiled."""
     robot = robots["panda"]
     targets = _targets(robot, 4, seed=8)
     assert compiled.serves_given(_run(robot, targets, restarts=False))
-    assert not compiled.serves_given(_run(robot, targets, restarts=True))
+    assert compiled.serves_given(_run(robot, targets, restarts=True))
     box = (robot.lower.expand(4, 7), robot.upper.expand(4, 7))
-    assert not compiled.serves_given(_run(robot, targets, restarts=False, bounds=box))
+    assert compiled.serves_given(_run(robot, targets, restarts=False, bounds=box))
     many = _run(robot, targets, restarts=False)
     many.k = 3  # more than initial_seeds (2), early_stop: given seeds in rounds
     assert not compiled.serves_given(many)
     many.solver = LevenbergMarquardt(early_stop=False)
     assert compiled.serves_given(many)
+    many.restarts = True
+    assert not compiled.serves_given(many)
+    assert not compiled.serves_given(_run(robot, targets, DampedLeastSquares(), restarts=False))
+
+
+def _near(robot, q, g, sigma=0.2):
+    """``q`` moved by noise, clamped into the limits: the previous solutions of a path."""
+    noise = sigma * torch.randn(q.shape, generator=g, dtype=q.dtype)
+    return torch.minimum(torch.maximum(q + noise, robot.lower), robot.upper)
+
+
+BOXES = {
+    "random seeds in each box": lambda prev, r: {"lower": prev - r, "upper": prev + r},
+    "a warm start in a box, then random rounds (refine_path)": lambda prev, r: {
+        "seeds": prev[:, None], "lower": prev - r, "upper": prev + r, "restarts": True},
+    "a warm start in a box": lambda prev, r: {"seeds": prev[:, None], "lower": prev - r,
+                                              "upper": prev + r},
+    "a warm start, then random rounds": lambda prev, r: {"seeds": prev[:, None], "restarts": True},
+    "boxes wider than the limits": lambda prev, r: {"lower": prev - 4.0, "upper": prev + 4.0},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", ["panda", "ur5"])
+@pytest.mark.parametrize("case", list(BOXES))
+def test_boxes_compiled_give_the_rounds_answers(robots, name, case, monkeypatch):
+    """A box per target (``lower``/``upper``: uniform seeds in it, the kernel's projection
+    into it) and warm starts followed by random rounds: the rounds' answers bit for bit."""
+    robot = robots[name]
+    g = torch.Generator().manual_seed(11)
+    q = robot.random_configuration(150, g)
+    targets = robot.forward_kinematics(q, default_link(robot))
+    options = BOXES[case](_near(robot, q, g), 0.3)
+    calls = []
+    for fn in ("serves", "serves_given"):
+        real = getattr(compiled, fn)
+        monkeypatch.setattr(
+            compiled, fn, lambda run, real=real: calls.append(real(run)) or calls[-1]
+        )
+    got = solve_ik(robot, targets, generator=torch.Generator().manual_seed(3), **options)
+    assert any(calls), "served compiled"
+    monkeypatch.setattr(compiled, "serves", lambda run: False)
+    monkeypatch.setattr(compiled, "serves_given", lambda run: False)
+    want = solve_ik(robot, targets, generator=torch.Generator().manual_seed(3), **options)
+    assert torch.equal(got.q, want.q)
+    assert torch.equal(got.success, want.success) and torch.equal(got.iterations, want.iterations)
+    assert 0.3 < got.success_rate
+
+
+def test_continuous_joints_in_boxes_come_back_wrapped(monkeypatch):
+    """Boxes around continuous joints may cross ±π: the answers keep to the boxes (a turn
+    aside) and come back in (-π, π], solving what the rounds solve. (Two slots stuck at one
+    point may come back in the other order than the rounds': their errors tie to rounding.)"""
+    from torchik import Robot
+    from torchik.geometry.joints import wrap_angle
+
+    robot = Robot.from_urdf("tests/data/urdf/wrist_arm.urdf", dtype=torch.float64)
+    g = torch.Generator().manual_seed(1)
+    q = robot.random_configuration(200, g)
+    targets = robot.forward_kinematics(q, "tip")[:, :3, 3]
+    prev = _near(robot, q, g)
+    options = {"lower": prev - 0.3, "upper": prev + 0.3, "position_only": True}
+    got = solve_ik(robot, targets, generator=torch.Generator().manual_seed(3), **options)
+    monkeypatch.setattr(compiled, "serves", lambda run: False)
+    want = solve_ik(robot, targets, generator=torch.Generator().manual_seed(3), **options)
+    assert torch.equal(got.success.any(-1), want.success.any(-1))
+    best, other = got.best(), want.best()
+    torch.testing.assert_close(best.position_error, other.position_error, atol=1e-9, rtol=0)
+    assert bool((got.q.abs() <= math.pi).all())
+    offset = wrap_angle(got.q - prev[:, None])  # within the box, up to whole turns
+    assert bool((offset.abs() <= 0.3 + 1e-12).all())

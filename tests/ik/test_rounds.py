@@ -49,9 +49,11 @@ def test_given_seeds_are_evaluated_as_given_only_where_a_slot_may_not_run(panda,
     """A warm start (up to ``initial_seeds`` seeds per target): the first round runs every
     slot and its result is the whole result, so the seeds are not evaluated as given first
     (one FK less per call). With more slots, those the rounds never run keep their seed as
-    evaluated (``iterations`` 0)."""
-    from torchik.ik import rounds
+    evaluated (``iterations`` 0). (The rounds' own code: the CPU's compiled round, which
+    evaluates in its kernel, is turned off.)"""
+    from torchik.ik import compiled, rounds
 
+    monkeypatch.setattr(compiled, "serves_given", lambda run: False)
     robot, _ = panda
     calls, evaluate = [], rounds.evaluate
     monkeypatch.setattr(rounds, "evaluate", lambda *a: calls.append(a[1].shape[0]) or evaluate(*a))

@@ -9,12 +9,13 @@ iterations and evaluation, so the same answers (bit for bit in ``q``, tested), i
 operations.
 
 It serves where the round would run the compiled loop without restarts between its chunks:
-Levenberg-Marquardt on the CPU with Numba (:meth:`~torchik.ik.IKSolver.compiled_round`), no box
-per target, and either random seeds in rounds (``early_stop`` and restarts; ``round_iters + 1``
-evaluations in one chunk, ``sync_every``: the default's 11 are), the first round and the retry
-rounds alike, or given seeds without restarts (:func:`given`): a warm start (a previous
-solution per target, path following: 0.95 ms for one pose before, a third of that now) or
-samples refined each on its own (:func:`~torchik.ik.refine_samples`).
+Levenberg-Marquardt on the CPU with Numba (:meth:`~torchik.ik.IKSolver.compiled_round`), the
+joint limits or a box per target (``lower``/``upper``), and either random seeds in rounds
+(``early_stop`` and restarts; ``round_iters + 1`` evaluations in one chunk, ``sync_every``: the
+default's 11 are), the first round and the retry rounds alike, or given seeds (:func:`given`):
+a warm start (a previous solution per target, path following: 0.95 ms for one pose before, a
+quarter of that now), then random rounds if restarts are allowed, or samples refined each on
+its own (:func:`~torchik.ik.refine_samples`).
 """
 
 from __future__ import annotations
@@ -40,7 +41,7 @@ def serves(run: Run) -> bool:
     """Whether the rounds of ``run`` (random seeds, :meth:`Run.random` and the retry rounds)
     take :func:`round_of`: see the module's docstring."""
     s = run.solver.settings
-    if run.bounds is not None or not (run.restarts and run.staged):
+    if not (run.restarts and run.staged):
         return False
     if min(s.round_iters, s.max_iters) + 1 > _chunk(s):
         return False  # restarts between the round's chunks: the rounds' own loop
@@ -48,14 +49,16 @@ def serves(run: Run) -> bool:
 
 
 def serves_given(run: Run) -> bool:
-    """Whether :func:`given` takes ``run``'s given seeds: no restarts, no box per target, and
-    either each seed refined on its own (``early_stop=False``, :func:`~torchik.ik.refine_samples`)
-    or a warm start (at most ``initial_seeds`` per target: the rounds' one round of
-    ``max_iters``), on a solver whose rounds run compiled
+    """Whether :func:`given` takes ``run``'s given seeds: in rounds (``early_stop``), at most
+    ``initial_seeds`` per target (a warm start: one round of them, then random rounds if
+    restarts are allowed); else without restarts (each seed refined on its own,
+    :func:`~torchik.ik.refine_samples`); on a solver whose rounds run compiled
     (:meth:`~torchik.ik.IKSolver.compiled_round`)."""
-    s = run.solver.settings
-    if run.bounds is not None or run.restarts or (run.staged and run.k > s.initial_seeds):
-        return False
+    if run.staged:
+        if run.k > run.solver.settings.initial_seeds:
+            return False
+    elif run.restarts:
+        return False  # restarts between the chunks of one round of max_iters
     return run.solver.compiled_round(run.robot, run.position)
 
 
@@ -77,34 +80,49 @@ def round_of(
     Returns:
         An :class:`IKResult` with ``q (T, slots, dof)``.
     """
-    position, rotmat = run.position, run.rotmat
+    position, rotmat, limits = _targets(run, todo)
+    n, g = position.shape[0], run.generator
+    if limits.per_row:  # uniform in each target's box, as the rounds draw them
+        rows = torch.arange(n * slots, device=position.device)
+        pool, size = limits.rows(rows // slots).sample(rows, g), 0
+    else:
+        size = run.seed_pool if pooled(slots, run.seed_pool) else 0
+        pool = run.robot.random_configuration(slots * (size or n), g)
+    return _call(run, position, rotmat, limits, pool, size, slots, iters, used, order)
+
+
+def given(run: Run, seeds: Tensor, iters: int) -> IKResult:
+    """The given ``seeds (T * K, dof)`` refined for ``iters`` iterations in one compiled call
+    (see :func:`serves_given`): the first round of :meth:`Run.given`, slot for slot."""
+    position, rotmat, limits = _targets(run, None)
+    return _call(run, position, rotmat, limits, seeds, 0, run.k, iters, 0, False)
+
+
+def _targets(run: Run, todo: Tensor | None) -> tuple[Tensor, Tensor | None, JointLimits]:
+    """The targets ``todo`` (or all) of ``run`` and their limits: the joint limits, or each
+    target's box within them (:meth:`JointLimits.within`)."""
+    position, rotmat, bounds = run.position, run.rotmat, run.bounds
     if todo is not None:
         position, rotmat = position[todo], None if rotmat is None else rotmat[todo]
-    size = run.seed_pool if pooled(slots, run.seed_pool) else 0
-    pool = run.robot.random_configuration(slots * (size or position.shape[0]), run.generator)
-    return _call(run, position, rotmat, pool, size, slots, iters, used, order)
+        bounds = None if bounds is None else (bounds[0][todo], bounds[1][todo])
+    limits = JointLimits.of(run.robot)
+    return position, rotmat, limits if bounds is None else limits.within(*bounds)
 
 
-def given(run: Run, seeds: Tensor) -> IKResult:
-    """The given ``seeds (T * K, dof)`` refined for ``max_iters`` in one compiled call (see
-    :func:`serves_given`): :meth:`Run.given`'s answers, slot for slot."""
-    s = run.solver.settings
-    return _call(run, run.position, run.rotmat, seeds, 0, run.k, s.max_iters, 0, False)
-
-
-def _call(run: Run, position: Tensor, rotmat: Tensor | None, pool: Tensor, size: int,
-          slots: int, iters: int, used: int, order: bool) -> IKResult:  # fmt: skip
+def _call(run: Run, position: Tensor, rotmat: Tensor | None, limits: JointLimits, pool: Tensor,
+          size: int, slots: int, iters: int, used: int, order: bool) -> IKResult:  # fmt: skip
     """:func:`torchik.kinematics.native.ik_round` with ``run``'s robot and settings."""
     robot, s = run.robot, run.solver.settings
-    limits = JointLimits.of(robot)
     w = np.full(3 if rotmat is None else 6, s.rotation_weight, pool.numpy().dtype)
     w[:3] = 1.0  # the rows' weights, as LinkTarget.weights makes them
+    joints = (robot.lower, robot.upper) if limits.per_row else None
     q, success, pos_err, rot_err, iterations = native.ik_round(
         pool, size, robot.tree, robot.link_index(run.link), position, rotmat,
         torch.from_numpy(w), s.rotation_weight, s.damping, limits.lower, limits.upper,
         slots=slots, iters=iters, tol_position=run.tol_position, tol_rotation=_tol(run),
         damping_floor=s.damping_floor, continuous=limits.continuous,
         full_turn=limits.full_turn, order=order, chunk=_chunk(s), early_stop=s.early_stop,
+        joint_limits=joints,
     )  # fmt: skip
     if used:
         iterations += used

@@ -95,8 +95,12 @@ class Run:
         """Given seeds ``(T * K, dof)``: lazily in rounds under ``early_stop``, then random
         retry rounds if restarts are allowed."""
         k = self.k
-        if compiled.serves_given(self):  # one compiled call (the CPU)
-            return compiled.given(self, q0)
+        s = self.solver.settings
+        if compiled.serves_given(self):  # one compiled call per round (the CPU)
+            if not self.restarts:
+                return compiled.given(self, q0, s.max_iters)
+            iters = min(s.round_iters, s.max_iters)  # one round of them, then random ones
+            return self.retry(compiled.given(self, q0, iters), iters)
         if not self.staged:
             problem = self.problem(k)
             reseed = _uniform(problem, self.generator) if self.restarts else None

@@ -636,13 +636,19 @@ def _nearest_member(features, start, size, a):
 
 
 @_inlined
-def _evaluate(q, frames, tree, position, rotmat, sizes, lower, upper, tols, errors):
+def _evaluate(q, frames, tree, position, rotmat, sizes, bounds, tols, errors):
     """``errors[0:2]``: the position and geodesic rotation errors of the link at ``q[0]``
     (:func:`torchik.ik.rounds.evaluate`: ``atan2(|vee(Rᵀ R_t)|, (tr - 1) / 2)``; 0 for a
-    position target); returns its success (both within ``tols`` and ``q`` within
-    ``[lower, upper]``)."""
+    position target); returns its success (both within ``tols`` and ``q`` within the joint
+    limits ``bounds = (lower, upper, continuous, box)``). With a ``box``, continuous joints
+    are first wrapped back into (-π, π], in ``q``
+    (:meth:`torchik.ik.base.JointLimits.canonical`)."""
     parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree[:8]
+    lower, upper, cont, box = bounds
     n = parent.shape[0]
+    if box:
+        for c in range(q.shape[1]):
+            q[0, c] = _wrap(q[0, c]) if cont[c] else q[0, c]
     _walk(q, 0, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
     dx, dy = frames[n, 0, 3] - position[0, 0, 0], frames[n, 1, 3] - position[0, 0, 1]
     dz = frames[n, 2, 3] - position[0, 0, 2]
@@ -665,7 +671,8 @@ def _evaluate(q, frames, tree, position, rotmat, sizes, lower, upper, tols, erro
 
 
 @_kernel
-def ik_round(pool, features, size, tree, target, limits, posture, w, reals, ints, tols, out):
+def ik_round(pool, features, size, tree, target, limits, bounds, posture, w, reals, ints, tols,
+             out):  # fmt: skip
     """A round of ``solve_ik`` for every target, target after target: each slot's seed (the
     member of its pool nearest the target, or its own row of ``pool``), the loop's ``n_iters``
     evaluations in chunks (:func:`_slots`), the evaluation and, with ``order``, the target's
@@ -679,7 +686,11 @@ def ik_round(pool, features, size, tree, target, limits, posture, w, reals, ints
         tree: the link's tree arrays (:func:`torchik.kinematics.native._tree_arrays`).
         target: ``(position (T, 1, 3), rotmat (T, 1, 3, 3) (zeros for positions), sizes
             (1,), a (T, F) float32)``: the targets and their seeding features.
-        limits: ``(lower (1, D), upper (1, D), continuous (D,), full_turn (D,), box)``.
+        limits: ``(lower, upper, continuous (D,), full_turn (D,), box)``: ``lower`` and
+            ``upper`` ``(1, D)``, or ``(T, D)`` a box per target
+            (:meth:`torchik.ik.base.JointLimits.within`).
+        bounds: ``(lower (D,), upper (D,), continuous (D,), box)``: the joint limits the
+            evaluation checks (:func:`_evaluate`).
         posture: :func:`_loop`'s (every column stepped, no posture).
         w: ``(m,)`` square roots of the residual weights.
         reals: ``(damping, damping_floor, tol_position, tol_rotation)``.
@@ -699,9 +710,12 @@ def ik_round(pool, features, size, tree, target, limits, posture, w, reals, ints
     its, flags = np.empty(slots, np.int64), np.empty((2, slots), np.bool_)  # converged, finished
     errs, score = np.empty((slots, 2), dtype), np.empty(slots, dtype)
     ranks, one = np.empty(slots, np.int64), np.empty((1, dof), dtype)
-    lower, upper, cont, turn = limits[0][0], limits[1][0], limits[2], limits[3]
+    cont, turn, box = limits[2], limits[3], limits[4]
     for t in range(target[0].shape[0]):
         aim = (target[0][t : t + 1], target[1][t : t + 1], sizes)
+        b = t if box else 0  # the target's box, or the limits
+        rows = (limits[0][b : b + 1], limits[1][b : b + 1], cont, turn, box)
+        lower, upper = rows[0][0], rows[1][0]
         for s in range(slots):
             row = (
                 s * size + _nearest_member(features, s * size, size, a[t])
@@ -709,17 +723,16 @@ def ik_round(pool, features, size, tree, target, limits, posture, w, reals, ints
                 else t * slots + s
             )
             for c in range(dof):
-                q[s, c] = _project(pool[row, c], lower[c], upper[c], cont[c], turn[c], False)
+                q[s, c] = _project(pool[row, c], lower[c], upper[c], cont[c], turn[c], box)
                 best[s, c] = q[s, c]
         cost[:] = math.inf
         its[:] = ints[2]
         flags[:] = False
-        _slots(q, best, cost, its, flags, one, scratch, tree, aim, limits, posture, w, reals, ints)
+        _slots(q, best, cost, its, flags, one, scratch, tree, aim, rows, posture, w, reals, ints)
         for s in range(slots):
             one[0, :] = best[s]
-            ok = _evaluate(
-                one, scratch[0], tree, aim[0], aim[1], sizes, lower, upper, tols, errs[s]
-            )
+            ok = _evaluate(one, scratch[0], tree, aim[0], aim[1], sizes, bounds, tols, errs[s])
+            best[s, :] = one[0]  # continuous joints back in (-π, π] after a box
             flags[0, s], score[s] = ok, errs[s, 0] / tols[0] + errs[s, 1] / tols[2]
         _rank(ranks, flags[0], score, ints[3])
         for s in range(slots):

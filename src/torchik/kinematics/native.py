@@ -500,6 +500,7 @@ def ik_round(
     order: bool = True,
     chunk: int | None = None,
     early_stop: bool = True,
+    joint_limits: tuple[Tensor, Tensor] | None = None,
 ) -> tuple[Tensor, Tensor, Tensor, Tensor, Tensor]:
     """A round of ``solve_ik``, compiled whole: for every target and each of its ``slots``, the
     seed, ``iters`` Levenberg-Marquardt iterations (``iters + 1`` evaluations in chunks, a slot
@@ -520,7 +521,10 @@ def ik_round(
         weights: ``(m,)`` square roots of the residual weights.
         rotation_weight: ``w`` (m/rad) of the seeds' pose distance.
         damping: ``μ``.
-        lower: ``(D,)`` joint limits, shared by the rows; ``upper`` likewise.
+        lower: ``(D,)`` joint limits, shared by the rows, or ``(T, D)`` a box per target
+            already intersected with them (:meth:`torchik.ik.base.JointLimits.within`: a
+            periodic joint is moved by whole turns nearest its box's centre, then clamped);
+            ``upper`` likewise.
         slots: ``S`` slots per target.
         iters: iterations of the round (its ``max_iters``).
         tol_position: metres.
@@ -534,6 +538,9 @@ def ik_round(
             restart between them); ``None``: one chunk.
         early_stop: after a chunk in which some slot of a target converged, its other slots
             stop too (:func:`torchik.ik.fixed.finish_groups`).
+        joint_limits: ``(lower, upper)``, each ``(D,)``, that a successful ``q`` is within,
+            where ``lower`` and ``upper`` are boxes (then ``q``'s continuous joints are
+            wrapped back into (-π, π]); ``None``: ``lower`` and ``upper``.
 
     Returns:
         ``q (T, S, D)``, ``success (T, S)`` bool, the position and rotation errors ``(T,
@@ -551,7 +558,11 @@ def ik_round(
     r = np.zeros((n_targets, 1, 3, 3), x.dtype) if rotmat is None else rotmat.detach().numpy()
     target = (p, r.reshape(n_targets, 1, 3, 3), sizes, _aims(p[:, 0], r, rotation_weight, pose))
     masks = tuple(_array(t, np.empty(0, np.bool_), (dof,)) for t in (continuous, full_turn))
-    limits = (_array(lower, x, ())[None], _array(upper, x, ())[None], *masks, False)
+    box = lower.dim() == 2
+    corners = tuple(_array(t, x, ()) for t in (lower, upper))
+    limits: tuple[Any, ...] = (*(c if box else c[None] for c in corners), *masks, box)
+    joints = corners if joint_limits is None else tuple(_array(t, x, ()) for t in joint_limits)
+    bounds = (*joints, masks[0], box)
     scale = tol_rotation if math.isfinite(tol_rotation) else 1.0
     tols = np.asarray([tol_position, tol_rotation, scale], x.dtype)
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation))
@@ -567,7 +578,8 @@ def ik_round(
         rows = slice(part.start * slots, part.stop * slots) if not pool_size else slice(None)
         aim = (p[part], target[1][part], sizes, target[3][part])
         out = (q[part], success[part], errors[0][part], errors[1][part], iterations[part])
-        _lm_numba.ik_round(x[rows], features, pool_size, arrays, aim, limits, posture, w,
+        own = (limits[0][part], limits[1][part], *limits[2:]) if box else limits
+        _lm_numba.ik_round(x[rows], features, pool_size, arrays, aim, own, bounds, posture, w,
                            reals, ints, tols, out)  # fmt: skip
 
     parts = _parts(n_targets, max(1, ROWS_PER_THREAD // slots))
