@@ -418,6 +418,8 @@ def batch_sizes_table(
             table.add(f"{n} poses, {label}, {threads} thread(s)", poses=n, loop=label,
                       threads=threads, success=check_answers(p, q)["success"],
                       wall_s=timing.median, per_pose_s=timing.median / n)  # fmt: skip
+            if threads == 1:  # the same poses from a previous answer nearby
+                _warm_row(table, p, robot, targets, q[:, 0], loop, label, min_run_time)
     table.notes.append(
         f"the default LM with its own seeding (two slots per pose, retries), {robot.dtype}; "
         "'compiled': loop='auto', which takes the CPU's compiled loop "
@@ -425,7 +427,35 @@ def batch_sizes_table(
         "threads: solve_ik(num_threads=...); wall time by torch.utils.benchmark after a "
         "warm-up (the compiled kernel loaded)"
     )
+    table.notes.append(
+        f"warm start: one seed per pose, the row's own answer moved by {WARM_START_RAD:g} rad "
+        "per joint (normal noise, generator seed 2, clamped into the limits), the call of a "
+        "control loop or of path following (solve_ik(seeds=q_prev[:, None]), no restarts)"
+    )
     return table
+
+
+WARM_START_RAD = 0.05
+"""How far (rad, standard deviation per joint) a warm start of :func:`batch_sizes_table` lies
+from an answer."""
+
+
+def _warm_row(table: Table, p: Problem, robot: Robot, targets: Tensor, answers: Tensor,
+              loop: str, label: str, min_run_time: float) -> None:  # fmt: skip
+    """A row of ``solve_ik`` from seeds :data:`WARM_START_RAD` away from ``answers (n, dof)``
+    on one thread."""
+    from torchik.ik import LevenbergMarquardt
+
+    g = torch.Generator().manual_seed(2)
+    noise = WARM_START_RAD * torch.randn(answers.shape, generator=g, dtype=answers.dtype)
+    seeds = torch.minimum(torch.maximum(answers + noise, robot.lower), robot.upper)
+    solver = torchik_solver(robot, p.link, own_seeds=False, threads=1,
+                            method=LevenbergMarquardt(loop=loop))  # fmt: skip
+    n = targets.shape[0]
+    q, timing, _ = run_timed(functools.partial(solver.run, targets, seeds[:, None]), min_run_time)
+    table.add(f"{n} poses, warm start, {label}, 1 thread(s)", poses=n, loop=f"{label}, warm",
+              threads=1, success=check_answers(p, q)["success"], wall_s=timing.median,
+              per_pose_s=timing.median / n)  # fmt: skip
 
 
 LBFGSB_TARGETS = 50

@@ -155,6 +155,7 @@ def test_torchik_rows_of_the_table():
 
 
 def test_batch_sizes_table_times_both_loops_on_one_and_every_core():
+    """Both loops on one thread and on every core, and from warm starts on one thread."""
     import os
 
     import torchik
@@ -165,7 +166,8 @@ def test_batch_sizes_table_times_both_loops_on_one_and_every_core():
     table = batch_sizes_table(p, torchik.load_robot("snake2", dtype=torch.float32), (1, 3),
                               min_run_time=0.01)  # fmt: skip
     threads = len({1, os.cpu_count() or 1})
-    assert len(table.rows) == 2 * 2 * threads
-    assert {row["loop"] for row in table.rows} == {"compiled", "host"}
+    assert len(table.rows) == 2 * (2 * threads + 2)  # and a warm start per loop and size
+    loops = {"compiled", "host", "compiled, warm", "host, warm"}
+    assert {row["loop"] for row in table.rows} == loops
     assert all(row["success"] == 1.0 for row in table.rows)
     assert "batch sizes" in table.markdown()
