@@ -557,21 +557,13 @@ def ik_round(
     p = position.detach().numpy()[:, None]
     r = np.zeros((n_targets, 1, 3, 3), x.dtype) if rotmat is None else rotmat.detach().numpy()
     target = (p, r.reshape(n_targets, 1, 3, 3), sizes, _aims(p[:, 0], r, rotation_weight, pose))
-    masks = tuple(_array(t, np.empty(0, np.bool_), (dof,)) for t in (continuous, full_turn))
-    box = lower.dim() == 2
-    corners = tuple(_array(t, x, ()) for t in (lower, upper))
-    limits: tuple[Any, ...] = (*(c if box else c[None] for c in corners), *masks, box)
-    joints = corners if joint_limits is None else tuple(_array(t, x, ()) for t in joint_limits)
-    bounds = (*joints, masks[0], box)
+    limits, bounds = _round_limits(x, lower, upper, continuous, full_turn, joint_limits)
+    box = limits[4]
     scale = tol_rotation if math.isfinite(tol_rotation) else 1.0
     tols = np.asarray([tol_position, tol_rotation, scale], x.dtype)
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation))
     ints = (slots, iters + 1, iters, int(order), chunk or iters + 1, int(early_stop))
-    q, errors = np.empty((n_targets, slots, dof), x.dtype), np.empty((2, n_targets, slots), x.dtype)
-    success, iterations = (
-        np.empty((n_targets, slots), np.bool_),
-        np.empty((n_targets, slots), np.int64),
-    )
+    q, success, *errors, iterations = outputs = _round_outputs(n_targets, slots, dof, x.dtype)
     w = weights.detach().numpy()
 
     def run(part: slice) -> None:
@@ -587,8 +579,33 @@ def ik_round(
         run(parts[0])
     else:
         list(_pool().map(run, parts))
-    outputs = (q, success, errors[0], errors[1], iterations)
     return tuple(torch.from_numpy(v) for v in outputs)  # type: ignore[return-value]
+
+
+def _round_outputs(n_targets: int, slots: int, dof: int, dtype: Any) -> tuple:
+    """:func:`ik_round`'s ``(q, success, position_error, rotation_error, iterations)``."""
+    errors = np.empty((2, n_targets, slots), dtype)
+    return (np.empty((n_targets, slots, dof), dtype), np.empty((n_targets, slots), np.bool_),
+            errors[0], errors[1], np.empty((n_targets, slots), np.int64))  # fmt: skip
+
+
+def _round_limits(
+    x: np.ndarray,
+    lower: Tensor,
+    upper: Tensor,
+    continuous: Tensor | None,
+    full_turn: Tensor | None,
+    joint_limits: tuple[Tensor, Tensor] | None,
+) -> tuple:
+    """:func:`ik_round`'s ``(limits, bounds)``: the limits (or a box per target) the kernel
+    projects into, and the joint limits its evaluation checks."""
+    dof = x.shape[1]
+    masks = tuple(_array(t, np.empty(0, np.bool_), (dof,)) for t in (continuous, full_turn))
+    box = lower.dim() == 2
+    corners = tuple(_array(t, x, ()) for t in (lower, upper))
+    limits: tuple[Any, ...] = (*(c if box else c[None] for c in corners), *masks, box)
+    joints = corners if joint_limits is None else tuple(_array(t, x, ()) for t in joint_limits)
+    return limits, (*joints, masks[0], box)
 
 
 def _round_constants(tree: KinematicTree, link: int, dtype: torch.dtype, pose: bool) -> tuple:
