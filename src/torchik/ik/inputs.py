@@ -43,6 +43,8 @@ def check_target(robot: Robot, target: Tensor, position_only: bool, values: bool
 ORTHONORMAL_TOL = 1e-3
 """The largest entry of ``|RᵀR - I|`` a target rotation may have."""
 
+_EYE = np.eye(3)
+
 
 def _check_target_values(robot: Robot, target: Tensor, rotmat: Tensor | None) -> None:
     """NaN or infinity anywhere in ``target``, or ``rotmat (T, 3, 3)`` that are not rotations:
@@ -73,9 +75,7 @@ def _host_flags(target: Tensor, rotmat: Tensor | None) -> list[bool]:
     flags = [not _finite(target), False]
     if rotmat is not None and len(rotmat):
         r = rotmat.detach().numpy()
-        gram = r.transpose(0, 2, 1) @ r
-        gram[:, (0, 1, 2), (0, 1, 2)] -= 1.0
-        off = np.abs(gram).max()
+        off = np.abs(r.transpose(0, 2, 1) @ r - _EYE).max()
         flags[1] = bool(off > ORTHONORMAL_TOL) or bool((np.linalg.det(r) <= 0).any())
     return flags
 
