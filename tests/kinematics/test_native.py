@@ -250,10 +250,17 @@ def test_one_iteration_is_the_solver_step_on_random_trees():
 
 
 def test_warm_up_loads_the_kernel_for_a_trees_dtype(monkeypatch):
-    from torchik.kinematics import native
+    """The IK loop's kernel, the compiled round's (what ``solve_ik`` runs on the CPU) and
+    FK's, each for the tree's dtype."""
+    from torchik.kinematics import _lm_numba, native
 
+    kernels = ("lm_loop", "ik_round", "pool_features", "link_poses", "link_jacobian")
     for dtype in (torch.float32, torch.float64):
         assert native.warm_up(load_robot("ur5", dtype=dtype).tree)
+        name = str(dtype).removeprefix("torch.")
+        for kernel in kernels:
+            signatures = getattr(_lm_numba, kernel).signatures
+            assert any(name in str(sig[0]) for sig in signatures), (kernel, dtype)
     monkeypatch.setattr(native, "available", lambda: False)  # as without Numba
     assert not native.warm_up(load_robot("ur5", dtype=torch.float64).tree)
 

@@ -159,13 +159,15 @@ def _run_rows(run: Any, rows: int) -> None:
 
 
 def warm_up(tree: KinematicTree) -> bool:
-    """Load the kernel for ``tree``'s dtype now (compile it, the first time ever), so that a
-    later solve that is timed or latency-bound does not pay for it: under a second from
-    Numba's cache, about 10 s to compile (the floating-base kernel, on a first whole-body solve
-    of a floating robot, as long again). One iteration of one row at the zero configuration.
+    """Load the kernels for ``tree``'s dtype now (compile them, the first time ever), so that
+    a later solve that is timed or latency-bound does not pay for it: the IK loop's, the
+    compiled round's (:func:`ik_round`, which ``solve_ik`` runs on the CPU) and FK's. About a
+    second from Numba's cache, tens of seconds to compile (the floating-base kernel, on a first
+    whole-body solve of a floating robot, comes on top). One iteration of one row at the zero
+    configuration, for each.
 
     Returns:
-        Whether the kernel serves that dtype on the CPU (False: nothing done).
+        Whether the kernels serve that dtype on the CPU (False: nothing done).
     """
     q = tree.w_joint.new_zeros(1, tree.dof).detach().cpu()
     if not runs_on(q):
@@ -176,6 +178,11 @@ def warm_up(tree: KinematicTree) -> bool:
     bound, link = torch.ones(tree.dof, dtype=q.dtype), len(tree.link_joint) - 1
     lm_loop(q, tree, link, q.new_zeros(1, 3), None, q.new_ones(3), 0.1, -bound, bound, state,
             n_iters=1, max_iters=1, tol_position=0.0, tol_rotation=0.0)  # fmt: skip
+    rotmat = torch.eye(3, dtype=q.dtype)[None]
+    ik_round(q, 1, tree, link, q.new_zeros(1, 3), rotmat, q.new_ones(6), 0.3, 0.1, -bound,
+             bound, slots=1, iters=1, tol_position=1e-3, tol_rotation=1e-2)  # fmt: skip
+    forward_kinematics(q, tree, (link,))
+    jacobian(q, tree, link)
     return True
 
 
