@@ -23,7 +23,7 @@ from torchik.ik import (
     LevenbergMarquardt,
     SolverSettings,
 )
-from torchik.ik.fixed import Carry, _clone, _copy_into, _Runner, capturable, iterate
+from torchik.ik.fixed import Carry, _Runner, capturable, clone_buffers, copy_buffers, iterate
 from torchik.ik.rounds import make_problem
 
 TOL = 1e-9  # batched solves over a different batch round differently (~1e-11 seen)
@@ -136,12 +136,12 @@ def test_an_iteration_reads_nothing_back_from_the_device(panda):
 def test_problem_buffers_clone_and_copy(panda):
     targets = _targets(panda, 4, seed=2)
     a = make_problem(panda, "panda_hand", targets[:, :3, 3], targets[:, :3, :3], 2, 1e-3, 0.01)
-    b = _clone(a)
+    b = clone_buffers(a)
     assert b.targets[0].position is not a.targets[0].position and b.robot is a.robot
     other = _targets(panda, 4, seed=3)
     c = make_problem(panda, "panda_hand", other[:, :3, 3], other[:, :3, :3], 2, 1e-3, 0.01)
     storage = b.targets[0].position.data_ptr()
-    _copy_into(b, c)
+    copy_buffers(b, c)
     assert b.targets[0].position.data_ptr() == storage  # written in place, as a graph reads it
     assert torch.equal(b.targets[0].position, c.targets[0].position)
 

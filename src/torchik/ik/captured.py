@@ -48,12 +48,12 @@ from torch import Tensor
 from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits
 from torchik.ik.fixed import (
     Carry,
-    _clone,
-    _copy_into,
     advance,
     bucket,
     capturable,
     chunks,
+    clone_buffers,
+    copy_buffers,
     finish_groups,
     on_device,
     on_side_stream,
@@ -299,7 +299,7 @@ class _Buffers:
     result: IKResult | None = None
 
     def load(self, run: Run, seeds: Tensor | None) -> None:
-        _copy_into((self.position, self.rotmat, self.seeds), (run.position, run.rotmat, seeds))
+        copy_buffers((self.position, self.rotmat, self.seeds), (run.position, run.rotmat, seeds))
 
 
 class _Program:
@@ -313,7 +313,7 @@ class _Program:
         self.generator = None if run.generator is None else weakref.ref(run.generator)
         self.graph: Any = None
         self.failed = False
-        self.buffers = _Buffers(*_clone((run.position, run.rotmat, seeds)))
+        self.buffers = _Buffers(*clone_buffers((run.position, run.rotmat, seeds)))
 
     def valid(self, run: Run) -> bool:
         """The same robot (alive), limits and generator as when this program was made."""
@@ -327,7 +327,7 @@ class _Program:
         """The first call: the program eagerly on a side stream (what a capture needs first:
         the libraries' lazy set-up done off the capture), its answer copied on the current
         stream (whose allocations it then owns)."""
-        return _clone(on_side_stream(lambda: program(run, run.position, run.rotmat, seeds)))
+        return clone_buffers(on_side_stream(lambda: program(run, run.position, run.rotmat, seeds)))
 
     def replay(self, run: Run, seeds: Tensor | None) -> IKResult:
         """Later calls: the inputs copied in, the graph replayed (captured on first use), a
@@ -337,7 +337,9 @@ class _Program:
         self.buffers.load(run, seeds)
         self.graph.replay()
         assert self.buffers.result is not None
-        return _clone(self.buffers.result)  # out of the graph's memory, which the next overwrites
+        return clone_buffers(
+            self.buffers.result
+        )  # out of the graph's memory, which the next overwrites
 
     def _capture(self, run: Run) -> bool:
         b, graph = self.buffers, torch.cuda.CUDAGraph()

@@ -43,6 +43,8 @@ __all__ = [
     "MAX_GRAPHS",
     "advance",
     "chunks",
+    "clone_buffers",
+    "copy_buffers",
     "finish_groups",
     "on_device",
     "on_side_stream",
@@ -289,7 +291,7 @@ class _Runner:
         key = _key(solver, problem, carry.q, max_iters, track)
         runner = cls._cache.get(key)
         if runner is None or runner.tree() is not problem.robot.tree:
-            runner = cls(solver, _clone(problem), _clone(carry), max_iters, track)
+            runner = cls(solver, clone_buffers(problem), clone_buffers(carry), max_iters, track)
             runner.tree = weakref.ref(problem.robot.tree)  # type: ignore[method-assign]
             cls._cache[key] = runner
             while len(cls._cache) > MAX_GRAPHS:
@@ -303,7 +305,7 @@ class _Runner:
 
     def load(self, problem, carry: Carry) -> None:
         """Copy ``problem`` and ``carry`` into the buffers a captured graph reads."""
-        _copy_into(self.problem, problem)
+        copy_buffers(self.problem, problem)
         for dst, src in zip(self.carry.tensors(), carry.tensors(), strict=True):
             dst.copy_(src)
 
@@ -383,34 +385,34 @@ def _key(solver, problem, q: Tensor, max_iters: int, track: bool) -> tuple:
     )  # fmt: skip
 
 
-def _clone(obj: Any) -> Any:
+def clone_buffers(obj: Any) -> Any:
     """A deep copy of the tensors of a problem (dataclasses and tuples of them), the robot
     shared: the buffers of a captured graph."""
     if isinstance(obj, Tensor):
         return obj.clone()
     if isinstance(obj, tuple):
-        return tuple(_clone(x) for x in obj)
+        return tuple(clone_buffers(x) for x in obj)
     if isinstance(obj, dict):
-        return {k: _clone(v) for k, v in obj.items()}
+        return {k: clone_buffers(v) for k, v in obj.items()}
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        changes = {f.name: _clone(getattr(obj, f.name)) for f in _data_fields(obj)}
+        changes = {f.name: clone_buffers(getattr(obj, f.name)) for f in _data_fields(obj)}
         return dataclasses.replace(obj, **changes)
     return obj
 
 
-def _copy_into(dst: Any, src: Any) -> None:
+def copy_buffers(dst: Any, src: Any) -> None:
     """Copy the tensors of ``src`` into those of ``dst`` (same structure and shapes)."""
     if isinstance(dst, Tensor):
         dst.copy_(src)
     elif isinstance(dst, tuple):
         for a, b in zip(dst, src, strict=True):
-            _copy_into(a, b)
+            copy_buffers(a, b)
     elif isinstance(dst, dict):
         for key in dst:
-            _copy_into(dst[key], src[key])
+            copy_buffers(dst[key], src[key])
     elif dataclasses.is_dataclass(dst) and not isinstance(dst, type):
         for f in _data_fields(dst):
-            _copy_into(getattr(dst, f.name), getattr(src, f.name))
+            copy_buffers(getattr(dst, f.name), getattr(src, f.name))
 
 
 def _data_fields(obj: Any) -> list[dataclasses.Field]:
