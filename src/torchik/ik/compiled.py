@@ -1,12 +1,13 @@
-"""A round of ``solve_ik`` with random seeds as one compiled call on the CPU.
+"""A round of ``solve_ik`` as one compiled call on the CPU.
 
 On the CPU a round of :mod:`torchik.ik.rounds` (the seeds nearest the targets among random
 pools, a chunk of the compiled loop, the evaluation by FK, each target's slots best first) made
 about 280 small PyTorch operations around a loop that took tens of microseconds: one Panda pose
 took 1.3 ms where TRAC-IK takes 0.4. Here the round after its random draw is one call of
 :func:`torchik.kinematics.native.ik_round`: the same draws from the generator, the same seeds,
-iterations and evaluation, so the same answers (bit for bit in ``q``, tested), in a few
-operations.
+iterations and evaluation, so the same answers (``q`` bit for bit in float64, tested; two
+slots whose errors tie to rounding may come back in the other order, as the kernel rounds the
+errors differently), in a few operations: one pose in about TRAC-IK's time per pose.
 
 It serves where the round would run the compiled loop without restarts between its chunks:
 Levenberg-Marquardt on the CPU with Numba (:meth:`~torchik.ik.IKSolver.compiled_round`), the
