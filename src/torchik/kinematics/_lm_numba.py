@@ -800,22 +800,16 @@ def _slots(q, best, cost, its, flags, one, scratch, tree, aim, limits, posture, 
 @_inlined
 def _rank(ranks, ok, score, order):
     """``ranks``: the slots best first (successes, then by ``score``; equals keep their order,
-    as :meth:`torchik.ik.result.IKResult.top`'s two stable sorts; NaN last), or as they are."""
-    for s in range(ranks.shape[0]):
-        ranks[s] = s
+    as :meth:`torchik.ik.result.IKResult.top`'s two stable sorts; NaN last), or as they are:
+    a stable sort by score, then the successes taken first in that order (``O(K log K)``: a
+    call may ask for thousands of slots)."""
     if not order:
+        for s in range(ranks.shape[0]):
+            ranks[s] = s
         return
-    for s in range(1, ranks.shape[0]):
-        r, j = ranks[s], s
-        while j > 0 and _before(ok[r], score[r], ok[ranks[j - 1]], score[ranks[j - 1]]):
-            ranks[j] = ranks[j - 1]
-            j -= 1
-        ranks[j] = r
-
-
-@_inlined
-def _before(ok_a, score_a, ok_b, score_b):
-    """Whether a slot (``ok_a``, ``score_a``) goes strictly before (``ok_b``, ``score_b``)."""
-    if ok_a != ok_b:
-        return ok_a
-    return score_a < score_b or (score_b != score_b and score_a == score_a)
+    by_score, k = np.argsort(score, kind="mergesort"), 0
+    for first in (True, False):
+        for s in by_score:
+            if ok[s] == first:
+                ranks[k] = s
+                k += 1
