@@ -5,9 +5,11 @@ pools, a chunk of the compiled loop, the evaluation by FK, each target's slots b
 about 280 small PyTorch operations around a loop that took tens of microseconds: one Panda pose
 took 1.3 ms where TRAC-IK takes 0.4. Here the round after its random draw is one call of
 :func:`torchik.kinematics.native.ik_round`: the same draws from the generator, the same seeds,
-iterations and evaluation, so the same answers (``q`` bit for bit in float64, tested; two
-slots whose errors tie to rounding may come back in the other order, as the kernel rounds the
-errors differently), in a few operations: one pose in about TRAC-IK's time per pose.
+iterations and evaluation, so the same answers (``q`` bit for bit in float64, tested), in a
+few operations: one pose in about TRAC-IK's time per pose. Where two values tie to rounding,
+the kernel, which sums in another order than PyTorch's reductions and BLAS, may break the tie
+the other way: two pool members at one distance from a target (a symmetric robot's mirror
+configurations) give the other seed, two slots of one error come back in the other order.
 
 It serves where the round would run the compiled loop without restarts between its chunks:
 Levenberg-Marquardt on the CPU with Numba (:meth:`~torchik.ik.IKSolver.compiled_round`), the
