@@ -316,3 +316,29 @@ def test_continuous_joints_in_boxes_come_back_wrapped(monkeypatch):
     assert bool((got.q.abs() <= math.pi).all())
     offset = wrap_angle(got.q - prev[:, None])  # within the box, up to whole turns
     assert bool((offset.abs() <= 0.3 + 1e-12).all())
+
+
+@pytest.mark.parametrize(
+    ("urdf", "link"),
+    [("mimic", "finger_a"), ("prismatic_continuous", None), ("tilted_axes", None),
+     ("two_branches", None), ("ur10_robot", None)],
+)  # fmt: skip
+def test_other_joints_compiled_give_the_rounds_answers(urdf, link, monkeypatch):
+    """Mimic, prismatic and continuous joints, tilted axes, branches: random seeds and warm
+    starts, full poses, the rounds' answers bit for bit."""
+    from torchik import Robot
+
+    robot = Robot.from_urdf(f"tests/data/urdf/{urdf}.urdf", dtype=torch.float64)
+    link = link or default_link(robot)
+    q = robot.random_configuration(60, torch.Generator().manual_seed(1))
+    targets = robot.forward_kinematics(q, link)
+    for seeds in (None, q[:, None] + 0.01):
+        options = {} if seeds is None else {"seeds": seeds}
+        got = solve_ik(robot, targets, link, generator=torch.Generator().manual_seed(3), **options)
+        with monkeypatch.context() as m:
+            m.setattr(compiled, "serves", lambda run: False)
+            m.setattr(compiled, "serves_given", lambda run: False)
+            want = solve_ik(robot, targets, link, generator=torch.Generator().manual_seed(3),
+                            **options)  # fmt: skip
+        assert torch.equal(got.q, want.q) and torch.equal(got.success, want.success)
+        assert got.success_rate > 0.9
