@@ -121,10 +121,20 @@ kernels; the CUDA-graphs row elsewhere), with each chunk of iterations in one ke
 
 
 def ik_rows(
-    robot: Any, link: str, sizes: Sequence[int], seconds: float, loops: dict | None = None
+    robot: Any,
+    link: str,
+    sizes: Sequence[int],
+    seconds: float,
+    loops: dict | None = None,
+    warm: float = 0.0,
 ) -> list[dict[str, Any]]:
     """Full-pose IK of ``n`` FK poses (seed ``n``) by each of ``loops`` (name -> settings of
     :class:`~torchik.ik.LevenbergMarquardt`; default :data:`LOOPS`).
+
+    Args:
+        warm: a warm start, one seed per target ``warm`` rad (normal noise per joint, clamped
+            into the limits) from the configuration that made it, no restarts: the call of a
+            control loop; 0: ``solve_ik``'s own seeding.
 
     Returns:
         Rows ``what``, ``path`` (the loop), ``n``, ``ms``, ``success`` (share of targets
@@ -137,9 +147,14 @@ def ik_rows(
         g = torch.Generator().manual_seed(n)
         q = robot.random_configuration(n, generator=g).to(robot.device)
         targets = robot.forward_kinematics(q, link)
+        given: dict[str, Any] = {}
+        if warm:
+            noise = warm * torch.randn(q.shape, generator=g, dtype=q.dtype).to(q.device)
+            near = torch.minimum(torch.maximum(q + noise, robot.lower), robot.upper)
+            given = {"seeds": near[:, None], "restarts": False}
         for name, settings in (LOOPS if loops is None else loops).items():
             solver = LevenbergMarquardt(**settings)
-            solve = partial(solve_ik, robot, targets, link, method=solver)
+            solve = partial(solve_ik, robot, targets, link, method=solver, **given)
             rows.append(measured("IK full pose", name, n, partial(_solved, solve, n, seconds)))
     return rows
 

@@ -226,8 +226,22 @@ def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dic
     finally:
         captured.MAX_ROWS = saved
     cuda = robot.device.type == "cuda"
-    rows += unchecked_rows(robot, link, [n for n in sizes if n <= 1000], seconds)
+    small = [n for n in sizes if n <= 1000]
+    rows += unchecked_rows(robot, link, small, seconds)
+    rows += ik_rows(robot, link, small, seconds, WARM_LOOPS, warm=WARM_START_RAD)
     return rows + varying_rows(robot, link, *((1000, 64) if cuda else (8, 4)))
+
+
+WARM_START_RAD = 0.05
+"""How far (rad per joint, normal noise) the warm starts of :func:`variant_rows` lie from the
+configurations that made their targets (``benchmarks/ik.py``'s warm rows use the same)."""
+
+WARM_LOOPS = {
+    "warm start, one graph": {"loop": "fixed", "one_graph": True},
+    "warm start, rounds": {"loop": "fixed", "one_graph": False},
+}
+"""The warm starts' settings: one seed per target, no restarts (given seeds in the one-graph
+program, or in rounds); the CPU's compiled round took 0.29 ms for one Panda pose."""
 
 
 def unchecked_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dict[str, Any]]:

@@ -19,6 +19,8 @@ def test_fk_ik_and_wholebody_rows_and_table():
     rows += ik_rows(robot, "ee", [5], seconds=0.01)
     assert [r["path"] for r in rows[4:]] == list(LOOPS)
     assert all(r["success"] == 1.0 for r in rows[4:])
+    warm = ik_rows(robot, "ee", [5], seconds=0.01, loops={"warm": {}}, warm=0.05)
+    assert [r["path"] for r in warm] == ["warm"] and warm[0]["success"] == 1.0
     g1 = load_robot("g1")
     rows += wholebody_rows(g1, ["left_rubber_hand", "right_rubber_hand"], 3, seconds=0.01)
     table = gpu_table(rows)
