@@ -148,10 +148,10 @@ def _rows(q: Tensor) -> np.ndarray:
     return np.ascontiguousarray(q.detach().numpy())
 
 
-def _run_rows(run: Any, rows: int) -> None:
-    """``run(part)`` on parts of the rows, in parallel where there are enough of them (the
-    kernels release the GIL)."""
-    parts = _parts(rows, FK_ROWS_PER_THREAD)
+def _run_rows(run: Any, rows: int, per_thread: int = FK_ROWS_PER_THREAD) -> None:
+    """``run(part)`` on parts of the rows, at least ``per_thread`` each (:func:`_parts`), in
+    parallel where there are several (the kernels release the GIL)."""
+    parts = _parts(rows, per_thread)
     if len(parts) == 1:
         run(parts[0])
     else:
@@ -342,11 +342,7 @@ def lm_loop(
     shared = (_tree_arrays(tree, links, q.dtype, floating), sizes, masks, box, held,
               (float(posture), float(max_posture_step)), base,
               weights.detach().contiguous().numpy(), reals, ints)  # fmt: skip
-    parts = _parts(x.shape[0])
-    if len(parts) == 1:
-        _run_part(_lm_numba, per_row, shared, parts[0])
-    else:
-        list(_pool().map(lambda p: _run_part(_lm_numba, per_row, shared, p), parts))
+    _run_rows(lambda p: _run_part(_lm_numba, per_row, shared, p), x.shape[0], ROWS_PER_THREAD)
 
 
 def _check_q(q: Tensor) -> None:
@@ -581,11 +577,7 @@ def ik_round(
         _lm_numba.ik_round(x[rows], features, pool_size, arrays, aim, own, bounds, posture, w,
                            reals, ints, tols, out)  # fmt: skip
 
-    parts = _parts(n_targets, max(1, ROWS_PER_THREAD // slots))
-    if len(parts) == 1:
-        run(parts[0])
-    else:
-        list(_pool().map(run, parts))
+    _run_rows(run, n_targets, max(1, ROWS_PER_THREAD // slots))
     return tuple(torch.from_numpy(v) for v in outputs)  # type: ignore[return-value]
 
 
