@@ -337,9 +337,8 @@ class _Program:
         self.buffers.load(run, seeds)
         self.graph.replay()
         assert self.buffers.result is not None
-        return clone_buffers(
-            self.buffers.result
-        )  # out of the graph's memory, which the next overwrites
+        # out of the graph's memory, which the next replay overwrites
+        return clone_buffers(self.buffers.result)
 
     def _capture(self, run: Run) -> bool:
         b, graph = self.buffers, torch.cuda.CUDAGraph()
