@@ -104,10 +104,7 @@ def given(run: Run, seeds: Tensor, iters: int) -> IKResult:
 def _targets(run: Run, todo: Tensor | None) -> tuple[Tensor, Tensor | None, JointLimits]:
     """The targets ``todo`` (or all) of ``run`` and their limits: the joint limits, or each
     target's box within them (:meth:`JointLimits.within`)."""
-    position, rotmat, bounds = run.position, run.rotmat, run.bounds
-    if todo is not None:
-        position, rotmat = position[todo], None if rotmat is None else rotmat[todo]
-        bounds = None if bounds is None else (bounds[0][todo], bounds[1][todo])
+    position, rotmat, bounds = run.targets(todo)
     limits = JointLimits.of(run.robot)
     return position, rotmat, limits if bounds is None else limits.within(*bounds)
 

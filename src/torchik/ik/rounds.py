@@ -69,11 +69,16 @@ class Run:
 
     def problem(self, k: int, todo: Tensor | None = None) -> IKProblem:
         """The rows of ``k`` slots for every target, or for the targets ``todo`` (long)."""
+        position, rotmat, bounds = self.targets(todo)
+        return self.make(position, rotmat, k, bounds=bounds)
+
+    def targets(self, todo: Tensor | None = None) -> tuple[Tensor, Tensor | None, tuple | None]:
+        """``(position, rotmat, bounds)`` of every target, or of the targets ``todo`` (long)."""
         position, rotmat, bounds = self.position, self.rotmat, self.bounds
         if todo is not None:
             position, rotmat = position[todo], None if rotmat is None else rotmat[todo]
             bounds = None if bounds is None else (bounds[0][todo], bounds[1][todo])
-        return self.make(position, rotmat, k, bounds=bounds)
+        return position, rotmat, bounds
 
     def random(self) -> IKResult:
         """Random seeds; with restarts and ``early_stop``, in rounds. Each target's slots come
