@@ -26,11 +26,10 @@ from __future__ import annotations
 import math
 from typing import Any
 
-import numpy as np
 import torch
 from torch import Tensor
 
-from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits
+from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits, LinkTarget
 from torchik.ik.result import IKResult
 from torchik.ik.seeding import pooled
 from torchik.kinematics import native
@@ -113,12 +112,11 @@ def _call(run: Run, position: Tensor, rotmat: Tensor | None, limits: JointLimits
           size: int, slots: int, iters: int, used: int, order: bool) -> IKResult:  # fmt: skip
     """:func:`torchik.kinematics.native.ik_round` with ``run``'s robot and settings."""
     robot, s = run.robot, run.solver.settings
-    w = np.full(3 if rotmat is None else 6, s.rotation_weight, pool.numpy().dtype)
-    w[:3] = 1.0  # the rows' weights, as LinkTarget.weights makes them
+    w = LinkTarget(run.link, position, rotmat).weights(s.rotation_weight)
     joints = (robot.lower, robot.upper) if limits.per_row else None
     q, success, pos_err, rot_err, iterations = native.ik_round(
         pool, size, robot.tree, robot.link_index(run.link), position, rotmat,
-        torch.from_numpy(w), s.rotation_weight, s.damping, limits.lower, limits.upper,
+        w, s.rotation_weight, s.damping, limits.lower, limits.upper,
         slots=slots, iters=iters, tol_position=run.tol_position, tol_rotation=_tol(run),
         damping_floor=s.damping_floor, continuous=limits.continuous,
         full_turn=limits.full_turn, order=order, chunk=_chunk(s), early_stop=s.early_stop,
