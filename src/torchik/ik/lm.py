@@ -206,11 +206,9 @@ class LevenbergMarquardt(IKSolver):
         (:meth:`compiled_loop`: ``fused_loop`` on, the fixed loop, a backend other than
         ``"reference"``, one link on a fixed base, no adaptive damping, Numba installed)."""
         s = self.settings
-        if not (s.fused_loop and s.loop != "host" and self.fixed_shape):
+        if not (s.loop != "host" and self.fixed_shape and self._plain(robot, 1)):
             return False
-        if robot.backend == "reference" or not self._plain(robot, 1):
-            return False
-        return native.runs_on(q, robot.tree)
+        return self._compiles(robot, q)
 
     def compiled_loop(self, problem: IKProblem, q: Tensor) -> bool:
         """Whether :meth:`fused_loop` runs this problem on the CPU, compiled by Numba
@@ -219,9 +217,15 @@ class LevenbergMarquardt(IKSolver):
         takes (:meth:`_compiled_takes`: here one link on a fixed base, the joint limits or a
         box per target, no adaptive damping), fixed (not learnable) origins, Numba installed
         (:func:`~torchik.kinematics.native.runs_on`)."""
-        if not self.settings.fused_loop or problem.robot.backend == "reference":
+        return self._compiles(problem.robot, q) and self._compiled_takes(problem)
+
+    def _compiles(self, robot: Any, q: Tensor) -> bool:
+        """What both :meth:`compiled_loop` and :meth:`compiled_round` ask: ``fused_loop`` on,
+        a backend other than ``"reference"``, and Numba's kernels running on ``q`` with the
+        robot's tree (:func:`~torchik.kinematics.native.runs_on`)."""
+        if not self.settings.fused_loop or robot.backend == "reference":
             return False
-        return native.runs_on(q, problem.robot.tree) and self._compiled_takes(problem)
+        return native.runs_on(q, robot.tree)
 
     def _compiled_takes(self, problem: IKProblem) -> bool:
         """Whether the CPU's kernel steps this solver's iteration on ``problem`` (see
