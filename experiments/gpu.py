@@ -140,6 +140,7 @@ def ik_rows(
         Rows ``what``, ``path`` (the loop), ``n``, ``ms``, ``success`` (share of targets
         solved).
     """
+    from experiments.numerical import warm_starts
     from torchik.ik import LevenbergMarquardt, solve_ik
 
     rows = []
@@ -149,9 +150,7 @@ def ik_rows(
         targets = robot.forward_kinematics(q, link)
         given: dict[str, Any] = {}
         if warm:
-            noise = warm * torch.randn(q.shape, generator=g, dtype=q.dtype).to(q.device)
-            near = torch.minimum(torch.maximum(q + noise, robot.lower), robot.upper)
-            given = {"seeds": near[:, None], "restarts": False}
+            given = {"seeds": warm_starts(robot, q, warm, g)[:, None], "restarts": False}
         for name, settings in (LOOPS if loops is None else loops).items():
             solver = LevenbergMarquardt(**settings)
             solve = partial(solve_ik, robot, targets, link, method=solver, **given)

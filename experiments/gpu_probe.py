@@ -214,6 +214,7 @@ def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dic
     """Full-pose IK of ``n`` poses (each of ``sizes``) by each of :data:`VARIANTS`, timed and
     scored as ``benchmarks/gpu.py``'s IK rows (:func:`experiments.gpu.ik_rows`)."""
     from experiments.gpu import ik_rows
+    from experiments.numerical import WARM_START_RAD
     from torchik.ik import captured
 
     rows = ik_rows(robot, link, sizes, seconds, loops={
@@ -228,13 +229,9 @@ def variant_rows(robot, link: str, sizes: list[int], seconds: float) -> list[dic
     cuda = robot.device.type == "cuda"
     small = [n for n in sizes if n <= 1000]
     rows += unchecked_rows(robot, link, small, seconds)
-    rows += ik_rows(robot, link, small, seconds, WARM_LOOPS, warm=WARM_START_RAD)
+    rows += ik_rows(robot, link, small, seconds, WARM_LOOPS, warm=WARM_START_RAD)  # as ik.py
     return rows + varying_rows(robot, link, *((1000, 64) if cuda else (8, 4)))
 
-
-WARM_START_RAD = 0.05
-"""How far (rad per joint, normal noise) the warm starts of :func:`variant_rows` lie from the
-configurations that made their targets (``benchmarks/ik.py``'s warm rows use the same)."""
 
 WARM_LOOPS = {
     "warm start, one graph": {"loop": "fixed", "one_graph": True},

@@ -436,8 +436,15 @@ def batch_sizes_table(
 
 
 WARM_START_RAD = 0.05
-"""How far (rad, standard deviation per joint) a warm start of :func:`batch_sizes_table` lies
-from an answer."""
+"""How far (rad, standard deviation per joint) a warm start lies from an answer, in
+:func:`batch_sizes_table` and the GPU probe's warm rows (:func:`warm_starts`)."""
+
+
+def warm_starts(robot: Robot, q: Tensor, rad: float, generator: torch.Generator) -> Tensor:
+    """``q (n, dof)`` moved by normal noise of ``rad`` per joint (drawn on the CPU by
+    ``generator``), clamped into the limits: the previous answers a warm start starts from."""
+    noise = rad * torch.randn(q.shape, generator=generator, dtype=q.dtype).to(q.device)
+    return torch.minimum(torch.maximum(q + noise, robot.lower), robot.upper)
 
 
 def _warm_row(table: Table, p: Problem, robot: Robot, targets: Tensor, answers: Tensor,
@@ -446,9 +453,7 @@ def _warm_row(table: Table, p: Problem, robot: Robot, targets: Tensor, answers: 
     on one thread."""
     from torchik.ik import LevenbergMarquardt
 
-    g = torch.Generator().manual_seed(2)
-    noise = WARM_START_RAD * torch.randn(answers.shape, generator=g, dtype=answers.dtype)
-    seeds = torch.minimum(torch.maximum(answers + noise, robot.lower), robot.upper)
+    seeds = warm_starts(robot, answers, WARM_START_RAD, torch.Generator().manual_seed(2))
     solver = torchik_solver(robot, p.link, own_seeds=False, threads=1,
                             method=LevenbergMarquardt(loop=loop))  # fmt: skip
     n = targets.shape[0]
