@@ -147,17 +147,24 @@ def test_a_round_in_slot_order_or_best_first(robots):
 
 
 def test_ik_round_refuses_what_it_cannot_take():
-    """The kernel's own checks: CPU tensors of float32 or float64."""
+    """The kernel's own checks: CPU tensors of float32 or float64, positive tolerances (a
+    zero one divided the slots' scores by zero inside the kernel)."""
     from torchik.kinematics import native
 
     robot = load_robot("panda", dtype=torch.float64)
     limits = JointLimits.of(robot)
-    pool = robot.random_configuration(4).half()
+    pool = robot.random_configuration(4)
     w = torch.ones(6, dtype=torch.float64)
-    with pytest.raises(TypeError, match="float32 or float64"):
+
+    def call(pool, tol_position=1e-3):
         native.ik_round(pool, 2, robot.tree, 9, torch.zeros(1, 3), None, w, 0.3, 0.1,
-                        limits.lower, limits.upper, slots=2, iters=3, tol_position=1e-3,
+                        limits.lower, limits.upper, slots=2, iters=3, tol_position=tol_position,
                         tol_rotation=math.inf)  # fmt: skip
+
+    with pytest.raises(TypeError, match="float32 or float64"):
+        call(pool.half())
+    with pytest.raises(ValueError, match="tolerances must be positive"):
+        call(pool, tol_position=0.0)
 
 
 @pytest.mark.parametrize("case", ["good", "nan", "stretched", "mirrored", "position"])

@@ -457,22 +457,13 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
                     q[row, c] = out[c]
                 i += 1
                 continue
-            if cost < best_cost[row] or conv:
-                for c in range(dof):
-                    best_q[row, c] = q[row, c]
-                best_cost[row] = cost
-            if conv and it0 + i < max_iters:
-                iterations[row] = it0 + i
+            _keep(q, row, out, best_q, best_cost, iterations, row, cost, conv, it0 + i, max_iters)
             if track:
                 progress = cost < keep * seed_cost[row]
                 seed_cost[row] = cost if progress else seed_cost[row]
                 stall[row] = 0 if progress else stall[row] + 1
                 age[row] += 1
-            if conv:
-                done = True
-            else:
-                for c in range(dof):
-                    q[row, c] = out[c]
+            done = conv
             i += 1
         if settle:
             continue
@@ -482,6 +473,23 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
             age[row] += n_iters - i
             late = stall[row] >= patience or (attempt_iters > 0 and age[row] >= attempt_iters)
             stalled[row] = late and not done
+
+
+@_inlined
+def _keep(q, row, out, best_q, best_cost, iterations, k, cost, conv, it, max_iters):
+    """After an iteration of ``q[row]`` (its cost, whether it converged, the evaluation
+    ``it``): ``best_q[k]`` and ``best_cost[k]`` keep the best iterate (a converged one always),
+    ``iterations[k]`` the evaluation it converged at (under ``max_iters``), and an unconverged
+    row steps on to ``out``. What :func:`_loop` and :func:`_slots` do with every iteration."""
+    if cost < best_cost[k] or conv:
+        for c in range(q.shape[1]):
+            best_q[k, c] = q[row, c]
+        best_cost[k] = cost
+    if conv and it < max_iters:
+        iterations[k] = it
+    if not conv:
+        for c in range(q.shape[1]):
+            q[row, c] = out[c]
 
 
 BLOCK = 64
@@ -776,14 +784,8 @@ def _slots(q, best, cost, its, flags, one, scratch, tree, aim, limits, posture, 
                 c = _iteration(one, 0, step, frames, jac, err, work, tree, aim, limits, posture,
                                moving, w, mu, floor, False)  # fmt: skip
                 conv = _converged(err, aim[2], tol_p, tol_r)
-                if c < cost[s] or conv:
-                    best[s, :] = one[0]
-                    cost[s] = c
-                if conv and e + i < max_iters:
-                    its[s] = e + i
+                _keep(one, 0, step, best, cost, its, s, c, conv, e + i, max_iters)
                 done[s] = conv
-                if not conv:
-                    one[0, :] = step
                 i += 1
             finished[s] = done[s]
             q[s, :] = one[0]

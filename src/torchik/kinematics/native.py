@@ -548,8 +548,17 @@ def ik_round(
     Returns:
         ``q (T, S, D)``, ``success (T, S)`` bool, the position and rotation errors ``(T,
         S)`` and the iterations ``(T, S)`` long each slot ran.
+
+    Raises:
+        ValueError: a tolerance that is not positive (the slots' scores divide by them).
     """
     from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
+
+    if not (tol_position > 0.0 and tol_rotation > 0.0):
+        raise ValueError(
+            f"tolerances must be positive, got tol_position={tol_position}, "
+            f"tol_rotation={tol_rotation}"
+        )
 
     x = _rows(pool)
     n_targets, dof, pose = position.shape[0], x.shape[1], rotmat is not None
