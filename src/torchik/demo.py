@@ -2,8 +2,8 @@
 
 Loads the bundled full-pose Panda model (:func:`torchik.models.load_pretrained`), samples 100
 joint configurations for each of a few random reachable poses and refines every sample, both in
-one call (:func:`torchik.models.solve_with_model`, with the 8-pass sampler fitted to the model,
-:func:`torchik.models.pretrained.fitted_sampler`), prints a table (raw errors, success after
+one call (:func:`torchik.models.solve_with_model`, with the 7-pass sampler fitted to the model,
+which ``load_pretrained`` gives it by default), prints a table (raw errors, success after
 refinement, distinct solutions, time) and saves pictures to ``demo_output/``. Run with
 ``python -m torchik.demo [--poses N] [--samples N] [--out DIR]``.
 
@@ -54,13 +54,10 @@ def solve_pose(model, robot, pose: Tensor, n: int, seed: int) -> PoseRow:
     from torchik.learn.data import encode_target
     from torchik.learn.evaluate import sample_errors
     from torchik.models import solve_with_model
-    from torchik.models.pretrained import fitted_sampler
 
     gen = torch.Generator().manual_seed(seed)
     start = time.perf_counter()
-    out = solve_with_model(robot, model, pose, n, generator=gen,
-                           sample_options={"sampler": fitted_sampler("panda")},
-                           tol_rotation=0.01)  # fmt: skip
+    out = solve_with_model(robot, model, pose, n, generator=gen, tol_rotation=0.01)
     solve_ms = 1000 * (time.perf_counter() - start)
     _, keep = out.result.distinct()
     with torch.no_grad():

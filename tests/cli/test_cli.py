@@ -175,7 +175,9 @@ def test_a_fitted_sampler_is_only_for_a_bundled_model_that_has_one(monkeypatch):
 
     panda = load_pretrained("panda")
     assert _sample_options(panda, None, "panda") == {"sampler": fitted_sampler("panda")}
-    assert _sample_options(panda, None, None) == {"sampler": FEW_PASSES}  # a model file
+    own = load_pretrained("panda", fast=False)  # as a model file: no default sampler
+    assert _sample_options(own, None, None) == {"sampler": FEW_PASSES}
+    assert _sample_options(panda, "model", "panda") == {"sampler": panda.config.sampler}
     with pytest.raises(ValueError, match="no sampler is fitted to this model"):
         _sample_options(panda, "fitted", None)
     low = fitted_sampler("panda", bf16=True)

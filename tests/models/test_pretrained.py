@@ -46,7 +46,43 @@ def test_raw_accuracy_within_the_stated_bound(name):
 @pytest.fixture(scope="module")
 def panda_reference() -> dict[str, float]:
     """The Panda model's own sampler (32 midpoint steps, 64 passes), 200 held-out targets."""
-    return evaluate(load_pretrained("panda"), n_targets=200, n_samples=10)
+    return evaluate(load_pretrained("panda", fast=False), n_targets=200, n_samples=10)
+
+
+def test_flow_matching_models_load_with_a_few_pass_sampler(tmp_path):
+    """``load_pretrained`` gives a flow-matching model the sampler fitted to it, else
+    ``FEW_PASSES``; ``fast=False`` leaves its own; the other families have none. A saved
+    model does not keep it (a fitted sampler suits the weights it was fitted to)."""
+    from torchik.models import load
+    from torchik.models.pretrained import fitted_sampler
+
+    expected = {"panda": fitted_sampler("panda"), "panda_position": fitted_sampler(
+        "panda_position"), "ur5": FEW_PASSES, "digit_arm": FEW_PASSES}  # fmt: skip
+    for name in PRETRAINED:
+        model = load_pretrained(name)
+        assert getattr(model, "default_sampler", None) == expected.get(name), name
+        assert getattr(load_pretrained(name, fast=False), "default_sampler", None) is None
+    assert expected["panda"] is not None and expected["panda"].passes == 7
+    load_pretrained("ur5").save(tmp_path / "ur5.pt")
+    assert load(tmp_path / "ur5.pt").default_sampler is None
+
+
+def test_the_default_sampler_is_the_one_a_call_names_otherwise():
+    """Without a sampler in the call the model samples with its default (the same samples
+    as naming it); one named in the call wins; ``integrate`` follows the same rule."""
+    model, own = load_pretrained("panda"), load_pretrained("panda", fast=False)
+    target = held_out_targets(load_robot("panda"), "pose", 3, seed=4)
+
+    def draw(m, **options):
+        return m.sample(target, 5, generator=torch.Generator().manual_seed(0), **options)
+
+    fitted = model.default_sampler
+    assert torch.equal(draw(model), draw(own, sampler=fitted))
+    assert torch.equal(draw(model, sampler=FEW_PASSES), draw(own, sampler=FEW_PASSES))
+    assert not torch.equal(draw(model), draw(own))
+    x, context = torch.randn(3, 2, model.size), model.normalize_target(target)[:, None]
+    torch.testing.assert_close(model.integrate(x, context), own.integrate(x, context, None,
+                               fitted), rtol=0, atol=0)  # fmt: skip
 
 
 @pytest.mark.parametrize("sampler", [FEW_PASSES, FEW_PASSES_BF16], ids=["float32", "bf16"])

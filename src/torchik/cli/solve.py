@@ -185,9 +185,10 @@ def _sampler_arg(value: str) -> str:
 
 
 def _sample_options(model, sampler: str | None, bundled: str | None = None) -> dict[str, Any]:
-    """``model.sample`` keywords for ``--sampler``: a flow-matching model samples with the
-    sampler fitted to it where it is a bundled model that has one (``bundled`` names it),
-    else with ``FEW_PASSES``, unless told otherwise; other families have no sampler to
+    """``model.sample`` keywords for ``--sampler``: a flow-matching model samples with its
+    default sampler (a bundled one's, :func:`torchik.models.load_pretrained`: the sampler
+    fitted to it, else ``FEW_PASSES``), else with ``FEW_PASSES``, unless told otherwise
+    (``bundled`` names a bundled model, for ``fitted*``); other families have no sampler to
     choose."""
     import torchik.models
     from torchik.models.pretrained import fitted_sampler, fitted_samplers
@@ -202,18 +203,20 @@ def _sample_options(model, sampler: str | None, bundled: str | None = None) -> d
         from torchik.models.fm_fit import load_sampler
 
         return {"sampler": load_sampler(sampler)}
-    bf16 = sampler == "fitted-bf16"  # the variant asked for: samplers.json read once
-    fitted = None if bundled is None else fitted_sampler(bundled, bf16=bf16)
-    choice = sampler or ("fitted" if fitted is not None else "few")
-    if choice.startswith("fitted"):
+    if sampler is None:  # a bundled model's default (load_pretrained's), else FEW_PASSES
+        default = model.default_sampler
+        return {"sampler": torchik.models.FEW_PASSES if default is None else default}
+    if sampler == "model":
+        return {"sampler": model.config.sampler}
+    if sampler.startswith("fitted"):
+        fitted = None if bundled is None else fitted_sampler(bundled, sampler == "fitted-bf16")
         if fitted is None:
             raise ValueError(
-                f"--sampler {choice}: no sampler is fitted to this model (bundled ones with "
+                f"--sampler {sampler}: no sampler is fitted to this model (bundled ones with "
                 "one: " + ", ".join(fitted_samplers()) + "); use few or few-bf16"
             )
         return {"sampler": fitted}
-    preset = _SAMPLERS[choice]
-    return {} if preset is None else {"sampler": getattr(torchik.models, preset)}
+    return {"sampler": getattr(torchik.models, str(_SAMPLERS[sampler]))}
 
 
 def _unrefined(robot, q, target, position_only, link, tol_position, tol_rotation):

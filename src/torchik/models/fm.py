@@ -24,7 +24,8 @@ Design choices:
   :mod:`~torchik.models.flow` does, with ``s = pi / sqrt(3)`` (the standard deviation of a
   uniform joint's logit, so that the data has about the noise's scale); its samples
   ``lower + span * sigmoid(s x)`` are inside the limits without clamping.
-* **Sampling** (:class:`FMSampler`; the config's fields by default, another per call):
+* **Sampling** (:class:`FMSampler`; :attr:`FlowMatching.default_sampler` where one is set,
+  else the config's fields, another per call):
   ``steps`` fixed steps from ``t = 0`` to ``1`` from noise drawn with the caller's generator,
   so samples are reproducible. Solvers: Euler's rule, the midpoint rule (two network passes a
   step) and ``"dpm2m"``, DPM-Solver++(2M) (Lu et al., 2022) written for this flow: the
@@ -326,6 +327,11 @@ class FlowMatching(JointModel):
     Attributes:
         size: ``S``, the width of the space the flow runs in (``D`` for ``"logit"``, the joint
             feature width ``F`` for ``"features"``).
+        default_sampler: the sampler of :meth:`sample` and :meth:`integrate` when a call names
+            none, or ``None``: the config's (:attr:`FMConfig.sampler`).
+            :func:`torchik.models.load_pretrained` sets a few-pass one. It is not saved in
+            checkpoints: a sampler fitted to these weights need not suit weights trained
+            further.
 
     Example:
         >>> spec = ProblemSpec.from_robot(torchik.load_robot("panda"))
@@ -345,6 +351,7 @@ class FlowMatching(JointModel):
         self.net = VelocityNet(
             self.size, spec.target_dim, cfg.width, cfg.blocks, cfg.embedding, cfg.activation
         )
+        self.default_sampler: FMSampler | None = None
 
     @classmethod
     def tiny_config(cls) -> FMConfig:
@@ -386,12 +393,13 @@ class FlowMatching(JointModel):
             context: normalised targets ``(..., T)``, broadcast against ``x`` (one row per
                 target, ``(..., 1, T)``, computes the conditioning once per target).
             steps: integration steps (default: the sampler's).
-            sampler: how to integrate (default: :attr:`FMConfig.sampler` of the config).
+            sampler: how to integrate (default: :attr:`default_sampler`, else the config's
+                :attr:`FMConfig.sampler`).
 
         Returns:
             ``(..., S)``, in the flow's space (see :meth:`decode`).
         """
-        sampler = self.config.sampler if sampler is None else sampler
+        sampler = self._sampler(sampler)
         if steps is not None:
             if steps < 1:
                 raise ValueError(f"steps must be positive, got {steps}")
@@ -400,6 +408,12 @@ class FlowMatching(JointModel):
             with torch.cuda.device(x.device):
                 return _graphed(self, sampler, x, context)
         return run_steps(sampler, self._velocity(context, sampler), x)
+
+    def _sampler(self, sampler: FMSampler | None) -> FMSampler:
+        """``sampler``, else :attr:`default_sampler`, else the config's."""
+        if sampler is not None:
+            return sampler
+        return self.config.sampler if self.default_sampler is None else self.default_sampler
 
     def _kept(self, name: str, build: Callable[[], Any]) -> Any:
         """``build()``, kept in the plain attribute ``name`` (no submodule, not saved) until a
@@ -466,14 +480,15 @@ class FlowMatching(JointModel):
             n: samples per target.
             generator: draws the noise.
             steps: overrides the sampler's steps.
-            sampler: overrides :attr:`FMConfig.sampler`. Without one the conditioning is
-                computed for every sample, which reproduces earlier versions' samples bit for
-                bit; with one it is computed once per target and broadcast (a third of a
-                pass at width 512; the same samples up to float rounding).
+            sampler: overrides :attr:`default_sampler` and :attr:`FMConfig.sampler`. With
+                neither this nor a default sampler the conditioning is computed for every
+                sample, which reproduces earlier versions' samples bit for bit; else it is
+                computed once per target and broadcast (a third of a pass at width 512; the
+                same samples up to float rounding).
         """
         self._check_target(target, n, generator)
         context = self.normalize_target(target).unsqueeze(-2)  # (..., 1, T): once per target
-        if sampler is None:
+        if sampler is None and self.default_sampler is None:
             context = context.expand(*target.shape[:-1], n, context.shape[-1])
         shape = (*target.shape[:-1], n, self.size)
         x = torch.randn(shape, generator=generator, dtype=context.dtype, device=context.device)

@@ -44,11 +44,24 @@ PRETRAINED: dict[str, str] = {
 their measured accuracy is in ``torchik/models/pretrained/accuracy.json`` and the README."""
 
 
-def load_pretrained(name: str, map_location: Any = None) -> IKModel:
+def load_pretrained(name: str, map_location: Any = None, fast: bool = True) -> IKModel:
     """A pretrained model bundled with torchik (no download), in eval mode, float32.
 
     The name is the robot's (:data:`PRETRAINED`); the checkpoints are package data written by
     ``scripts/train_pretrained.py``.
+
+    Args:
+        name: a name of :data:`PRETRAINED`.
+        map_location: as :func:`torch.load`'s.
+        fast: a flow-matching model samples with few network passes by default
+            (:attr:`~torchik.models.fm.FlowMatching.default_sampler`): the sampler fitted to
+            it where one is bundled (:func:`fitted_sampler`: the Panda models, 7 and 8
+            passes), else :data:`~torchik.models.fm.FEW_PASSES` (12), in place of the
+            model's own 64. Measured on 1000 held-out targets (``benchmarks/results/
+            fm_samplers*.md``), their mean errors are 1.07 (Panda pose), 0.91 (Panda
+            position), 0.86 (UR5) and 0.68 (Digit arm) times those of the 64 passes. False:
+            the model's own sampler (:attr:`~torchik.models.fm.FMConfig.sampler`), with which
+            the accuracy in ``accuracy.json`` was measured.
 
     Raises:
         ValueError: no model of that name is bundled (the message lists the names).
@@ -57,6 +70,10 @@ def load_pretrained(name: str, map_location: Any = None) -> IKModel:
         >>> model = load_pretrained("snake2")
         >>> model.sample(torch.tensor([[0.1, 0.05, 0.0]]), n=4).shape
         torch.Size([1, 4, 2])
+        >>> load_pretrained("panda").default_sampler.passes
+        7
+        >>> load_pretrained("panda", fast=False).default_sampler is None
+        True
     """
     if name not in PRETRAINED:
         raise ValueError(
@@ -68,7 +85,13 @@ def load_pretrained(name: str, map_location: Any = None) -> IKModel:
             raise ValueError(f"the pretrained model {name!r} is missing from this installation")
         from torchik.models.registry import load
 
-        return load(path, map_location)
+        model = load(path, map_location)
+    from torchik.models.fm import FEW_PASSES, FlowMatching
+
+    if fast and isinstance(model, FlowMatching):
+        fitted = fitted_sampler(name)
+        model.default_sampler = FEW_PASSES if fitted is None else fitted
+    return model
 
 
 TEST_SEED = 2026
