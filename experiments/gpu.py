@@ -213,13 +213,14 @@ def model_rows(
     target = robot.forward_kinematics(q.to(robot.device), link)[0]
     encoded = model_targets(model, target)
     rows = []
-    samplers = {"own": None, "FEW_PASSES": FEW_PASSES, "FEW_PASSES_BF16": FEW_PASSES_BF16}
+    own = model.config.sampler  # named: a model from load_pretrained has a default sampler
+    samplers = {"own": own, "FEW_PASSES": FEW_PASSES, "FEW_PASSES_BF16": FEW_PASSES_BF16}
     if fitted is not None:
         samplers[f"fitted, {fitted.passes} passes"] = fitted
     if fitted_bf16 is not None:
         samplers[f"fitted, {fitted_bf16.passes} passes, bf16"] = fitted_bf16
     for name, sampler in samplers.items():
-        options = {} if sampler is None else {"sampler": sampler}
+        options = {"sampler": sampler}
         draw = partial(_draw, model, encoded, n, options)
         solve = partial(solve_with_model, robot, model, target, n, sample_options=options,
                         max_iters=15)  # fmt: skip
