@@ -59,7 +59,7 @@ def main() -> None:
                                                  args.seconds)),
     ]  # fmt: skip
     if args.robot == "panda":  # the bundled pose model: 1000 refined solutions of one pose
-        model = load_pretrained("panda", fast=False).to(device)  # rows name their samplers
+        model = load_pretrained("panda", sampler="own").to(device)  # rows name their samplers
         n = 50 if args.quick else 1000
         fitted = fitted_sampler("panda"), fitted_sampler("panda", bf16=True)
         groups.append(("model", lambda: model_rows(robot, model, n, args.seconds, *fitted)))

@@ -66,7 +66,7 @@ def main(argv: list[str] | None = None) -> int:
     lines = intro(args.poses, args.samples, name, measured_accuracy()["panda"], TEST_SEED)
     report = Report("pose", 'Full-pose learned IK (protocol "Full-pose learned IK (pose)")', lines)
     report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
-    model = load_pretrained("panda", fast=False)  # the first rows: its own 64 passes
+    model = load_pretrained("panda", sampler="own")  # the first rows: its own 64 passes
     tables = pose_table(
         robot, model, args.poses, args.samples, check=check,
         timing_poses=min(args.timing_poses, args.poses), one_each_samples=args.one_each_samples,

@@ -12,7 +12,7 @@ move a mean by several percent: two seeds, and the ratio is their worst.
 Example:
     >>> from torchik.models import load_pretrained
     >>> from torchik.models.fm import FMSampler
-    >>> model = load_pretrained("panda", fast=False)  # its own sampler: the reference
+    >>> model = load_pretrained("panda", sampler="own")  # its own sampler: the reference
     >>> table = sampler_table(model, {"euler 2": FMSampler(2, "euler")},
     ...                       n_targets=4, n_samples=2, seeds=(0,), many=8, min_run_time=0.01)
     >>> [row["method"] for row in table.rows]
@@ -113,12 +113,12 @@ def sampler_table(
 
     Raises:
         ValueError: ``model`` has a default sampler, which would stand in for its own
-            (load it with ``load_pretrained(name, fast=False)``).
+            (load it with ``load_pretrained(name, sampler="own")``).
     """
     if model.default_sampler is not None:
         raise ValueError(
             "sampler_table compares samplers with the model's own; this model samples with a "
-            "default sampler: load it with load_pretrained(name, fast=False)"
+            "default sampler: load it with load_pretrained(name, sampler='own')"
         )
     robot = load_robot(model.spec.robot, dtype=torch.float64)
     target = held_out_targets(robot, model.spec.targets, n_targets).to(model.target_mean)

@@ -79,7 +79,7 @@ def intro(
         f"{test_seed} (`torchik.models.pretrained.TEST_SEED`: the held-out targets of the "
         f"pretrained models, disjoint from their training data); {n_samples} samples per pose.",
         "",
-        f'Model: `torchik.models.load_pretrained("panda", fast=False)`, family `{r["family"]}` '
+        f'Model: `torchik.models.load_pretrained("panda", sampler="own")`, family `{r["family"]}` '
         f"({recipe['parameters']} parameters; {training_text(recipe)}), float32, sampled on "
         "the CPU.",
         "",

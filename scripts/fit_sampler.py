@@ -46,7 +46,7 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--out", type=Path, default=ROOT / "src/torchik/models/pretrained")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    model = load_pretrained(args.model, fast=False)  # the teacher: its own sampler
+    model = load_pretrained(args.model, sampler="own")  # the teacher: its own sampler
     if model.family != "fm":
         parser.error(f"{args.model!r} is a {model.family!r} model, not flow matching")
     robot = load_robot(model.spec.robot, dtype=torch.float64)

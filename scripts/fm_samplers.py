@@ -38,9 +38,9 @@ def main(argv: list[str] | None = None) -> Path:
     parser.add_argument("--out", type=Path, default=ROOT / "benchmarks" / "results")
     args = parser.parse_args(argv)
     torch.set_num_threads(args.threads)
-    model = load_pretrained(args.model, fast=False)  # its own sampler is the reference
+    model = load_pretrained(args.model, sampler="own")  # its own sampler is the reference
     intro = [
-        f"Model: `torchik.models.load_pretrained({args.model!r}, fast=False)`, "
+        f"Model: `torchik.models.load_pretrained({args.model!r}, sampler='own')`, "
         f"family `{model.family}` "
         f"({training_text(measured_accuracy()[args.model])}), float32 on the CPU. Samplers: "
         "`torchik.models.fm.FMSampler`, `model.sample(target, n, sampler=...)`."

@@ -121,7 +121,7 @@ def iknet_report(names: list[str], out_dir: Path, threads: int = 1, samples: int
         Column("paper_cm", "paper's IKNet (cm)", cm),
     ])  # fmt: skip
     for name in names:
-        model = torchik.models.load_pretrained(name, fast=False)  # as accuracy.json
+        model = torchik.models.load_pretrained(name, sampler="own")  # as accuracy.json
         robot = torchik.load_robot(model.spec.robot, dtype=torch.float64)
         targets = make_dataset(torchik.load_robot(model.spec.robot), 1000, seed=SEEDS["test"])
         row = iknet_table(robot, model, targets.target, n_samples=samples, seed=SEEDS["sample"],

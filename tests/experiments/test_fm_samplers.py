@@ -10,7 +10,7 @@ from torchik.models.fm import FMSampler
 
 
 def test_rows_ratios_and_verdicts():
-    model = load_pretrained("panda", fast=False)
+    model = load_pretrained("panda", sampler="own")
     samplers = {"few": FEW_PASSES, "one euler step": FMSampler(1, "euler")}
     table = sampler_table(model, samplers, n_targets=6, n_samples=3, seeds=(0, 1), many=4,
                           min_run_time=0.01)  # fmt: skip
@@ -46,12 +46,12 @@ def test_a_bundled_model_adds_its_fitted_sampler_and_its_start():
 
 def test_a_model_with_a_default_sampler_is_refused():
     """Its default sampler would stand in for its own as the reference."""
-    with pytest.raises(ValueError, match="fast=False"):
+    with pytest.raises(ValueError, match="sampler='own'"):
         sampler_table(load_pretrained("ur5"), {}, n_targets=2, n_samples=2, seeds=(0,))
 
 
 def test_a_position_model_is_judged_on_position_alone():
-    model = load_pretrained("ur5", fast=False)
+    model = load_pretrained("ur5", sampler="own")
     table = sampler_table(model, {"few": FEW_PASSES}, n_targets=4, n_samples=2, seeds=(0,),
                           many=4, min_run_time=0.01)  # fmt: skip
     reference, few = table.rows

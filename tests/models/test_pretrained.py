@@ -46,43 +46,66 @@ def test_raw_accuracy_within_the_stated_bound(name):
 @pytest.fixture(scope="module")
 def panda_reference() -> dict[str, float]:
     """The Panda model's own sampler (32 midpoint steps, 64 passes), 200 held-out targets."""
-    return evaluate(load_pretrained("panda", fast=False), n_targets=200, n_samples=10)
+    return evaluate(load_pretrained("panda", sampler="own"), n_targets=200, n_samples=10)
 
 
-def test_flow_matching_models_load_with_a_few_pass_sampler(tmp_path):
-    """``load_pretrained`` gives a flow-matching model the sampler fitted to it, else
-    ``FEW_PASSES``; ``fast=False`` leaves its own; the other families have none. A saved
-    model does not keep it (a fitted sampler suits the weights it was fitted to)."""
+def test_flow_matching_models_load_with_few_pass_samplers(tmp_path):
+    """``load_pretrained`` gives a flow-matching model the sampler fitted to it and its
+    bfloat16 variant, else ``FEW_PASSES`` and ``FEW_PASSES_BF16``; ``"float32"`` no bfloat16
+    one; ``"own"`` neither; the other families have none. A saved model does not keep them
+    (a fitted sampler suits the weights it was fitted to)."""
     from torchik.models import load
     from torchik.models.pretrained import fitted_sampler
 
-    expected = {"panda": fitted_sampler("panda"), "panda_position": fitted_sampler(
-        "panda_position"), "ur5": FEW_PASSES, "digit_arm": FEW_PASSES}  # fmt: skip
+    fitted = {name: (fitted_sampler(name), fitted_sampler(name, bf16=True))
+              for name in ("panda", "panda_position")}  # fmt: skip
+    expected = {**fitted, "ur5": (FEW_PASSES, FEW_PASSES_BF16),
+                "digit_arm": (FEW_PASSES, FEW_PASSES_BF16)}  # fmt: skip
     for name in PRETRAINED:
-        model = load_pretrained(name)
-        assert getattr(model, "default_sampler", None) == expected.get(name), name
-        assert getattr(load_pretrained(name, fast=False), "default_sampler", None) is None
-    assert expected["panda"] is not None and expected["panda"].passes == 7
+        pair = expected.get(name, (None, None))
+        for mode, want in (("fast", pair), ("float32", (pair[0], None)), ("own", (None, None))):
+            model = load_pretrained(name, sampler=mode)
+            got = tuple(getattr(model, a, None) for a in ("default_sampler",
+                                                          "default_sampler_bf16"))  # fmt: skip
+            assert got == want, (name, mode)
+    assert fitted["panda"][0].passes == 7 and fitted["panda"][1].mixed
     load_pretrained("ur5").save(tmp_path / "ur5.pt")
     assert load(tmp_path / "ur5.pt").default_sampler is None
+    with pytest.raises(ValueError, match="sampler must be one of"):
+        load_pretrained("ur5", sampler="fitted")
 
 
-def test_the_default_sampler_is_the_one_a_call_names_otherwise():
+def test_the_default_sampler_is_the_one_a_call_names_otherwise(monkeypatch):
     """Without a sampler in the call the model samples with its default (the same samples
-    as naming it); one named in the call wins; ``integrate`` follows the same rule."""
-    model, own = load_pretrained("panda"), load_pretrained("panda", fast=False)
+    as naming it): the bfloat16 one where bfloat16 is fast, else the float32 one; one named
+    in the call wins; ``integrate`` follows the same rule."""
+    from torchik.models import fm
+
+    model, own = load_pretrained("panda"), load_pretrained("panda", sampler="own")
     target = held_out_targets(load_robot("panda"), "pose", 3, seed=4)
 
     def draw(m, **options):
         return m.sample(target, 5, generator=torch.Generator().manual_seed(0), **options)
 
-    fitted = model.default_sampler
-    assert torch.equal(draw(model), draw(own, sampler=fitted))
-    assert torch.equal(draw(model, sampler=FEW_PASSES), draw(own, sampler=FEW_PASSES))
+    for fast, default in ((False, model.default_sampler), (True, model.default_sampler_bf16)):
+        monkeypatch.setattr(fm, "bf16_is_fast", lambda device, fast=fast: fast)
+        assert torch.equal(draw(model), draw(own, sampler=default))
+        assert torch.equal(draw(model, sampler=FEW_PASSES), draw(own, sampler=FEW_PASSES))
+        x, context = torch.randn(3, 2, model.size), model.normalize_target(target)[:, None]
+        torch.testing.assert_close(
+            model.integrate(x, context), own.integrate(x, context, None, default), rtol=0, atol=0
+        )
     assert not torch.equal(draw(model), draw(own))
-    x, context = torch.randn(3, 2, model.size), model.normalize_target(target)[:, None]
-    torch.testing.assert_close(model.integrate(x, context), own.integrate(x, context, None,
-                               fitted), rtol=0, atol=0)  # fmt: skip
+
+
+def test_bf16_is_fast_only_on_matrix_units():
+    from torchik.models.fm import bf16_is_fast
+
+    assert not bf16_is_fast("meta")
+    amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
+    assert bf16_is_fast("cpu") == bool(amx)
+    if torch.cuda.is_available():
+        assert bf16_is_fast("cuda") == (torch.cuda.get_device_capability()[0] >= 8)
 
 
 @pytest.mark.parametrize("sampler", [FEW_PASSES, FEW_PASSES_BF16], ids=["float32", "bf16"])

@@ -41,13 +41,13 @@ def add_parser(sub) -> None:
                    help="solutions (seeds or samples), default 100")  # fmt: skip
     p.add_argument("--refine", action="store_true", help="refine model samples numerically")
     p.add_argument("--sampler", type=_sampler_arg, default=None,
-                   help="a flow-matching model's sampler: 'fitted' (the default for a "
-                        "bundled model with one: 7 or 8 passes fitted to it), 'fitted-bf16' "
-                        "(all but the last in bfloat16, the last mixed: fastest on CPUs with "
-                        "bfloat16 units), 'few' (the "
-                        "default otherwise: 12 passes), 'few-bf16', 'model' (the model's "
-                        "own, 64 passes for the bundled ones) or a JSON file of "
-                        "'torchik fit-sampler'")  # fmt: skip
+                   help="a flow-matching model's sampler: by default a bundled model's "
+                        "few-pass one (fitted to it where there is one, else 12 passes), in "
+                        "bfloat16 on GPUs and CPUs with AMX, and 12 passes for a model file; "
+                        "'fitted' (7 or 8 passes fitted to a bundled model), 'fitted-bf16' "
+                        "(all but the last in bfloat16, the last mixed), 'few' (12 passes), "
+                        "'few-bf16', 'model' (the model's own, 64 passes for the bundled "
+                        "ones) or a JSON file of 'torchik fit-sampler'")  # fmt: skip
     p.add_argument("--method", choices=METHODS, default="lm", help="numerical solver")
     p.add_argument("--tol-position", type=_non_negative, default=1e-3,
                    help="position tolerance in metres (default 1e-3)")  # fmt: skip
@@ -186,8 +186,8 @@ def _sampler_arg(value: str) -> str:
 
 def _sample_options(model, sampler: str | None, bundled: str | None = None) -> dict[str, Any]:
     """``model.sample`` keywords for ``--sampler``: a flow-matching model samples with its
-    default sampler (a bundled one's, :func:`torchik.models.load_pretrained`: the sampler
-    fitted to it, else ``FEW_PASSES``), else with ``FEW_PASSES``, unless told otherwise
+    default samplers (a bundled one's, :func:`torchik.models.load_pretrained`: few passes, in
+    bfloat16 where it is fast), else with ``FEW_PASSES``, unless told otherwise
     (``bundled`` names a bundled model, for ``fitted*``); other families have no sampler to
     choose."""
     import torchik.models
@@ -203,9 +203,8 @@ def _sample_options(model, sampler: str | None, bundled: str | None = None) -> d
         from torchik.models.fm_fit import load_sampler
 
         return {"sampler": load_sampler(sampler)}
-    if sampler is None:  # a bundled model's default (load_pretrained's), else FEW_PASSES
-        default = model.default_sampler
-        return {"sampler": torchik.models.FEW_PASSES if default is None else default}
+    if sampler is None:  # a bundled model's defaults (load_pretrained's), else FEW_PASSES
+        return {} if model.default_sampler is not None else {"sampler": torchik.models.FEW_PASSES}
     if sampler == "model":
         return {"sampler": model.config.sampler}
     if sampler.startswith("fitted"):

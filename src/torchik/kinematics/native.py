@@ -555,10 +555,7 @@ def ik_round(
     from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
 
     if not (tol_position > 0.0 and tol_rotation > 0.0):
-        raise ValueError(
-            f"tolerances must be positive, got tol_position={tol_position}, "
-            f"tol_rotation={tol_rotation}"
-        )
+        raise ValueError(f"tolerances must be positive, got {tol_position}, {tol_rotation}")
 
     x = _rows(pool)
     n_targets, dof, pose = position.shape[0], x.shape[1], rotmat is not None

@@ -20,6 +20,7 @@ __all__ = [
     "PRETRAINED",
     "TEST_SEED",
     "evaluate",
+    "few_pass_samplers",
     "fitted_sampler",
     "fitted_samplers",
     "held_out_targets",
@@ -44,7 +45,7 @@ PRETRAINED: dict[str, str] = {
 their measured accuracy is in ``torchik/models/pretrained/accuracy.json`` and the README."""
 
 
-def load_pretrained(name: str, map_location: Any = None, fast: bool = True) -> IKModel:
+def load_pretrained(name: str, map_location: Any = None, sampler: str = "fast") -> IKModel:
     """A pretrained model bundled with torchik (no download), in eval mode, float32.
 
     The name is the robot's (:data:`PRETRAINED`); the checkpoints are package data written by
@@ -53,18 +54,22 @@ def load_pretrained(name: str, map_location: Any = None, fast: bool = True) -> I
     Args:
         name: a name of :data:`PRETRAINED`.
         map_location: as :func:`torch.load`'s.
-        fast: a flow-matching model samples with few network passes by default
-            (:attr:`~torchik.models.fm.FlowMatching.default_sampler`): the sampler fitted to
-            it where one is bundled (:func:`fitted_sampler`: the Panda models, 7 and 8
-            passes), else :data:`~torchik.models.fm.FEW_PASSES` (12), in place of the
-            model's own 64. Measured on 1000 held-out targets (``benchmarks/results/
-            fm_samplers*.md``), their mean errors are 1.07 (Panda pose), 0.91 (Panda
-            position), 0.86 (UR5) and 0.68 (Digit arm) times those of the 64 passes. False:
-            the model's own sampler (:attr:`~torchik.models.fm.FMConfig.sampler`), with which
-            the accuracy in ``accuracy.json`` was measured.
+        sampler: how a flow-matching model samples when a call names no sampler:
+
+            - ``"fast"``: with few network passes (:func:`few_pass_samplers`), in bfloat16
+              where it is fast (:func:`torchik.models.fm.bf16_is_fast`: CUDA from Ampere on,
+              CPUs with AMX), else in float32;
+            - ``"float32"``: the same passes in float32 everywhere (the same samples on any
+              CPU);
+            - ``"own"``: the model's own 64 passes (:attr:`~torchik.models.fm.FMConfig.sampler`),
+              with which the accuracy in ``accuracy.json`` was measured, bit for bit as
+              earlier versions sampled.
+
+            Other families have no sampler to choose.
 
     Raises:
-        ValueError: no model of that name is bundled (the message lists the names).
+        ValueError: no model of that name is bundled (the message lists the names), or an
+            unknown ``sampler``.
 
     Example:
         >>> model = load_pretrained("snake2")
@@ -72,9 +77,12 @@ def load_pretrained(name: str, map_location: Any = None, fast: bool = True) -> I
         torch.Size([1, 4, 2])
         >>> load_pretrained("panda").default_sampler.passes
         7
-        >>> load_pretrained("panda", fast=False).default_sampler is None
+        >>> load_pretrained("panda", sampler="own").default_sampler is None
         True
     """
+    from torchik.checks import check_choice
+
+    check_choice("sampler", sampler, ("fast", "float32", "own"))
     if name not in PRETRAINED:
         raise ValueError(
             f"no pretrained model named {name!r} is bundled; available: {', '.join(PRETRAINED)}"
@@ -86,12 +94,36 @@ def load_pretrained(name: str, map_location: Any = None, fast: bool = True) -> I
         from torchik.models.registry import load
 
         model = load(path, map_location)
-    from torchik.models.fm import FEW_PASSES, FlowMatching
+    from torchik.models.fm import FlowMatching
 
-    if fast and isinstance(model, FlowMatching):
-        fitted = fitted_sampler(name)
-        model.default_sampler = FEW_PASSES if fitted is None else fitted
+    if sampler != "own" and isinstance(model, FlowMatching):
+        model.default_sampler, low = few_pass_samplers(name)
+        model.default_sampler_bf16 = low if sampler == "fast" else None
     return model
+
+
+def few_pass_samplers(name: str) -> tuple[FMSampler, FMSampler]:
+    """``(float32, bfloat16)`` few-pass samplers of the bundled flow-matching model ``name``:
+    the sampler fitted to it and its bfloat16 variant where one is bundled
+    (:func:`fitted_sampler`: the Panda models, 7 and 8 passes), else
+    :data:`~torchik.models.fm.FEW_PASSES` and :data:`~torchik.models.fm.FEW_PASSES_BF16`
+    (12). Measured on 1000 held-out targets x 10 samples (``benchmarks/results/
+    fm_samplers*.md``, two noise seeds, the worse one), their mean errors are 1.07 and 1.06
+    (Panda pose), 0.91 and 0.96 (Panda position), 0.86 and 0.89 (UR5), 0.68 and 0.67 (Digit
+    arm) times those of the model's own 64 passes.
+
+    Example:
+        >>> [s.passes for s in few_pass_samplers("ur5")]
+        [12, 12]
+    """
+    from torchik.models.fm import FEW_PASSES, FEW_PASSES_BF16
+
+    fitted = fitted_sampler(name)
+    if fitted is None:
+        return FEW_PASSES, FEW_PASSES_BF16
+    low = fitted_sampler(name, bf16=True)
+    assert low is not None
+    return fitted, low
 
 
 TEST_SEED = 2026
