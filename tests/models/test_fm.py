@@ -264,6 +264,25 @@ def test_sampling_in_a_cuda_graph_equals_eager_and_follows_the_weights(sampler, 
     fm._GRAPHS.clear()
 
 
+@pytest.mark.cuda
+@pytest.mark.skipif(not torch.cuda.is_available(), reason="samples on CUDA: needs CUDA")
+def test_the_default_sampler_on_cuda_is_the_bfloat16_one_from_ampere_on():
+    """A model given both defaults samples on a CUDA device of compute capability 8 or more
+    with the bfloat16 one (its passes captured as any other sampler's), else the float32
+    one."""
+    from torchik.models import fm
+
+    model = _model().cuda().eval()
+    model.default_sampler, model.default_sampler_bf16 = FEW_PASSES, FEW_PASSES_BF16
+    expected = FEW_PASSES_BF16 if torch.cuda.get_device_capability()[0] >= 8 else FEW_PASSES
+    target = torch.randn(2, 3, generator=_gen(3)).cuda()
+    with torch.no_grad():
+        default = model.sample(target, 8, torch.Generator("cuda").manual_seed(0))
+        named = model.sample(target, 8, torch.Generator("cuda").manual_seed(0), sampler=expected)
+    assert fm.bf16_is_fast(target.device) == (expected is FEW_PASSES_BF16)
+    torch.testing.assert_close(default, named, rtol=0.0, atol=0.0)
+
+
 def test_sampling_on_the_cpu_captures_nothing():
     from torchik.models import fm
 
