@@ -32,6 +32,7 @@ module's step, held joints, posture and floating base included; see
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, replace
@@ -328,16 +329,19 @@ def evaluate_targets(
     problem: WholeBodyProblem, q: Tensor, iterations: Tensor, shape
 ) -> WholeBodyResult:
     """Success and errors of ``q (N, dof)`` by forward kinematics of every target link."""
-    robot = problem.robot
+    robot, targets = problem.robot, problem.targets
     q = problem.limits.canonical(q)
-    poses = robot.forward_kinematics(q, [t.link for t in problem.targets])
-    pos_errs, rot_errs = {}, {}
-    for i, t in enumerate(problem.targets):
-        pos_errs[t.link] = (poses[:, i, :3, 3] - t.position).norm(dim=-1)
-        rot, no_rot = poses[:, i, :3, :3], torch.zeros_like(pos_errs[t.link])
-        rot_errs[t.link] = no_rot if t.rotmat is None else geodesic_distance(rot, t.rotmat)
-    pos_err = torch.stack(list(pos_errs.values())).amax(dim=0)
-    rot_err = torch.stack(list(rot_errs.values())).amax(dim=0)
+    poses = robot.forward_kinematics(q, [t.link for t in targets])  # (N, L, 4, 4)
+    position = torch.stack([t.position for t in targets], dim=1)
+    pos_all = (poses[..., :3, 3] - position).norm(dim=-1)  # (N, L): every link at once
+    rot_all = torch.zeros_like(pos_all)
+    posed = [i for i, t in enumerate(targets) if t.rotmat is not None]
+    if posed:
+        rotmat = torch.stack([targets[i].rotmat for i in posed], dim=1)  # type: ignore[misc]
+        rot_all[:, posed] = geodesic_distance(poses[:, posed, :3, :3], rotmat)
+    pos_err, rot_err = pos_all.amax(dim=1), rot_all.amax(dim=1)
+    pos_errs = dict(zip([t.link for t in targets], pos_all.unbind(1), strict=True))
+    rot_errs = dict(zip([t.link for t in targets], rot_all.unbind(1), strict=True))
     within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
     success = (pos_err < problem.tol_position) & (rot_err < problem.tol_rotation) & within
     return WholeBodyResult(
@@ -484,10 +488,20 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
 def _solver(problem: WholeBodyProblem, max_iters: int, loop: str) -> WholeBodyLM:
     """The solver; where the CPU's compiled loop runs it, stalled slots are re-seeded every
     :data:`COMPILED_SYNC_EVERY` iterations."""
-    solver = WholeBodyLM(max_iters=max_iters, loop=loop)
+    solver = _made(max_iters, loop, None)
     if loop != "host" and solver.compiled_loop(problem, problem.rest):
-        return WholeBodyLM(max_iters=max_iters, loop=loop, sync_every=COMPILED_SYNC_EVERY)
+        return _made(max_iters, loop, COMPILED_SYNC_EVERY)
     return solver
+
+
+@functools.lru_cache(maxsize=64)
+def _made(max_iters: int, loop: str, sync_every: int | None) -> WholeBodyLM:
+    """A :class:`WholeBodyLM` of these settings, made once (a solver holds nothing but its
+    frozen settings; making one checks every setting: a fifth of a warm-started one-target
+    solve's time)."""
+    if sync_every is None:
+        return WholeBodyLM(max_iters=max_iters, loop=loop)
+    return WholeBodyLM(max_iters=max_iters, loop=loop, sync_every=sync_every)
 
 
 def _reshape(result: WholeBodyResult, batch) -> WholeBodyResult:
