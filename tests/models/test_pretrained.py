@@ -96,6 +96,8 @@ def test_the_default_sampler_is_the_one_a_call_names_otherwise(monkeypatch):
             model.integrate(x, context), own.integrate(x, context, None, default), rtol=0, atol=0
         )
     assert not torch.equal(draw(model), draw(own))
+    # steps without a sampler: the config's sampler with those steps, as before the defaults
+    assert torch.equal(draw(model, steps=4), draw(own, steps=4))
 
 
 def test_bf16_is_fast_only_on_matrix_units():

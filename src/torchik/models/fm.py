@@ -397,14 +397,16 @@ class FlowMatching(JointModel):
             x: the starting points.
             context: normalised targets ``(..., T)``, broadcast against ``x`` (one row per
                 target, ``(..., 1, T)``, computes the conditioning once per target).
-            steps: integration steps (default: the sampler's).
+            steps: integration steps (default: the sampler's); without a ``sampler`` they
+                are the config's sampler's (:attr:`FMConfig.sampler`), as before default
+                samplers: a fitted one's grid is made for its own steps.
             sampler: how to integrate (default: :attr:`default_sampler` or, where bfloat16 is
                 fast, :attr:`default_sampler_bf16`, else the config's :attr:`FMConfig.sampler`).
 
         Returns:
             ``(..., S)``, in the flow's space (see :meth:`decode`).
         """
-        sampler = self._sampler(sampler, x.device)
+        sampler = self._sampler(sampler, x.device, steps)
         if steps is not None:
             if steps < 1:
                 raise ValueError(f"steps must be positive, got {steps}")
@@ -414,12 +416,16 @@ class FlowMatching(JointModel):
                 return _graphed(self, sampler, x, context)
         return run_steps(sampler, self._velocity(context, sampler), x)
 
-    def _sampler(self, sampler: FMSampler | None, device: torch.device) -> FMSampler:
-        """``sampler``, else the default sampler for ``device`` (:attr:`default_sampler_bf16`
-        where it is set and bfloat16 is fast there, else :attr:`default_sampler`), else the
-        config's."""
+    def _sampler(
+        self, sampler: FMSampler | None, device: torch.device, steps: int | None = None
+    ) -> FMSampler:
+        """``sampler``, else (no ``steps`` asked for) the default sampler for ``device``
+        (:attr:`default_sampler_bf16` where it is set and bfloat16 is fast there, else
+        :attr:`default_sampler`), else the config's."""
         if sampler is not None:
             return sampler
+        if steps is not None:
+            return self.config.sampler
         low = self.default_sampler_bf16
         if low is not None and bf16_is_fast(device):
             return low
@@ -489,7 +495,8 @@ class FlowMatching(JointModel):
             target: ``(..., T)`` targets.
             n: samples per target.
             generator: draws the noise.
-            steps: overrides the sampler's steps.
+            steps: overrides the sampler's steps (without a ``sampler``: the config's, see
+                :meth:`integrate`).
             sampler: overrides the default samplers and :attr:`FMConfig.sampler`. With
                 neither this nor a default sampler the conditioning is computed for every
                 sample, which reproduces earlier versions' samples bit for bit; else it is
@@ -498,7 +505,8 @@ class FlowMatching(JointModel):
         """
         self._check_target(target, n, generator)
         context = self.normalize_target(target).unsqueeze(-2)  # (..., 1, T): once per target
-        if sampler is None and self.default_sampler is self.default_sampler_bf16 is None:
+        own = steps is not None or self.default_sampler is self.default_sampler_bf16 is None
+        if sampler is None and own:
             context = context.expand(*target.shape[:-1], n, context.shape[-1])
         shape = (*target.shape[:-1], n, self.size)
         x = torch.randn(shape, generator=generator, dtype=context.dtype, device=context.device)
