@@ -100,14 +100,20 @@ def test_the_default_sampler_is_the_one_a_call_names_otherwise(monkeypatch):
     assert torch.equal(draw(model, steps=4), draw(own, steps=4))
 
 
-def test_bf16_is_fast_only_on_matrix_units():
-    from torchik.models.fm import bf16_is_fast
+def test_bf16_is_fast_only_on_matrix_units(monkeypatch):
+    from torchik.models import fm
 
-    assert not bf16_is_fast("meta")
+    assert not fm.bf16_is_fast("meta")
     amx = getattr(torch.cpu, "_is_amx_tile_supported", lambda: False)()
-    assert bf16_is_fast("cpu") == bool(amx)
+    assert fm.bf16_is_fast("cpu") == bool(amx and torch.backends.mkldnn.is_available())
+    fm._bf16_is_fast.cache_clear()  # oneDNN capped below AMX: bfloat16 emulated
+    monkeypatch.setenv("ONEDNN_MAX_CPU_ISA", "AVX2")
+    try:
+        assert not fm.bf16_is_fast("cpu")
+    finally:
+        fm._bf16_is_fast.cache_clear()
     if torch.cuda.is_available():
-        assert bf16_is_fast("cuda") == (torch.cuda.get_device_capability()[0] >= 8)
+        assert fm.bf16_is_fast("cuda") == (torch.cuda.get_device_capability()[0] >= 8)
 
 
 @pytest.mark.parametrize("sampler", [FEW_PASSES, FEW_PASSES_BF16], ids=["float32", "bf16"])

@@ -71,6 +71,7 @@ from __future__ import annotations
 import copy
 import functools
 import math
+import os
 import warnings
 import weakref
 from collections import OrderedDict
@@ -529,7 +530,9 @@ def bf16_is_fast(device: torch.device | str) -> bool:
     accuracy: on an H200, 1000 samples of one Panda pose in 1.6 ms against 2.4
     (``benchmarks/results/gpu.md``); on two cores of a Xeon with AMX 68 ms against 274, and
     10 000 samples of 1000 poses in 1.2 s against 3.5. Elsewhere bfloat16 may be emulated,
-    and slower than float32.
+    and slower than float32: with oneDNN capped below AMX (``ONEDNN_MAX_CPU_ISA=AVX2``) 10
+    samples of each of 1000 Panda poses took 14 s in bfloat16 against 1.6 s in float32, so a
+    CPU whose oneDNN is capped so counts as without AMX.
 
     Example:
         >>> bf16_is_fast("meta")
@@ -545,8 +548,13 @@ def _bf16_is_fast(kind: str, index: int | None) -> bool:
     if kind == "cuda":
         return torch.cuda.get_device_capability(index)[0] >= 8
     if kind == "cpu":
+        cap = (
+            os.environ.get("ONEDNN_MAX_CPU_ISA") or os.environ.get("DNNL_MAX_CPU_ISA", "")
+        ).upper()
+        if cap and "AMX" not in cap and cap not in ("ALL", "DEFAULT"):
+            return False  # oneDNN told to leave the matrix units alone: bfloat16 is emulated
         amx = getattr(torch.cpu, "_is_amx_tile_supported", None)  # PyTorch's own probe
-        return bool(amx is not None and amx())
+        return bool(amx is not None and amx() and torch.backends.mkldnn.is_available())
     return False
 
 
