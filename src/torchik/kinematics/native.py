@@ -552,10 +552,9 @@ def ik_round(
     Raises:
         ValueError: a tolerance that is not positive (the slots' scores divide by them).
     """
-    from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
-
     if not (tol_position > 0.0 and tol_rotation > 0.0):
         raise ValueError(f"tolerances must be positive, got {tol_position}, {tol_rotation}")
+    from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
 
     x = _rows(pool)
     n_targets, dof, pose = position.shape[0], x.shape[1], rotmat is not None

@@ -330,8 +330,9 @@ def evaluate_targets(
 ) -> WholeBodyResult:
     """Success and errors of ``q (N, dof)`` by forward kinematics of every target link."""
     robot, targets = problem.robot, problem.targets
+    links = [t.link for t in targets]
     q = problem.limits.canonical(q)
-    poses = robot.forward_kinematics(q, [t.link for t in targets])  # (N, L, 4, 4)
+    poses = robot.forward_kinematics(q, links)  # (N, L, 4, 4)
     position = torch.stack([t.position for t in targets], dim=1)
     pos_all = (poses[..., :3, 3] - position).norm(dim=-1)  # (N, L): every link at once
     rot_all = torch.zeros_like(pos_all)
@@ -340,8 +341,8 @@ def evaluate_targets(
         rotmat = torch.stack([targets[i].rotmat for i in posed], dim=1)  # type: ignore[misc]
         rot_all[:, posed] = geodesic_distance(poses[:, posed, :3, :3], rotmat)
     pos_err, rot_err = pos_all.amax(dim=1), rot_all.amax(dim=1)
-    pos_errs = dict(zip([t.link for t in targets], pos_all.unbind(1), strict=True))
-    rot_errs = dict(zip([t.link for t in targets], rot_all.unbind(1), strict=True))
+    pos_errs = dict(zip(links, pos_all.unbind(1), strict=True))
+    rot_errs = dict(zip(links, rot_all.unbind(1), strict=True))
     within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
     success = (pos_err < problem.tol_position) & (rot_err < problem.tol_rotation) & within
     return WholeBodyResult(
@@ -488,19 +489,17 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
 def _solver(problem: WholeBodyProblem, max_iters: int, loop: str) -> WholeBodyLM:
     """The solver; where the CPU's compiled loop runs it, stalled slots are re-seeded every
     :data:`COMPILED_SYNC_EVERY` iterations."""
-    solver = _made(max_iters, loop, None)
+    solver = _made(max_iters, loop)
     if loop != "host" and solver.compiled_loop(problem, problem.rest):
         return _made(max_iters, loop, COMPILED_SYNC_EVERY)
     return solver
 
 
 @functools.lru_cache(maxsize=64)
-def _made(max_iters: int, loop: str, sync_every: int | None) -> WholeBodyLM:
+def _made(max_iters: int, loop: str, sync_every: int = 0) -> WholeBodyLM:
     """A :class:`WholeBodyLM` of these settings, made once (a solver holds nothing but its
     frozen settings; making one checks every setting: a fifth of a warm-started one-target
-    solve's time)."""
-    if sync_every is None:
-        return WholeBodyLM(max_iters=max_iters, loop=loop)
+    solve's time). ``sync_every`` 0 is the settings' default."""
     return WholeBodyLM(max_iters=max_iters, loop=loop, sync_every=sync_every)
 
 
