@@ -157,7 +157,7 @@ def test_ik_round_refuses_what_it_cannot_take():
     w = torch.ones(6, dtype=torch.float64)
 
     def call(pool, tol_position=1e-3):
-        native.ik_round(pool, 2, robot.tree, 9, torch.zeros(1, 3), None, w, 0.3, 0.1,
+        native.ik_round(pool, 2, robot.tree, 9, torch.zeros(1, 3), None, w, torch.zeros(1, 4), 0.1,
                         limits.lower, limits.upper, slots=2, iters=3, tol_position=tol_position,
                         tol_rotation=math.inf)  # fmt: skip
 

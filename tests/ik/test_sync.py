@@ -65,9 +65,10 @@ def test_sync_every_is_validated():
 
 
 def test_seed_choice_without_host_sync_equals_the_per_pool_loop():
-    from torchik.ik.seeding import _nearest
+    from torchik.ik.seeding import nearest_member
 
     g = torch.Generator().manual_seed(0)
     a, b = torch.randn(50, 6, generator=g), torch.randn(3, 40, 6, generator=g)
     which = torch.randint(0, 3, (50,), generator=g)
-    assert torch.equal(_nearest(a, b, which, batched=True), _nearest(a, b, which, batched=False))
+    batched = nearest_member(a, b, which, batched=True)
+    assert torch.equal(batched, nearest_member(a, b, which, batched=False))

@@ -31,7 +31,7 @@ from torch import Tensor
 
 from torchik.ik.base import CUDA_SYNC_EVERY, JointLimits, LinkTarget
 from torchik.ik.result import IKResult
-from torchik.ik.seeding import pooled
+from torchik.ik.seeding import pooled, target_features
 from torchik.kinematics import native
 
 __all__ = ["given", "round_of", "serves", "serves_given"]
@@ -113,10 +113,11 @@ def _call(run: Run, position: Tensor, rotmat: Tensor | None, limits: JointLimits
     """:func:`torchik.kinematics.native.ik_round` with ``run``'s robot and settings."""
     robot, s = run.robot, run.solver.settings
     w = LinkTarget(run.link, position, rotmat).weights(s.rotation_weight)
+    aims = target_features(position, rotmat, s.rotation_weight)
     joints = (robot.lower, robot.upper) if limits.per_row else None
     q, success, pos_err, rot_err, iterations = native.ik_round(
         pool, size, robot.tree, robot.link_index(run.link), position, rotmat,
-        w, s.rotation_weight, s.damping, limits.lower, limits.upper,
+        w, aims, s.damping, limits.lower, limits.upper,
         slots=slots, iters=iters, tol_position=run.tol_position, tol_rotation=_tol(run),
         damping_floor=s.damping_floor, continuous=limits.continuous,
         full_turn=limits.full_turn, order=order, chunk=_chunk(s), early_stop=s.early_stop,

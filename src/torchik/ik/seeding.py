@@ -20,10 +20,13 @@ __all__ = [
     "MAX_POOLS",
     "ONE_PRODUCT",
     "Seeder",
+    "link_features",
     "nearest_in_pools",
+    "nearest_member",
     "nearest_per_slot",
     "nearest_seeder",
     "pooled",
+    "target_features",
     "uniform_seeder",
 ]
 
@@ -70,7 +73,7 @@ def nearest_in_pools(
     n_pools, size, dof = pool.shape
     a, b = _features(robot, link, position, rotmat, pool.reshape(-1, dof), rotation_weight)
     b = b.view(n_pools, size, -1)
-    return pool[which, _nearest(a, b, which, batched=pool.device.type != "cpu")]
+    return pool[which, nearest_member(a, b, which, batched=pool.device.type != "cpu")]
 
 
 ONE_PRODUCT = 1 << 22
@@ -121,21 +124,46 @@ def nearest_per_slot(
     return chosen.transpose(1, 2).reshape(draws, n_targets * slots, dof)
 
 
+def target_features(
+    position: Tensor, rotmat: Tensor | None, rotation_weight: float, weight: float = 1.0
+) -> Tensor:
+    """Float32 features ``(n, F)`` of targets whose dot product with :func:`link_features` of a
+    link pose is ``weight`` times their pose distance ``|p - p_t|² + w² (3 - tr(R_tᵀ R))`` up
+    to a constant per target: ``weight [-2 p_t, 1, -w² R_t]`` (``R_t`` flattened; ``F`` 13,
+    or 4 for positions, ``rotmat`` ``None``). The one formula of every pose-space seeder, the
+    compiled round's included (:func:`torchik.kinematics.native.ik_round`).
+
+    Args:
+        position: ``(n, 3)`` target positions; ``rotmat`` ``(n, 3, 3)`` or ``None``.
+        rotation_weight: ``w`` (m/rad).
+        weight: the target's weight (whole-body IK's per-link weights).
+    """
+    # |p - p_t|² = |p|² - 2 p·p_t + |p_t|², and -w² tr(R_tᵀ R) = -w² R_t:R (flattened dot)
+    parts = [-2.0 * weight * position, torch.full_like(position[:, :1], weight)]
+    if rotmat is not None:
+        parts.append(-weight * rotation_weight**2 * rotmat.flatten(-2))
+    return torch.cat(parts, dim=-1).float()
+
+
+def link_features(pose: Tensor, rotations: bool) -> Tensor:
+    """Float32 features ``(M, F)`` of link poses ``(M, 4, 4)``: ``[p, |p|², R]`` (``R``
+    flattened, only with ``rotations``), the other side of :func:`target_features`."""
+    p = pose[:, :3, 3]
+    parts = [p, (p * p).sum(-1, keepdim=True)]
+    if rotations:
+        parts.append(pose[:, :3, :3].flatten(-2))
+    return torch.cat(parts, dim=-1).float()
+
+
 def _features(robot, link, position, rotmat, configurations, rotation_weight):
     """``(n, F)`` target and ``(M, F)`` configuration features, float32, whose dot product is
     the pose distance of :func:`nearest_in_pools` up to a per-target constant."""
     pose = robot.forward_kinematics(configurations, link)
-    p = pose[:, :3, 3]
-    # |p - p_t|² = |p|² - 2 p·p_t + const, and -w² tr(R_tᵀ R) = -w² R_t:R (flattened dot)
-    pool_features = [p, (p * p).sum(-1, keepdim=True)]
-    target_features = [-2.0 * position, torch.ones_like(position[:, :1])]
-    if rotmat is not None:
-        pool_features.append(pose[:, :3, :3].flatten(-2))
-        target_features.append(-(rotation_weight**2) * rotmat.flatten(-2))
-    return torch.cat(target_features, dim=-1).float(), torch.cat(pool_features, dim=-1).float()
+    a = target_features(position, rotmat, rotation_weight)
+    return a, link_features(pose, rotmat is not None)
 
 
-def _nearest(a: Tensor, b: Tensor, which: Tensor, batched: bool) -> Tensor:
+def nearest_member(a: Tensor, b: Tensor, which: Tensor, batched: bool) -> Tensor:
     """``(n,)`` index in its pool of the entry of ``b (P, S, F)`` that minimises ``a_r . b``.
 
     ``batched``: each row's pool gathered and one batched product, without a host sync (for

@@ -179,8 +179,8 @@ def warm_up(tree: KinematicTree) -> bool:
     lm_loop(q, tree, link, q.new_zeros(1, 3), None, q.new_ones(3), 0.1, -bound, bound, state,
             n_iters=1, max_iters=1, tol_position=0.0, tol_rotation=0.0)  # fmt: skip
     rotmat = torch.eye(3, dtype=q.dtype)[None]
-    ik_round(q, 1, tree, link, q.new_zeros(1, 3), rotmat, q.new_ones(6), 0.3, 0.1, -bound,
-             bound, slots=1, iters=1, tol_position=1e-3, tol_rotation=1e-2)  # fmt: skip
+    ik_round(q, 1, tree, link, q.new_zeros(1, 3), rotmat, q.new_ones(6), torch.zeros(1, 13), 0.1,
+             -bound, bound, slots=1, iters=1, tol_position=1e-3, tol_rotation=1e-2)  # fmt: skip
     forward_kinematics(q, tree, (link,))
     jacobian(q, tree, link)
     return True
@@ -488,7 +488,7 @@ def ik_round(
     position: Tensor,
     rotmat: Tensor | None,
     weights: Tensor,
-    rotation_weight: float,
+    aims: Tensor,
     damping: float,
     lower: Tensor,
     upper: Tensor,
@@ -522,7 +522,8 @@ def ik_round(
         tree: the flattened robot (fixed base); ``link`` the placed link's index.
         position: ``(T, 3)`` targets; ``rotmat`` ``(T, 3, 3)`` or ``None`` (positions).
         weights: ``(m,)`` square roots of the residual weights.
-        rotation_weight: ``w`` (m/rad) of the seeds' pose distance.
+        aims: ``(T, F)`` float32 seeding features of the targets,
+            :func:`torchik.ik.seeding.target_features` (read where ``pool_size`` > 0).
         damping: ``μ``.
         lower: ``(D,)`` joint limits, shared by the rows, or ``(T, D)`` a box per target
             already intersected with them (:meth:`torchik.ik.base.JointLimits.within`: a
@@ -564,7 +565,8 @@ def ik_round(
         _lm_numba.pool_features(x, arrays, pose, features)
     p = position.detach().numpy()[:, None]
     r = np.zeros((n_targets, 1, 3, 3), x.dtype) if rotmat is None else rotmat.detach().numpy()
-    target = (p, r.reshape(n_targets, 1, 3, 3), sizes, _aims(p[:, 0], r, rotation_weight, pose))
+    target_aims = np.ascontiguousarray(aims.detach().float().numpy())
+    target = (p, r.reshape(n_targets, 1, 3, 3), sizes, target_aims)
     limits, bounds = _round_limits(x, lower, upper, continuous, full_turn, joint_limits)
     box = limits[4]
     scale = tol_rotation if math.isfinite(tol_rotation) else 1.0
@@ -623,15 +625,3 @@ def _round_constants(tree: KinematicTree, link: int, dtype: torch.dtype, pose: b
         return _tree_arrays(tree, (link,), dtype), sizes, posture
 
     return tree.cached(("round", link, dtype, pose), build)
-
-
-def _aims(p: np.ndarray, r: np.ndarray, rotation_weight: float, pose: bool) -> np.ndarray:
-    """The targets' seeding features ``(T, F)`` float32, as
-    :func:`torchik.ik.seeding._features` forms them: ``[-2 p, 1, -w² R]`` (``R`` flattened,
-    only for poses)."""
-    n = p.shape[0]
-    a = np.empty((n, 13 if pose else 4), np.float32)
-    a[:, :3], a[:, 3] = -2.0 * p, 1.0
-    if pose:
-        a[:, 4:] = -(rotation_weight**2) * r.reshape(n, 9)
-    return a

@@ -20,7 +20,7 @@ from torch import Tensor
 from torchik.geometry.rotations import rotmat_to_quat
 from torchik.geometry.transforms import invert_transform, pose_to_matrix
 from torchik.ik.lm import LMSettings
-from torchik.ik.seeding import Seeder
+from torchik.ik.seeding import Seeder, link_features, nearest_member, target_features
 from torchik.ik.wholebody.problem import WholeBodyProblem
 
 __all__ = ["fit_base", "wholebody_seeder"]
@@ -51,13 +51,10 @@ def wholebody_seeder(
         if robot.floating:  # every base at its zero pose: placed below
             bases = 7 * robot.floating_bases
             pool[:, :bases] = robot.neutral()[:bases]
-        features = _pose_features(problem, pool, rows)
+        a, b = _pose_features(problem, pool, rows)
         which = (rows % k + attempt) % k
-        best = torch.empty_like(rows)
-        for slot in range(k):  # one product per pool, over its rows only
-            mine = torch.nonzero(which == slot).flatten()
-            pool_slot = features[1][slot * pool_size : (slot + 1) * pool_size]
-            best[mine] = (features[0][mine] @ pool_slot.T).argmin(dim=-1) + slot * pool_size
+        batched = rows.device.type != "cpu"  # no host read on accelerators
+        best = nearest_member(a, b.view(k, pool_size, -1), which, batched) + which * pool_size
         return _place_base(problem, pool[best], rows)
 
     return seeder
@@ -92,13 +89,10 @@ def _pose_features(problem: WholeBodyProblem, pool: Tensor, rows: Tensor):
         poses, targets = _relative(problem, poses), _relative(problem, targets)
     a, b = [], []
     for i, t in enumerate(problem.targets):
-        weight, p, target = t.weight, poses[:, i, :3, 3], targets[:, i, :3, 3]
-        a += [-2.0 * weight * target, weight * torch.ones_like(target[:, :1])]
-        b += [p, (p * p).sum(-1, keepdim=True)]
-        if t.rotmat is not None:
-            a.append(-weight * rho**2 * targets[:, i, :3, :3].flatten(-2))
-            b.append(poses[:, i, :3, :3].flatten(-2))
-    return torch.cat(a, dim=-1).float(), torch.cat(b, dim=-1).float()
+        rotmat = None if t.rotmat is None else targets[:, i, :3, :3]
+        a.append(target_features(targets[:, i, :3, 3], rotmat, rho, t.weight))
+        b.append(link_features(poses[:, i], t.rotmat is not None))
+    return torch.cat(a, dim=-1), torch.cat(b, dim=-1)
 
 
 def _relative(problem: WholeBodyProblem, poses: Tensor) -> Tensor:
