@@ -111,13 +111,16 @@ LOOPS = {
     "fixed, fused LM step": {"loop": "fixed", "fused_step": True, "fused_loop": False, **_ROUNDS},
     "fixed, fused LM loop": {"loop": "fixed", "fused_loop": True, **_ROUNDS},
     "fixed, one graph": {"loop": "fixed", "fused_loop": True, "one_graph": True},
+    "defaults": {},
 }  # fmt: skip
 """The IK loops of :func:`ik_rows`: the host loop that drops finished rows at every iteration,
 the fixed-shape loop launching every operation, the same captured in CUDA graphs (eager off
 CUDA), captured with each iteration in one kernel (``fused_step``: where FK takes the fused
 kernels; the CUDA-graphs row elsewhere), with each chunk of iterations in one kernel
-(``fused_loop``), and the whole call as one captured program (``one_graph``,
-:mod:`torchik.ik.captured`; on CUDA only, the rounds elsewhere)."""
+(``fused_loop``), the whole call as one captured program (``one_graph``,
+:mod:`torchik.ik.captured`; on CUDA only, the rounds elsewhere), and the defaults (``loop``
+``"auto"``: one program on CUDA, except calls of at most :data:`torchik.ik.host.HOST_ROWS` rows,
+which go to the CPU's compiled rounds, :mod:`torchik.ik.host`)."""
 
 
 def ik_rows(
@@ -162,8 +165,10 @@ def wholebody_rows(
     robot: Any, links: Sequence[str], n: int, seconds: float, triton: bool = False
 ) -> list[dict]:
     """Whole-body IK of ``n`` targets of every link in ``links`` (FK poses, seed ``n``), by the
-    host loop and the fixed loop (the ``loop`` of :data:`LOOPS`' "host loop" and "fixed, CUDA
-    graphs": the iteration's PyTorch operations captured); with ``triton``, on CUDA only, the
+    host loop, the fixed loop (the ``loop`` of :data:`LOOPS`' "host loop" and "fixed, CUDA
+    graphs": the iteration's PyTorch operations captured) and the defaults (``loop="auto"``: on
+    CUDA, at most :data:`torchik.ik.host.HOST_WHOLEBODY_ROWS` rows go to the CPU's compiled
+    loop; the compiled loop on the CPU); with ``triton``, on CUDA only, the
     fixed loop on Triton's loop kernel with every link instead
     (:data:`torchik.ik.wholebody.solve.FUSED_LOOP`, off by default until this row says it
     wins; a group of its own, last, as its kernel's compile time is not known yet)."""
@@ -176,6 +181,7 @@ def wholebody_rows(
     rows, what = [], f"whole-body IK, {len(links)} links"
     paths = [("fixed, Triton loop kernel", "fixed")] if triton else [
         (name, LOOPS[name]["loop"]) for name in ("host loop", "fixed, CUDA graphs")]  # fmt: skip
+    paths += [] if triton else [("defaults", "auto")]  # CUDA: the CPU's compiled loop (host)
     if triton and robot.device.type != "cuda":
         return []
     before = wholebody.FUSED_LOOP

@@ -24,7 +24,7 @@ def test_fk_ik_and_wholebody_rows_and_table():
     g1 = load_robot("g1")
     rows += wholebody_rows(g1, ["left_rubber_hand", "right_rubber_hand"], 3, seconds=0.01)
     table = gpu_table(rows)
-    assert len(table.rows) == 4 + len(LOOPS) + 2 and table.rows[-1]["success"] == 1.0
+    assert len(table.rows) == 4 + len(LOOPS) + 3 and table.rows[-1]["success"] == 1.0
     assert "| IK full pose | fixed, CUDA graphs | 5 |" in table.markdown()
 
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import math
 from collections.abc import Mapping
@@ -10,7 +11,7 @@ import torch
 from torch import Tensor
 
 from torchik.checks import check_bool, check_float, check_int, intra_op_threads
-from torchik.ik import captured
+from torchik.ik import captured, compiled, host
 from torchik.ik.base import IKProblem, IKSolver
 from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.result import IKResult
@@ -181,11 +182,32 @@ def solve_ik(
 
 
 def _solve(run: Run, q0: Tensor | None) -> IKResult:
-    """One program captured whole (:mod:`torchik.ik.captured`) where it serves; else given
+    """On the CPU's compiled rounds where :mod:`torchik.ik.host` sends a small solve on a GPU;
+    else one program captured whole (:mod:`torchik.ik.captured`) where it serves; else given
     seeds ``q0`` or random ones in rounds."""
+    cpu = _on_host(run, q0)
+    if cpu is not None:
+        return host.back(_solve(cpu, host.to_host(q0)), run.position.device)
     if captured.serves(run, q0):
         return captured.solve(run, q0)
     return run.random() if q0 is None else run.given(q0)
+
+
+def _on_host(run: Run, q0: Tensor | None) -> Run | None:
+    """``run`` on the CPU copy of its robot (:func:`torchik.ik.host.twin`), where
+    :func:`torchik.ik.host.serves` a solve of its rows (at most :data:`~torchik.ik.host.HOST_ROWS`
+    on CUDA), the solver's ``loop`` is ``"auto"`` and the CPU's compiled rounds take it
+    (:mod:`torchik.ik.compiled`); else ``None``."""
+    rows = run.position.shape[0] * run.k
+    if run.solver.settings.loop != "auto":
+        return None
+    if not host.serves(run.robot, rows, host.HOST_ROWS, run.generator):
+        return None
+    cpu = dataclasses.replace(
+        run, robot=host.twin(run.robot), position=run.position.cpu(),
+        rotmat=host.to_host(run.rotmat), bounds=host.to_host(run.bounds),
+    )  # fmt: skip
+    return cpu if (compiled.serves(cpu) if q0 is None else compiled.serves_given(cpu)) else None
 
 
 def _empty_result(problem: IKProblem, k: int) -> IKResult:

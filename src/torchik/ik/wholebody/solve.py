@@ -44,6 +44,7 @@ from torch import Tensor
 from torchik.checks import check_float, check_int, intra_op_threads
 from torchik.geometry.floating import velocity_coordinates
 from torchik.geometry.rotations import geodesic_distance
+from torchik.ik import host
 from torchik.ik.base import IKProblem, JointLimits, Linearization, LinkTarget, State
 from torchik.ik.fixed import Carry
 from torchik.ik.inputs import check_bounds, check_seeds, check_target
@@ -114,9 +115,17 @@ class WholeBodyLM(LevenbergMarquardt):
     def _compiled_takes(self, problem: IKProblem) -> bool:
         """The CPU's compiled loop steps this step (stacked targets, held joints, posture) on a
         fixed base or on one floating base that carries the whole robot."""
-        robot = problem.robot
+        return self._takes_robot(problem.robot)
+
+    def _takes_robot(self, robot: Robot) -> bool:
+        """See :meth:`_compiled_takes`: it asks nothing of the targets."""
         one_base = robot.floating_bases == 1 and robot.base_of(robot.root) is not None
         return not self.settings.adaptive and (not robot.floating_bases or one_base)
+
+    def compiles_on(self, robot: Robot) -> bool:
+        """Whether the CPU's compiled loop runs this solver's solves on ``robot`` (on the CPU):
+        :meth:`compiled_loop` of any problem on it."""
+        return self._compiles(robot, robot.lower[None]) and self._takes_robot(robot)
 
     def _compiled_extras(self, problem: IKProblem) -> dict[str, Any]:
         """The held joints, the posture and a floating base, for
@@ -438,11 +447,23 @@ def solve_wholebody(
         check_int("posture_iters", posture_iters, 0)
         check_int("num_seeds", num_seeds, 1)
         check_int("seed_pool", seed_pool, 0)
+        iters = MAX_ITERS if max_iters is None else max_iters
+        if _on_host(robot, targets, seeds, num_seeds, generator, iters, loop):
+            cpu = host.twin(robot)
+            result = solve_wholebody(
+                cpu, host.to_host(dict(targets)), weights=weights, active=host.to_host(active),
+                rest=host.to_host(rest), posture=posture, posture_iters=posture_iters,
+                position_only=position_only, seeds=host.to_host(seeds), num_seeds=num_seeds,
+                seed_pool=seed_pool, tol_position=tol_position, tol_rotation=tol_rotation,
+                max_iters=max_iters, generator=generator, lower=host.to_host(lower),
+                upper=host.to_host(upper), loop=loop,
+            )  # fmt: skip
+            return host.back(result, robot.device)
         problem, k, batch, q0 = _problem(
             robot, targets, weights, active, rest, posture, position_only,
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
-        solver = _solver(problem, MAX_ITERS if max_iters is None else max_iters, loop)
+        solver = _solver(problem, iters, loop)
         reseed = None if seeds is not None else wholebody_seeder(problem, k, seed_pool, generator)
         if q0 is None:
             assert reseed is not None  # no seeds given: random ones
@@ -453,6 +474,22 @@ def solve_wholebody(
             q = solver.settle(problem, q, posture_iters)
         result = evaluate_targets(problem, q, iterations, (len(problem) // k, k))
         return _reshape(result, batch)
+
+
+def _on_host(robot, targets, seeds, num_seeds, generator, max_iters: int, loop: str) -> bool:
+    """Whether the CPU's compiled loop solves this call on the CPU copy of ``robot``
+    (:mod:`torchik.ik.host`): ``loop`` ``"auto"``, at most
+    :data:`~torchik.ik.host.HOST_WHOLEBODY_ROWS` rows on CUDA, the compiled loop serving
+    (:meth:`WholeBodyLM.compiles_on`). Malformed inputs count no rows: the checks say why."""
+    first = next(iter(targets.values()), None) if isinstance(targets, Mapping) else None
+    if loop != "auto" or not isinstance(first, Tensor) or first.dim() < 1:
+        return False
+    pose = first.dim() >= 2 and first.shape[-2:] == (4, 4)
+    k = seeds.shape[-2] if isinstance(seeds, Tensor) and seeds.dim() >= 2 else num_seeds
+    rows = math.prod(first.shape[:-2] if pose else first.shape[:-1]) * k
+    if not host.serves(robot, rows, host.HOST_WHOLEBODY_ROWS, generator):
+        return False
+    return _made(max_iters, loop).compiles_on(host.twin(robot))
 
 
 def _problem(robot, targets, weights, active, rest, posture, position_only, seeds, num_seeds,
