@@ -64,7 +64,10 @@ def serves(robot: Robot, rows: int, limit: int, generator: torch.Generator | Non
 
 def _version(robot: Robot) -> int:
     """A number that changes when a tensor of ``robot`` is changed in place."""
-    return sum(t._version for t in (*robot.parameters(), *robot.buffers()))
+    # its own tensors (a Robot has no submodules): .parameters() and .buffers() walk the module
+    # tree, 16 us a call, as much as the rest of the route
+    own = (*robot._parameters.values(), *robot._buffers.values())
+    return sum(t._version for t in own if t is not None)
 
 
 def twin(robot: Robot) -> Robot:
