@@ -25,13 +25,15 @@ from experiments.gpu import (
     gpu_table,
     ik_rows,
     model_rows,
+    route_rows,
     wholebody_rows,
 )
 from torchik import load_robot
 from torchik.models import load_pretrained
 from torchik.models.pretrained import fitted_sampler
 
-GROUPS = ["fk", "ik", "wholebody", "model", "wholebody_triton"]
+GROUPS = ["fk", "ik", "wholebody", "model", "wholebody_triton", "route"]
+ON_REQUEST = ("wholebody_triton", "route")
 
 
 def main() -> None:
@@ -40,9 +42,10 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="small sizes: a smoke run")
     parser.add_argument("--seconds", type=float, default=0.5, help="measurement per row")
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
-    parser.add_argument("--only", nargs="+", choices=GROUPS, default=GROUPS[:-1],
-                        help="these rows (wholebody_triton on request: its G1 kernel took 76 s "
-                        "to compile)")  # fmt: skip
+    parser.add_argument("--only", nargs="+", choices=GROUPS,
+                        default=[g for g in GROUPS if g not in ON_REQUEST],
+                        help="these rows (on request: wholebody_triton, whose G1 kernel took 76 "
+                        "s to compile; route, where small solves answer first)")  # fmt: skip
     parser.add_argument("--name", default="gpu", help="the results' file name (NAME.md)")
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"
@@ -65,6 +68,7 @@ def main() -> None:
         groups.append(("model", lambda: model_rows(robot, model, n, args.seconds, *fitted)))
     groups.append(("wholebody_triton", lambda: wholebody_rows(
         g1, hands, 20 if args.quick else 1000, args.seconds, triton=True)))  # fmt: skip
+    groups.append(("route", lambda: route_rows(robot, link, g1, hands, args.seconds, args.quick)))
     rows: list[dict] = []
     report = Report(args.name, "GPU kinematics (issues 19, 34)")  # stamped now: its duration
     for name, make_rows in [g for g in groups if g[0] in args.only]:

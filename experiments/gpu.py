@@ -31,8 +31,8 @@ from experiments.table import Column, Table
 from experiments.timing import time_call, time_cuda
 
 __all__ = [
-    "LOOPS", "failed_row", "fk_rows", "gpu_table", "ik_rows", "measured", "model_rows",
-    "wholebody_rows",
+    "LOOPS", "ROUTE_IK", "ROUTE_WHOLEBODY", "WHOLEBODY_PATHS", "failed_row", "fk_rows",
+    "gpu_table", "ik_rows", "measured", "model_rows", "route_rows", "wholebody_rows",
 ]  # fmt: skip
 
 
@@ -161,8 +161,17 @@ def ik_rows(
     return rows
 
 
+WHOLEBODY_PATHS = {"host loop": "host", "fixed, CUDA graphs": "fixed", "defaults": "auto"}
+"""The rows of :func:`wholebody_rows` and their ``loop``."""
+
+
 def wholebody_rows(
-    robot: Any, links: Sequence[str], n: int, seconds: float, triton: bool = False
+    robot: Any,
+    links: Sequence[str],
+    n: int,
+    seconds: float,
+    triton: bool = False,
+    paths: Sequence[str] = tuple(WHOLEBODY_PATHS),
 ) -> list[dict]:
     """Whole-body IK of ``n`` targets of every link in ``links`` (FK poses, seed ``n``), by the
     host loop, the fixed loop (the ``loop`` of :data:`LOOPS`' "host loop" and "fixed, CUDA
@@ -171,7 +180,8 @@ def wholebody_rows(
     loop; the compiled loop on the CPU); with ``triton``, on CUDA only, the
     fixed loop on Triton's loop kernel with every link instead
     (:data:`torchik.ik.wholebody.solve.FUSED_LOOP`, off by default until this row says it
-    wins; a group of its own, last, as its kernel's compile time is not known yet)."""
+    wins; a group of its own, last, as its kernel's compile time is not known yet). ``paths``:
+    these rows of :data:`WHOLEBODY_PATHS` only."""
     from torchik.ik import solve_wholebody
     from torchik.ik.wholebody import solve as wholebody
 
@@ -179,13 +189,12 @@ def wholebody_rows(
     poses = robot.forward_kinematics(robot.random_configuration(n, generator=g), list(links))
     targets = dict(zip(links, poses.unbind(1), strict=True))
     rows, what = [], f"whole-body IK, {len(links)} links"
-    paths = [("fixed, Triton loop kernel", "fixed")] if triton else [
-        (name, LOOPS[name]["loop"]) for name in ("host loop", "fixed, CUDA graphs")]  # fmt: skip
-    paths += [] if triton else [("defaults", "auto")]  # CUDA: the CPU's compiled loop (host)
+    chosen = [("fixed, Triton loop kernel", "fixed")] if triton else [
+        (name, WHOLEBODY_PATHS[name]) for name in paths]  # fmt: skip
     if triton and robot.device.type != "cuda":
         return []
     before = wholebody.FUSED_LOOP
-    for name, loop in paths:
+    for name, loop in chosen:
         solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
                         loop=loop)  # fmt: skip
         wholebody.FUSED_LOOP = triton
@@ -193,6 +202,29 @@ def wholebody_rows(
             rows.append(measured(what, name, n, partial(_solved, solve, n, seconds)))
         finally:
             wholebody.FUSED_LOOP = before
+    return rows
+
+
+ROUTE_IK = (1, 8, 32, 64, 128, 512)
+"""Target counts of :func:`route_rows`' ``solve_ik`` rows (2 slots each: up to 64 targets
+within :data:`torchik.ik.host.HOST_ROWS`, 128 rows; the larger counts on the GPU)."""
+ROUTE_WHOLEBODY = (10, 100, 1000, 4000)
+"""Target counts of :func:`route_rows`' whole-body rows (2 slots each)."""
+
+
+def route_rows(robot: Any, link: str, g1: Any, hands: Sequence[str], seconds: float,
+               quick: bool = False) -> list[dict]:  # fmt: skip
+    """Where small solves go (:mod:`torchik.ik.host`): ``solve_ik`` with its defaults against
+    the GPU's one captured program (:data:`LOOPS`' "fixed, one graph") at :data:`ROUTE_IK`
+    targets, and ``solve_wholebody``'s defaults against its captured iteration at
+    :data:`ROUTE_WHOLEBODY` targets: the sizes up to which the CPU's compiled code answers
+    first, :data:`~torchik.ik.host.HOST_ROWS` and
+    :data:`~torchik.ik.host.HOST_WHOLEBODY_ROWS`. ``quick``: the two smallest of each."""
+    loops = {name: LOOPS[name] for name in ("defaults", "fixed, one graph")}
+    sizes, bodies = (ROUTE_IK[:2], ROUTE_WHOLEBODY[:2]) if quick else (ROUTE_IK, ROUTE_WHOLEBODY)
+    rows = ik_rows(robot, link, sizes, seconds, loops=loops)
+    for n in bodies:
+        rows += wholebody_rows(g1, hands, n, seconds, paths=("fixed, CUDA graphs", "defaults"))
     return rows
 
 

@@ -21,16 +21,19 @@
 # 4. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows with
 #    Triton's loop kernel -> $OUT/gpu_wholebody.md (its G1 kernel, 29 joints and two links,
 #    took 76 s to compile for sm_90 with Triton 3.9 on this project's CPU machine);
-# 5. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
+# 5. on request (STEPS names route): benchmarks/gpu.py's route rows, small solve_ik and
+#    solve_wholebody calls with their defaults (the CPU's compiled code, torchik.ik.host) against
+#    the GPU's captured programs at growing sizes -> $OUT/gpu_route.md;
+# 6. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
 #    batch 4096: eager, and on the on-device stream torch.compile's graphs (fm only), the whole
 #    step in one CUDA graph (cuda_graph), the same in bf16 -> $OUT/train_speed_cuda.md, .json
 #    (written after each family);
-# 6. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
+# 7. the rest of the suite with its doctests (tests that need a package the machine lacks skip,
 #    saying which).
 # TORCHIK_GIT_COMMIT=<commit> names the commit in the results' stamps where the machine's copy of
 # the tree carries another commit's git data (a GPU machine's copy does): pass `git rev-parse
 # --short HEAD` from the checkout that sent it.
-# STEPS picks steps by name (default "tests gpu train_speed suite"; STEPS="tests gpu probe
+# STEPS picks steps by name (default "tests gpu train_speed suite"; STEPS="tests gpu route probe
 # wholebody_triton" for the IK work, with BUDGET=570). Each step has its own time limit; a failed
 # step is reported and the next one still runs; the exit status is 1 if any step failed. Everything printed is also in
 # $OUT/gpu_check.log. Copy $OUT's files into benchmarks/results/ afterwards.
@@ -108,6 +111,9 @@ run probe 110 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0
 step "whole-body IK on Triton's loop kernel (benchmarks/gpu.py --only wholebody wholebody_triton)"
 run wholebody_triton 150 "$PY" benchmarks/gpu.py --only wholebody wholebody_triton "${quick[@]}" \
   --name gpu_wholebody --out "$OUT"
+
+step "small solves: the CPU's compiled code against the GPU (benchmarks/gpu.py --only route)"
+run route 90 "$PY" benchmarks/gpu.py --only route "${quick[@]}" --name gpu_route --out "$OUT"
 
 step "training throughput (benchmarks/train_speed.py)"
 run train_speed 140 "$PY" benchmarks/train_speed.py --device "$device" --size paper \

@@ -28,6 +28,18 @@ def test_fk_ik_and_wholebody_rows_and_table():
     assert "| IK full pose | fixed, CUDA graphs | 5 |" in table.markdown()
 
 
+def test_route_rows_time_the_defaults_against_the_gpus_programs():
+    from experiments.gpu import ROUTE_IK, ROUTE_WHOLEBODY, route_rows
+
+    torch.set_num_threads(1)
+    hands = ["left_rubber_hand", "right_rubber_hand"]
+    rows = route_rows(load_robot("snake2"), "ee", load_robot("g1"), hands, 0.01, quick=True)
+    assert [(r["path"], r["n"]) for r in rows] == [
+        (path, n) for n in ROUTE_IK[:2] for path in ("defaults", "fixed, one graph")
+    ] + [(path, n) for n in ROUTE_WHOLEBODY[:2] for path in ("fixed, CUDA graphs", "defaults")]
+    assert all("status" not in r and r["success"] > 0.9 for r in rows)  # no failed row
+
+
 def test_model_rows_draw_and_refine_with_each_sampler():
     from experiments.gpu import model_rows
     from torchik.models import load_pretrained
