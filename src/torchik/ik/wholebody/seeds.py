@@ -46,12 +46,16 @@ def wholebody_seeder(
 
         return uniform
 
+    aims: list[Tensor] = []  # every row's target features, made at the first draw
+
     def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
         pool = robot.random_configuration(k * pool_size, generator)
         if robot.floating:  # every base at its zero pose: placed below
             bases = 7 * robot.floating_bases
             pool[:, :bases] = robot.neutral()[:bases]
-        a, b = _pose_features(problem, pool, rows)
+        if not aims:
+            aims.append(_target_features(problem))
+        a, b = aims[0][rows], _pool_features(problem, pool)
         which = (rows % k + attempt) % k
         batched = rows.device.type != "cpu"  # no host read on accelerators
         best = nearest_member(a, b.view(k, pool_size, -1), which, batched) + which * pool_size
@@ -77,22 +81,32 @@ def _target_poses(problem: WholeBodyProblem, rows: Tensor) -> Tensor:
     return torch.stack(poses, dim=1)
 
 
-def _pose_features(problem: WholeBodyProblem, pool: Tensor, rows: Tensor):
-    """Float32 features ``a (n, f)`` of the targets of ``rows`` and ``b (P, f)`` of the pool's
-    link poses with ``a·b`` their weighted pose distance up to a constant per row:
-    ``Σ_i w_i (|p_i - p_ti|² + ρ² (3 - tr(R_tiᵀ R_i)))`` (as :func:`nearest_in_pools`), the
+def _target_features(problem: WholeBodyProblem) -> Tensor:
+    """Float32 features ``(N, f)`` of every row's targets whose product with
+    :func:`_pool_features` of link poses is their weighted pose distance up to a constant per
+    row: ``Σ_i w_i (|p_i - p_ti|² + ρ² (3 - tr(R_tiᵀ R_i)))`` (as :func:`nearest_in_pools`), the
     poses in the frame of the reference target on a floating base."""
     rho = LMSettings().rotation_weight
-    poses = problem.robot.forward_kinematics(pool, [t.link for t in problem.targets])
-    targets = _target_poses(problem, rows)
+    targets = _target_poses(problem, torch.arange(len(problem), device=problem.robot.device))
     if problem.moving_bases:
-        poses, targets = _relative(problem, poses), _relative(problem, targets)
-    a, b = [], []
-    for i, t in enumerate(problem.targets):
-        rotmat = None if t.rotmat is None else targets[:, i, :3, :3]
-        a.append(target_features(targets[:, i, :3, 3], rotmat, rho, t.weight))
-        b.append(link_features(poses[:, i], t.rotmat is not None))
-    return torch.cat(a, dim=-1), torch.cat(b, dim=-1)
+        targets = _relative(problem, targets)
+    return torch.cat([
+        target_features(targets[:, i, :3, 3], None if t.rotmat is None else targets[:, i, :3, :3],
+                        rho, t.weight)
+        for i, t in enumerate(problem.targets)
+    ], dim=-1)  # fmt: skip
+
+
+def _pool_features(problem: WholeBodyProblem, pool: Tensor) -> Tensor:
+    """Float32 features ``(P, f)`` of the target links' poses at the configurations ``pool``
+    (see :func:`_target_features`)."""
+    poses = problem.robot.forward_kinematics(pool, [t.link for t in problem.targets])
+    if problem.moving_bases:
+        poses = _relative(problem, poses)
+    parts = [
+        link_features(poses[:, i], t.rotmat is not None) for i, t in enumerate(problem.targets)
+    ]
+    return torch.cat(parts, dim=-1)
 
 
 def _relative(problem: WholeBodyProblem, poses: Tensor) -> Tensor:
