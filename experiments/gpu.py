@@ -3,7 +3,8 @@
 FK (one link, every link), FK + backward and the Jacobian per second on the reference path and
 on the fused Triton kernels (:attr:`torchik.robot.Robot.backend`, CUDA only); full-pose
 numerical IK by each loop of :data:`LOOPS` (the host loop, the fixed-shape loop eager and
-captured in CUDA graphs); whole-body IK by the host and the fixed loop. Times are medians of
+captured in CUDA graphs, and the defaults); whole-body IK by the host and the fixed loop and
+the defaults; where small solves answer first (:func:`route_rows`). Times are medians of
 CUDA events on CUDA (:func:`experiments.timing.time_cuda`), of
 :func:`experiments.timing.time_call` elsewhere. Goals on an H100 or H200 (issue 34): FK pose
 ≥ 8 G configurations/s at 4 M, FK + backward ≥ 4, Jacobian ≥ 3, every link ≥ 2 G/s; IK of 1 /
@@ -16,7 +17,7 @@ Example:
     >>> robot = load_robot("snake2")
     >>> rows = ik_rows(robot, "ee", [10], seconds=0.01)
     >>> [row["path"] for row in rows][-3:], rows[0]["success"] == 1.0
-    (['fixed, fused LM step', 'fixed, fused LM loop', 'fixed, one graph'], True)
+    (['fixed, fused LM loop', 'fixed, one graph', 'defaults'], True)
 """
 
 from __future__ import annotations
