@@ -165,6 +165,38 @@ def test_the_compiled_loop_solves_as_the_host_loop(robot):
         assert bool(out["auto"].success.mean(dtype=torch.float64) > 0.9)
 
 
+def test_the_compiled_loop_restarts_stalled_rows_from_the_seeders_pools(robot, monkeypatch):
+    """On the CPU and a fixed base, random seeds, at least ``RESTART_ROWS`` rows (4 here): the
+    compiled loop takes the seeder's pools (``restarts``) and starts stalled rows again within
+    the call; targets out of reach make every slot restart (its attempts counted), reachable
+    ones are still met. Fewer rows, or given seeds: no pools."""
+    from torchik.ik.wholebody import seeds as wholebody_seeds
+    from torchik.ik.wholebody.solve import WholeBodyLM
+    from torchik.kinematics import native
+
+    monkeypatch.setattr(wholebody_seeds, "RESTART_ROWS", 4)
+    attempts, real = [], native.lm_loop
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: attempts.append(k.get("restarts"))
+                        or real(*a, **k))  # fmt: skip
+    targets, _ = _targets(robot, 6, seed=21)
+    far = {"left_hand": targets["left_hand"].clone(), "right_hand": targets["right_hand"]}
+    far["left_hand"][:3, :3, 3] += 3.0  # three targets out of reach
+    result = solve_wholebody(robot, far, generator=torch.Generator().manual_seed(2))
+    assert attempts and all(r is not None for r in attempts)
+    configs, features, aims, attempt, k = attempts[-1]
+    assert k == 2 and configs.shape == (3, 2 * 256, robot.dof) and aims.shape[0] == 12
+    assert bool((attempt.view(6, 2)[:3] > 0).all())  # the far targets' slots restarted
+    assert result.success.any(-1).tolist() == [False] * 3 + [True] * 3
+    attempts.clear()  # given seeds: no pool, the caller's rows alone
+    solve_wholebody(robot, targets, seeds=robot.random_configuration(2)[None].expand(6, 2, -1))
+    assert attempts and all(r is None for r in attempts)
+    monkeypatch.setattr(wholebody_seeds, "RESTART_ROWS", 13)
+    attempts.clear()  # 12 rows: restarts between the calls
+    solve_wholebody(robot, far, generator=torch.Generator().manual_seed(2))
+    assert attempts and all(r is None for r in attempts)
+    assert WholeBodyLM().compiles_on(robot)
+
+
 def test_weights_trade_targets_that_cannot_both_be_met(robot):
     # both hands at one point: only reachable approximately, the heavier hand wins
     far = torch.tensor([[0.6, 0.0, 0.1]], dtype=torch.float64)

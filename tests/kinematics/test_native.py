@@ -107,6 +107,53 @@ def test_stalled_rows_are_flagged_without_track_nothing_is_counted():
     torch.testing.assert_close(plain["best_q"], state["best_q"], atol=0, rtol=0)
 
 
+def _pools(robot, link, position, rotmat, n_pools, k, size, seed=0):
+    """``restarts`` of ``lm_loop``: ``n_pools`` pools of ``k`` sub-pools of ``size``."""
+    from torchik.ik.seeding import link_features, target_features
+
+    g = torch.Generator().manual_seed(seed)
+    configs = robot.random_configuration(n_pools * k * size, g)
+    features = link_features(robot.forward_kinematics(configs, link), rotmat is not None)
+    aims = target_features(position, rotmat, SETTINGS.rotation_weight)
+    attempt = torch.zeros(position.shape[0], dtype=torch.long)
+    return (configs.view(n_pools, k * size, -1), features.view(n_pools, k * size, -1), aims,
+            attempt, k)  # fmt: skip
+
+
+def test_stalled_rows_restart_within_the_call_from_the_pools_in_rank_order():
+    """With ``restarts``, a row that stalls starts again at once: attempt ``a`` takes the
+    member of rank ``(a - 1) // R`` of sub-pool ``(row + a) mod k`` of pool ``(a - 1) mod R``
+    (a row of unreachable targets stalls after every iteration with ``attempt_iters=1``)."""
+    robot, link = case_robot("ur5"), "ee_link"
+    q, position, rotmat = lm_rows(robot, link, 4)
+    position = position + 5.0  # out of reach: every attempt stalls
+    restarts = _pools(robot, link, position, rotmat, n_pools=2, k=2, size=16)
+    configs, features, aims, attempt, k = restarts
+    scores = (aims.double() @ features.double().flatten(0, 1).T).view(4, 2, k, 16)
+    for n_iters in (1, 2, 3):
+        state, x = _state(q, track=True), q.clone()
+        attempt.zero_()
+        _loop(robot, link, x, position, rotmat, state, n_iters=n_iters, attempt_iters=1,
+              restarts=restarts)  # fmt: skip
+        assert attempt.tolist() == [n_iters] * 4 and not state["stalled"].any()
+        a, rank = n_iters, (n_iters - 1) // 2  # the last restart's, which q still holds
+        for row in range(4):
+            sub, pool = (row + a) % k, (a - 1) % 2
+            member = scores[row, pool, sub].argsort()[rank]
+            expected = configs[pool, sub * 16 + member]
+            torch.testing.assert_close(x[row], expected, atol=0, rtol=0)
+    # without them the rows wait, stalled, for the caller
+    state, x = _state(q, track=True), q.clone()
+    _loop(robot, link, x, position, rotmat, state, n_iters=2, attempt_iters=1)
+    assert state["stalled"].all()
+    # once the ranks run out (one member per sub-pool, one pool: one restart) likewise
+    one = _pools(robot, link, position, rotmat, n_pools=1, k=1, size=1)
+    state = _state(q, track=True)
+    _loop(robot, link, q.clone(), position, rotmat, state, n_iters=3, attempt_iters=1,
+          restarts=one)  # fmt: skip
+    assert one[3].tolist() == [1] * 4 and state["stalled"].all()
+
+
 def test_lm_loop_checks_its_arguments_and_runs_nothing_on_an_empty_batch():
     from torchik.kinematics import native
 

@@ -393,20 +393,51 @@ def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, postur
 
 
 @_kernel
-def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints):
+def lm_loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart):
     """``n_iters`` iterations of every row of ``q`` on a fixed base, in place: see
     :func:`_loop` (the floating base's code compiled out)."""
-    _loop(q, state, tree, target, limits, posture, base, w, reals, ints, False)
+    _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart, False)
 
 
 @_kernel
-def lm_loop_floating(q, state, tree, target, limits, posture, base, w, reals, ints):
+def lm_loop_floating(q, state, tree, target, limits, posture, base, w, reals, ints, restart):
     """:func:`lm_loop` with a floating base first in ``q``."""
-    _loop(q, state, tree, target, limits, posture, base, w, reals, ints, True)
+    _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart, True)
+
+
+@_called
+def _reseed(q, row, restart, scores, taken):
+    """A stalled row's next seed, in place: its attempt ``a`` (one more than
+    ``attempt[row]``) takes the member of rank ``⌊(a - 1) / R⌋`` (0: the nearest) in pose
+    distance to its targets (``aims[row] · features``) of sub-pool ``(slot[row] + a) mod k`` of
+    pool ``(a - 1) mod R``. Returns ``False`` (nothing done) once the ranks run out."""
+    configs, features, aims, slot, attempt, sizes = restart
+    k, size, pools = sizes[0], sizes[1], sizes[2]
+    a = attempt[row] + 1
+    rank = (a - 1) // pools
+    if rank >= size:
+        return False
+    start = ((a - 1) % pools * k + (slot[row] + a) % k) * size
+    for j in range(size):
+        total = np.float32(0.0)
+        for f in range(features.shape[1]):
+            total += aims[row, f] * features[start + j, f]
+        scores[j], taken[j] = total, False
+    best = 0
+    for _ in range(rank + 1):  # the rank-th smallest: the smallest left, rank + 1 times
+        best = -1
+        for j in range(size):
+            if not taken[j] and (best < 0 or scores[j] < scores[best]):
+                best = j
+        taken[best] = True
+    for c in range(q.shape[1]):
+        q[row, c] = configs[start + best, c]
+    attempt[row] = a
+    return True
 
 
 @_inlined
-def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floating):
+def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart, floating):
     """``n_iters`` iterations of every row of ``q``, in place (see
     :func:`torchik.kinematics.native.lm_loop`): rows one after another, a finished row stops.
 
@@ -430,6 +461,11 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
         ints: ``(it, n_iters, max_iters, patience, attempt_iters, track, settle)``; with
             ``settle`` every row steps ``n_iters`` times whatever it converged, its last
             converged ``q`` kept in ``best_q`` (nothing else written).
+        restart: ``(configs (R k P, nq), features (R k P, F) float32, aims (B, F) float32,
+            slot (B,), attempt (B,), (k, P, R))``: with ``P > 0`` (and ``track``) a row that
+            stalls starts again at once from its next seed of the pools (:func:`_reseed`;
+            ``attempt`` counted, its stall counters cleared), instead of waiting,
+            ``stalled``, for the caller's; ``P`` 0: never.
     """
     best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled = state
     mu, floor, tol_p, tol_r, keep = reals
@@ -445,6 +481,8 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
     work = (np.empty((m, m), q.dtype), np.empty(m, q.dtype), np.empty(m, q.dtype),
             np.empty(m, q.dtype), np.empty(nv, q.dtype))  # fmt: skip
     moving = (moves, origin, np.empty((3, 3), q.dtype), np.empty(nv, q.dtype))
+    pool = restart[5][1] if track else 0
+    scores, taken = np.empty(pool, np.float32), np.empty(pool, np.bool_)
     for row in range(q.shape[0]):
         done, i = finished[row] and not settle, 0
         while i < n_iters and not done:
@@ -463,6 +501,9 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, floatin
                 seed_cost[row] = cost if progress else seed_cost[row]
                 stall[row] = 0 if progress else stall[row] + 1
                 age[row] += 1
+                late = stall[row] >= patience or (attempt_iters > 0 and age[row] >= attempt_iters)
+                if late and not conv and pool > 0 and _reseed(q, row, restart, scores, taken):
+                    seed_cost[row], stall[row], age[row] = np.inf, 0, 0
             done = conv
             i += 1
         if settle:

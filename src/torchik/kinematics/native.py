@@ -256,6 +256,7 @@ def lm_loop(
     base_origin: Tensor | None = None,
     moves_base: bool = True,
     settle: bool = False,
+    restarts: tuple[Tensor, Tensor, Tensor, Tensor, int] | None = None,
 ) -> None:
     """:func:`torchik.kinematics.fused.lm_loop` on the CPU: ``n_iters`` iterations of every row,
     in place, compiled by Numba (the same arguments and state; see that function), for one
@@ -311,6 +312,15 @@ def lm_loop(
             its last iterate that met the tolerances (rows that never did keep theirs); the
             rest of ``state`` is left alone: the posture's settling after a solve
             (:meth:`torchik.ik.wholebody.WholeBodyLM.settle`).
+        restarts: ``(configs (R, k P, D), features (R, k P, F), aims (B, F), attempt (B,),
+            k)``: a row that stalls (with the stall counters in ``state``) starts again at
+            once, within the call, from a member of ``R`` pools of ``k`` sub-pools of ``P``
+            configurations (rows target after target, row ``r`` slot ``r mod k``): attempt
+            ``a`` takes the member of rank ``⌊(a - 1) / R⌋`` (0: the nearest) in pose distance
+            (float32 ``aims[r] · features``, as :func:`torchik.ik.seeding.target_features` and
+            :func:`~torchik.ik.seeding.link_features` form them) in sub-pool ``(r + a) mod k``
+            of pool ``(a - 1) mod R``; ``attempt`` counts, in place. Once the ranks run out
+            the row is ``stalled`` for the caller. ``None``: stalled rows wait for the caller.
 
     Raises:
         ValueError: ``q`` not on the CPU, or a malformed argument (as the fused function).
@@ -341,8 +351,37 @@ def lm_loop(
     per_row = (*rows, rotmat, *limits, rest_rows)
     shared = (_tree_arrays(tree, links, q.dtype, floating), sizes, masks, box, held,
               (float(posture), float(max_posture_step)), base,
-              weights.detach().contiguous().numpy(), reals, ints)  # fmt: skip
+              weights.detach().contiguous().numpy(), reals, ints,
+              _restart_arrays(x, restarts))  # fmt: skip
     _run_rows(lambda p: _run_part(_lm_numba, per_row, shared, p), x.shape[0], ROWS_PER_THREAD)
+
+
+def _restart_arrays(x: np.ndarray, restarts: tuple | None) -> tuple:
+    """:func:`lm_loop`'s ``restarts`` as the kernel's ``restart`` (``(configs, features, aims,
+    slot, attempt, (k, P))``, the per-row arrays cut per part by :func:`_run_part`); empty
+    arrays and ``P`` 0 for none."""
+    batch, dof = x.shape
+    if restarts is None:
+        none = np.empty((0, 1), np.float32)
+        empty = np.empty(batch, np.int64)
+        return np.empty((0, dof), x.dtype), none, none, empty, empty, np.zeros(3, np.int64)
+    configs, features, aims, attempt, k = restarts
+    pools, size = configs.shape[0], configs.shape[1] // k
+    if configs.shape != (pools, k * size, dof) or size == 0 or attempt.shape != (batch,):
+        raise ValueError(f"lm_loop: restarts hold (R, k P, {dof}) configurations, k > 0, "
+                         f"P > 0, and ({batch},) attempts, got {tuple(configs.shape)}, k {k}, "
+                         f"{tuple(attempt.shape)}")  # fmt: skip
+    if features.shape[:2] != configs.shape[:2] or aims.shape != (batch, features.shape[2]):
+        raise ValueError(f"lm_loop: restarts' features must be ({pools}, {k * size}, F) and "
+                         f"their aims ({batch}, F), got {tuple(features.shape)}, "
+                         f"{tuple(aims.shape)}")  # fmt: skip
+    if attempt.dtype != torch.long or not attempt.is_contiguous():
+        raise ValueError("lm_loop: restarts' attempt must be contiguous int64 (written into)")
+    float32 = [np.ascontiguousarray(t.detach().float().flatten(0, -2).numpy())
+               for t in (features, aims)]  # fmt: skip
+    pool = np.ascontiguousarray(configs.detach().flatten(0, 1).numpy().astype(x.dtype, copy=False))
+    return (pool, *float32, np.arange(batch, dtype=np.int64) % k, attempt.numpy(),
+            np.asarray([k, size, pools], np.int64))  # fmt: skip
 
 
 def _check_q(q: Tensor) -> None:
@@ -361,10 +400,16 @@ def _run_part(kernels: Any, per_row: tuple, shared: tuple, part: slice) -> None:
     cut = [a[part] if a.shape[0] == batch else a for a in (per_row[0], *per_row[2:])]
     x, position, rotmat, lower, upper, rest = cut
     state = tuple(a[part] for a in per_row[1])
-    tree, sizes, masks, box, held, gains, base, w, reals, ints = shared
+    tree, sizes, masks, box, held, gains, base, w, reals, ints, restart = shared
+    configs, features, aims, slot, attempt, pool = restart
+    if aims.shape[0] == batch:  # per-row arrays of a pool, cut to the part
+        aims, slot, attempt = aims[part], slot[part], attempt[part]
+    else:  # none: scratch of the part's rows
+        slot, attempt = slot[part], attempt[part]
     kernel = kernels.lm_loop_floating if base[0] else kernels.lm_loop
     kernel(x, state, tree, (position, rotmat, sizes), (lower, upper, *masks, box),
-           (rest, held, *gains), base, w, reals, ints)  # fmt: skip
+           (rest, held, *gains), base, w, reals, ints,
+           (configs, features, aims, slot, attempt, pool))  # fmt: skip
 
 
 def _body_arrays(x: np.ndarray, hold: tuple, origin: Tensor | None, moves: bool) -> tuple:

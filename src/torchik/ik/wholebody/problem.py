@@ -29,6 +29,10 @@ class WholeBodyProblem(IKProblem):
             moves.
         coordinates: ``(nv,)`` long, the entry of ``q`` each column moves, ``-1`` for a
             floating base's twist (:func:`torchik.geometry.floating.velocity_coordinates`).
+        pool: pools of configurations the CPU's compiled loop restarts stalled rows from,
+            ``(configs (R, k P, nq), features (R, k P, F) float32, aims (N, F) float32, k)``
+            (see ``restarts`` of :func:`torchik.kinematics.native.lm_loop`), or ``None``: set
+            by :func:`~torchik.ik.wholebody.seeds.wholebody_seeder`'s first draw.
     """
 
     active: Tensor = None  # type: ignore[assignment]
@@ -36,12 +40,13 @@ class WholeBodyProblem(IKProblem):
     posture: float = 0.0
     columns: Tensor = None  # type: ignore[assignment]
     coordinates: Tensor = None  # type: ignore[assignment]
+    pool: tuple[Tensor, Tensor, Tensor, int] | None = None
 
     def rows(self, index: Tensor) -> WholeBodyProblem:
         """The sub-problem of the rows ``index`` (long)."""
         part = super().rows(index)
         assert isinstance(part, WholeBodyProblem)  # super().rows replaces fields of self's class
-        return replace(part, rest=self.rest[index])
+        return replace(part, rest=self.rest[index], pool=None)  # the pool's aims are per row
 
     @cached_property
     def moves_base(self) -> bool:

@@ -26,8 +26,11 @@ among objects.
 
 On the CPU the loop runs as compiled code, :func:`torchik.kinematics.native.lm_loop` (this
 module's step, held joints, posture and floating base included; see
-:meth:`WholeBodyLM._compiled_takes`), re-seeding stalled slots every
-:data:`COMPILED_SYNC_EVERY` iterations; on CUDA the fixed-shape loop is captured in CUDA graphs.
+:meth:`WholeBodyLM._compiled_takes`), in calls of :data:`COMPILED_SYNC_EVERY` iterations:
+between them stalled slots are re-seeded (a floating base, few rows), or they start again within
+the call from pools drawn once (a fixed base, at least
+:data:`~torchik.ik.wholebody.seeds.RESTART_ROWS` rows); on CUDA the fixed-shape loop is captured
+in CUDA graphs.
 """
 
 from __future__ import annotations
@@ -82,8 +85,9 @@ step in Triton's interpreter): the captured iteration of PyTorch operations othe
 
 
 COMPILED_SYNC_EVERY = 4
-"""Iterations between re-seeds of stalled slots where the CPU's compiled loop runs the solve
-(:func:`torchik.kinematics.native.lm_loop`; the host loop checks after every one). On 1 000
+"""Iterations of a call of the CPU's compiled loop (:func:`torchik.kinematics.native.lm_loop`),
+between which stalled slots are re-seeded where the kernel does not restart them itself (see
+:data:`~torchik.ik.wholebody.seeds.RESTART_POOLS`; the host loop checks after every one). On 1 000
 targets of the G1 on an emulated floating base (feet and hands, 2 slots): 99.4 % solved at 4,
 99.0 % at 6, 98.7 % at 11, 99.7 % at 1 in about 1.5 times the time."""
 
@@ -121,6 +125,18 @@ class WholeBodyLM(LevenbergMarquardt):
         """See :meth:`_compiled_takes`: it asks nothing of the targets."""
         one_base = robot.floating_bases == 1 and robot.base_of(robot.root) is not None
         return not self.settings.adaptive and (not robot.floating_bases or one_base)
+
+    def _compiled(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool,
+                  **options: Any) -> None:  # fmt: skip
+        """The CPU's compiled loop; on a fixed base, stalled rows start again within the call
+        from the seeder's first pool (``restarts`` of
+        :func:`torchik.kinematics.native.lm_loop`; the floating base's seeds are fitted to
+        the targets, by the caller's restarts)."""
+        assert isinstance(problem, WholeBodyProblem)
+        if track and problem.pool is not None and not problem.robot.floating_bases:
+            configs, features, aims, k = problem.pool
+            options = {"restarts": (configs, features, aims, c.attempt, k), **options}
+        super()._compiled(problem, c, n, max_iters, track, **options)
 
     def compiles_on(self, robot: Robot) -> bool:
         """Whether the CPU's compiled loop runs this solver's solves on ``robot`` (on the CPU):
