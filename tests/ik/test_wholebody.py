@@ -197,6 +197,35 @@ def test_the_compiled_loop_restarts_stalled_rows_from_the_seeders_pools(robot, m
     assert WholeBodyLM().compiles_on(robot)
 
 
+def test_one_grouped_call_gives_the_chunked_calls_answers(robot, monkeypatch):
+    """With the kernel's restarts a solve is one call of the compiled loop, the targets' slots
+    stepped together in chunks with the early stop between them (``grouped_chunk``): the same
+    answers, bit for bit, as calls of ``COMPILED_SYNC_EVERY`` iterations with
+    :func:`torchik.ik.fixed.finish_groups` between them (reachable and unreachable targets:
+    early stops and restarts)."""
+    from torchik.ik.wholebody import seeds as wholebody_seeds
+    from torchik.ik.wholebody import solve as wholebody
+    from torchik.kinematics import native
+
+    monkeypatch.setattr(wholebody_seeds, "RESTART_ROWS", 4)
+    targets, _ = _targets(robot, 8, seed=31)
+    targets["left_hand"][:2, :3, 3] += 3.0  # two targets out of reach
+    calls, real = [], native.lm_loop
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(k) or real(*a, **k))
+    one = solve_wholebody(robot, targets, generator=torch.Generator().manual_seed(3))
+    assert len(calls) == 1 and calls[0]["grouped_chunk"] == wholebody.COMPILED_SYNC_EVERY
+    assert calls[0]["n_iters"] == wholebody.MAX_ITERS + 1
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(k)
+                        or real(*a, **{**k, "grouped_chunk": 0}))  # fmt: skip
+    monkeypatch.setattr(wholebody, "_solver", lambda problem, iters, loop: wholebody._made(
+        iters, loop, wholebody.COMPILED_SYNC_EVERY))  # fmt: skip
+    calls.clear()
+    chunked = solve_wholebody(robot, targets, generator=torch.Generator().manual_seed(3))
+    assert len(calls) > 1
+    assert torch.equal(one.q, chunked.q) and torch.equal(one.iterations, chunked.iterations)
+    assert one.success.any(-1).tolist() == [False] * 2 + [True] * 6
+
+
 def test_weights_trade_targets_that_cannot_both_be_met(robot):
     # both hands at one point: only reachable approximately, the heavier hand wins
     far = torch.tensor([[0.6, 0.0, 0.1]], dtype=torch.float64)

@@ -152,6 +152,21 @@ def test_stalled_rows_restart_within_the_call_from_the_pools_in_rank_order():
     _loop(robot, link, q.clone(), position, rotmat, state, n_iters=3, attempt_iters=1,
           restarts=one)  # fmt: skip
     assert one[3].tolist() == [1] * 4 and state["stalled"].all()
+    three = _pools(robot, link, position, rotmat, n_pools=1, k=3, size=4)  # 4 rows: not 3 slots
+    with pytest.raises(ValueError, match="multiple of"):
+        _loop(robot, link, q.clone(), position, rotmat, _state(q, track=True), restarts=three,
+              grouped_chunk=2)  # fmt: skip
+
+
+def test_parts_keep_a_targets_slots_together(monkeypatch):
+    from torchik.kinematics import native
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 4)
+    parts = native._parts(1000, 100, unit=3)
+    assert len(parts) == 4 and parts[0].start == 0 and parts[-1].stop == 1000
+    assert all(
+        a.stop == b.start and a.stop % 3 == 0 for a, b in zip(parts[:-1], parts[1:], strict=True)
+    )
 
 
 def test_lm_loop_checks_its_arguments_and_runs_nothing_on_an_empty_batch():

@@ -462,10 +462,14 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart
             ``settle`` every row steps ``n_iters`` times whatever it converged, its last
             converged ``q`` kept in ``best_q`` (nothing else written).
         restart: ``(configs (R k P, nq), features (R k P, F) float32, aims (B, F) float32,
-            slot (B,), attempt (B,), (k, P, R))``: with ``P > 0`` (and ``track``) a row that
-            stalls starts again at once from its next seed of the pools (:func:`_reseed`;
-            ``attempt`` counted, its stall counters cleared), instead of waiting,
-            ``stalled``, for the caller's; ``P`` 0: never.
+            slot (B,), attempt (B,), (k, P, R, group, chunk, early))``: with ``P > 0`` (and
+            ``track``) a row that stalls starts again at once from its next seed of the pools
+            (:func:`_reseed`; ``attempt`` counted, its stall counters cleared), instead of
+            waiting, ``stalled``, for the caller's; ``P`` 0: never. With ``group > 1`` the
+            rows are targets' ``group`` slots (``B`` a multiple): a target's slots step
+            together in chunks of ``chunk`` iterations and, with ``early``, after a chunk in
+            which one of them finished every one does (the early stop of
+            :func:`torchik.ik.fixed.finish_groups`), so that a whole solve is one call.
     """
     best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled = state
     mu, floor, tol_p, tol_r, keep = reals
@@ -481,39 +485,59 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart
     work = (np.empty((m, m), q.dtype), np.empty(m, q.dtype), np.empty(m, q.dtype),
             np.empty(m, q.dtype), np.empty(nv, q.dtype))  # fmt: skip
     moving = (moves, origin, np.empty((3, 3), q.dtype), np.empty(nv, q.dtype))
-    pool = restart[5][1] if track else 0
+    pool, unit = restart[5][1] if track else 0, max(restart[5][3], 1)
+    chunk, early = restart[5][4] if unit > 1 else n_iters, restart[5][5] != 0
     scores, taken = np.empty(pool, np.float32), np.empty(pool, np.bool_)
-    for row in range(q.shape[0]):
-        done, i = finished[row] and not settle, 0
-        while i < n_iters and not done:
-            cost = _iteration(q, row, out, frames, jac, err, work, tree, target, limits, posture,
-                              moving, w, mu, floor, floating)  # fmt: skip
-            conv = _converged(err, sizes, tol_p, tol_r)
-            if settle:  # every row steps on; its last converged iterate is kept
-                for c in range(dof):
-                    best_q[row, c] = q[row, c] if conv else best_q[row, c]
-                    q[row, c] = out[c]
-                i += 1
-                continue
-            _keep(q, row, out, best_q, best_cost, iterations, row, cost, conv, it0 + i, max_iters)
-            if track:
-                progress = cost < keep * seed_cost[row]
-                seed_cost[row] = cost if progress else seed_cost[row]
-                stall[row] = 0 if progress else stall[row] + 1
-                age[row] += 1
-                late = stall[row] >= patience or (attempt_iters > 0 and age[row] >= attempt_iters)
-                if late and not conv and pool > 0 and _reseed(q, row, restart, scores, taken):
-                    seed_cost[row], stall[row], age[row] = np.inf, 0, 0
-            done = conv
-            i += 1
-        if settle:
-            continue
-        finished[row] = done
-        if track:  # a finished row's cost no longer falls: its counters run on
-            stall[row] += n_iters - i
-            age[row] += n_iters - i
-            late = stall[row] >= patience or (attempt_iters > 0 and age[row] >= attempt_iters)
-            stalled[row] = late and not done
+    for first in range(0, q.shape[0], unit):  # a target's slots together where grouped
+        e = 0
+        while e < n_iters:
+            steps = min(chunk, n_iters - e)
+            hit = False
+            for row in range(first, first + unit):
+                done, i = finished[row] and not settle, 0
+                while i < steps and not done:
+                    cost = _iteration(q, row, out, frames, jac, err, work, tree, target, limits,
+                                      posture, moving, w, mu, floor, floating)  # fmt: skip
+                    conv = _converged(err, sizes, tol_p, tol_r)
+                    if settle:  # every row steps on; its last converged iterate is kept
+                        for c in range(dof):
+                            best_q[row, c] = q[row, c] if conv else best_q[row, c]
+                            q[row, c] = out[c]
+                        i += 1
+                        continue
+                    _keep(q, row, out, best_q, best_cost, iterations, row, cost, conv,
+                          it0 + e + i, max_iters)  # fmt: skip
+                    if track:
+                        progress = cost < keep * seed_cost[row]
+                        seed_cost[row] = cost if progress else seed_cost[row]
+                        stall[row] = 0 if progress else stall[row] + 1
+                        age[row] += 1
+                        late = stall[row] >= patience or (0 < attempt_iters <= age[row])
+                        if late and not conv and pool > 0 and _reseed(q, row, restart, scores,
+                                                                      taken):  # fmt: skip
+                            seed_cost[row], stall[row], age[row] = np.inf, 0, 0
+                    done = conv
+                    i += 1
+                if settle:
+                    continue
+                finished[row] = done
+                hit = hit or done
+                if track:  # a finished row's cost no longer falls: its counters run on
+                    stall[row] += steps - i
+                    age[row] += steps - i
+                    late = stall[row] >= patience or (0 < attempt_iters <= age[row])
+                    stalled[row] = late and not done
+            last = it0 + e + steps - 1
+            every = True
+            for row in range(first, first + unit):  # finish_groups' early stop, per chunk
+                if unit > 1 and early and hit:
+                    if iterations[row] == max_iters and last < max_iters:
+                        iterations[row] = last
+                    finished[row], stalled[row] = True, False
+                every = every and finished[row]
+            e += steps
+            if unit > 1 and every:
+                break
 
 
 @_inlined

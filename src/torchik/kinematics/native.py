@@ -148,10 +148,10 @@ def _rows(q: Tensor) -> np.ndarray:
     return np.ascontiguousarray(q.detach().numpy())
 
 
-def _run_rows(run: Any, rows: int, per_thread: int = FK_ROWS_PER_THREAD) -> None:
-    """``run(part)`` on parts of the rows, at least ``per_thread`` each (:func:`_parts`), in
-    parallel where there are several (the kernels release the GIL)."""
-    parts = _parts(rows, per_thread)
+def _run_rows(run: Any, rows: int, per_thread: int = FK_ROWS_PER_THREAD, unit: int = 1) -> None:
+    """``run(part)`` on parts of the rows, at least ``per_thread`` each, in multiples of
+    ``unit`` (:func:`_parts`), in parallel where there are several (the kernels release the GIL)."""
+    parts = _parts(rows, per_thread, unit)
     if len(parts) == 1:
         run(parts[0])
     else:
@@ -257,6 +257,8 @@ def lm_loop(
     moves_base: bool = True,
     settle: bool = False,
     restarts: tuple[Tensor, Tensor, Tensor, Tensor, int] | None = None,
+    grouped_chunk: int = 0,
+    early_stop: bool = True,
 ) -> None:
     """:func:`torchik.kinematics.fused.lm_loop` on the CPU: ``n_iters`` iterations of every row,
     in place, compiled by Numba (the same arguments and state; see that function), for one
@@ -321,6 +323,14 @@ def lm_loop(
             :func:`~torchik.ik.seeding.link_features` form them) in sub-pool ``(r + a) mod k``
             of pool ``(a - 1) mod R``; ``attempt`` counts, in place. Once the ranks run out
             the row is ``stalled`` for the caller. ``None``: stalled rows wait for the caller.
+        grouped_chunk: with ``restarts``, ``> 0``: the rows are the targets' ``k`` slots
+            (``B`` a multiple of ``k``), stepped a target at a time in chunks of this many
+            iterations; with ``early_stop``, after a chunk in which a slot of a target
+            finished, its other slots finish too, their ``iterations`` the chunk's last (where
+            unset and under ``max_iters``): what :func:`torchik.ik.fixed.run_fixed` and
+            :func:`~torchik.ik.fixed.finish_groups` do between calls, so that a whole solve
+            is one call. 0: every row on its own.
+        early_stop: see ``grouped_chunk``.
 
     Raises:
         ValueError: ``q`` not on the CPU, or a malformed argument (as the fused function).
@@ -352,19 +362,22 @@ def lm_loop(
     shared = (_tree_arrays(tree, links, q.dtype, floating), sizes, masks, box, held,
               (float(posture), float(max_posture_step)), base,
               weights.detach().contiguous().numpy(), reals, ints,
-              _restart_arrays(x, restarts))  # fmt: skip
-    _run_rows(lambda p: _run_part(_lm_numba, per_row, shared, p), x.shape[0], ROWS_PER_THREAD)
+              _restart_arrays(x, restarts, grouped_chunk, early_stop))  # fmt: skip
+    unit = shared[-1][-1][3] or 1
+    _run_rows(lambda p: _run_part(_lm_numba, per_row, shared, p), x.shape[0], ROWS_PER_THREAD,
+              int(unit))  # fmt: skip
 
 
-def _restart_arrays(x: np.ndarray, restarts: tuple | None) -> tuple:
+def _restart_arrays(x: np.ndarray, restarts: tuple | None, grouped_chunk: int,
+                    early_stop: bool) -> tuple:  # fmt: skip
     """:func:`lm_loop`'s ``restarts`` as the kernel's ``restart`` (``(configs, features, aims,
-    slot, attempt, (k, P))``, the per-row arrays cut per part by :func:`_run_part`); empty
-    arrays and ``P`` 0 for none."""
+    slot, attempt, (k, P, R, group, chunk, early))``, the per-row arrays cut per part by
+    :func:`_run_part`); empty arrays and zeros for none."""
     batch, dof = x.shape
     if restarts is None:
         none = np.empty((0, 1), np.float32)
         empty = np.empty(batch, np.int64)
-        return np.empty((0, dof), x.dtype), none, none, empty, empty, np.zeros(3, np.int64)
+        return np.empty((0, dof), x.dtype), none, none, empty, empty, np.zeros(6, np.int64)
     configs, features, aims, attempt, k = restarts
     pools, size = configs.shape[0], configs.shape[1] // k
     if configs.shape != (pools, k * size, dof) or size == 0 or attempt.shape != (batch,):
@@ -377,11 +390,15 @@ def _restart_arrays(x: np.ndarray, restarts: tuple | None) -> tuple:
                          f"{tuple(aims.shape)}")  # fmt: skip
     if attempt.dtype != torch.long or not attempt.is_contiguous():
         raise ValueError("lm_loop: restarts' attempt must be contiguous int64 (written into)")
+    if grouped_chunk < 0 or (grouped_chunk and batch % k):
+        raise ValueError(f"lm_loop: grouped_chunk must be >= 0, and grouped rows a multiple of "
+                         f"k = {k}, got {grouped_chunk} and {batch} rows")  # fmt: skip
     float32 = [np.ascontiguousarray(t.detach().float().flatten(0, -2).numpy())
                for t in (features, aims)]  # fmt: skip
     pool = np.ascontiguousarray(configs.detach().flatten(0, 1).numpy().astype(x.dtype, copy=False))
     return (pool, *float32, np.arange(batch, dtype=np.int64) % k, attempt.numpy(),
-            np.asarray([k, size, pools], np.int64))  # fmt: skip
+            np.asarray([k, size, pools, k if grouped_chunk else 0, grouped_chunk,
+                        int(early_stop)], np.int64))  # fmt: skip
 
 
 def _check_q(q: Tensor) -> None:
@@ -501,12 +518,13 @@ def _row_arrays(x: np.ndarray, state: dict[str, Tensor], positions: list[Tensor]
     return x, (*head, *counters), position
 
 
-def _parts(rows: int, per_thread: int = ROWS_PER_THREAD) -> list[slice]:
+def _parts(rows: int, per_thread: int = ROWS_PER_THREAD, unit: int = 1) -> list[slice]:
     """Contiguous parts of the rows, one per thread: ``torch.get_num_threads()`` threads (what
     ``solve_ik(num_threads=...)`` sets), fewer where a part would have under ``per_thread``
-    rows."""
+    rows; each part a multiple of ``unit`` rows (a target's slots), but the last."""
     threads = max(1, min(torch.get_num_threads(), rows // per_thread))
-    bounds = [rows * i // threads for i in range(threads + 1)]
+    units = -(-rows // unit)
+    bounds = [min(rows, units * i // threads * unit) for i in range(threads + 1)]
     return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 

@@ -71,10 +71,10 @@ RESTART_POOLS = 4
 """Fresh pools the CPU's compiled loop restarts stalled rows from, at most: one per
 :data:`RESTART_ROWS` rows. Restart ``a`` of a row takes the nearest member of pool ``(a - 1)
 mod R``'s sub-pool, then the next nearest once every pool served (see ``restarts`` of
-:func:`torchik.kinematics.native.lm_loop`). On the G1's two hands, 1000 targets (2000 rows): the
-same success and mean iterations as a fresh pool drawn at every restart (100 %, 9.97 against
-9.95), where the first pool's next nearest members alone solved 99.6 % in 11.4; one thread,
-105 against 116 ms, the Python between the calls 14 ms instead of 40."""
+:func:`torchik.kinematics.native.lm_loop`). On the G1's two hands, 1000 targets (2000 rows,
+float32): the same success and mean iterations as a fresh pool drawn at every restart (100 %,
+9.97 against 9.95), where the first pool's next nearest members alone solved 99.6 % in 11.4.
+Restarting in the kernel, a solve is one call of it (see :func:`wholebody_seeder`)."""
 
 RESTART_ROWS = 128
 """Rows per restart pool; fewer rows restart between the compiled loop's calls, from a pool

@@ -26,11 +26,11 @@ among objects.
 
 On the CPU the loop runs as compiled code, :func:`torchik.kinematics.native.lm_loop` (this
 module's step, held joints, posture and floating base included; see
-:meth:`WholeBodyLM._compiled_takes`), in calls of :data:`COMPILED_SYNC_EVERY` iterations:
-between them stalled slots are re-seeded (a floating base, few rows), or they start again within
-the call from pools drawn once (a fixed base, at least
-:data:`~torchik.ik.wholebody.seeds.RESTART_ROWS` rows); on CUDA the fixed-shape loop is captured
-in CUDA graphs.
+:meth:`WholeBodyLM._compiled_takes`): on a fixed base with at least
+:data:`~torchik.ik.wholebody.seeds.RESTART_ROWS` rows, a whole solve in one call, stalled slots
+starting again within it from pools drawn once; else in calls of :data:`COMPILED_SYNC_EVERY`
+iterations, stalled slots re-seeded between them. On CUDA the fixed-shape loop is captured in
+CUDA graphs.
 """
 
 from __future__ import annotations
@@ -133,10 +133,21 @@ class WholeBodyLM(LevenbergMarquardt):
         :func:`torchik.kinematics.native.lm_loop`; the floating base's seeds are fitted to
         the targets, by the caller's restarts)."""
         assert isinstance(problem, WholeBodyProblem)
-        if track and problem.pool is not None and not problem.robot.floating_bases:
+        if track and self._restarts_in_kernel(problem):
+            assert problem.pool is not None  # _restarts_in_kernel
             configs, features, aims, k = problem.pool
-            options = {"restarts": (configs, features, aims, c.attempt, k), **options}
+            options = {"restarts": (configs, features, aims, c.attempt, k),
+                       "grouped_chunk": COMPILED_SYNC_EVERY,
+                       "early_stop": self.settings.early_stop, **options}  # fmt: skip
         super()._compiled(problem, c, n, max_iters, track, **options)
+
+    @staticmethod
+    def _restarts_in_kernel(problem: WholeBodyProblem) -> bool:
+        """Whether the compiled loop restarts stalled rows itself, from the seeder's pools
+        (a fixed base, :attr:`WholeBodyProblem.pool` drawn), and so runs a whole solve in one
+        call, the targets' slots in chunks of :data:`COMPILED_SYNC_EVERY` with the early stop
+        between them."""
+        return problem.pool is not None and not problem.robot.floating_bases
 
     def compiles_on(self, robot: Robot) -> bool:
         """Whether the CPU's compiled loop runs this solver's solves on ``robot`` (on the CPU):
@@ -479,12 +490,12 @@ def solve_wholebody(
             robot, targets, weights, active, rest, posture, position_only,
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
-        solver = _solver(problem, iters, loop)
         reseed = None if seeds is not None else wholebody_seeder(problem, k, seed_pool, generator)
         if q0 is None:
             assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
-            q0 = reseed(rows, torch.zeros_like(rows))
+            q0 = reseed(rows, torch.zeros_like(rows))  # and the restarts' pools, if any
+        solver = _solver(problem, iters, loop)
         q, iterations = solver.solve(problem, q0, reseed)
         if posture and posture_iters:
             q = solver.settle(problem, q, posture_iters)
@@ -540,11 +551,13 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
 
 
 def _solver(problem: WholeBodyProblem, max_iters: int, loop: str) -> WholeBodyLM:
-    """The solver; where the CPU's compiled loop runs it, stalled slots are re-seeded every
-    :data:`COMPILED_SYNC_EVERY` iterations."""
+    """The solver; where the CPU's compiled loop runs it, in calls of
+    :data:`COMPILED_SYNC_EVERY` iterations (stalled slots re-seeded between them), or of the
+    whole solve where the kernel restarts them itself."""
     solver = _made(max_iters, loop)
     if loop != "host" and solver.compiled_loop(problem, problem.rest):
-        return _made(max_iters, loop, COMPILED_SYNC_EVERY)
+        whole = solver._restarts_in_kernel(problem)
+        return _made(max_iters, loop, max_iters + 1 if whole else COMPILED_SYNC_EVERY)
     return solver
 
 
