@@ -15,15 +15,15 @@
 # 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, the
 #    bundled model's samples, timed with CUDA events -> $OUT/gpu.md, gpu.json (rewritten after
 #    every group of rows);
-# 3. on request (STEPS names probe): benchmarks/gpu_probe.py, one IK solve under the profiler
-#    per loop (kernels, GPU time, host reads) and settings of the fixed loop timed ->
-#    $OUT/gpu_probe.md, .json;
-# 4. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows with
-#    Triton's loop kernel -> $OUT/gpu_wholebody.md (its G1 kernel, 29 joints and two links,
-#    took 76 s to compile for sm_90 with Triton 3.9 on this project's CPU machine);
-# 5. on request (STEPS names route): benchmarks/gpu.py's route rows, small solve_ik and
+# 3. on request (STEPS names route): benchmarks/gpu.py's route rows, small solve_ik and
 #    solve_wholebody calls with their defaults (the CPU's compiled code, torchik.ik.host) against
 #    the GPU's captured programs at growing sizes -> $OUT/gpu_route.md;
+# 4. on request (STEPS names probe): benchmarks/gpu_probe.py, one IK solve under the profiler
+#    per loop (kernels, GPU time, host reads) and settings of the fixed loop timed ->
+#    $OUT/gpu_probe.md, .json;
+# 5. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows with
+#    Triton's loop kernel -> $OUT/gpu_wholebody.md (its G1 kernel, 29 joints and two links,
+#    took 76 s to compile for sm_90 with Triton 3.9 on this project's CPU machine);
 # 6. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
 #    batch 4096: eager, and on the on-device stream torch.compile's graphs (fm only), the whole
 #    step in one CUDA graph (cuda_graph), the same in bf16 -> $OUT/train_speed_cuda.md, .json
@@ -105,15 +105,15 @@ run tests 240 "$PY" -m pytest -q -rfEs -n "$workers" -p no:cacheprovider --durat
 step "kinematics and IK throughput (benchmarks/gpu.py)"
 run gpu 120 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
 
+step "small solves: the CPU's compiled code against the GPU (benchmarks/gpu.py --only route)"
+run route 90 "$PY" benchmarks/gpu.py --only route "${quick[@]}" --name gpu_route --out "$OUT"
+
 step "IK solves profiled, fixed-loop settings (benchmarks/gpu_probe.py)"
 run probe 110 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"
 
 step "whole-body IK on Triton's loop kernel (benchmarks/gpu.py --only wholebody wholebody_triton)"
 run wholebody_triton 150 "$PY" benchmarks/gpu.py --only wholebody wholebody_triton "${quick[@]}" \
   --name gpu_wholebody --out "$OUT"
-
-step "small solves: the CPU's compiled code against the GPU (benchmarks/gpu.py --only route)"
-run route 90 "$PY" benchmarks/gpu.py --only route "${quick[@]}" --name gpu_route --out "$OUT"
 
 step "training throughput (benchmarks/train_speed.py)"
 run train_speed 140 "$PY" benchmarks/train_speed.py --device "$device" --size paper \
