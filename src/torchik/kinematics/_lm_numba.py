@@ -508,14 +508,8 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart
                     _keep(q, row, out, best_q, best_cost, iterations, row, cost, conv,
                           it0 + e + i, max_iters)  # fmt: skip
                     if track:
-                        progress = cost < keep * seed_cost[row]
-                        seed_cost[row] = cost if progress else seed_cost[row]
-                        stall[row] = 0 if progress else stall[row] + 1
-                        age[row] += 1
-                        late = stall[row] >= patience or (0 < attempt_iters <= age[row])
-                        if late and not conv and pool > 0 and _reseed(q, row, restart, scores,
-                                                                      taken):  # fmt: skip
-                            seed_cost[row], stall[row], age[row] = np.inf, 0, 0
+                        counters = (seed_cost, stall, age, keep, patience, attempt_iters)
+                        _count(q, row, cost, conv, counters, pool, restart, scores, taken)
                     done = conv
                     i += 1
                 if settle:
@@ -527,17 +521,43 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart
                     age[row] += steps - i
                     late = stall[row] >= patience or (0 < attempt_iters <= age[row])
                     stalled[row] = late and not done
-            last = it0 + e + steps - 1
-            every = True
-            for row in range(first, first + unit):  # finish_groups' early stop, per chunk
-                if unit > 1 and early and hit:
-                    if iterations[row] == max_iters and last < max_iters:
-                        iterations[row] = last
-                    finished[row], stalled[row] = True, False
-                every = every and finished[row]
+            every = _early_stop(first, unit, early and hit, it0 + e + steps - 1, max_iters,
+                                iterations, finished, stalled)  # fmt: skip
             e += steps
             if unit > 1 and every:
                 break
+
+
+@_inlined
+def _count(q, row, cost, conv, counters, pool, restart, scores, taken):
+    """After an iteration of ``q[row]``: its stall counters (``seed_cost``, ``stall``, ``age``
+    of ``counters``, with the rule's ``keep``, ``patience`` and ``attempt_iters``) and, where
+    it stalls and ``pool > 0``, its restart from the pools (:func:`_reseed`), counters
+    cleared."""
+    seed_cost, stall, age, keep, patience, attempt_iters = counters
+    progress = cost < keep * seed_cost[row]
+    seed_cost[row] = cost if progress else seed_cost[row]
+    stall[row] = 0 if progress else stall[row] + 1
+    age[row] += 1
+    late = stall[row] >= patience or (0 < attempt_iters <= age[row])
+    if late and not conv and pool > 0 and _reseed(q, row, restart, scores, taken):
+        seed_cost[row], stall[row], age[row] = np.inf, 0, 0
+
+
+@_inlined
+def _early_stop(first, unit, hit, last, max_iters, iterations, finished, stalled):
+    """After a chunk of a target's ``unit`` slots (rows ``first`` on) whose last evaluation is
+    ``last``: with ``hit`` (grouped, early stop, and a slot finished) every slot finishes, its
+    ``iterations`` ``last`` where unset and under ``max_iters`` (as
+    :func:`torchik.ik.fixed.finish_groups`). Returns whether every slot has finished."""
+    every = True
+    for row in range(first, first + unit):
+        if unit > 1 and hit:
+            if iterations[row] == max_iters and last < max_iters:
+                iterations[row] = last
+            finished[row], stalled[row] = True, False
+        every = every and finished[row]
+    return every
 
 
 @_inlined

@@ -351,21 +351,19 @@ def lm_loop(
     x = q.detach().numpy()
     limits = tuple(_array(t if box else t[None], x, ()) for t in (lower, upper))  # (R, D)
     masks = tuple(_array(t, np.empty(0, np.bool_), x.shape[1:]) for t in (continuous, full_turn))
-    reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation),
+    reals = (*map(float, (damping, damping_floor, tol_position, tol_rotation)),
              1.0 - float(min_improvement))  # fmt: skip
     ints = (int(state["it"]), int(n_iters), int(max_iters), int(patience), int(attempt_iters),
             int(track), int(settle))  # fmt: skip
-    rows = _row_arrays(x, state, positions)
     rest_rows, held, base = _body_arrays(x, hold, base_origin, moves_base)
     rotmat, sizes = _rotmats(rotmats, x)
-    per_row = (*rows, rotmat, *limits, rest_rows)
+    per_row = (*_row_arrays(x, state, positions), rotmat, *limits, rest_rows)
+    restart = _restart_arrays(x, restarts, grouped_chunk, early_stop)
     shared = (_tree_arrays(tree, links, q.dtype, floating), sizes, masks, box, held,
               (float(posture), float(max_posture_step)), base,
-              weights.detach().contiguous().numpy(), reals, ints,
-              _restart_arrays(x, restarts, grouped_chunk, early_stop))  # fmt: skip
-    unit = shared[-1][-1][3] or 1
-    _run_rows(lambda p: _run_part(_lm_numba, per_row, shared, p), x.shape[0], ROWS_PER_THREAD,
-              int(unit))  # fmt: skip
+              weights.detach().contiguous().numpy(), reals, ints, restart)  # fmt: skip
+    run = lambda p: _run_part(_lm_numba, per_row, shared, p)  # noqa: E731
+    _run_rows(run, x.shape[0], ROWS_PER_THREAD, int(restart[-1][3] or 1))
 
 
 def _restart_arrays(x: np.ndarray, restarts: tuple | None, grouped_chunk: int,

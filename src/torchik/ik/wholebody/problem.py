@@ -3,13 +3,14 @@ a posture."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 
 import torch
 from torch import Tensor
 
 from torchik.geometry.rotations import quat_normalize
+from torchik.geometry.transforms import pose_to_matrix
 from torchik.ik.base import IKProblem
 
 __all__ = ["WholeBodyProblem"]
@@ -41,6 +42,7 @@ class WholeBodyProblem(IKProblem):
     columns: Tensor = None  # type: ignore[assignment]
     coordinates: Tensor = None  # type: ignore[assignment]
     pool: tuple[Tensor, Tensor, Tensor, int] | None = None
+    _base_frames: dict[int, Tensor] = field(default_factory=dict, init=False, repr=False)
 
     def rows(self, index: Tensor) -> WholeBodyProblem:
         """The sub-problem of the rows ``index`` (long)."""
@@ -72,9 +74,22 @@ class WholeBodyProblem(IKProblem):
 
     def base_frame(self, k: int) -> Tensor:
         """``(4, 4)`` floating base ``k``'s frame at its zero pose: its joint's origin (FK of
-        the link it carries at :meth:`Robot.neutral`)."""
-        robot = self.robot
-        return robot.forward_kinematics(robot.neutral(), robot.base_link(k))
+        the link it carries at :meth:`Robot.neutral`; made once per base)."""
+        if k not in self._base_frames:
+            robot = self.robot
+            self._base_frames[k] = robot.forward_kinematics(robot.neutral(), robot.base_link(k))
+        return self._base_frames[k]
+
+    @cached_property
+    def target_poses(self) -> Tensor:
+        """``(N, L, 4, 4)`` every row's targets (identity rotations for position targets),
+        made once."""
+        poses = []
+        for t in self.targets:
+            rot = torch.eye(3, dtype=t.position.dtype, device=t.position.device)
+            rot = rot.expand(len(self), 3, 3) if t.rotmat is None else t.rotmat
+            poses.append(pose_to_matrix(t.position, rot))
+        return torch.stack(poses, dim=1)
 
     def project(self, q: Tensor) -> Tensor:
         """``q (N, nq)`` into the limits, each moving floating base's quaternion normalised (a

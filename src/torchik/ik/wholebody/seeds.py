@@ -105,13 +105,8 @@ def _place_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
 
 
 def _target_poses(problem: WholeBodyProblem, rows: Tensor) -> Tensor:
-    """``(n, L, 4, 4)`` the targets of ``rows`` (identity rotation for position targets)."""
-    poses = []
-    for t in problem.targets:
-        rot = torch.eye(3, dtype=t.position.dtype, device=t.position.device)
-        rot = rot.expand(rows.shape[0], 3, 3) if t.rotmat is None else t.rotmat[rows]
-        poses.append(pose_to_matrix(t.position[rows], rot))
-    return torch.stack(poses, dim=1)
+    """``(n, L, 4, 4)`` the targets of ``rows`` (:attr:`WholeBodyProblem.target_poses`)."""
+    return problem.target_poses[rows]
 
 
 def _target_features(problem: WholeBodyProblem) -> Tensor:
@@ -120,7 +115,7 @@ def _target_features(problem: WholeBodyProblem) -> Tensor:
     row: ``Σ_i w_i (|p_i - p_ti|² + ρ² (3 - tr(R_tiᵀ R_i)))`` (as :func:`nearest_in_pools`), the
     poses in the frame of the reference target on a floating base."""
     rho = LMSettings().rotation_weight
-    targets = _target_poses(problem, torch.arange(len(problem), device=problem.robot.device))
+    targets = problem.target_poses
     if problem.moving_bases:
         targets = _relative(problem, targets)
     return torch.cat([
