@@ -3,7 +3,7 @@
 A solve of a few rows on a GPU waits on its launches, captured or not: on an H200 one Panda
 pose took 1.36 ms in the captured program (:mod:`torchik.ik.captured`), and whole-body IK of the
 G1's two hands 74 ms for 1 000 targets in the captured iteration, where the CPU's compiled code
-(Numba) takes about 0.25 ms for the pose (:mod:`torchik.ik.compiled`) and 0.09 s of one core for
+(Numba) takes about 0.5 ms for the pose (:mod:`torchik.ik.compiled`) and 0.09 s of one core for
 the 1 000 targets (:func:`torchik.kinematics.native.lm_loop`). So where that code serves, a solve
 on a CUDA robot of at most :data:`HOST_ROWS` rows (targets times slots; whole-body IK:
 :data:`HOST_WHOLEBODY_ROWS`) runs on a CPU copy of the robot (:func:`twin`: made once, made
@@ -32,7 +32,7 @@ __all__ = ["ACCELERATORS", "HOST_ROWS", "HOST_WHOLEBODY_ROWS", "back", "serves",
 
 HOST_ROWS = 128
 """The most rows (targets times slots) of a ``solve_ik`` call on a CUDA robot that the CPU's
-compiled round solves instead (one pose: about 0.25 ms there, 1.36 ms in the GPU's captured
+compiled round solves instead (one pose: about 0.5 ms there, 1.36 ms in the GPU's captured
 program on an H200; 1 000 poses, 2 000 rows: 1.6 ms on the GPU). 0: never."""
 
 HOST_WHOLEBODY_ROWS = 8192
