@@ -203,8 +203,11 @@ def _on_host(run: Run, q0: Tensor | None) -> Run | None:
         return None
     if not host.serves(run.robot, rows, host.HOST_ROWS, run.generator):
         return None
+    twin = host.twin(run.robot)
+    if not run.solver.compiled_round(twin, twin.lower[None]):  # before reading the device
+        return None
     cpu = dataclasses.replace(
-        run, robot=host.twin(run.robot), position=run.position.cpu(),
+        run, robot=twin, position=run.position.cpu(),
         rotmat=host.to_host(run.rotmat), bounds=host.to_host(run.bounds),
     )  # fmt: skip
     return cpu if (compiled.serves(cpu) if q0 is None else compiled.serves_given(cpu)) else None
