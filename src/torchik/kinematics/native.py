@@ -417,10 +417,8 @@ def _run_part(kernels: Any, per_row: tuple, shared: tuple, part: slice) -> None:
     state = tuple(a[part] for a in per_row[1])
     tree, sizes, masks, box, held, gains, base, w, reals, ints, restart = shared
     configs, features, aims, slot, attempt, pool = restart
-    if aims.shape[0] == batch:  # per-row arrays of a pool, cut to the part
-        aims, slot, attempt = aims[part], slot[part], attempt[part]
-    else:  # none: scratch of the part's rows
-        slot, attempt = slot[part], attempt[part]
+    slot, attempt = slot[part], attempt[part]  # per row, with restarts or not (then scratch)
+    aims = aims[part] if aims.shape[0] == batch else aims  # per row where there are restarts
     kernel = kernels.lm_loop_floating if base[0] else kernels.lm_loop
     kernel(x, state, tree, (position, rotmat, sizes), (lower, upper, *masks, box),
            (rest, held, *gains), base, w, reals, ints,

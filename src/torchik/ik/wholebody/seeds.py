@@ -104,11 +104,6 @@ def _place_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
     return fit_base(problem, q, rows) if problem.moving_bases else q
 
 
-def _target_poses(problem: WholeBodyProblem, rows: Tensor) -> Tensor:
-    """``(n, L, 4, 4)`` the targets of ``rows`` (:attr:`WholeBodyProblem.target_poses`)."""
-    return problem.target_poses[rows]
-
-
 def _target_features(problem: WholeBodyProblem) -> Tensor:
     """Float32 features ``(N, f)`` of every row's targets whose product with
     :func:`_pool_features` of link poses is their weighted pose distance up to a constant per
@@ -170,7 +165,7 @@ def fit_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
     q = q.clone()
     q[:, at] = neutral[at]
     links = [t.link for t in problem.targets]
-    poses, targets = robot.forward_kinematics(q, links), _target_poses(problem, rows)
+    poses, targets = robot.forward_kinematics(q, links), problem.target_poses[rows]
     w = q.new_tensor([t.weight for t in problem.targets])
     x, p = poses[..., :3, 3], targets[..., :3, 3]
     x_mean, p_mean = (w[:, None] * x).sum(1) / w.sum(), (w[:, None] * p).sum(1) / w.sum()

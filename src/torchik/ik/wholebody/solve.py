@@ -128,10 +128,10 @@ class WholeBodyLM(LevenbergMarquardt):
 
     def _compiled(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool,
                   **options: Any) -> None:  # fmt: skip
-        """The CPU's compiled loop; on a fixed base, stalled rows start again within the call
-        from the seeder's first pool (``restarts`` of
-        :func:`torchik.kinematics.native.lm_loop`; the floating base's seeds are fitted to
-        the targets, by the caller's restarts)."""
+        """The CPU's compiled loop; where the seeder drew restart pools (a fixed base, see
+        :attr:`WholeBodyProblem.pool`), stalled rows start again within the call from them
+        (``restarts`` of :func:`torchik.kinematics.native.lm_loop`) and the call is the whole
+        solve; elsewhere the caller re-seeds them between calls."""
         assert isinstance(problem, WholeBodyProblem)
         if track and self._restarts_in_kernel(problem):
             assert problem.pool is not None  # _restarts_in_kernel
@@ -143,11 +143,11 @@ class WholeBodyLM(LevenbergMarquardt):
 
     @staticmethod
     def _restarts_in_kernel(problem: WholeBodyProblem) -> bool:
-        """Whether the compiled loop restarts stalled rows itself, from the seeder's pools
-        (a fixed base, :attr:`WholeBodyProblem.pool` drawn), and so runs a whole solve in one
-        call, the targets' slots in chunks of :data:`COMPILED_SYNC_EVERY` with the early stop
-        between them."""
-        return problem.pool is not None and not problem.robot.floating_bases
+        """Whether the compiled loop restarts stalled rows itself, from the pools the seeder
+        drew (:attr:`WholeBodyProblem.pool`: only on a fixed base), and so runs a whole solve
+        in one call, the targets' slots in chunks of :data:`COMPILED_SYNC_EVERY` with the
+        early stop between them."""
+        return problem.pool is not None
 
     def compiles_on(self, robot: Robot) -> bool:
         """Whether the CPU's compiled loop runs this solver's solves on ``robot`` (on the CPU):
