@@ -169,6 +169,40 @@ def test_log_prob_is_the_chain_of_mixture_conditionals():
         torch.testing.assert_close(model.log_prob(turned, target), expected)
 
 
+def test_layers_wider_than_the_embedding_are_applied_without_generating_them():
+    """log_prob and its gradients (one factored product per layer with ``fan_in + 1 > E``)
+    equal those through the generated weights, float64; the factored product alone too, for
+    several samples per target."""
+    from torchik.models.iknet import _apply, _apply_factored
+
+    model = _tiny(_spec("panda"), embedding=4, components=3).double()
+    assert any(layer.fan_in + 1 > 4 for joint in model._layers for layer in joint)
+    q = load_robot("panda", dtype=F64).random_configuration(6, generator=_gen(11))
+    target = torch.randn(6, 3, generator=_gen(12), dtype=F64)
+    flat = model.generate(target)
+    features = torch.cat([model._features(q[:, j], j) for j in range(7)], -1)
+    expected = sum(
+        mixture_log_prob(q[:, j], *(p[:, 0] for p in model._mixture(x, flat, j)), model.domains[j])
+        for j, x in enumerate(features[:, None, :end] for end in model._feature_end)
+    )
+    got = model.log_prob(q, target)
+    torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
+    grads = torch.autograd.grad(got.sum(), list(model.parameters()))
+    for a, b in zip(grads, torch.autograd.grad(expected.sum(), list(model.parameters()))):
+        torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
+    layer = model._layers[3][1]
+    rows = slice(layer.offset, layer.offset + layer.size)
+    x = torch.randn(6, 5, layer.fan_in, generator=_gen(13), dtype=F64)
+    embedding = model.embed(target)
+    weight, bias = model.heads.weight[rows], model.heads.bias[rows]
+    torch.testing.assert_close(
+        _apply_factored(x, embedding, weight, bias, layer),
+        _apply(x, flat[:, rows], layer),
+        rtol=0,
+        atol=1e-12,
+    )
+
+
 def test_samples_follow_log_prob():
     """Moments of samples match the moments of the density integrated on a grid."""
     model = _tiny(_spec("snake2", "planar"), components=3, seed=3).double().eval()

@@ -42,6 +42,7 @@ from __future__ import annotations
 import math
 from collections.abc import Callable
 from dataclasses import dataclass
+from functools import partial
 
 import torch
 from torch import Tensor, nn
@@ -172,6 +173,32 @@ def _apply(x: Tensor, piece: Tensor, layer: _Layer) -> Tensor:
     return torch.baddbmm(w[:, -1:], x, w[:, :-1], beta=scale, alpha=scale)
 
 
+def _apply_factored(
+    x: Tensor, embedding: Tensor, weight: Tensor, bias: Tensor, layer: _Layer
+) -> Tensor:
+    """:func:`_apply` of the layer that the heads' rows ``weight (size, E)`` and ``bias
+    (size,)`` generate from ``embedding (B, E)``, without generating it: ``(B, n, fan_out)``.
+
+    A generated matrix is linear in the embedding, ``W_b = sum_k e_bk H_k + C``, so
+    ``[x, 1] W_b = sum_k e_bk ([x, 1] H_k) + [x, 1] C``: one matrix product shared by the whole
+    batch (``[x, 1]`` times ``H`` laid out as ``(fan_in + 1, fan_out E)``, which the heads' rows
+    already are), then each row's ``fan_out x E`` products summed against its embedding. The
+    arithmetic is that of generating the layer, but the largest tensor is ``n fan_out E`` per
+    target instead of ``(fan_in + 1) fan_out``, and the products are dense matrix products
+    instead of one matrix-vector product per target: worth it for one sample per target
+    (training, :meth:`IKNet.log_prob`) when ``E < fan_in + 1``.
+    """
+    b, n, e = x.shape[0], x.shape[1], embedding.shape[-1]
+    ones = x.new_ones(b, n, 1)
+    xa = torch.cat((x, ones), dim=-1)  # (B, n, fan_in + 1)
+    z = xa @ weight.view(layer.fan_in + 1, layer.fan_out * e)  # (B, n, fan_out E)
+    mixed = torch.bmm(z.view(b, n * layer.fan_out, e), embedding.unsqueeze(-1))
+    out = torch.addmm(
+        mixed.view(b * n, layer.fan_out), xa.view(b * n, -1), bias.view(-1, layer.fan_out)
+    )
+    return out.view(b, n, layer.fan_out) / math.sqrt(layer.fan_in + 1)
+
+
 @register
 class IKNet(IKModel):
     """The hypernetwork + sparse Gaussian-mixture model of the Neural IK paper.
@@ -290,16 +317,41 @@ class IKNet(IKModel):
         pieces = iter(flat.split(sizes, dim=1))
         return [tuple(next(pieces) for _ in joint) for joint in self._layers]
 
+    def _maps(self, target: Tensor) -> list[tuple[Callable[[Tensor], Tensor], ...]]:
+        """Per joint, its primary network's layers as maps of one feature row per target,
+        ``(B, 1, fan_in) -> (B, 1, fan_out)``, for targets ``(B, T)``: a layer with more rows
+        than the embedding (``fan_in + 1 > E``) applied without generating it
+        (:func:`_apply_factored`), the others generated from their rows of the heads."""
+        embedding, size = self.embed(target), self.config.embedding
+        sizes = [layer.size for joint in self._layers for layer in joint]
+        weights = iter(self.heads.weight.split(sizes))
+        biases = iter(self.heads.bias.split(sizes))
+        maps = []
+        for joint in self._layers:
+            row: list[Callable[[Tensor], Tensor]] = []
+            for layer, weight, bias in zip(joint, weights, biases, strict=False):
+                if layer.fan_in + 1 > size:
+                    row.append(partial(_apply_factored, embedding=embedding, weight=weight,
+                                       bias=bias, layer=layer))  # fmt: skip
+                else:
+                    piece = nn.functional.linear(embedding, weight, bias)
+                    row.append(partial(_apply, piece=piece, layer=layer))
+            maps.append(tuple(row))
+        return maps
+
     def _mixture(
-        self, x: Tensor, flat: Tensor | tuple[Tensor, ...], j: int
+        self, x: Tensor, flat: Tensor | tuple[Callable[[Tensor], Tensor], ...], j: int
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Weights, means, scales ``(B, n, K)`` of joint ``j`` from features ``x (B, n, F_j)``
-        and the generated weights (``flat`` whole, or joint ``j``'s pieces of :meth:`_split`)."""
-        pieces = self._split(flat)[j] if isinstance(flat, Tensor) else flat
-        for layer, piece in zip(self._layers[j][:-1], pieces, strict=False):
-            x = torch.relu(_apply(x, piece, layer))
+        and the generated weights (``flat`` whole) or joint ``j``'s layer maps (:meth:`_maps`)."""
+        maps: tuple[Callable[[Tensor], Tensor], ...] = flat if not isinstance(flat, Tensor) else ()
+        if isinstance(flat, Tensor):
+            pieces = zip(self._split(flat)[j], self._layers[j], strict=True)
+            maps = tuple(partial(_apply, piece=p, layer=lay) for p, lay in pieces)
+        for layer in maps[:-1]:
+            x = torch.relu(layer(x))
         k, domain = self.config.components, self.domains[j]
-        out = _apply(x, pieces[-1], self._layers[j][-1])
+        out = maps[-1](x)
         logits, raw_scale, raw_mean = out[..., :k], out[..., k : 2 * k], out[..., 2 * k :]
         if domain.circular:  # a direction (cos, sin): no seam where the angle wraps
             means = domain.lower + math.pi + torch.atan2(raw_mean[..., k:], raw_mean[..., :k])
@@ -316,12 +368,11 @@ class IKNet(IKModel):
         self._check(q, target, finite=True)
         shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
         q = q.expand(*shape, q.shape[-1]).reshape(-1, q.shape[-1])
-        flat = self.generate(target.expand(*shape, target.shape[-1]).reshape(-1, target.shape[-1]))
-        pieces = self._split(flat)
+        maps = self._maps(target.expand(*shape, target.shape[-1]).reshape(-1, target.shape[-1]))
         features = torch.cat([self._features(q[:, j], j) for j in range(self.spec.dof)], dim=-1)
         total = q.new_zeros(q.shape[0])
         for j, end in enumerate(self._feature_end):
-            weights, means, scales = self._mixture(features[:, None, :end], pieces[j], j)
+            weights, means, scales = self._mixture(features[:, None, :end], maps[j], j)
             total = total + mixture_log_prob(
                 q[:, j], weights[:, 0], means[:, 0], scales[:, 0], self.domains[j]
             )
