@@ -217,8 +217,8 @@ def test_one_grouped_call_gives_the_chunked_calls_answers(robot, monkeypatch):
     assert calls[0]["n_iters"] == wholebody.MAX_ITERS + 1
     monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(k)
                         or real(*a, **{**k, "grouped_chunk": 0}))  # fmt: skip
-    monkeypatch.setattr(wholebody, "_solver", lambda problem, iters, loop: wholebody._made(
-        iters, loop, wholebody.COMPILED_SYNC_EVERY))  # fmt: skip
+    monkeypatch.setattr(wholebody, "_solver", lambda problem, iters, loop, compiled:
+                        wholebody._made(iters, loop, wholebody.COMPILED_SYNC_EVERY))  # fmt: skip
     calls.clear()
     chunked = solve_wholebody(robot, targets, generator=torch.Generator().manual_seed(3))
     assert len(calls) > 1
@@ -387,6 +387,44 @@ def test_fit_base_recovers_the_base_of_the_configuration_behind_the_targets(floa
     torch.testing.assert_close(fitted[:, 7:], q_true[:, 7:])
     pose = floater.forward_kinematics(fitted, floater.root)
     torch.testing.assert_close(pose, floater.forward_kinematics(q_true, floater.root))
+
+
+def test_the_compiled_loop_places_a_restarted_floating_base_as_fit_base_does(floater, monkeypatch):
+    """On a floating base the compiled loop restarts stalled rows from the seeder's pools too
+    (a solve is one call), each restart's base placed where its links best fit the row's
+    targets: :func:`fit_base` of the pool's member, float64, up to rounding (Horn's
+    quaternion there, an SVD here), a pose and a position target. Hands 3 m apart: every row
+    stalls after its first iteration (``attempt_iters=1``) and restarts once."""
+    from torchik.ik.wholebody import fit_base
+    from torchik.ik.wholebody import seeds as wholebody_seeds
+    from torchik.ik.wholebody.solve import _problem
+    from torchik.kinematics import native
+
+    monkeypatch.setattr(wholebody_seeds, "RESTART_ROWS", 4)
+    targets, _ = _floating_targets(floater, 3, seed=41)
+    targets["left_hand"] = targets["left_hand"].clone()
+    targets["left_hand"][:, :3, 3] += 3.0
+    targets["right_hand"] = targets["right_hand"][:, :3, 3]
+    seen, real = [], native.lm_loop
+
+    def one_iteration(q, *args, **kwargs):
+        real(q, *args, **{**kwargs, "n_iters": 1, "attempt_iters": 1})
+        seen.append((q.clone(), kwargs["restarts"]))
+
+    monkeypatch.setattr(native, "lm_loop", one_iteration)
+    solve_wholebody(floater, targets, generator=torch.Generator().manual_seed(42))
+    assert len(seen) == 1
+    q, (configs, features, aims, attempt, k) = seen[0]
+    assert attempt.tolist() == [1] * 6 and k == 2
+    problem = _problem(floater, targets, None, None, None, 0.0, False, None, k, 1e-3, 0.01,
+                       None, None)[0]  # fmt: skip
+    scores = (aims.double() @ features[0].double().T).view(6, k, -1)  # pool 0, rank 0
+    rows = torch.arange(6)
+    sub = (rows % k + 1) % k
+    member = scores[rows, sub].argmin(-1) + sub * scores.shape[-1]
+    expected = fit_base(problem, configs[0, member], rows)
+    torch.testing.assert_close(q[:, 7:], expected[:, 7:], atol=0, rtol=0)
+    torch.testing.assert_close(q[:, :7], expected[:, :7], atol=1e-10, rtol=0)
 
 
 def test_free_limit_columns_maps_step_columns_to_coordinates(floater):

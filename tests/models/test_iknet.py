@@ -188,7 +188,9 @@ def test_layers_wider_than_the_embedding_are_applied_without_generating_them():
     got = model.log_prob(q, target)
     torch.testing.assert_close(got, expected, rtol=0, atol=1e-12)
     grads = torch.autograd.grad(got.sum(), list(model.parameters()))
-    for a, b in zip(grads, torch.autograd.grad(expected.sum(), list(model.parameters()))):
+    for a, b in zip(
+        grads, torch.autograd.grad(expected.sum(), list(model.parameters())), strict=True
+    ):
         torch.testing.assert_close(a, b, rtol=0, atol=1e-11)
     layer = model._layers[3][1]
     rows = slice(layer.offset, layer.offset + layer.size)

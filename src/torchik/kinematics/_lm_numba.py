@@ -406,11 +406,13 @@ def lm_loop_floating(q, state, tree, target, limits, posture, base, w, reals, in
 
 
 @_called
-def _reseed(q, row, restart, scores, taken):
+def _reseed(q, row, restart, scores, taken, fit, floating):
     """A stalled row's next seed, in place: its attempt ``a`` (one more than
     ``attempt[row]``) takes the member of rank ``⌊(a - 1) / R⌋`` (0: the nearest) in pose
     distance to its targets (``aims[row] · features``) of sub-pool ``(slot[row] + a) mod k`` of
-    pool ``(a - 1) mod R``. Returns ``False`` (nothing done) once the ranks run out."""
+    pool ``(a - 1) mod R``; a moving ``floating`` base is then placed where the links best fit
+    the row's targets (:func:`_fit_base`, ``fit`` its arguments). Returns ``False`` (nothing
+    done) once the ranks run out."""
     configs, features, aims, slot, attempt, sizes = restart
     k, size, pools = sizes[0], sizes[1], sizes[2]
     a = attempt[row] + 1
@@ -432,8 +434,165 @@ def _reseed(q, row, restart, scores, taken):
         taken[best] = True
     for c in range(q.shape[1]):
         q[row, c] = configs[start + best, c]
+    if floating and fit[4][0]:  # a moving base
+        frames, tree, target, w, base = fit
+        _fit_base(q, row, frames, tree, target, w, base[1], base[2])
     attempt[row] = a
     return True
+
+
+@_called
+def _fit_base(q, row, frames, tree, target, w, origin, rot):
+    """The floating base of ``q[row]`` (its 7 coordinates overwritten) moved to where the links
+    best fit the row's targets, in place: the weighted fit of
+    :func:`torchik.ik.wholebody.fit_base` (position weights ``w[o]²``, rotation weights
+    ``w[o + 3]²``: the target's weight, times ``ρ²``), its rotation by Horn's method instead
+    of the SVD, the same maximiser of ``tr(Rᵀ M)`` over rotations: the unit quaternion of the
+    largest eigenvalue of a symmetric 4x4 matrix (:func:`_top_eigenvector`)."""
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
+    position, rotmat, sizes = target
+    n, links = parent.shape[0], sizes.shape[0]
+    for c in range(7):  # the neutral base: the links' frames X_i
+        q[row, c] = 1.0 if c == 3 else 0.0
+    _base(q, row, frames, n + links, origin, rot)
+    _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 7)
+    x_mean, p_mean, m = np.zeros(3), np.zeros(3), np.zeros((3, 3))
+    total, o = 0.0, 0
+    for t in range(links):
+        weight = w[o] * w[o]
+        total += weight
+        for a in range(3):
+            x_mean[a] += weight * frames[n + t, a, 3]
+            p_mean[a] += weight * position[row, t, a]
+        o += sizes[t]
+    x_mean /= total
+    p_mean /= total
+    o = 0
+    for t in range(links):
+        weight, turn = w[o] * w[o], w[o + 3] * w[o + 3] if sizes[t] == 6 else 0.0
+        for a in range(3):
+            for b in range(3):
+                m[a, b] += (
+                    weight * (position[row, t, a] - p_mean[a]) * (frames[n + t, b, 3] - x_mean[b])
+                )
+                for k in range(3):  # R_t R_iᵀ
+                    m[a, b] += turn * rotmat[row, t, a, k] * frames[n + t, b, k]
+        o += sizes[t]
+    _place_fitted(q, row, m, x_mean, p_mean, origin, rot)
+
+
+@_called
+def _place_fitted(q, row, m, x_mean, p_mean, origin, rot):
+    """``q[row]``'s base the rotation ``R`` maximising ``tr(Rᵀ m)`` and ``t = p̄ - R x̄``,
+    taken into the base's joint frame: ``origin⁻¹ [R | t] origin``."""
+    big = np.empty((4, 4))  # tr(R(u)ᵀ m) = uᵀ big u for unit quaternions u
+    big[0, 0] = m[0, 0] + m[1, 1] + m[2, 2]
+    big[1, 1] = m[0, 0] - m[1, 1] - m[2, 2]
+    big[2, 2] = -m[0, 0] + m[1, 1] - m[2, 2]
+    big[3, 3] = -m[0, 0] - m[1, 1] + m[2, 2]
+    big[0, 1] = big[1, 0] = m[2, 1] - m[1, 2]
+    big[0, 2] = big[2, 0] = m[0, 2] - m[2, 0]
+    big[0, 3] = big[3, 0] = m[1, 0] - m[0, 1]
+    big[1, 2] = big[2, 1] = m[0, 1] + m[1, 0]
+    big[1, 3] = big[3, 1] = m[0, 2] + m[2, 0]
+    big[2, 3] = big[3, 2] = m[1, 2] + m[2, 1]
+    u = _top_eigenvector(big)
+    for c in range(4):
+        q[row, 3 + c] = u[c]
+    frame = np.empty((1, 3, 4))
+    _base(q, row, frame, 0, origin, rot)  # rot = R(u)
+    world = np.empty((3, 4))  # [R | t] origin, then origin⁻¹ of it
+    for a in range(3):
+        shift = p_mean[a]
+        for k in range(3):
+            shift -= rot[a, k] * x_mean[k]
+        for c in range(4):
+            s = shift if c == 3 else 0.0
+            for k in range(3):
+                s += rot[a, k] * origin[k, c]
+            world[a, c] = s
+    for a in range(3):
+        for c in range(4):
+            s = 0.0
+            for k in range(3):
+                s += origin[k, a] * (world[k, c] - (origin[k, 3] if c == 3 else 0.0))
+            if c == 3:
+                q[row, a] = s
+            else:
+                rot[a, c] = s
+    _quaternion(rot, q, row)
+
+
+@_called
+def _top_eigenvector(a):
+    """The unit eigenvector of the largest eigenvalue of the symmetric 4x4 ``a`` (overwritten):
+    cyclic Jacobi rotations until the off-diagonal part is below rounding."""
+    v = np.eye(4)
+    for _ in range(32):
+        off, scale = 0.0, 0.0
+        for i in range(4):
+            scale += a[i, i] * a[i, i]
+            for j in range(i + 1, 4):
+                off += a[i, j] * a[i, j]
+        if off <= 1e-32 * (scale + 2 * off) or off == 0.0:
+            break
+        for i in range(3):
+            for j in range(i + 1, 4):
+                if a[i, j] == 0.0:
+                    continue
+                theta = (a[j, j] - a[i, i]) / (2.0 * a[i, j])
+                t = 1.0 / (abs(theta) + math.sqrt(theta * theta + 1.0))
+                t = -t if theta < 0 else t
+                c = 1.0 / math.sqrt(t * t + 1.0)
+                s = t * c
+                for k in range(4):  # columns i and j, then rows i and j, of a; v's columns
+                    x, y = a[k, i], a[k, j]
+                    a[k, i], a[k, j] = c * x - s * y, s * x + c * y
+                for k in range(4):
+                    x, y = a[i, k], a[j, k]
+                    a[i, k], a[j, k] = c * x - s * y, s * x + c * y
+                for k in range(4):
+                    x, y = v[k, i], v[k, j]
+                    v[k, i], v[k, j] = c * x - s * y, s * x + c * y
+    best = 0
+    for i in range(1, 4):
+        best = i if a[i, i] > a[best, best] else best
+    return v[:, best].copy()
+
+
+@_called
+def _quaternion(rot, q, row):
+    """``q[row, 3:7]``: the unit quaternion of the rotation ``rot[:, :3]``, ``w >= 0``
+    (:func:`torchik.geometry.rotations.rotmat_to_quat`, Shepperd's method, and
+    :func:`~torchik.geometry.rotations.quat_canonical`)."""
+    r = np.empty((3, 3))  # in float64
+    for a in range(3):
+        for b in range(3):
+            r[a, b] = rot[a, b]
+    m = np.empty((4, 4))  # 4 u uᵀ
+    m[0, 0] = 1.0 + r[0, 0] + r[1, 1] + r[2, 2]
+    m[1, 1] = 1.0 + r[0, 0] - r[1, 1] - r[2, 2]
+    m[2, 2] = 1.0 - r[0, 0] + r[1, 1] - r[2, 2]
+    m[3, 3] = 1.0 - r[0, 0] - r[1, 1] + r[2, 2]
+    m[0, 1] = m[1, 0] = r[2, 1] - r[1, 2]
+    m[0, 2] = m[2, 0] = r[0, 2] - r[2, 0]
+    m[0, 3] = m[3, 0] = r[1, 0] - r[0, 1]
+    m[1, 2] = m[2, 1] = r[0, 1] + r[1, 0]
+    m[1, 3] = m[3, 1] = r[0, 2] + r[2, 0]
+    m[2, 3] = m[3, 2] = r[1, 2] + r[2, 1]
+    best = 0
+    for i in range(1, 4):
+        best = i if m[i, i] > m[best, best] else best
+    norm = 0.0
+    for c in range(4):
+        norm += m[best, c] * m[best, c]
+    norm = math.sqrt(norm)
+    key = 0.0
+    for c in range(4):  # the first nonzero of w, x, y, z made positive
+        key = m[best, c] if key == 0.0 else key
+    sign = -1.0 if key < 0 else 1.0
+    for c in range(4):
+        q[row, 3 + c] = sign * m[best, c] / norm
 
 
 @_inlined
@@ -509,7 +668,8 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart
                           it0 + e + i, max_iters)  # fmt: skip
                     if track:
                         counters = (seed_cost, stall, age, keep, patience, attempt_iters)
-                        _count(q, row, cost, conv, counters, pool, restart, scores, taken)
+                        _count(q, row, cost, conv, counters, pool, restart, scores, taken,
+                               (frames, tree, target, w, moving), floating)  # fmt: skip
                     done = conv
                     i += 1
                 if settle:
@@ -529,18 +689,18 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart
 
 
 @_inlined
-def _count(q, row, cost, conv, counters, pool, restart, scores, taken):
+def _count(q, row, cost, conv, counters, pool, restart, scores, taken, fit, floating):
     """After an iteration of ``q[row]``: its stall counters (``seed_cost``, ``stall``, ``age``
     of ``counters``, with the rule's ``keep``, ``patience`` and ``attempt_iters``) and, where
-    it stalls and ``pool > 0``, its restart from the pools (:func:`_reseed`), counters
-    cleared."""
+    it stalls and ``pool > 0``, its restart from the pools (:func:`_reseed`, with ``fit`` and
+    ``floating``), counters cleared."""
     seed_cost, stall, age, keep, patience, attempt_iters = counters
     progress = cost < keep * seed_cost[row]
     seed_cost[row] = cost if progress else seed_cost[row]
     stall[row] = 0 if progress else stall[row] + 1
     age[row] += 1
     late = stall[row] >= patience or (0 < attempt_iters <= age[row])
-    if late and not conv and pool > 0 and _reseed(q, row, restart, scores, taken):
+    if late and not conv and pool > 0 and _reseed(q, row, restart, scores, taken, fit, floating):
         seed_cost[row], stall[row], age[row] = np.inf, 0, 0
 
 

@@ -321,8 +321,12 @@ def lm_loop(
             ``a`` takes the member of rank ``⌊(a - 1) / R⌋`` (0: the nearest) in pose distance
             (float32 ``aims[r] · features``, as :func:`torchik.ik.seeding.target_features` and
             :func:`~torchik.ik.seeding.link_features` form them) in sub-pool ``(r + a) mod k``
-            of pool ``(a - 1) mod R``; ``attempt`` counts, in place. Once the ranks run out
-            the row is ``stalled`` for the caller. ``None``: stalled rows wait for the caller.
+            of pool ``(a - 1) mod R``; ``attempt`` counts, in place. With a moving floating
+            base (``base_origin``, ``moves_base``) the member's base is then placed where its
+            links best fit the row's targets (as :func:`torchik.ik.wholebody.fit_base` does,
+            the weights those of ``weights``; the pools' base coordinates are not read). Once
+            the ranks run out the row is ``stalled`` for the caller. ``None``: stalled rows
+            wait for the caller.
         grouped_chunk: with ``restarts``, ``> 0``: the rows are the targets' ``k`` slots
             (``B`` a multiple of ``k``), stepped a target at a time in chunks of this many
             iterations; with ``early_stop``, after a chunk in which a slot of a target

@@ -27,14 +27,19 @@ __all__ = ["RESTART_POOLS", "RESTART_ROWS", "fit_base", "wholebody_seeder"]
 
 
 def wholebody_seeder(
-    problem: WholeBodyProblem, k: int, pool_size: int, generator: torch.Generator | None
+    problem: WholeBodyProblem,
+    k: int,
+    pool_size: int,
+    generator: torch.Generator | None,
+    restarts: bool = False,
 ) -> Seeder:
     """Seeds for the rows of ``problem`` (``k`` slots per target): the member nearest to the
     targets of a pool of ``pool_size`` uniform random configurations (one pool per slot), or
     uniform random ones within each row's box where rows have boxes (inactive joints) or
     ``pool_size`` is 0. A floating base is fitted to the targets (:func:`fit_base`), or held
-    at its rest pose when inactive. On the CPU and a fixed base, the first draw also draws
-    :attr:`WholeBodyProblem.pool`, pools the compiled loop restarts stalled rows from."""
+    at its rest pose when inactive. With ``restarts`` (the CPU's compiled loop solves the
+    problem) the first draw also draws :attr:`WholeBodyProblem.pool`, pools the compiled loop
+    restarts stalled rows from (placing a floating base itself, as :func:`fit_base` does)."""
     limits, robot = problem.limits, problem.robot
     if robot.floating:  # a base box is infinite: sample a finite one, then place the base
         lower, upper = (b.nan_to_num(0.0, 0.0, 0.0) for b in (limits.lower, limits.upper))
@@ -57,7 +62,7 @@ def wholebody_seeder(
         if not aims:
             aims.append(_target_features(problem))
         a, b = aims[0][rows], _pool_features(problem, pool)
-        if problem.pool is None and not robot.floating and rows.device.type == "cpu":
+        if restarts and problem.pool is None:
             problem.pool = _restart_pools(problem, k, pool_size, generator, aims[0])
         which = (rows % k + attempt) % k
         batched = rows.device.type != "cpu"  # no host read on accelerators
@@ -90,8 +95,10 @@ def _restart_pools(
     ``None`` under :data:`RESTART_ROWS` rows."""
     if len(problem) < RESTART_ROWS:
         return None
-    pools = min(RESTART_POOLS, len(problem) // RESTART_ROWS)
-    configs = problem.robot.random_configuration(pools * k * pool_size, generator)
+    pools, robot = min(RESTART_POOLS, len(problem) // RESTART_ROWS), problem.robot
+    configs = robot.random_configuration(pools * k * pool_size, generator)
+    if robot.floating:  # at the base's zero pose, where the features are read (relative)
+        configs[:, : 7 * robot.floating_bases] = robot.neutral()[: 7 * robot.floating_bases]
     features = _pool_features(problem, configs)
     shape = (pools, k * pool_size, -1)
     return configs.view(shape), features.view(shape), aims, k

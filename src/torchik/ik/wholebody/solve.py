@@ -26,10 +26,11 @@ among objects.
 
 On the CPU the loop runs as compiled code, :func:`torchik.kinematics.native.lm_loop` (this
 module's step, held joints, posture and floating base included; see
-:meth:`WholeBodyLM._compiled_takes`): on a fixed base with at least
-:data:`~torchik.ik.wholebody.seeds.RESTART_ROWS` rows, a whole solve in one call, stalled slots
-starting again within it from pools drawn once; else in calls of :data:`COMPILED_SYNC_EVERY`
-iterations, stalled slots re-seeded between them. On CUDA the fixed-shape loop is captured in
+:meth:`WholeBodyLM._compiled_takes`): with at least
+:data:`~torchik.ik.wholebody.seeds.RESTART_ROWS` rows and random seeds, a whole solve in one
+call, stalled slots starting again within it from pools drawn once (a floating base placed as
+the seeds' is); else in calls of :data:`COMPILED_SYNC_EVERY` iterations, stalled slots
+re-seeded between them. On CUDA the fixed-shape loop is captured in
 CUDA graphs.
 """
 
@@ -128,7 +129,7 @@ class WholeBodyLM(LevenbergMarquardt):
 
     def _compiled(self, problem: IKProblem, c: Carry, n: int, max_iters: int, track: bool,
                   **options: Any) -> None:  # fmt: skip
-        """The CPU's compiled loop; where the seeder drew restart pools (a fixed base, see
+        """The CPU's compiled loop; where the seeder drew restart pools (see
         :attr:`WholeBodyProblem.pool`), stalled rows start again within the call from them
         (``restarts`` of :func:`torchik.kinematics.native.lm_loop`) and the call is the whole
         solve; elsewhere the caller re-seeds them between calls."""
@@ -144,7 +145,7 @@ class WholeBodyLM(LevenbergMarquardt):
     @staticmethod
     def _restarts_in_kernel(problem: WholeBodyProblem) -> bool:
         """Whether the compiled loop restarts stalled rows itself, from the pools the seeder
-        drew (:attr:`WholeBodyProblem.pool`: only on a fixed base), and so runs a whole solve
+        drew (:attr:`WholeBodyProblem.pool`), and so runs a whole solve
         in one call, the targets' slots in chunks of :data:`COMPILED_SYNC_EVERY` with the
         early stop between them."""
         return problem.pool is not None
@@ -490,12 +491,15 @@ def solve_wholebody(
             robot, targets, weights, active, rest, posture, position_only,
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
-        reseed = None if seeds is not None else wholebody_seeder(problem, k, seed_pool, generator)
+        compiled = loop != "host" and _made(iters, loop).compiled_loop(problem, problem.rest)
+        reseed = None
+        if seeds is None:
+            reseed = wholebody_seeder(problem, k, seed_pool, generator, restarts=compiled)
         if q0 is None:
             assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
             q0 = reseed(rows, torch.zeros_like(rows))  # and the restarts' pools, if any
-        solver = _solver(problem, iters, loop)
+        solver = _solver(problem, iters, loop, compiled)
         q, iterations = solver.solve(problem, q0, reseed)
         if posture and posture_iters:
             q = solver.settle(problem, q, posture_iters)
@@ -550,15 +554,14 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
     return problem, k, batch, q0
 
 
-def _solver(problem: WholeBodyProblem, max_iters: int, loop: str) -> WholeBodyLM:
-    """The solver; where the CPU's compiled loop runs it, in calls of
+def _solver(problem: WholeBodyProblem, max_iters: int, loop: str, compiled: bool) -> WholeBodyLM:
+    """The solver; where the CPU's compiled loop runs it (``compiled``), in calls of
     :data:`COMPILED_SYNC_EVERY` iterations (stalled slots re-seeded between them), or of the
     whole solve where the kernel restarts them itself."""
-    solver = _made(max_iters, loop)
-    if loop != "host" and solver.compiled_loop(problem, problem.rest):
-        whole = solver._restarts_in_kernel(problem)
+    if compiled:
+        whole = WholeBodyLM._restarts_in_kernel(problem)
         return _made(max_iters, loop, max_iters + 1 if whole else COMPILED_SYNC_EVERY)
-    return solver
+    return _made(max_iters, loop)
 
 
 @functools.lru_cache(maxsize=64)
