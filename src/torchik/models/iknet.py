@@ -12,7 +12,10 @@ Design choices (the paper leaves them open or the robots need them):
   ``(x @ W + b) / sqrt(fan_in + 1)`` with ``torch.baddbmm``: that fixed scale plays the role of
   a fan-in initialisation, so the heads can start as plain ``N(0, 1 / embedding)`` matrices on a
   layer-normalised embedding. ``n`` samples per target share their target's weights (batched
-  matrix products over ``(targets, n, features)``), so sampling never copies weights.
+  matrix products over ``(targets, n, features)``), so sampling never copies weights. The
+  likelihood (one sample per target: training) does not generate a layer with more rows than
+  the embedding at all (:func:`_apply_factored`): the generated matrix is linear in the
+  embedding, so the layer is one matrix product with the heads' own rows, shared by the batch.
 * **Joint features** fed to later primary networks: ``(cos q, sin q)`` for circular joints (no
   seam at ``+-pi``) and ``q`` scaled to ``[-1, 1]`` for limited ones.
 * **Limits and wrap-around** live in the mixture (see :mod:`torchik.models.mixture`): a
