@@ -485,18 +485,7 @@ def _fit_base(q, row, frames, tree, target, w, origin, rot):
 def _place_fitted(q, row, m, x_mean, p_mean, origin, rot):
     """``q[row]``'s base the rotation ``R`` maximising ``tr(Rᵀ m)`` and ``t = p̄ - R x̄``,
     taken into the base's joint frame: ``origin⁻¹ [R | t] origin``."""
-    big = np.empty((4, 4))  # tr(R(u)ᵀ m) = uᵀ big u for unit quaternions u
-    big[0, 0] = m[0, 0] + m[1, 1] + m[2, 2]
-    big[1, 1] = m[0, 0] - m[1, 1] - m[2, 2]
-    big[2, 2] = -m[0, 0] + m[1, 1] - m[2, 2]
-    big[3, 3] = -m[0, 0] - m[1, 1] + m[2, 2]
-    big[0, 1] = big[1, 0] = m[2, 1] - m[1, 2]
-    big[0, 2] = big[2, 0] = m[0, 2] - m[2, 0]
-    big[0, 3] = big[3, 0] = m[1, 0] - m[0, 1]
-    big[1, 2] = big[2, 1] = m[0, 1] + m[1, 0]
-    big[1, 3] = big[3, 1] = m[0, 2] + m[2, 0]
-    big[2, 3] = big[3, 2] = m[1, 2] + m[2, 1]
-    u = _top_eigenvector(big)
+    u = _top_eigenvector(_quaternion_form(m, 0.0))  # tr(R(u)ᵀ m) = uᵀ form u for unit u
     for c in range(4):
         q[row, 3 + c] = u[c]
     frame = np.empty((1, 3, 4))
@@ -521,6 +510,25 @@ def _place_fitted(q, row, m, x_mean, p_mean, origin, rot):
             else:
                 rot[a, c] = s
     _quaternion(rot, q, row)
+
+
+@_called
+def _quaternion_form(m, one):
+    """The symmetric 4x4 ``one I + F(m)`` with ``uᵀ F(m) u = tr(R(u)ᵀ m)`` for unit quaternions
+    ``u = (w, x, y, z)`` and a 3x3 ``m`` (float64): Horn's matrix with ``one = 0``; for a
+    rotation ``m = R(u)`` and ``one = 1`` it is ``4 u uᵀ`` (Shepperd's)."""
+    f = np.empty((4, 4))
+    f[0, 0] = one + m[0, 0] + m[1, 1] + m[2, 2]
+    f[1, 1] = one + m[0, 0] - m[1, 1] - m[2, 2]
+    f[2, 2] = one - m[0, 0] + m[1, 1] - m[2, 2]
+    f[3, 3] = one - m[0, 0] - m[1, 1] + m[2, 2]
+    f[0, 1] = f[1, 0] = m[2, 1] - m[1, 2]
+    f[0, 2] = f[2, 0] = m[0, 2] - m[2, 0]
+    f[0, 3] = f[3, 0] = m[1, 0] - m[0, 1]
+    f[1, 2] = f[2, 1] = m[0, 1] + m[1, 0]
+    f[1, 3] = f[3, 1] = m[0, 2] + m[2, 0]
+    f[2, 3] = f[3, 2] = m[1, 2] + m[2, 1]
+    return f
 
 
 @_called
@@ -569,17 +577,7 @@ def _quaternion(rot, q, row):
     for a in range(3):
         for b in range(3):
             r[a, b] = rot[a, b]
-    m = np.empty((4, 4))  # 4 u uᵀ
-    m[0, 0] = 1.0 + r[0, 0] + r[1, 1] + r[2, 2]
-    m[1, 1] = 1.0 + r[0, 0] - r[1, 1] - r[2, 2]
-    m[2, 2] = 1.0 - r[0, 0] + r[1, 1] - r[2, 2]
-    m[3, 3] = 1.0 - r[0, 0] - r[1, 1] + r[2, 2]
-    m[0, 1] = m[1, 0] = r[2, 1] - r[1, 2]
-    m[0, 2] = m[2, 0] = r[0, 2] - r[2, 0]
-    m[0, 3] = m[3, 0] = r[1, 0] - r[0, 1]
-    m[1, 2] = m[2, 1] = r[0, 1] + r[1, 0]
-    m[1, 3] = m[3, 1] = r[0, 2] + r[2, 0]
-    m[2, 3] = m[3, 2] = r[1, 2] + r[2, 1]
+    m = _quaternion_form(r, 1.0)  # 4 u uᵀ
     best = 0
     for i in range(1, 4):
         best = i if m[i, i] > m[best, best] else best
