@@ -135,7 +135,20 @@ def _base_columns(jac, frames, b, o, six, ex, ey, ez):
 @_called
 def _base(q, row, frames, b, origin, rot):
     """A floating base's frame ``frames[b] = origin @ [R(quat) | p]`` from ``q[row, :7]``, and
-    ``rot = R(quat)`` (:func:`torchik.geometry.rotations.quat_to_rotmat`: ``q / |q|``'s)."""
+    ``rot = R(quat)`` (:func:`_quat_rotation`)."""
+    _quat_rotation(q, row, rot)
+    for a in range(3):
+        for col in range(4):
+            s = origin[a, 3] if col == 3 else 0.0
+            for k in range(3):
+                s += origin[a, k] * (q[row, k] if col == 3 else rot[k, col])
+            frames[b, a, col] = s
+
+
+@_inlined
+def _quat_rotation(q, row, rot):
+    """``rot = R(quat)`` of the quaternion ``q[row, 3:7]``
+    (:func:`torchik.geometry.rotations.quat_to_rotmat`: ``q / |q|``'s)."""
     w, x, y, z = q[row, 3], q[row, 4], q[row, 5], q[row, 6]
     s = 2.0 / (w * w + x * x + y * y + z * z)
     rot[0, 0], rot[0, 1], rot[0, 2] = (
@@ -153,12 +166,6 @@ def _base(q, row, frames, b, origin, rot):
         s * (y * z + w * x),
         1 - s * (x * x + y * y),
     )
-    for a in range(3):
-        for col in range(4):
-            s = origin[a, 3] if col == 3 else 0.0
-            for k in range(3):
-                s += origin[a, k] * (q[row, k] if col == 3 else rot[k, col])
-            frames[b, a, col] = s
 
 
 @_inlined
@@ -488,8 +495,7 @@ def _place_fitted(q, row, m, x_mean, p_mean, origin, rot):
     u = _top_eigenvector(_quaternion_form(m, 0.0))  # tr(R(u)ᵀ m) = uᵀ form u for unit u
     for c in range(4):
         q[row, 3 + c] = u[c]
-    frame = np.empty((1, 3, 4))
-    _base(q, row, frame, 0, origin, rot)  # rot = R(u)
+    _quat_rotation(q, row, rot)  # R(u)
     world = np.empty((3, 4))  # [R | t] origin, then origin⁻¹ of it
     for a in range(3):
         shift = p_mean[a]

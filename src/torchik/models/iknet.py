@@ -347,10 +347,12 @@ class IKNet(IKModel):
     ) -> tuple[Tensor, Tensor, Tensor]:
         """Weights, means, scales ``(B, n, K)`` of joint ``j`` from features ``x (B, n, F_j)``
         and the generated weights (``flat`` whole) or joint ``j``'s layer maps (:meth:`_maps`)."""
-        maps: tuple[Callable[[Tensor], Tensor], ...] = flat if not isinstance(flat, Tensor) else ()
+        maps: tuple[Callable[[Tensor], Tensor], ...]
         if isinstance(flat, Tensor):
             pieces = zip(self._split(flat)[j], self._layers[j], strict=True)
             maps = tuple(partial(_apply, piece=p, layer=lay) for p, lay in pieces)
+        else:
+            maps = flat
         for layer in maps[:-1]:
             x = torch.relu(layer(x))
         k, domain = self.config.components, self.domains[j]

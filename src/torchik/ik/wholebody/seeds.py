@@ -52,18 +52,13 @@ def wholebody_seeder(
 
         return uniform
 
-    aims: list[Tensor] = []  # every row's target features, made at the first draw
+    aims = _target_features(problem)  # every row's
 
     def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
-        pool = robot.random_configuration(k * pool_size, generator)
-        if robot.floating:  # every base at its zero pose: placed below
-            bases = 7 * robot.floating_bases
-            pool[:, :bases] = robot.neutral()[:bases]
-        if not aims:
-            aims.append(_target_features(problem))
-        a, b = aims[0][rows], _pool_features(problem, pool)
+        pool = _random_pool(robot, k * pool_size, generator)
+        a, b = aims[rows], _pool_features(problem, pool)
         if restarts and problem.pool is None:
-            problem.pool = _restart_pools(problem, k, pool_size, generator, aims[0])
+            problem.pool = _restart_pools(problem, k, pool_size, generator, aims)
         which = (rows % k + attempt) % k
         batched = rows.device.type != "cpu"  # no host read on accelerators
         best = nearest_member(a, b.view(k, pool_size, -1), which, batched) + which * pool_size
@@ -95,13 +90,22 @@ def _restart_pools(
     ``None`` under :data:`RESTART_ROWS` rows."""
     if len(problem) < RESTART_ROWS:
         return None
-    pools, robot = min(RESTART_POOLS, len(problem) // RESTART_ROWS), problem.robot
-    configs = robot.random_configuration(pools * k * pool_size, generator)
-    if robot.floating:  # at the base's zero pose, where the features are read (relative)
-        configs[:, : 7 * robot.floating_bases] = robot.neutral()[: 7 * robot.floating_bases]
+    pools = min(RESTART_POOLS, len(problem) // RESTART_ROWS)
+    configs = _random_pool(problem.robot, pools * k * pool_size, generator)
     features = _pool_features(problem, configs)
     shape = (pools, k * pool_size, -1)
     return configs.view(shape), features.view(shape), aims, k
+
+
+def _random_pool(robot, n: int, generator: torch.Generator | None) -> Tensor:
+    """``(n, nq)`` uniform random configurations, every floating base at its zero pose (a
+    seed's base is placed where its links fit the targets: :func:`fit_base`, or the compiled
+    loop's own fit for a restart)."""
+    pool = robot.random_configuration(n, generator)
+    if robot.floating:
+        bases = 7 * robot.floating_bases
+        pool[:, :bases] = robot.neutral()[:bases]
+    return pool
 
 
 def _place_base(problem: WholeBodyProblem, q: Tensor, rows: Tensor) -> Tensor:
