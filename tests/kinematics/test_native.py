@@ -167,6 +167,29 @@ def test_parts_keep_a_targets_slots_together(monkeypatch):
     assert all(
         a.stop == b.start and a.stop % 3 == 0 for a, b in zip(parts[:-1], parts[1:], strict=True)
     )
+    pieces = native._split(1000, 4 * native.PIECES_PER_THREAD, unit=3)  # what threads take
+    assert len(pieces) == 4 * native.PIECES_PER_THREAD and pieces[-1].stop == 1000
+    assert all(a.stop == b.start and a.stop % 3 == 0 and b.stop > b.start
+               for a, b in zip(pieces[:-1], pieces[1:], strict=True))  # fmt: skip
+    assert native._split(7, 5, unit=3) == [slice(0, 3), slice(3, 6), slice(6, 7)]  # none empty
+
+
+def test_threads_take_pieces_until_none_is_left(monkeypatch):
+    """:func:`native._run_rows` runs every row once, in pieces the threads take in turn, and
+    a piece that fails fails the call."""
+    from torchik.kinematics import native
+
+    monkeypatch.setattr(torch, "get_num_threads", lambda: 3)
+    seen: list[slice] = []
+    native._run_rows(seen.append, 100, per_thread=10, unit=2, pieces=4)
+    rows = sorted(i for part in seen for i in range(part.start, part.stop))
+    assert rows == list(range(100)) and len(seen) == 12
+
+    def fail(part: slice) -> None:
+        raise RuntimeError("piece failed")
+
+    with pytest.raises(RuntimeError, match="piece failed"):
+        native._run_rows(fail, 100, per_thread=10, pieces=4)
 
 
 def test_lm_loop_checks_its_arguments_and_runs_nothing_on_an_empty_batch():

@@ -29,6 +29,7 @@ import functools
 import math
 import os
 import sys
+import threading
 from collections.abc import Sequence
 from concurrent.futures import ThreadPoolExecutor
 from types import SimpleNamespace
@@ -50,6 +51,21 @@ DTYPES = (torch.float32, torch.float64)
 ROWS_PER_THREAD = 256
 """The fewest rows a thread of :func:`lm_loop` takes: below that, starting it costs about what
 it saves."""
+
+SOLVE_ROWS_PER_THREAD = 32
+"""The fewest rows a thread of :func:`lm_loop` takes where a call is a whole solve (stalled
+rows restart within it, ``restarts`` and ``grouped_chunk``: whole-body IK on the CPU): a row
+then runs about ten iterations, often many more, of a whole-body step (4-7 µs each on the
+G1's two hands, one core), where a chunk of a few iterations of one link's step is a
+microsecond each. With :data:`ROWS_PER_THREAD` there, 1 000 targets (2 000 rows) would run
+on 7 of a machine's 16 cores."""
+
+PIECES_PER_THREAD = 8
+"""Pieces of the rows per thread of :func:`lm_loop` and :func:`ik_round`: each thread takes the
+next piece as it finishes one, so that the rows that run longest (targets that stall and
+restart up to ``max_iters``) do not keep one thread busy while the others wait. On the G1's two
+hands, 1 000 targets on 2 threads, the two halves of a solve took 56 and 75 ms; in pieces
+about 53 ms each, and the solve 65-72 ms instead of 89-90 (medians of 5)."""
 
 FK_ROWS_PER_THREAD = 8192
 """The fewest rows a thread of :func:`forward_kinematics` and :func:`jacobian` takes (a Panda
@@ -148,14 +164,27 @@ def _rows(q: Tensor) -> np.ndarray:
     return np.ascontiguousarray(q.detach().numpy())
 
 
-def _run_rows(run: Any, rows: int, per_thread: int = FK_ROWS_PER_THREAD, unit: int = 1) -> None:
-    """``run(part)`` on parts of the rows, at least ``per_thread`` each, in multiples of
-    ``unit`` (:func:`_parts`), in parallel where there are several (the kernels release the GIL)."""
-    parts = _parts(rows, per_thread, unit)
-    if len(parts) == 1:
-        run(parts[0])
-    else:
-        list(_pool().map(run, parts))
+def _run_rows(run: Any, rows: int, per_thread: int = FK_ROWS_PER_THREAD, unit: int = 1,
+              pieces: int = 1) -> None:  # fmt: skip
+    """``run(part)`` on parts of the rows in multiples of ``unit``, in parallel where there are
+    several threads (the kernels release the GIL): one thread per ``per_thread`` rows at most
+    (:func:`_parts`), each taking the next of ``pieces`` parts per thread as it finishes one
+    (see :data:`PIECES_PER_THREAD`; 1: one part each, for rows that all take as long)."""
+    threads = len(_parts(rows, per_thread, unit))
+    if threads <= 1:  # no rows, or one thread
+        run(slice(0, rows))
+        return
+    queue, lock = iter(_split(rows, threads * pieces, unit)), threading.Lock()
+
+    def worker(_: int) -> None:
+        while True:
+            with lock:
+                part = next(queue, None)
+            if part is None:
+                return
+            run(part)
+
+    list(_pool().map(worker, range(threads)))
 
 
 def warm_up(tree: KinematicTree) -> bool:
@@ -367,7 +396,9 @@ def lm_loop(
               (float(posture), float(max_posture_step)), base,
               weights.detach().contiguous().numpy(), reals, ints, restart)  # fmt: skip
     run = lambda p: _run_part(_lm_numba, per_row, shared, p)  # noqa: E731
-    _run_rows(run, x.shape[0], ROWS_PER_THREAD, int(restart[-1][3] or 1))
+    whole = restart[-1][1] > 0 and grouped_chunk > 0  # a whole solve: stalled rows restart
+    per_thread = SOLVE_ROWS_PER_THREAD if whole else ROWS_PER_THREAD
+    _run_rows(run, x.shape[0], per_thread, int(restart[-1][3] or 1), PIECES_PER_THREAD)
 
 
 def _restart_arrays(x: np.ndarray, restarts: tuple | None, grouped_chunk: int,
@@ -523,9 +554,15 @@ def _parts(rows: int, per_thread: int = ROWS_PER_THREAD, unit: int = 1) -> list[
     ``solve_ik(num_threads=...)`` sets), fewer where a part would have under ``per_thread``
     rows; each part a multiple of ``unit`` rows (a target's slots), but the last."""
     threads = max(1, min(torch.get_num_threads(), rows // per_thread))
+    return _split(rows, threads, unit)
+
+
+def _split(rows: int, n: int, unit: int = 1) -> list[slice]:
+    """The rows in ``n`` contiguous parts as equal as multiples of ``unit`` rows allow (the
+    last may be shorter); fewer where there are fewer units than ``n`` (no empty part)."""
     units = -(-rows // unit)
-    bounds = [min(rows, units * i // threads * unit) for i in range(threads + 1)]
-    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    bounds = [min(rows, units * i // n * unit) for i in range(n + 1)]
+    return [slice(a, b) for a, b in zip(bounds[:-1], bounds[1:], strict=True) if b > a]
 
 
 _POOLS: dict[int, ThreadPoolExecutor] = {}
@@ -647,7 +684,7 @@ def ik_round(
         _lm_numba.ik_round(x[rows], features, pool_size, arrays, aim, own, bounds, posture, w,
                            reals, ints, tols, out)  # fmt: skip
 
-    _run_rows(run, n_targets, max(1, ROWS_PER_THREAD // slots))
+    _run_rows(run, n_targets, max(1, ROWS_PER_THREAD // slots), pieces=PIECES_PER_THREAD)
     return tuple(torch.from_numpy(v) for v in outputs)  # type: ignore[return-value]
 
 
