@@ -63,9 +63,10 @@ def _targets(robot: Robot, n: int, seed: int = 0) -> tuple[dict, torch.Tensor]:
 def test_two_targets_are_met_and_checked_by_fk(robot):
     targets, _ = _targets(robot, 20)
     g = torch.Generator().manual_seed(1)
-    result = solve_wholebody(robot, targets, generator=g)
+    # 4 slots: 2 solve about 98.6 % of this arm's targets (1 775 of 1 800 in batches of 20)
+    result = solve_wholebody(robot, targets, generator=g, num_seeds=4)
     assert isinstance(result, WholeBodyResult)
-    assert result.q.shape == (20, 2, robot.dof)
+    assert result.q.shape == (20, 4, robot.dof)
     assert bool(result.success.any(-1).all())
     best = result.best()
     poses = robot.forward_kinematics(best.q[:, 0], HANDS)
@@ -76,7 +77,7 @@ def test_two_targets_are_met_and_checked_by_fk(robot):
     assert torch.arccos(cos).max() < math.radians(1.0)
     assert set(result.position_errors) == set(HANDS)
     assert torch.equal(
-        result.rotation_errors["right_hand"], torch.zeros(20, 2, dtype=torch.float64)
+        result.rotation_errors["right_hand"], torch.zeros(20, 4, dtype=torch.float64)
     )
     worst = torch.maximum(result.position_errors["left_hand"], result.position_errors["right_hand"])
     torch.testing.assert_close(result.position_error, worst)
@@ -166,10 +167,10 @@ def test_the_compiled_loop_solves_as_the_host_loop(robot):
 
 
 def test_the_compiled_loop_restarts_stalled_rows_from_the_seeders_pools(robot, monkeypatch):
-    """On the CPU and a fixed base, random seeds, at least ``RESTART_ROWS`` rows (4 here): the
-    compiled loop takes the seeder's pools (``restarts``) and starts stalled rows again within
-    the call; targets out of reach make every slot restart (its attempts counted), reachable
-    ones are still met. Fewer rows, or given seeds: no pools."""
+    """On the CPU and a fixed base, random seeds: the compiled loop takes the seeder's pools
+    (``restarts``, one per ``RESTART_ROWS`` rows, 4 here, one at least) and starts stalled rows
+    again within the call; targets out of reach make every slot restart (its attempts
+    counted), reachable ones are still met. Given seeds: no pools."""
     from torchik.ik.wholebody import seeds as wholebody_seeds
     from torchik.ik.wholebody.solve import WholeBodyLM
     from torchik.kinematics import native
@@ -191,9 +192,10 @@ def test_the_compiled_loop_restarts_stalled_rows_from_the_seeders_pools(robot, m
     solve_wholebody(robot, targets, seeds=robot.random_configuration(2)[None].expand(6, 2, -1))
     assert attempts and all(r is None for r in attempts)
     monkeypatch.setattr(wholebody_seeds, "RESTART_ROWS", 13)
-    attempts.clear()  # 12 rows: restarts between the calls
-    solve_wholebody(robot, far, generator=torch.Generator().manual_seed(2))
-    assert attempts and all(r is None for r in attempts)
+    attempts.clear()  # 12 rows: one pool all the same, the solve one call
+    result = solve_wholebody(robot, far, generator=torch.Generator().manual_seed(2))
+    assert len(attempts) == 1 and attempts[0][0].shape == (1, 2 * 256, robot.dof)
+    assert result.success.any(-1).tolist() == [False] * 3 + [True] * 3
     assert WholeBodyLM().compiles_on(robot)
 
 

@@ -55,10 +55,14 @@ def wholebody_seeder(
     aims = _target_features(problem)  # every row's
 
     def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
-        pool = _random_pool(robot, k * pool_size, generator)
-        a, b = aims[rows], _pool_features(problem, pool)
-        if restarts and problem.pool is None:
-            problem.pool = _restart_pools(problem, k, pool_size, generator, aims)
+        size = k * pool_size  # this draw's pool, and the first time the restarts' pools
+        pools = _restart_pools(len(problem)) if restarts and problem.pool is None else 0
+        drawn = _random_pool(robot, (1 + pools) * size, generator)
+        features = _pool_features(problem, drawn)  # one FK call for them all
+        pool, a, b = drawn[:size], aims[rows], features[:size]
+        if pools:
+            shape = (pools, size, -1)
+            problem.pool = drawn[size:].view(shape), features[size:].view(shape), aims, k
         which = (rows % k + attempt) % k
         batched = rows.device.type != "cpu"  # no host read on accelerators
         best = nearest_member(a, b.view(k, pool_size, -1), which, batched) + which * pool_size
@@ -69,32 +73,27 @@ def wholebody_seeder(
 
 RESTART_POOLS = 4
 """Fresh pools the CPU's compiled loop restarts stalled rows from, at most: one per
-:data:`RESTART_ROWS` rows. Restart ``a`` of a row takes the nearest member of pool ``(a - 1)
-mod R``'s sub-pool, then the next nearest once every pool served (see ``restarts`` of
-:func:`torchik.kinematics.native.lm_loop`). On the G1's two hands, 1000 targets (2000 rows,
-float32): the same success and mean iterations as a fresh pool drawn at every restart (100 %,
-9.97 against 9.95), where the first pool's next nearest members alone solved 99.6 % in 11.4.
-Restarting in the kernel, a solve is one call of it (see :func:`wholebody_seeder`)."""
+:data:`RESTART_ROWS` rows, one at least. Restart ``a`` of a row takes the nearest member of
+pool ``(a - 1) mod R``'s sub-pool, then the next nearest once every pool served (see
+``restarts`` of :func:`torchik.kinematics.native.lm_loop`). On the G1's two hands, 1000 targets
+(2000 rows, float32): the same success and mean iterations as a fresh pool drawn at every
+restart (100 %, 9.97 against 9.95), where the first pool's next nearest members alone solved
+99.6 % in 11.4. Restarting in the kernel, a solve is one call of it (see
+:func:`wholebody_seeder`)."""
 
 RESTART_ROWS = 128
-"""Rows per restart pool; fewer rows restart between the compiled loop's calls, from a pool
-drawn each time (the pools' FK would cost one target's solve a seventh more)."""
+"""Rows per restart pool (:data:`RESTART_POOLS`). Fewer rows take one pool all the same, drawn
+with the first seeds' (one FK call): then a solve is one call of the compiled loop however
+many restarts it takes. G1 hands, float64, one thread, 400 targets one at a time: median 4.9-5.5
+ms, 90th percentile 5.6-5.7, 99th 6.2-12.3, where restarting between calls of 4 iterations
+from a pool drawn each time took 4.5-5.0, 9.8 and 17.7-18.7 ms (the median pays for the pool's
+FK); all 400 solved either way, 9.2 mean iterations against 10.4. On a small two-arm tree in
+batches of 20 targets: 1 775 of 1 800 solved against 1 779."""
 
 
-def _restart_pools(
-    problem: WholeBodyProblem, k: int, pool_size: int, generator: torch.Generator | None,
-    aims: Tensor,
-) -> tuple[Tensor, Tensor, Tensor, int] | None:  # fmt: skip
-    """:attr:`WholeBodyProblem.pool`: ``R`` pools of ``k`` sub-pools of ``pool_size`` uniform
-    random configurations (:data:`RESTART_POOLS`), their features, every row's ``aims``;
-    ``None`` under :data:`RESTART_ROWS` rows."""
-    if len(problem) < RESTART_ROWS:
-        return None
-    pools = min(RESTART_POOLS, len(problem) // RESTART_ROWS)
-    configs = _random_pool(problem.robot, pools * k * pool_size, generator)
-    features = _pool_features(problem, configs)
-    shape = (pools, k * pool_size, -1)
-    return configs.view(shape), features.view(shape), aims, k
+def _restart_pools(rows: int) -> int:
+    """How many pools a problem of ``rows`` rows restarts from (:data:`RESTART_POOLS`)."""
+    return max(1, min(RESTART_POOLS, rows // RESTART_ROWS))
 
 
 def _random_pool(robot, n: int, generator: torch.Generator | None) -> Tensor:

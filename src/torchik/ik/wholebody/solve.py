@@ -26,11 +26,11 @@ among objects.
 
 On the CPU the loop runs as compiled code, :func:`torchik.kinematics.native.lm_loop` (this
 module's step, held joints, posture and floating base included; see
-:meth:`WholeBodyLM._compiled_takes`): with at least
-:data:`~torchik.ik.wholebody.seeds.RESTART_ROWS` rows and random seeds, a whole solve in one
-call, stalled slots starting again within it from pools drawn once (a floating base placed as
-the seeds' is); else in calls of :data:`COMPILED_SYNC_EVERY` iterations, stalled slots
-re-seeded between them. On CUDA the fixed-shape loop is captured in
+:meth:`WholeBodyLM._compiled_takes`): with random seeds drawn from pools (``seed_pool``, no
+boxes), a whole solve in one call, stalled slots starting again within it from pools drawn
+once (:data:`~torchik.ik.wholebody.seeds.RESTART_POOLS`; a floating base placed as the seeds'
+is); else in calls of :data:`COMPILED_SYNC_EVERY` iterations, stalled slots re-seeded between
+them. On CUDA the fixed-shape loop is captured in
 CUDA graphs.
 """
 
