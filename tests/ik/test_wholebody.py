@@ -199,6 +199,22 @@ def test_the_compiled_loop_restarts_stalled_rows_from_the_seeders_pools(robot, m
     assert WholeBodyLM().compiles_on(robot)
 
 
+@pytest.mark.parametrize("loop", ["auto", "host"])
+def test_given_seeds_restart_where_asked(robot, loop):
+    """Seeds pinned at a corner of the limits stall for every target; with ``restarts`` the
+    stalled slots start again from fresh seeds (between the compiled loop's calls, or the host
+    loop's iterations) and every target is met; without, the seeds are all there is."""
+    targets, _ = _targets(robot, 20, seed=5)
+    corner = robot.upper[None]
+    stuck = solve_wholebody(robot, targets, seeds=corner, loop=loop)
+    assert not bool(stuck.success.any())
+    g = torch.Generator().manual_seed(0)
+    freed = solve_wholebody(robot, targets, seeds=corner, loop=loop, restarts=True, generator=g)
+    assert bool(freed.success.all()) and freed.q.shape == (20, 1, robot.dof)
+    with pytest.raises(TypeError, match="restarts"):
+        solve_wholebody(robot, targets, restarts=1)
+
+
 def test_one_grouped_call_gives_the_chunked_calls_answers(robot, monkeypatch):
     """With the kernel's restarts a solve is one call of the compiled loop, the targets' slots
     stepped together in chunks with the early stop between them (``grouped_chunk``): the same

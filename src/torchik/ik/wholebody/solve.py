@@ -38,14 +38,14 @@ from __future__ import annotations
 
 import functools
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, replace
 from typing import Any, cast
 
 import torch
 from torch import Tensor
 
-from torchik.checks import check_float, check_int, intra_op_threads
+from torchik.checks import check_bool, check_float, check_int, intra_op_threads
 from torchik.geometry.floating import velocity_coordinates
 from torchik.geometry.rotations import geodesic_distance
 from torchik.ik import host
@@ -55,6 +55,7 @@ from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import reshape_result
+from torchik.ik.seeding import Seeder
 from torchik.ik.wholebody.problem import WholeBodyProblem
 from torchik.ik.wholebody.seeds import wholebody_seeder
 from torchik.robot.robot import Robot
@@ -412,6 +413,7 @@ def solve_wholebody(
     lower: Tensor | None = None,
     upper: Tensor | None = None,
     loop: str = "auto",
+    restarts: bool | None = None,
 ) -> WholeBodyResult:
     """Whole-body IK: place several links at once (what ``solve_ik`` does with a dict).
 
@@ -449,6 +451,11 @@ def solve_wholebody(
             the fixed-shape loop, captured on CUDA, compiled by Numba on the CPU
             (:func:`torchik.kinematics.native.lm_loop`: a fixed base or one floating base,
             Numba installed, the robot's backend not ``"reference"``); else the host loop.
+        restarts: let stalled slots start again from fresh seeds (drawn as random ones are,
+            see ``seed_pool``); default: only when ``seeds`` is ``None``. With ``seeds`` (a
+            warm start: the previous solutions of a path), a slot that stalls, e.g. pinned at
+            a joint limit, then restarts instead of failing, at the cost of a jump to another
+            solution.
 
     Returns:
         A :class:`WholeBodyResult` with ``q (..., K, dof)``; ``success`` means every target
@@ -475,6 +482,8 @@ def solve_wholebody(
         check_int("posture_iters", posture_iters, 0)
         check_int("num_seeds", num_seeds, 1)
         check_int("seed_pool", seed_pool, 0)
+        if restarts is not None:
+            check_bool("restarts", restarts)
         iters = MAX_ITERS if max_iters is None else max_iters
         if _on_host(robot, targets, seeds, num_seeds, generator, iters, loop):
             cpu = host.twin(robot)
@@ -484,7 +493,7 @@ def solve_wholebody(
                 position_only=position_only, seeds=host.to_host(seeds), num_seeds=num_seeds,
                 seed_pool=seed_pool, tol_position=tol_position, tol_rotation=tol_rotation,
                 max_iters=max_iters, generator=generator, lower=host.to_host(lower),
-                upper=host.to_host(upper), loop=loop,
+                upper=host.to_host(upper), loop=loop, restarts=restarts,
             )  # fmt: skip
             return host.back(result, robot.device)
         problem, k, batch, q0 = _problem(
@@ -495,6 +504,8 @@ def solve_wholebody(
         reseed = None
         if seeds is None:
             reseed = wholebody_seeder(problem, k, seed_pool, generator, restarts=compiled)
+        elif restarts:  # a warm start restarts seldom: between calls, the seeder made if need be
+            reseed = _on_demand(lambda: wholebody_seeder(problem, k, seed_pool, generator))
         if q0 is None:
             assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
@@ -505,6 +516,19 @@ def solve_wholebody(
             q = solver.settle(problem, q, posture_iters)
         result = evaluate_targets(problem, q, iterations, (len(problem) // k, k))
         return _reshape(result, batch)
+
+
+def _on_demand(make: Callable[[], Seeder]) -> Seeder:
+    """The seeder ``make()`` returns, made at the first draw (making one forms every row's
+    target features)."""
+    made: list[Seeder] = []
+
+    def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
+        if not made:
+            made.append(make())
+        return made[0](rows, attempt)
+
+    return seeder
 
 
 def _on_host(robot, targets, seeds, num_seeds, generator, max_iters: int, loop: str) -> bool:
