@@ -25,6 +25,7 @@ from experiments.wholebody import (
     TITLE,
     run_anchor,
     run_floating,
+    run_one_at_a_time,
     run_quaternion,
     run_torchik,
     targets,
@@ -121,6 +122,7 @@ def main() -> None:
     poses = targets(robot, args.targets)
     solve_wholebody(robot, dict(zip(HANDS, poses[:10].unbind(1), strict=True)))  # warm-up
     rows = {f"torchik ({k} seeds)": run_torchik(robot, poses, k) for k in (2, 4)}
+    rows["torchik, one target per call (2 seeds)"] = run_one_at_a_time(robot, poses, 2)
     for k in (2, 4):
         rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)
     for k in (2, 4):

@@ -9,6 +9,7 @@ from experiments.wholebody import (
     floating_g1,
     run_anchor,
     run_floating,
+    run_one_at_a_time,
     run_torchik,
     success,
     targets,
@@ -45,6 +46,8 @@ def test_rows_of_torchik_and_an_anchor():
     assert anchor["success"] == 1.0 and anchor["starts_used"] == 3
     never = run_anchor(robot, poses[:1], lambda q0, pose: q0, starts=2)
     assert never["success"] == 0.0 and never["starts_used"] == 2
+    one = run_one_at_a_time(robot, poses, num_seeds=2)
+    assert one["targets"] == 3 and one["success"] == 1.0 and "99th" in one["settings"]
 
 
 def test_floating_base_rows_and_markdown():

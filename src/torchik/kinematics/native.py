@@ -396,9 +396,17 @@ def lm_loop(
               (float(posture), float(max_posture_step)), base,
               weights.detach().contiguous().numpy(), reals, ints, restart)  # fmt: skip
     run = lambda p: _run_part(_lm_numba, per_row, shared, p)  # noqa: E731
-    whole = restart[-1][1] > 0 and grouped_chunk > 0  # a whole solve: stalled rows restart
-    per_thread = SOLVE_ROWS_PER_THREAD if whole else ROWS_PER_THREAD
-    _run_rows(run, x.shape[0], per_thread, int(restart[-1][3] or 1), PIECES_PER_THREAD)
+    _run_rows(run, x.shape[0], *_thread_rows(restart), PIECES_PER_THREAD)
+
+
+def _thread_rows(restart: tuple) -> tuple[int, int]:
+    """``(per_thread, unit)`` of a call of :func:`lm_loop` (``restart``:
+    :func:`_restart_arrays`): :data:`SOLVE_ROWS_PER_THREAD` rows at least where the call is a
+    whole solve (its stalled rows restart within it from pools, its targets' slots grouped),
+    else :data:`ROWS_PER_THREAD`; in multiples of a target's slots where they are grouped."""
+    k, size, _, group, chunk, _ = restart[-1]
+    whole = size > 0 and chunk > 0
+    return SOLVE_ROWS_PER_THREAD if whole else ROWS_PER_THREAD, int(group or 1)
 
 
 def _restart_arrays(x: np.ndarray, restarts: tuple | None, grouped_chunk: int,

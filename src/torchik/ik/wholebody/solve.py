@@ -501,11 +501,7 @@ def solve_wholebody(
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
         compiled = loop != "host" and _made(iters, loop).compiled_loop(problem, problem.rest)
-        reseed = None
-        if seeds is None:
-            reseed = wholebody_seeder(problem, k, seed_pool, generator, restarts=compiled)
-        elif restarts:  # a warm start restarts seldom: between calls, the seeder made if need be
-            reseed = _on_demand(lambda: wholebody_seeder(problem, k, seed_pool, generator))
+        reseed = _seeder(problem, k, seed_pool, generator, seeds is None, restarts, compiled)
         if q0 is None:
             assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
@@ -516,6 +512,17 @@ def solve_wholebody(
             q = solver.settle(problem, q, posture_iters)
         result = evaluate_targets(problem, q, iterations, (len(problem) // k, k))
         return _reshape(result, batch)
+
+
+def _seeder(problem, k, seed_pool, generator, random: bool, restarts, compiled: bool):
+    """The seeder of the first seeds (``random``) and of the restarts, or ``None``: given seeds
+    without ``restarts``. A warm start restarts seldom: between the calls of the compiled loop,
+    its seeder made only if a slot stalls (:func:`_on_demand`)."""
+    if random:
+        return wholebody_seeder(problem, k, seed_pool, generator, restarts=compiled)
+    if restarts:
+        return _on_demand(lambda: wholebody_seeder(problem, k, seed_pool, generator))
+    return None
 
 
 def _on_demand(make: Callable[[], Seeder]) -> Seeder:
