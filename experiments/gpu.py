@@ -209,8 +209,10 @@ def wholebody_rows(
 ROUTE_IK = (1, 8, 32, 64, 128, 512)
 """Target counts of :func:`route_rows`' ``solve_ik`` rows (2 slots each: up to 64 targets
 within :data:`torchik.ik.host.HOST_ROWS`, 128 rows; the larger counts on the GPU)."""
-ROUTE_WHOLEBODY = (10, 100, 1000, 4000)
-"""Target counts of :func:`route_rows`' whole-body rows (2 slots each)."""
+ROUTE_WHOLEBODY = (1, 10, 100, 1000, 4000)
+"""Target counts of :func:`route_rows`' whole-body rows (2 slots each): one target is a control
+loop's call (on the CPU about 5 ms, mostly the call's Python work around 0.2 ms of compiled
+loop: ``benchmarks/results/wholebody.md``)."""
 
 
 def route_rows(robot: Any, link: str, g1: Any, hands: Sequence[str], seconds: float,
