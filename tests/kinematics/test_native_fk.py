@@ -116,3 +116,28 @@ def test_the_backend_takes_them_where_no_gradient_is_asked(monkeypatch):
     robot.backend = "native"
     with pytest.raises(ValueError, match="native backend runs on CPU tensors"):
         robot._kernels(q.to("meta"), robot.tree)
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_link_features_equal_those_of_the_links_poses(dtype):
+    """``native.link_features``: the seeding features of several links (poses and positions)
+    in one pass, the float32 values :func:`torchik.ik.seeding.link_features` makes of the
+    compiled FK's poses, bit for bit; ``Robot.takes_native`` says where the FK is compiled."""
+    from torchik.ik.seeding import link_features
+
+    robot = case_robot("two_branches").to(dtype)
+    robot.backend = "native"
+    links = list(robot.link_names[-2:]) + [robot.link_names[1]]
+    q = _q(robot, 300, seed=3)
+    assert robot.takes_native(q) and not robot.takes_native(q.requires_grad_())
+    q = q.detach()
+    posed = (True, False, True)
+    poses = robot.forward_kinematics(q, links)
+    expected = torch.cat([link_features(poses[:, i], p) for i, p in enumerate(posed)], dim=-1)
+    index = tuple(robot.link_index(link) for link in links)
+    got = native.link_features(q, robot.tree, index, posed)
+    assert got.dtype == torch.float32 and got.shape == (300, 13 + 4 + 13)
+    assert torch.equal(got, expected)
+    floating = load_robot("panda", dtype=dtype, floating_base=True)
+    floating.backend = "native"
+    assert not floating.takes_native(floating.random_configuration(2))  # its bases: not here

@@ -856,25 +856,29 @@ def link_jacobian(q, jac, pose, tree):
 
 
 @_kernel
-def pool_features(pool, tree, pose, out):
+def pool_features(pool, tree, sizes, out):
     """The seeding features of every configuration of ``pool (M, D)``, float32 ``out (M,
-    F)``: its link position ``p``, ``|p|²`` and (``pose``) its rotation flattened, as
-    :func:`torchik.ik.seeding._features` forms them (in ``pool``'s dtype, then rounded to
-    float32; the rotation weight goes on the targets' side)."""
+    F)``: for each link ``t`` of ``tree`` in turn, its position ``p``, ``|p|²`` and (a pose,
+    ``sizes[t]`` 6) its rotation flattened, as :func:`torchik.ik.seeding.link_features` forms
+    them (in ``pool``'s dtype, then rounded to float32; the rotation weight goes on the
+    targets' side)."""
     n = tree[0].shape[0]
     frames, angles, cos, sin = _block_scratch(tree, pool.dtype)
     for start in range(0, pool.shape[0], BLOCK):
         rows = min(BLOCK, pool.shape[0] - start)
         _walk_block(pool, start, rows, frames, angles, cos, sin, tree)
         for r in range(rows):
-            x, y, z = frames[n, 0, 3, r], frames[n, 1, 3, r], frames[n, 2, 3, r]
-            row = start + r
-            out[row, 0], out[row, 1], out[row, 2] = np.float32(x), np.float32(y), np.float32(z)
-            out[row, 3] = np.float32(x * x + y * y + z * z)
-            if pose:
-                for a in range(3):
-                    for b in range(3):
-                        out[row, 4 + 3 * a + b] = np.float32(frames[n, a, b, r])
+            row, f = start + r, 0
+            for t in range(sizes.shape[0]):
+                x, y, z = frames[n + t, 0, 3, r], frames[n + t, 1, 3, r], frames[n + t, 2, 3, r]
+                out[row, f], out[row, f + 1] = np.float32(x), np.float32(y)
+                out[row, f + 2], out[row, f + 3] = np.float32(z), np.float32(x * x + y * y + z * z)
+                f += 4
+                if sizes[t] == 6:
+                    for a in range(3):
+                        for b in range(3):
+                            out[row, f + 3 * a + b] = np.float32(frames[n + t, a, b, r])
+                    f += 9
 
 
 @_inlined

@@ -42,8 +42,8 @@ from torch import Tensor
 from torchik.kinematics import fused
 from torchik.kinematics.reference import KinematicTree, recording
 
-__all__ = ["available", "forward_kinematics", "ik_round", "jacobian", "lm_loop", "loaded",
-           "runs_on", "serves", "warm_up"]  # fmt: skip
+__all__ = ["available", "forward_kinematics", "ik_round", "jacobian", "link_features", "lm_loop",
+           "loaded", "runs_on", "serves", "warm_up"]  # fmt: skip
 
 DTYPES = (torch.float32, torch.float64)
 """The dtypes the kernel is compiled for."""
@@ -156,6 +156,31 @@ def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]
     arrays = _tree_arrays(tree, (link,), q.dtype)
     _run_rows(lambda p: _lm_numba.link_jacobian(x[p], jac[p], pose[p], arrays), x.shape[0])
     return torch.from_numpy(jac), torch.from_numpy(pose)
+
+
+def link_features(q: Tensor, tree: KinematicTree, links: tuple[int, ...],
+                  poses: tuple[bool, ...]) -> Tensor:  # fmt: skip
+    """:func:`torchik.ik.seeding.link_features` of the ``links``' FK at ``q``, side by side,
+    compiled by Numba without gradients (see :func:`serves`): the seeding features of a pool
+    of configurations in one pass, without forming its poses. The same float32 values.
+
+    Args:
+        q: ``(M, D)`` joint values on the CPU, float32 or float64.
+        tree: the flattened robot.
+        links: link indices.
+        poses: per link, whether its rotation is a feature (a pose target) or not (a position).
+
+    Returns:
+        ``(M, F)`` float32, ``F`` 13 per pose and 4 per position.
+    """
+    from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
+
+    x = _rows(q)
+    sizes = np.asarray([6 if pose else 3 for pose in poses], np.int64)
+    out = np.empty((x.shape[0], sum(13 if pose else 4 for pose in poses)), np.float32)
+    arrays = _tree_arrays(tree, tuple(links), q.dtype)
+    _run_rows(lambda p: _lm_numba.pool_features(x[p], arrays, sizes, out[p]), x.shape[0])
+    return torch.from_numpy(out)
 
 
 def _rows(q: Tensor) -> np.ndarray:
@@ -670,7 +695,7 @@ def ik_round(
     arrays, sizes, posture = _round_constants(tree, link, pool.dtype, pose)
     features = np.empty((x.shape[0] if pool_size else 0, 13 if pose else 4), np.float32)
     if pool_size:
-        _lm_numba.pool_features(x, arrays, pose, features)
+        _lm_numba.pool_features(x, arrays, sizes, features)
     p = position.detach().numpy()[:, None]
     r = np.zeros((n_targets, 1, 3, 3), x.dtype) if rotmat is None else rotmat.detach().numpy()
     target_aims = np.ascontiguousarray(aims.detach().float().numpy())

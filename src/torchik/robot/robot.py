@@ -542,6 +542,11 @@ class Robot(nn.Module):
         :attr:`backend`): what a caller of :mod:`torchik.kinematics.fused` checks first."""
         return self._kernels(q, self.tree) is fused
 
+    def takes_native(self, q: Tensor) -> bool:
+        """Whether FK of ``q (B, dof)`` runs on :mod:`torchik.kinematics.native` (see
+        :attr:`backend`): a fixed base, the CPU, Numba loaded or asked for, no gradient."""
+        return not self._bases and self._kernels(q, self.tree) is native
+
     def _kernels(self, q: Tensor, tree: kin.KinematicTree) -> Any:
         """The module whose ``forward_kinematics`` / ``jacobian`` serve ``q``."""
         if self._backend == "reference":

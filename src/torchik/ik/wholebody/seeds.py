@@ -22,6 +22,7 @@ from torchik.geometry.transforms import invert_transform, pose_to_matrix
 from torchik.ik.lm import LMSettings
 from torchik.ik.seeding import Seeder, link_features, nearest_member, target_features
 from torchik.ik.wholebody.problem import WholeBodyProblem
+from torchik.kinematics import native
 
 __all__ = ["RESTART_POOLS", "RESTART_ROWS", "fit_base", "wholebody_seeder"]
 
@@ -120,9 +121,10 @@ def _target_features(problem: WholeBodyProblem) -> Tensor:
     row: ``Σ_i w_i (|p_i - p_ti|² + ρ² (3 - tr(R_tiᵀ R_i)))`` (as :func:`nearest_in_pools`), the
     poses in the frame of the reference target on a floating base."""
     rho = LMSettings().rotation_weight
-    targets = problem.target_poses
-    if problem.moving_bases:
-        targets = _relative(problem, targets)
+    if not problem.moving_bases:  # the targets as they are (the same values as their poses')
+        return torch.cat([target_features(t.position, t.rotmat, rho, t.weight)
+                          for t in problem.targets], dim=-1)  # fmt: skip
+    targets = _relative(problem, problem.target_poses)
     return torch.cat([
         target_features(targets[:, i, :3, 3], None if t.rotmat is None else targets[:, i, :3, :3],
                         rho, t.weight)
@@ -132,8 +134,14 @@ def _target_features(problem: WholeBodyProblem) -> Tensor:
 
 def _pool_features(problem: WholeBodyProblem, pool: Tensor) -> Tensor:
     """Float32 features ``(P, f)`` of the target links' poses at the configurations ``pool``
-    (see :func:`_target_features`)."""
-    poses = problem.robot.forward_kinematics(pool, [t.link for t in problem.targets])
+    (see :func:`_target_features`); on a fixed base and the CPU's compiled FK, in one pass
+    (:func:`torchik.kinematics.native.link_features`: the same values)."""
+    robot, links = problem.robot, [t.link for t in problem.targets]
+    if robot.takes_native(pool):
+        index = tuple(robot.link_index(link) for link in links)
+        posed = tuple(t.rotmat is not None for t in problem.targets)
+        return native.link_features(pool, robot.tree, index, posed)
+    poses = robot.forward_kinematics(pool, links)
     if problem.moving_bases:
         poses = _relative(problem, poses)
     parts = [
