@@ -73,13 +73,19 @@ def limits_of(actuated: Sequence[Joint], bases: Sequence[Joint]) -> dict[str, li
 
 def neutral(robot) -> Tensor:
     """``(nq,)``: zeros, or the middle of the range for joints whose range excludes zero;
-    floating bases at the origin with the identity quaternion ``(1, 0, 0, 0)``."""
-    lower, upper = robot.lower, robot.upper
-    inside = (lower <= 0) & (upper >= 0)
-    q = torch.where(inside, torch.zeros_like(lower), (lower + upper) / 2)
-    for k in range(robot.floating_bases):
-        q[7 * k + 3] = 1.0
-    return q
+    floating bases at the origin with the identity quaternion ``(1, 0, 0, 0)``. A new tensor
+    each call (a copy of the one kept with the robot's flattened tree, which a change of
+    limits rebuilds: a whole-body solve asks for it several times)."""
+
+    def build() -> Tensor:
+        lower, upper = robot.lower, robot.upper
+        inside = (lower <= 0) & (upper >= 0)
+        q = torch.where(inside, torch.zeros_like(lower), (lower + upper) / 2)
+        for k in range(robot.floating_bases):
+            q[7 * k + 3] = 1.0
+        return q
+
+    return robot.tree.cached(("configuration", "neutral"), build).clone()
 
 
 def random_configuration(robot, n: int, generator: torch.Generator | None = None) -> Tensor:
