@@ -270,6 +270,10 @@ def test_clear_errors():
         solve_ik(robot, target, seeds=torch.zeros(3, 1, 7, dtype=F64))
     with pytest.raises(ValueError, match="orthonormal"):
         solve_ik(robot, target * 2)
+    mirrored = target.clone()
+    mirrored[..., :3, 0] *= -1  # orthonormal, but a reflection: determinant -1
+    with pytest.raises(ValueError, match="determinant"):
+        solve_ik(robot, mirrored)
     with pytest.raises(TypeError, match="torch.Tensor"):
         solve_ik(robot, target.tolist())
 
