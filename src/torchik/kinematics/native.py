@@ -429,7 +429,7 @@ def _thread_rows(restart: tuple) -> tuple[int, int]:
     :func:`_restart_arrays`): :data:`SOLVE_ROWS_PER_THREAD` rows at least where the call is a
     whole solve (its stalled rows restart within it from pools, its targets' slots grouped),
     else :data:`ROWS_PER_THREAD`; in multiples of a target's slots where they are grouped."""
-    k, size, _, group, chunk, _ = restart[-1]
+    _, size, _, group, chunk, _ = restart[-1]  # (k, P, R, group, chunk, early)
     whole = size > 0 and chunk > 0
     return SOLVE_ROWS_PER_THREAD if whole else ROWS_PER_THREAD, int(group or 1)
 
@@ -693,9 +693,8 @@ def ik_round(
     x = _rows(pool)
     n_targets, dof, pose = position.shape[0], x.shape[1], rotmat is not None
     arrays, sizes, posture = _round_constants(tree, link, pool.dtype, pose)
-    features = np.empty((x.shape[0] if pool_size else 0, 13 if pose else 4), np.float32)
-    if pool_size:
-        _lm_numba.pool_features(x, arrays, sizes, features)
+    features = (link_features(pool, tree, (link,), (pose,)).numpy() if pool_size
+                else np.empty((0, 13 if pose else 4), np.float32))  # fmt: skip
     p = position.detach().numpy()[:, None]
     r = np.zeros((n_targets, 1, 3, 3), x.dtype) if rotmat is None else rotmat.detach().numpy()
     target_aims = np.ascontiguousarray(aims.detach().float().numpy())
