@@ -141,3 +141,35 @@ def test_link_features_equal_those_of_the_links_poses(dtype):
     floating = load_robot("panda", dtype=dtype, floating_base=True)
     floating.backend = "native"
     assert not floating.takes_native(floating.random_configuration(2))  # its bases: not here
+
+
+@pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
+def test_link_errors_equal_those_of_the_links_poses(dtype):
+    """``native.link_errors``: every link's position error and geodesic rotation error (0 for
+    a position) against its targets, and whether each row is within the limits, in one pass:
+    the values of the reference FK's poses with ``geodesic_distance`` (float64 to 1e-12; near
+    the target too, where an arccos would lose half the digits)."""
+    from torchik.geometry.rotations import geodesic_distance
+
+    robot = case_robot("two_branches").to(dtype)
+    links = list(robot.link_names[-2:]) + [robot.link_names[1]]
+    index = tuple(robot.link_index(link) for link in links)
+    q = _q(robot, 300, seed=4)
+    q[::5, 0] = robot.upper[0] + 0.01  # some rows outside the limits
+    aim = robot.forward_kinematics(_q(robot, 300, seed=5), links)
+    aim[:100] = robot.forward_kinematics(q[:100] + 1e-7, links)  # and targets a hair away
+    posed = (True, False, True)
+    got_p, got_r, within = native.link_errors(
+        q, robot.tree, index, aim[..., :3, 3], aim[..., :3, :3], posed, robot.lower, robot.upper
+    )
+    poses = kinematics.forward_kinematics(q, robot.tree, index)
+    want_p = (poses[..., :3, 3] - aim[..., :3, 3]).norm(dim=-1)
+    want_r = geodesic_distance(poses[..., :3, :3], aim[..., :3, :3]) * torch.tensor(posed)
+    assert got_p.dtype == dtype and got_p.shape == got_r.shape == (300, 3)
+    tol = 1e-12 if dtype == torch.float64 else 1e-5
+    torch.testing.assert_close(got_p, want_p, atol=tol, rtol=0)
+    torch.testing.assert_close(got_r, want_r, atol=tol, rtol=0)
+    if dtype == torch.float64:  # near the targets: relative precision kept
+        torch.testing.assert_close(got_r[:100], want_r[:100], atol=0, rtol=1e-6)
+    assert torch.equal(within, ((q >= robot.lower) & (q <= robot.upper)).all(-1))
+    assert not within[::5].any() and within.sum() > 100

@@ -881,6 +881,47 @@ def pool_features(pool, tree, sizes, out):
                     f += 9
 
 
+@_kernel
+def link_errors(q, tree, position, rotmat, posed, lower, upper, errors, within):
+    """``errors[0, row, t]`` the position error and ``errors[1, row, t]`` the geodesic
+    rotation error (``atan2(|vee(Rᵀ R_t)|, (tr - 1) / 2)``, 0 where ``posed[t]`` is false) of
+    each link ``t`` of ``tree`` at ``q[row]`` against ``position (B, T, 3)`` and ``rotmat (B,
+    T, 3, 3)``, and ``within[row]``: ``lower <= q[row] <= upper``; :data:`BLOCK` rows at a
+    time (:func:`_walk_block`): whole-body IK's check by FK
+    (:func:`torchik.ik.wholebody.evaluate_targets`), the formulas of :func:`_evaluate`."""
+    n = tree[0].shape[0]
+    frames, angles, cos, sin = _block_scratch(tree, q.dtype)
+    for start in range(0, q.shape[0], BLOCK):
+        rows = min(BLOCK, q.shape[0] - start)
+        _walk_block(q, start, rows, frames, angles, cos, sin, tree)
+        for r in range(rows):
+            row = start + r
+            inside = True
+            for c in range(q.shape[1]):
+                inside = inside and lower[c] <= q[row, c] <= upper[c]
+            within[row] = inside
+            for t in range(posed.shape[0]):
+                f = n + t
+                dx = frames[f, 0, 3, r] - position[row, t, 0]
+                dy = frames[f, 1, 3, r] - position[row, t, 1]
+                dz = frames[f, 2, 3, r] - position[row, t, 2]
+                errors[0, row, t] = math.sqrt(dx * dx + dy * dy + dz * dz)
+                errors[1, row, t] = 0.0
+                if not posed[t]:
+                    continue
+                trace, sx, sy, sz = 0.0, 0.0, 0.0, 0.0
+                for k in range(3):  # rel = Rᵀ R_t: rel[i, j] = Σ_k R[k, i] R_t[k, j]
+                    r0, r1, r2 = frames[f, k, 0, r], frames[f, k, 1, r], frames[f, k, 2, r]
+                    t0, t1, t2 = rotmat[row, t, k, 0], rotmat[row, t, k, 1], rotmat[row, t, k, 2]
+                    trace += r0 * t0 + r1 * t1 + r2 * t2
+                    sx += r2 * t1 - r1 * t2
+                    sy += r0 * t2 - r2 * t0
+                    sz += r1 * t0 - r0 * t1
+                sx, sy, sz = 0.5 * sx, 0.5 * sy, 0.5 * sz
+                s = math.sqrt(sx * sx + sy * sy + sz * sz)
+                errors[1, row, t] = math.atan2(s, 0.5 * (trace - 1.0))
+
+
 @_inlined
 def _nearest_member(features, start, size, a):
     """The index in ``features[start:start + size]`` of the member whose dot product with the

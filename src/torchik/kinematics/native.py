@@ -42,8 +42,8 @@ from torch import Tensor
 from torchik.kinematics import fused
 from torchik.kinematics.reference import KinematicTree, recording
 
-__all__ = ["available", "forward_kinematics", "ik_round", "jacobian", "link_features", "lm_loop",
-           "loaded", "runs_on", "serves", "warm_up"]  # fmt: skip
+__all__ = ["available", "forward_kinematics", "ik_round", "jacobian", "link_errors",
+           "link_features", "lm_loop", "loaded", "runs_on", "serves", "warm_up"]  # fmt: skip
 
 DTYPES = (torch.float32, torch.float64)
 """The dtypes the kernel is compiled for."""
@@ -70,6 +70,10 @@ about 53 ms each, and the solve 65-72 ms instead of 89-90 (medians of 5)."""
 FK_ROWS_PER_THREAD = 8192
 """The fewest rows a thread of :func:`forward_kinematics` and :func:`jacobian` takes (a Panda
 row's FK takes about 0.2 µs)."""
+
+EVALUATE_ROWS_PER_THREAD = 1024
+"""The fewest rows a thread of :func:`link_errors` takes (a G1 row's two hands: about 0.5
+µs)."""
 
 _STATE = ("seed_cost", "stall", "age", "stalled")
 """The stall counters of ``state``, in the kernel's order after ``best_q, best_cost,
@@ -181,6 +185,45 @@ def link_features(q: Tensor, tree: KinematicTree, links: tuple[int, ...],
     arrays = _tree_arrays(tree, tuple(links), q.dtype)
     _run_rows(lambda p: _lm_numba.pool_features(x[p], arrays, sizes, out[p]), x.shape[0])
     return torch.from_numpy(out)
+
+
+def link_errors(q: Tensor, tree: KinematicTree, links: tuple[int, ...], position: Tensor,
+                rotmat: Tensor, posed: tuple[bool, ...], lower: Tensor,
+                upper: Tensor) -> tuple[Tensor, Tensor, Tensor]:  # fmt: skip
+    """The position and geodesic rotation errors of the ``links``' FK at ``q`` against targets
+    and whether ``q`` is within limits, compiled by Numba without gradients (see
+    :func:`serves`), in one pass over the rows without forming their poses: whole-body IK's
+    check (:func:`torchik.ik.wholebody.evaluate_targets`). Equal to ``|p - p_t|`` and
+    :func:`torchik.geometry.geodesic_distance` up to rounding.
+
+    Args:
+        q: ``(B, D)`` joint values on the CPU, float32 or float64.
+        tree: the flattened robot.
+        links: ``T`` link indices.
+        position: ``(B, T, 3)`` target positions.
+        rotmat: ``(B, T, 3, 3)`` target rotations (any values where not ``posed``).
+        posed: per link, whether its rotation is checked (else its rotation error is 0).
+        lower: ``(D,)`` joint limits; ``upper`` likewise.
+
+    Returns:
+        ``(B, T)`` position errors and ``(B, T)`` rotation errors in ``q``'s dtype, and ``(B,)``
+        bool: ``lower <= q <= upper``.
+    """
+    from torchik.kinematics import _lm_numba  # Numba loads LLVM: on first use only
+
+    x = _rows(q)
+    p, r, lo, hi = (np.ascontiguousarray(t.detach().to(q.dtype).numpy())
+                    for t in (position, rotmat, lower, upper))  # fmt: skip
+    flags = np.asarray(posed, np.bool_)
+    out, within = np.empty((2, x.shape[0], len(links)), x.dtype), np.empty(x.shape[0], np.bool_)
+    arrays = _tree_arrays(tree, tuple(links), q.dtype)
+
+    def run(k: slice) -> None:
+        _lm_numba.link_errors(x[k], arrays, p[k], r[k], flags, lo, hi, out[:, k], within[k])
+
+    _run_rows(run, x.shape[0], EVALUATE_ROWS_PER_THREAD)
+    errors = torch.from_numpy(out)
+    return errors[0], errors[1], torch.from_numpy(within)
 
 
 def _rows(q: Tensor) -> np.ndarray:

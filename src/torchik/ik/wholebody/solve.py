@@ -58,6 +58,7 @@ from torchik.ik.rounds import reshape_result
 from torchik.ik.seeding import Seeder
 from torchik.ik.wholebody.problem import WholeBodyProblem
 from torchik.ik.wholebody.seeds import wholebody_seeder
+from torchik.kinematics import native
 from torchik.robot.robot import Robot
 
 __all__ = [
@@ -370,18 +371,10 @@ def evaluate_targets(
     robot, targets = problem.robot, problem.targets
     links = [t.link for t in targets]
     q = problem.limits.canonical(q)
-    poses = robot.forward_kinematics(q, links)  # (N, L, 4, 4)
-    position = torch.stack([t.position for t in targets], dim=1)
-    pos_all = (poses[..., :3, 3] - position).norm(dim=-1)  # (N, L): every link at once
-    rot_all = torch.zeros_like(pos_all)
-    posed = [i for i, t in enumerate(targets) if t.rotmat is not None]
-    if posed:
-        rotmat = torch.stack([targets[i].rotmat for i in posed], dim=1)  # type: ignore[misc]
-        rot_all[:, posed] = geodesic_distance(poses[:, posed, :3, :3], rotmat)
+    pos_all, rot_all, within = _link_errors(problem, q)  # (N, L) each: every link at once
     pos_err, rot_err = pos_all.amax(dim=1), rot_all.amax(dim=1)
     pos_errs = dict(zip(links, pos_all.unbind(1), strict=True))
     rot_errs = dict(zip(links, rot_all.unbind(1), strict=True))
-    within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
     success = (pos_err < problem.tol_position) & (rot_err < problem.tol_rotation) & within
     return WholeBodyResult(
         q.reshape(*shape, robot.dof), success.reshape(shape), pos_err.reshape(shape),
@@ -390,6 +383,31 @@ def evaluate_targets(
         {k: v.reshape(shape) for k, v in pos_errs.items()},
         {k: v.reshape(shape) for k, v in rot_errs.items()},
     )  # fmt: skip
+
+
+def _link_errors(problem: WholeBodyProblem, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
+    """``(N, L)`` position and geodesic rotation errors (0 for a position target) of every
+    target link at ``q (N, dof)``, and ``(N,)`` whether ``q`` is within the joint limits: in
+    one compiled pass where FK runs natively (a fixed base on the CPU:
+    :func:`torchik.kinematics.native.link_errors`), else from the links' poses."""
+    robot, targets = problem.robot, problem.targets
+    position = torch.stack([t.position for t in targets], dim=1)
+    if robot.takes_native(q):
+        index = tuple(robot.link_index(t.link) for t in targets)
+        eye = torch.eye(3, dtype=q.dtype).expand(len(q), 3, 3)
+        rotmat = torch.stack([eye if t.rotmat is None else t.rotmat for t in targets], dim=1)
+        posed = tuple(t.rotmat is not None for t in targets)
+        return native.link_errors(q, robot.tree, index, position, rotmat, posed, robot.lower,
+                                  robot.upper)  # fmt: skip
+    poses = robot.forward_kinematics(q, [t.link for t in targets])  # (N, L, 4, 4)
+    pos_all = (poses[..., :3, 3] - position).norm(dim=-1)
+    rot_all = torch.zeros_like(pos_all)
+    posed_at = [i for i, t in enumerate(targets) if t.rotmat is not None]
+    if posed_at:
+        rotmat = torch.stack([targets[i].rotmat for i in posed_at], dim=1)  # type: ignore[misc]
+        rot_all[:, posed_at] = geodesic_distance(poses[:, posed_at, :3, :3], rotmat)
+    within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
+    return pos_all, rot_all, within
 
 
 def solve_wholebody(
