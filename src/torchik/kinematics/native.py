@@ -238,7 +238,7 @@ def _run_rows(run: Any, rows: int, per_thread: int = FK_ROWS_PER_THREAD, unit: i
     several threads (the kernels release the GIL): one thread per ``per_thread`` rows at most
     (:func:`_parts`), each taking the next of ``pieces`` parts per thread as it finishes one
     (see :data:`PIECES_PER_THREAD`; 1: one part each, for rows that all take as long)."""
-    threads = len(_parts(rows, per_thread, unit))
+    threads = 1 if rows < 2 * per_thread else len(_parts(rows, per_thread, unit))
     if threads <= 1:  # no rows, or one thread
         run(slice(0, rows))
         return
