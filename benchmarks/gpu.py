@@ -25,6 +25,7 @@ from experiments.gpu import (
     gpu_table,
     ik_rows,
     model_rows,
+    route_limits,
     route_rows,
     wholebody_rows,
 )
@@ -80,9 +81,22 @@ def main() -> None:
             log(" ".join(f"{k}={v}" for k, v in row.items()))
         rows += new
         report.tables = [gpu_table(rows)]
+        report.intro = _route_reading(rows) if device == "cuda" else []
         md, _ = report.write(args.out)  # after every group: a run cut short keeps its rows
     log(f"wrote {md}")
     print(md.read_text())
+
+
+def _route_reading(rows: list[dict]) -> list[str]:
+    """The route group's reading: the limits of ``torchik.ik.host`` its rows call for."""
+    from torchik.ik import host
+
+    limits = route_limits(rows)
+    if not limits:
+        return []
+    said = ", ".join(f"`{name} = {rows}` (now {getattr(host, name)})"
+                     for name, rows in limits.items())  # fmt: skip
+    return [f"Where the CPU's compiled code answered first at every size up to it: {said}."]
 
 
 if __name__ == "__main__":

@@ -22,7 +22,8 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from functools import partial
 from typing import Any
 
@@ -32,8 +33,9 @@ from experiments.table import Column, Table
 from experiments.timing import time_call, time_cuda
 
 __all__ = [
-    "LOOPS", "ROUTE_IK", "ROUTE_WHOLEBODY", "WHOLEBODY_PATHS", "failed_row", "fk_rows",
-    "gpu_table", "ik_rows", "measured", "model_rows", "route_rows", "wholebody_rows",
+    "HOST_ROUTE", "LOOPS", "ROUTE_GPU", "ROUTE_IK", "ROUTE_LIMITS", "ROUTE_WHOLEBODY",
+    "WHOLEBODY_PATHS", "failed_row", "fk_rows", "gpu_table", "ik_rows", "measured",
+    "model_rows", "route_limits", "route_rows", "wholebody_rows",
 ]  # fmt: skip
 
 
@@ -211,24 +213,83 @@ ROUTE_IK = (1, 8, 32, 64, 128, 512)
 within :data:`torchik.ik.host.HOST_ROWS`, 128 rows; the larger counts on the GPU)."""
 ROUTE_WHOLEBODY = (1, 10, 100, 1000, 4000)
 """Target counts of :func:`route_rows`' whole-body rows (2 slots each): one target is a control
-loop's call (on the CPU about 5 ms, mostly the call's Python work around 0.2 ms of compiled
+loop's call (on the CPU about 2 ms, mostly the call's Python work around 0.2 ms of compiled
 loop: ``benchmarks/results/wholebody.md``)."""
+
+HOST_ROUTE = "CPU's compiled code"
+"""The path of :func:`route_rows`' rows solved on the CPU whatever their size."""
+ROUTE_GPU = {"IK full pose": "fixed, one graph", "whole-body IK, 2 links": "fixed, CUDA graphs"}
+"""The GPU's own path that :func:`route_limits` weighs the CPU's against, per kind of row."""
+ROUTE_LIMITS = {"IK full pose": "HOST_ROWS", "whole-body IK, 2 links": "HOST_WHOLEBODY_ROWS"}
+"""The limit of :mod:`torchik.ik.host` that each kind of row decides."""
+
+
+@contextmanager
+def _on_host() -> Iterator[None]:
+    """Every solve of a CUDA robot that the CPU's compiled code serves goes to the CPU, whatever
+    its size (:data:`torchik.ik.host.HOST_ROWS` and ``HOST_WHOLEBODY_ROWS`` lifted)."""
+    from torchik.ik import host
+
+    saved = host.HOST_ROWS, host.HOST_WHOLEBODY_ROWS
+    host.HOST_ROWS = host.HOST_WHOLEBODY_ROWS = 1 << 40
+    try:
+        yield
+    finally:
+        host.HOST_ROWS, host.HOST_WHOLEBODY_ROWS = saved
 
 
 def route_rows(robot: Any, link: str, g1: Any, hands: Sequence[str], seconds: float,
                quick: bool = False) -> list[dict]:  # fmt: skip
-    """Where small solves go (:mod:`torchik.ik.host`): ``solve_ik`` with its defaults against
-    the GPU's one captured program (:data:`LOOPS`' "fixed, one graph") at :data:`ROUTE_IK`
-    targets, and ``solve_wholebody``'s defaults against its captured iteration at
-    :data:`ROUTE_WHOLEBODY` targets: the sizes up to which the CPU's compiled code answers
-    first, :data:`~torchik.ik.host.HOST_ROWS` and
+    """Where small solves go (:mod:`torchik.ik.host`): ``solve_ik`` at :data:`ROUTE_IK` targets
+    and ``solve_wholebody`` at :data:`ROUTE_WHOLEBODY` targets, each by the GPU's own path
+    (:data:`ROUTE_GPU`), by the CPU's compiled code whatever the size (:data:`HOST_ROUTE`) and
+    with the defaults (the route as it is): :func:`route_limits` reads the sizes up to which
+    the CPU answers first, :data:`~torchik.ik.host.HOST_ROWS` and
     :data:`~torchik.ik.host.HOST_WHOLEBODY_ROWS`. ``quick``: the two smallest of each."""
     loops = {name: LOOPS[name] for name in ("defaults", "fixed, one graph")}
     sizes, bodies = (ROUTE_IK[:2], ROUTE_WHOLEBODY[:2]) if quick else (ROUTE_IK, ROUTE_WHOLEBODY)
     rows = ik_rows(robot, link, sizes, seconds, loops=loops)
+    with _on_host():
+        rows += ik_rows(robot, link, sizes, seconds, loops={HOST_ROUTE: {}})
     for n in bodies:
         rows += wholebody_rows(g1, hands, n, seconds, paths=("fixed, CUDA graphs", "defaults"))
+        with _on_host():
+            hosted = wholebody_rows(g1, hands, n, seconds, paths=("defaults",))
+        rows += [{**row, "path": HOST_ROUTE} for row in hosted]
     return rows
+
+
+def route_limits(rows: Sequence[dict[str, Any]], slots: int = 2) -> dict[str, int]:
+    """The limits of :mod:`torchik.ik.host` that :func:`route_rows`' rows call for: for each
+    kind of row (:data:`ROUTE_LIMITS`), the rows (targets times ``slots``) of the largest size
+    up to which the CPU's compiled code (:data:`HOST_ROUTE`) was faster than the GPU's path
+    (:data:`ROUTE_GPU`) at every measured size, solving as many targets (0: not even at the
+    smallest). Kinds whose rows are missing or failed are left out.
+
+    Example:
+        >>> rows = [{"what": "IK full pose", "path": p, "n": n, "ms": ms, "success": 1.0}
+        ...         for p, n, ms in [("fixed, one graph", 1, 1.4), (HOST_ROUTE, 1, 0.6),
+        ...                          ("fixed, one graph", 64, 1.5), (HOST_ROUTE, 64, 3.0)]]
+        >>> route_limits(rows)
+        {'HOST_ROWS': 2}
+    """
+    limits = {}
+    for what, gpu in ROUTE_GPU.items():
+        times: dict[str, dict[int, tuple[float, float]]] = {gpu: {}, HOST_ROUTE: {}}
+        for row in rows:
+            if row.get("what") == what and row.get("path") in times and "ms" in row:
+                times[row["path"]][row["n"]] = row["ms"], row.get("success", 0.0)
+        sizes = sorted(set(times[gpu]) & set(times[HOST_ROUTE]))
+        if not sizes:
+            continue
+        best = 0
+        for n in sizes:
+            (cpu_ms, cpu_ok), (gpu_ms, gpu_ok) = times[HOST_ROUTE][n], times[gpu][n]
+            if cpu_ms >= gpu_ms or cpu_ok < gpu_ok:
+                break
+            best = n
+        limits[ROUTE_LIMITS[what]] = best * slots
+    return limits
 
 
 def model_rows(

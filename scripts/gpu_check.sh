@@ -15,9 +15,10 @@
 # 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, the
 #    bundled model's samples, timed with CUDA events -> $OUT/gpu.md, gpu.json (rewritten after
 #    every group of rows);
-# 3. on request (STEPS names route): benchmarks/gpu.py's route rows, small solve_ik and
-#    solve_wholebody calls with their defaults (the CPU's compiled code, torchik.ik.host) against
-#    the GPU's captured programs at growing sizes -> $OUT/gpu_route.md;
+# 3. on request (STEPS names route): benchmarks/gpu.py's route rows, solve_ik and
+#    solve_wholebody at growing sizes by the GPU's captured programs, by the CPU's compiled code
+#    whatever the size (torchik.ik.host's limits lifted) and with the defaults ->
+#    $OUT/gpu_route.md, whose first line says the HOST_ROWS / HOST_WHOLEBODY_ROWS they call for;
 # 4. on request (STEPS names probe): benchmarks/gpu_probe.py, one IK solve under the profiler
 #    per loop (kernels, GPU time, host reads) and settings of the fixed loop timed ->
 #    $OUT/gpu_probe.md, .json;
@@ -106,7 +107,7 @@ step "kinematics and IK throughput (benchmarks/gpu.py)"
 run gpu 120 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
 
 step "small solves: the CPU's compiled code against the GPU (benchmarks/gpu.py --only route)"
-run route 90 "$PY" benchmarks/gpu.py --only route "${quick[@]}" --name gpu_route --out "$OUT"
+run route 120 "$PY" benchmarks/gpu.py --only route "${quick[@]}" --name gpu_route --out "$OUT"
 
 step "IK solves profiled, fixed-loop settings (benchmarks/gpu_probe.py)"
 run probe 110 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"

@@ -29,15 +29,43 @@ def test_fk_ik_and_wholebody_rows_and_table():
 
 
 def test_route_rows_time_the_defaults_against_the_gpus_programs():
-    from experiments.gpu import ROUTE_IK, ROUTE_WHOLEBODY, route_rows
+    from experiments.gpu import HOST_ROUTE, ROUTE_IK, ROUTE_WHOLEBODY, route_limits, route_rows
+    from torchik.ik import host
 
     torch.set_num_threads(1)
     hands = ["left_rubber_hand", "right_rubber_hand"]
+    limits = host.HOST_ROWS, host.HOST_WHOLEBODY_ROWS
     rows = route_rows(load_robot("snake2"), "ee", load_robot("g1"), hands, 0.01, quick=True)
+    bodies = ("fixed, CUDA graphs", "defaults", HOST_ROUTE)
     assert [(r["path"], r["n"]) for r in rows] == [
         (path, n) for n in ROUTE_IK[:2] for path in ("defaults", "fixed, one graph")
-    ] + [(path, n) for n in ROUTE_WHOLEBODY[:2] for path in ("fixed, CUDA graphs", "defaults")]
+    ] + [(HOST_ROUTE, n) for n in ROUTE_IK[:2]] + [
+        (path, n) for n in ROUTE_WHOLEBODY[:2] for path in bodies
+    ]
     assert all("status" not in r and r["success"] > 0.9 for r in rows)  # no failed row
+    assert (host.HOST_ROWS, host.HOST_WHOLEBODY_ROWS) == limits  # given back
+    assert set(route_limits(rows)) == {"HOST_ROWS", "HOST_WHOLEBODY_ROWS"}
+
+
+def test_route_limits_stop_at_the_first_size_the_gpu_wins_or_solves_more():
+    from experiments.gpu import HOST_ROUTE, route_limits
+
+    def rows(what, gpu, times):
+        return [{"what": what, "path": path, "n": n, "ms": ms, "success": ok}
+                for n, (cpu, gpu_ms, ok) in times.items()
+                for path, ms in ((HOST_ROUTE, cpu), (gpu, gpu_ms))]  # fmt: skip
+
+    ik = rows(
+        "IK full pose",
+        "fixed, one graph",
+        {1: (0.5, 1.4, 1.0), 8: (0.9, 1.4, 1.0), 32: (2.0, 1.5, 1.0), 64: (1.0, 1.6, 1.0)},
+    )
+    body = rows("whole-body IK, 2 links", "fixed, CUDA graphs", {1: (2.0, 9.0, 1.0)})
+    body[0]["success"] = 0.5  # the CPU solved fewer: the GPU's
+    assert route_limits(ik + body) == {"HOST_ROWS": 16, "HOST_WHOLEBODY_ROWS": 0}
+    assert route_limits(ik[:2], slots=4) == {"HOST_ROWS": 4}
+    assert route_limits([{"what": "IK full pose", "path": HOST_ROUTE, "n": 1,
+                          "status": "failed: x"}]) == {}  # fmt: skip
 
 
 def test_model_rows_draw_and_refine_with_each_sampler():
