@@ -80,11 +80,13 @@ def _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, l
 
 
 @_inlined
-def _jacobian(jac, frames, kind, source, mult, chain, sizes, floating):
+def _jacobian(jac, frames, kind, source, mult, chain, sizes, floating, slot):
     """The geometric Jacobians of the links (``frames[n + t]``), stacked: rows ``o..o+s-1`` of
     link ``t`` (``s = sizes[t]``, 3 or 6) from the joints of its ``chain[t]``; with a
     ``floating`` base (``frames[n + T]``) first its 6 twist columns
-    (:func:`torchik.geometry.floating.base_jacobian`), then the joints'."""
+    (:func:`torchik.geometry.floating.base_jacobian`), then the joints'; in ``jac``'s own
+    columns: column ``c`` of the full Jacobian is ``jac[:, slot[c]]``, only the columns that
+    some joint of the links' chains moves kept (the G1's two hands: 17 of its 29 joints)."""
     n, links = kind.shape[0], sizes.shape[0]
     for r in range(jac.shape[0]):
         for c in range(jac.shape[1]):
@@ -99,7 +101,7 @@ def _jacobian(jac, frames, kind, source, mult, chain, sizes, floating):
             if not chain[t, i]:
                 continue
             ax, ay, az = frames[i, 0, 2], frames[i, 1, 2], frames[i, 2, 2]
-            k, c = mult[i], shift + source[i]
+            k, c = mult[i], slot[shift + source[i]]
             if kind[i] == 0:
                 dx, dy, dz = ex - frames[i, 0, 3], ey - frames[i, 1, 3], ez - frames[i, 2, 3]
                 jac[o, c] += k * (ay * dz - az * dy)
@@ -235,40 +237,46 @@ def _solve(jac, rhs, lam, chol, y):
 
 
 @_inlined
-def _plain_step(out, q, row, jac, err, w, lam, work, lower, upper, cont, turn, box):
+def _plain_step(out, q, row, jac, err, w, lam, work, lower, upper, cont, turn, box, used):
     """``out = q + Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e`` projected, on a fixed base without posture: the
     step of :func:`torchik.ik.lm.damped_step` by Cholesky (``jac`` already ``W^½ J``, blocked
-    columns zeroed), then :meth:`torchik.ik.base.JointLimits.project`."""
+    columns zeroed; its column ``k`` is joint ``used[k]``'s, the other joints do not move),
+    then :meth:`torchik.ik.base.JointLimits.project`."""
     chol, rhs, y = work[0], work[1], work[2]
     m = err.shape[0]
     for i in range(m):
         rhs[i] = w[i] * err[i]
     _solve(jac, rhs, lam, chol, y)
     for c in range(out.shape[0]):
+        out[c] = _project(q[row, c], lower[c], upper[c], cont[c], turn[c], box)
+    for k in range(used.shape[0]):
+        c = used[k]
         s = q[row, c]
         for i in range(m):
-            s += jac[i, c] * y[i]
+            s += jac[i, k] * y[i]
         out[c] = _project(s, lower[c], upper[c], cont[c], turn[c], box)
 
 
 @_called
-def _step(dv, q, row, jac, err, w, lam, eps, work, posture, shift):
+def _step(dv, q, row, jac, err, w, lam, eps, work, posture, shift, used):
     """The step ``dv = Jwᵀ (Jw Jwᵀ + λI)⁻¹ W^½ e`` (``jac`` already ``W^½ J``, with the
     columns of blocked joints zeroed): :func:`torchik.ik.lm.damped_step` by Cholesky. With a
     posture gain, the step towards rest ``z`` (joints only, after ``shift`` twist columns) is
     added minus its part in the row space of ``Jw`` (``λ = eps`` there), as
-    :class:`torchik.ik.wholebody.WholeBodyLM` does."""
+    :class:`torchik.ik.wholebody.WholeBodyLM` does. ``jac``'s column ``k`` is column
+    ``used[k]`` of the step (the others are zero)."""
     chol, rhs, y, y2, z = work
     rest, columns, gain, max_step = posture
     m, nv = err.shape[0], dv.shape[0]
     for i in range(m):
         rhs[i] = w[i] * err[i]
     _solve(jac, rhs, lam, chol, y)
-    for c in range(nv):
+    dv[:] = 0.0
+    for k in range(used.shape[0]):
         s = 0.0
         for i in range(m):
-            s += jac[i, c] * y[i]
-        dv[c] = s
+            s += jac[i, k] * y[i]
+        dv[used[k]] = s
     if gain > 0.0:
         norm, lift = 0.0, 1 if shift else 0  # column c moves q[c + 1] after a floating base
         for c in range(nv):
@@ -280,15 +288,17 @@ def _step(dv, q, row, jac, err, w, lam, eps, work, posture, shift):
             z[c] *= scale
         for i in range(m):
             s = 0.0
-            for c in range(nv):
-                s += jac[i, c] * z[c]
+            for k in range(used.shape[0]):
+                s += jac[i, k] * z[used[k]]
             rhs[i] = s
         _solve(jac, rhs, eps, chol, y2)
         for c in range(nv):
+            dv[c] = dv[c] + z[c]
+        for k in range(used.shape[0]):
             s = 0.0
             for i in range(m):
-                s += jac[i, c] * y2[i]
-            dv[c] = (dv[c] + z[c]) - s
+                s += jac[i, k] * y2[i]
+            dv[used[k]] = dv[used[k]] - s
 
 
 @_called
@@ -363,7 +373,7 @@ def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, postur
     A function of its own, compiled once per value of ``floating`` (a literal of each kernel:
     the other's branches compiled out), not inlined: the kernels then compile in about the
     time one link's took."""
-    parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain, used, slot = tree
     position, rotmat, sizes = target
     boxes, tops, cont, turn, box = limits
     moves, origin, rot, dv = base
@@ -375,26 +385,27 @@ def _iteration(q, row, out, frames, jac, err, work, tree, target, limits, postur
         _base(q, row, frames, n + sizes.shape[0], origin, rot)
     _walk(q, row, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos,
           7 if floating else 0)  # fmt: skip
-    _jacobian(jac, frames, kind, source, mult, chain, sizes, floating)
+    _jacobian(jac, frames, kind, source, mult, chain, sizes, floating, slot)
     _residual(err, frames, n, position, rotmat, row, sizes)
     cost = 0.0
     for r in range(m):
         cost += (w[r] * err[r]) ** 2
-    for c in range(jac.shape[1]):  # free_limit_columns: clamped joints pushed out of a limit
+    for k in range(jac.shape[1]):  # free_limit_columns: clamped joints pushed out of a limit
+        c = used[k]
         g = 0.0
         for r in range(m):
-            g += jac[r, c] * (w[r] * (w[r] * err[r]))
+            g += jac[r, k] * (w[r] * (w[r] * err[r]))
         x = c + 1 if floating else c  # the coordinate of q it moves
         out_low, out_high = q[row, x] <= lower[x] and g < 0, q[row, x] >= upper[x] and g > 0
         blocked = (box or not (cont[x] or turn[x])) and (out_low or out_high) and c >= shift
         blocked = blocked or not columns[c]  # a joint the solve holds
         for r in range(m):
-            jac[r, c] = 0.0 if blocked else w[r] * jac[r, c]
+            jac[r, k] = 0.0 if blocked else w[r] * jac[r, k]
     lam = mu * (cost + floor)
     if not floating and posture[2] == 0.0:
-        _plain_step(out, q, row, jac, err, w, lam, work, lower, upper, cont, turn, box)
+        _plain_step(out, q, row, jac, err, w, lam, work, lower, upper, cont, turn, box, used)
         return cost
-    _step(dv, q, row, jac, err, w, lam, mu * floor, work, posture, shift)
+    _step(dv, q, row, jac, err, w, lam, mu * floor, work, posture, shift, used)
     _advance(out, q, row, dv, rot, lower, upper, cont, turn, box, floating, moves)
     return cost
 
@@ -456,7 +467,7 @@ def _fit_base(q, row, frames, tree, target, w, origin, rot):
     ``w[o + 3]²``: the target's weight, times ``ρ²``), its rotation by Horn's method instead
     of the SVD, the same maximiser of ``tr(Rᵀ M)`` over rotations: the unit quaternion of the
     largest eigenvalue of a symmetric 4x4 matrix (:func:`_top_eigenvector`)."""
-    parent, kind, source, mult, offset, c_joint, c_link, link_pos, chain = tree
+    parent, kind, source, mult, offset, c_joint, c_link, link_pos = tree[:8]
     position, rotmat, sizes = target
     n, links = parent.shape[0], sizes.shape[0]
     for c in range(7):  # the neutral base: the links' frames X_i
@@ -607,8 +618,10 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart
     Args:
         q: ``(B, nq)``.
         state: ``(best_q, best_cost, iterations, finished, seed_cost, stall, age, stalled)``.
-        tree: ``(parent, kind, source, multiplier, offset, c_joint, c_link, link_pos, chain)``
-            of the links' needed joints (:func:`torchik.kinematics.native._tree_arrays`).
+        tree: ``(parent, kind, source, multiplier, offset, c_joint, c_link, link_pos, chain,
+            used, slot)`` of the links' needed joints
+            (:func:`torchik.kinematics.native._tree_arrays`): ``used`` the Jacobian columns
+            they move, ``slot`` each column's place among them (-1: none).
         target: ``(position (B, T, 3), rotmat (B, T, 3, 3), sizes (T,))``: ``sizes[t]`` 6 for
             a pose, 3 for a position (its ``rotmat`` never read).
         limits: ``(lower, upper, continuous, full_turn, box)``: ``lower`` and ``upper``
@@ -644,7 +657,8 @@ def _loop(q, state, tree, target, limits, posture, base, w, reals, ints, restart
     for t in range(sizes.shape[0]):
         m += sizes[t]
     frames = np.empty((n + sizes.shape[0] + 1, 3, 4), q.dtype)  # joints, links, a base
-    jac, err, out = np.empty((m, nv), q.dtype), np.empty(m, q.dtype), np.empty(dof, q.dtype)
+    jac = np.empty((m, tree[9].shape[0]), q.dtype)  # the used columns only
+    err, out = np.empty(m, q.dtype), np.empty(dof, q.dtype)
     work = (np.empty((m, m), q.dtype), np.empty(m, q.dtype), np.empty(m, q.dtype),
             np.empty(m, q.dtype), np.empty(nv, q.dtype))  # fmt: skip
     moving = (moves, origin, np.empty((3, 3), q.dtype), np.empty(nv, q.dtype))
@@ -1003,7 +1017,7 @@ def ik_round(pool, features, size, tree, target, limits, bounds, posture, w, rea
     slots, dof, dtype = ints[0], pool.shape[1], pool.dtype
     sizes, a = target[2], target[3]
     q_out, success, pos_err, rot_err, iterations = out
-    scratch = _row_scratch(tree[0].shape[0], sizes[0], dof, dtype)
+    scratch = _row_scratch(tree[0].shape[0], sizes[0], dof, dtype, tree[9].shape[0])
     q, best, cost = (
         np.empty((slots, dof), dtype),
         np.empty((slots, dof), dtype),
@@ -1045,12 +1059,12 @@ def ik_round(pool, features, size, tree, target, limits, bounds, posture, w, rea
 
 
 @_inlined
-def _row_scratch(n, m, dof, dtype):
+def _row_scratch(n, m, dof, dtype, used):
     """``(frames, jac, err, step, work, moving)``: one row's scratch for :func:`_iteration`."""
     work = (np.empty((m, m), dtype), np.empty(m, dtype), np.empty(m, dtype), np.empty(m, dtype),
             np.empty(dof, dtype))  # fmt: skip
     moving = (False, np.zeros((3, 4), dtype), np.empty((3, 3), dtype), np.empty(dof, dtype))
-    frames, jac = np.empty((n + 2, 3, 4), dtype), np.empty((m, dof), dtype)
+    frames, jac = np.empty((n + 2, 3, 4), dtype), np.empty((m, used), dtype)
     return frames, jac, np.empty(m, dtype), np.empty(dof, dtype), work, moving
 
 
