@@ -144,7 +144,7 @@ def test_link_features_equal_those_of_the_links_poses(dtype):
 
 
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
-def test_link_errors_equal_those_of_the_links_poses(dtype):
+def test_link_errors_equal_those_of_the_links_poses(dtype, monkeypatch):
     """``native.link_errors``: every link's position error and geodesic rotation error (0 for
     a position) against its targets, and whether each row is within the limits, in one pass:
     the values of the reference FK's poses with ``geodesic_distance`` (float64 to 1e-12; near
@@ -173,3 +173,12 @@ def test_link_errors_equal_those_of_the_links_poses(dtype):
         torch.testing.assert_close(got_r[:100], want_r[:100], atol=0, rtol=1e-6)
     assert torch.equal(within, ((q >= robot.lower) & (q <= robot.upper)).all(-1))
     assert not within[::5].any() and within.sum() > 100
+    monkeypatch.setattr(native, "FK_ROWS_PER_THREAD", 64)  # in parts on threads: the same
+    threads = torch.get_num_threads()
+    torch.set_num_threads(4)
+    try:
+        parts = native.link_errors(q, robot.tree, index, aim[..., :3, 3], aim[..., :3, :3],
+                                   posed, robot.lower, robot.upper)  # fmt: skip
+    finally:
+        torch.set_num_threads(threads)
+    assert all(torch.equal(a, b) for a, b in zip(parts, (got_p, got_r, within), strict=True))

@@ -67,13 +67,13 @@ restart up to ``max_iters``) do not keep one thread busy while the others wait. 
 hands, 1 000 targets on 2 threads, the two halves of a solve took 56 and 75 ms; in pieces
 about 53 ms each, and the solve 65-72 ms instead of 89-90 (medians of 5)."""
 
-FK_ROWS_PER_THREAD = 8192
-"""The fewest rows a thread of :func:`forward_kinematics` and :func:`jacobian` takes (a Panda
-row's FK takes about 0.2 µs)."""
-
-EVALUATE_ROWS_PER_THREAD = 1024
-"""The fewest rows a thread of :func:`link_errors` takes (a G1 row's two hands: about 0.5
-µs)."""
+FK_ROWS_PER_THREAD = 1024
+"""The fewest rows a thread of :func:`forward_kinematics`, :func:`jacobian`,
+:func:`link_features` and :func:`link_errors` takes (a row's FK: 0.1-0.2 µs on the Panda,
+0.2-0.4 µs for the G1's two hands). On 2 threads, against one: 4 096 Panda rows in 0.37-0.39
+ms against 0.54 at best, 4 096 G1 rows (both hands) 0.67-0.70 against 0.82, 16 384 G1 rows 2.4
+against 3.4 ms; 2 048 rows about the same (with 8 192 here before, all of these took one
+thread)."""
 
 _STATE = ("seed_cost", "stall", "age", "stalled")
 """The stall counters of ``state``, in the kernel's order after ``best_q, best_cost,
@@ -221,7 +221,7 @@ def link_errors(q: Tensor, tree: KinematicTree, links: tuple[int, ...], position
     def run(k: slice) -> None:
         _lm_numba.link_errors(x[k], arrays, p[k], r[k], flags, lo, hi, out[:, k], within[k])
 
-    _run_rows(run, x.shape[0], EVALUATE_ROWS_PER_THREAD)
+    _run_rows(run, x.shape[0])
     errors = torch.from_numpy(out)
     return errors[0], errors[1], torch.from_numpy(within)
 
@@ -232,12 +232,14 @@ def _rows(q: Tensor) -> np.ndarray:
     return np.ascontiguousarray(q.detach().numpy())
 
 
-def _run_rows(run: Any, rows: int, per_thread: int = FK_ROWS_PER_THREAD, unit: int = 1,
+def _run_rows(run: Any, rows: int, per_thread: int | None = None, unit: int = 1,
               pieces: int = 1) -> None:  # fmt: skip
     """``run(part)`` on parts of the rows in multiples of ``unit``, in parallel where there are
     several threads (the kernels release the GIL): one thread per ``per_thread`` rows at most
     (:func:`_parts`), each taking the next of ``pieces`` parts per thread as it finishes one
-    (see :data:`PIECES_PER_THREAD`; 1: one part each, for rows that all take as long)."""
+    (see :data:`PIECES_PER_THREAD`; 1: one part each, for rows that all take as long);
+    ``per_thread`` ``None``: :data:`FK_ROWS_PER_THREAD` (read at the call)."""
+    per_thread = FK_ROWS_PER_THREAD if per_thread is None else per_thread
     threads = 1 if rows < 2 * per_thread else len(_parts(rows, per_thread, unit))
     if threads <= 1:  # no rows, or one thread
         run(slice(0, rows))
