@@ -4,7 +4,7 @@
 1. :func:`kernel_rows`: each fused kernel (FK of one link, of every link, FK backward,
    Jacobian, the LM step) on the Panda at 4 M configurations, float32, for several launch
    shapes (rows per program, warps) and store styles (:data:`torchik.kinematics.fused.STORES`:
-   tiles, scalar stores, the Jacobian in one tile): registers and shared memory as the
+   tiles, scalar stores, the Jacobian in one tile, tiles reshaped to rows): registers and shared memory as the
    compiler reports them, median time by CUDA events
    (``triton.testing.do_bench``).
 2. :func:`profile_rows`: one IK solve (1 and 1 000 Panda poses per loop; whole-body G1) under
@@ -67,8 +67,9 @@ def _kernels(robot, link: str, n: int):
 
 def kernel_rows(robot, link: str, n: int, cuda: bool) -> list[dict]:
     """Each fused kernel of ``link`` on ``n`` configurations, for each launch shape of
-    :data:`SHAPES` with tile stores, the first two with scalar stores and the first with the
-    Jacobian in one tile (without CUDA, in Triton's interpreter: the first two shapes at most).
+    :data:`SHAPES` with tile stores, the first two with scalar stores, the first with the
+    Jacobian in one tile and with tiles reshaped to rows (``fused.STORES``; without CUDA, in
+    Triton's interpreter: the first two shapes at most).
 
     Returns:
         Rows ``kernel``, ``stores``, ``block``, ``warps``, ``regs``, ``spills``, ``shared``
@@ -77,9 +78,9 @@ def kernel_rows(robot, link: str, n: int, cuda: bool) -> list[dict]:
     from torchik.kinematics import fused
 
     rows = []
-    for stores in ("tiles", "scalar", "whole"):
+    for stores in ("tiles", "scalar", "whole", "rows"):
         fused.STORES = stores
-        shapes = SHAPES if cuda and stores == "tiles" else SHAPES[: 1 if stores == "whole" else 2]
+        shapes = SHAPES if cuda and stores == "tiles" else SHAPES[: 2 if stores == "scalar" else 1]
         for block, warps in shapes:
             fused.BLOCK, fused.WARPS = block, warps
             for name, call in _kernels(robot, link, n).items():

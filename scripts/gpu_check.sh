@@ -22,6 +22,8 @@
 # 4. on request (STEPS names probe): benchmarks/gpu_probe.py, one IK solve under the profiler
 #    per loop (kernels, GPU time, host reads) and settings of the fixed loop timed ->
 #    $OUT/gpu_probe.md, .json;
+# 4b. on request (STEPS names kernels): benchmarks/gpu_probe.py's kernel table, every fused
+#    kernel by launch shape and store style (fused.STORES, "rows" among them) -> $OUT/gpu_kernels.md;
 # 5. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows with
 #    Triton's loop kernel -> $OUT/gpu_wholebody.md (its G1 kernel, 29 joints and two links,
 #    took 76 s to compile for sm_90 with Triton 3.9 on this project's CPU machine);
@@ -111,6 +113,10 @@ run route 120 "$PY" benchmarks/gpu.py --only route "${quick[@]}" --name gpu_rout
 
 step "IK solves profiled, fixed-loop settings (benchmarks/gpu_probe.py)"
 run probe 110 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0:1}" --out "$OUT"
+
+step "fused kernels by launch shape and store style (benchmarks/gpu_probe.py --only kernels)"
+run kernels 90 "$PY" benchmarks/gpu_probe.py --only kernels "${quick[@]:0:1}" \
+  --name gpu_kernels --out "$OUT"
 
 step "whole-body IK on Triton's loop kernel (benchmarks/gpu.py --only wholebody wholebody_triton)"
 run wholebody_triton 150 "$PY" benchmarks/gpu.py --only wholebody wholebody_triton "${quick[@]}" \

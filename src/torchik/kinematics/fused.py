@@ -56,9 +56,11 @@ WARPS = 4
 
 STORES = "tiles"
 """How outputs are stored: ``"tiles"`` (see :class:`_Code`), ``"scalar"`` (one strided store
-per value) or ``"whole"`` (as tiles, but the Jacobian's ``6 D`` values of a row in one tile
-instead of one tile per Jacobian row, whose ``D`` values start off a 32-byte boundary):
-variants ``benchmarks/gpu_probe.py`` times."""
+per value), ``"whole"`` (as tiles, but the Jacobian's ``6 D`` values of a row in one tile
+instead of one tile per Jacobian row, whose ``D`` values start off a 32-byte boundary) or
+``"rows"`` (as tiles, reshaped to ``(BLOCK, 2^k)`` before the store: compiled for sm_90 by
+Triton 3.9, the every-link kernel's stores are 16-byte vectors instead of 8-byte ones, with
+more layout changes through shared memory): variants ``benchmarks/gpu_probe.py`` times."""
 
 _KERNELS: dict[tuple, Any] = {}
 """Compiled kernels (``triton.jit`` functions, launched as ``kernel[grid](...)``) by structure."""
@@ -303,10 +305,28 @@ class _Code:
         if k == 0:
             self.add(f"tl.store({ptr} + row * {stride} + {at}, {values[0]}, mask=ok)")
             return
+        if STORES == "rows":  # the tile as (BLOCK, 2^k): a row's values contiguous
+            self._store_rows(ptr, stride, at, values, k)
+            return
         rows, cols, oks = self.tile_axes(k)
         tile = self.pack(values + ["zero"] * ((1 << k) - n))
         mask = oks if n == 1 << k else f"{oks} & ({cols} < {n})"
         self.add(f"tl.store({ptr} + {rows} * {stride} + {at} + {cols}, {tile}, mask={mask})")
+
+    def _store_rows(self, ptr: str, stride: int, at: int, values: list[str], k: int) -> None:
+        """:meth:`store_tile` of the packed tile reshaped to ``(BLOCK, 2^k)`` (row-major, the
+        values' order), stored by a two-dimensional pointer block whose last axis is one
+        ``arange``: Triton sees ``2^k`` contiguous values a row (vector stores), where the
+        ``k`` axes of two each allow two."""
+        n, width = len(values), 1 << k
+        if ("flat", k) not in self.axes:
+            self.axes.add(("flat", k))  # type: ignore[arg-type]
+            self.add(f"flat_cols{k} = tl.arange(0, {width})[None, :]")
+        tile, flat = self.pack(values + ["zero"] * (width - n)), self.fresh("flat")
+        self.add(f"{flat} = tl.reshape({tile}, (BLOCK, {width}))")
+        mask = "ok[:, None]" if n == width else f"ok[:, None] & (flat_cols{k} < {n})"
+        self.add(f"tl.store({ptr} + row[:, None] * {stride} + {at} + flat_cols{k}, {flat}, "
+                 f"mask={mask})")  # fmt: skip
 
     def store_pose(self, ptr: str, stride: int, at: int, frame: str) -> None:
         """Store the 3x4 ``frame`` and the row ``[0, 0, 0, 1]`` as a 4x4 matrix."""
