@@ -4,8 +4,8 @@
 1. :func:`kernel_rows`: each fused kernel (FK of one link, of every link, FK backward,
    Jacobian, the LM step) on the Panda at 4 M configurations, float32, for several launch
    shapes (rows per program, warps) and store styles (:data:`torchik.kinematics.fused.STORES`:
-   tiles, scalar stores, the Jacobian in one tile, tiles reshaped to rows): registers and shared memory as the
-   compiler reports them, median time by CUDA events
+   tiles, scalar stores, the Jacobian in one tile, tiles reshaped to rows): registers and
+   shared memory as the compiler reports them, median time by CUDA events
    (``triton.testing.do_bench``).
 2. :func:`profile_rows`: one IK solve (1 and 1 000 Panda poses per loop; whole-body G1) under
    ``torch.profiler``: kernels and graph launches, their summed GPU time against the wall time.
