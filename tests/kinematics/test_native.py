@@ -335,11 +335,12 @@ def test_one_iteration_is_the_solver_step_on_random_trees():
 
 
 def test_warm_up_loads_the_kernel_for_a_trees_dtype(monkeypatch):
-    """The IK loop's kernel, the compiled round's (what ``solve_ik`` runs on the CPU) and
-    FK's, each for the tree's dtype."""
+    """The IK loop's kernel, the compiled round's (what ``solve_ik`` runs on the CPU), FK's
+    and whole-body IK's check, each for the tree's dtype."""
     from torchik.kinematics import _lm_numba, native
 
-    kernels = ("lm_loop", "ik_round", "pool_features", "link_poses", "link_jacobian")
+    kernels = ("lm_loop", "ik_round", "pool_features", "link_poses", "link_jacobian",
+               "link_errors")  # fmt: skip
     for dtype in (torch.float32, torch.float64):
         assert native.warm_up(load_robot("ur5", dtype=dtype).tree)
         name = str(dtype).removeprefix("torch.")

@@ -260,7 +260,8 @@ def _run_rows(run: Any, rows: int, per_thread: int | None = None, unit: int = 1,
 def warm_up(tree: KinematicTree) -> bool:
     """Load the kernels for ``tree``'s dtype now (compile them, the first time ever), so that
     a later solve that is timed or latency-bound does not pay for it: the IK loop's, the
-    compiled round's (:func:`ik_round`, which ``solve_ik`` runs on the CPU) and FK's. About a
+    compiled round's (:func:`ik_round`, which ``solve_ik`` runs on the CPU), FK's and whole-body
+    IK's check (:func:`link_errors`). About a
     second from Numba's cache, tens of seconds to compile (the floating-base kernel, on a first
     whole-body solve of a floating robot, comes on top). One iteration of one row at the zero
     configuration, for each.
@@ -282,6 +283,7 @@ def warm_up(tree: KinematicTree) -> bool:
              -bound, bound, slots=1, iters=1, tol_position=1e-3, tol_rotation=1e-2)  # fmt: skip
     forward_kinematics(q, tree, (link,))
     jacobian(q, tree, link)
+    link_errors(q, tree, (link,), q.new_zeros(1, 1, 3), rotmat[None], (True,), -bound, bound)
     return True
 
 
