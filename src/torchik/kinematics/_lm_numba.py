@@ -902,7 +902,7 @@ def link_errors(q, tree, position, rotmat, posed, lower, upper, errors, within):
     each link ``t`` of ``tree`` at ``q[row]`` against ``position (B, T, 3)`` and ``rotmat (B,
     T, 3, 3)``, and ``within[row]``: ``lower <= q[row] <= upper``; :data:`BLOCK` rows at a
     time (:func:`_walk_block`): whole-body IK's check by FK
-    (:func:`torchik.ik.wholebody.evaluate_targets`), the formulas of :func:`_evaluate`."""
+    (:func:`torchik.ik.wholebody.evaluate_targets`), by :func:`_evaluate`'s formulas."""
     n = tree[0].shape[0]
     frames, angles, cos, sin = _block_scratch(tree, q.dtype)
     for start in range(0, q.shape[0], BLOCK):
@@ -910,30 +910,11 @@ def link_errors(q, tree, position, rotmat, posed, lower, upper, errors, within):
         _walk_block(q, start, rows, frames, angles, cos, sin, tree)
         for r in range(rows):
             row = start + r
-            inside = True
-            for c in range(q.shape[1]):
-                inside = inside and lower[c] <= q[row, c] <= upper[c]
-            within[row] = inside
+            within[row] = _within(q, row, lower, upper)
             for t in range(posed.shape[0]):
-                f = n + t
-                dx = frames[f, 0, 3, r] - position[row, t, 0]
-                dy = frames[f, 1, 3, r] - position[row, t, 1]
-                dz = frames[f, 2, 3, r] - position[row, t, 2]
-                errors[0, row, t] = math.sqrt(dx * dx + dy * dy + dz * dz)
-                errors[1, row, t] = 0.0
-                if not posed[t]:
-                    continue
-                trace, sx, sy, sz = 0.0, 0.0, 0.0, 0.0
-                for k in range(3):  # rel = Rᵀ R_t: rel[i, j] = Σ_k R[k, i] R_t[k, j]
-                    r0, r1, r2 = frames[f, k, 0, r], frames[f, k, 1, r], frames[f, k, 2, r]
-                    t0, t1, t2 = rotmat[row, t, k, 0], rotmat[row, t, k, 1], rotmat[row, t, k, 2]
-                    trace += r0 * t0 + r1 * t1 + r2 * t2
-                    sx += r2 * t1 - r1 * t2
-                    sy += r0 * t2 - r2 * t0
-                    sz += r1 * t0 - r0 * t1
-                sx, sy, sz = 0.5 * sx, 0.5 * sy, 0.5 * sz
-                s = math.sqrt(sx * sx + sy * sy + sz * sz)
-                errors[1, row, t] = math.atan2(s, 0.5 * (trace - 1.0))
+                frame = frames[n + t, :, :, r]
+                errors[0, row, t] = _distance(frame, position[row, t])
+                errors[1, row, t] = _geodesic(frame, rotmat[row, t]) if posed[t] else 0.0
 
 
 @_inlined
@@ -966,24 +947,43 @@ def _evaluate(q, frames, tree, position, rotmat, sizes, bounds, tols, errors):
         for c in range(q.shape[1]):
             q[0, c] = _wrap(q[0, c]) if cont[c] else q[0, c]
     _walk(q, 0, frames, parent, kind, source, mult, offset, c_joint, c_link, link_pos, 0)
-    dx, dy = frames[n, 0, 3] - position[0, 0, 0], frames[n, 1, 3] - position[0, 0, 1]
-    dz = frames[n, 2, 3] - position[0, 0, 2]
-    errors[0] = math.sqrt(dx * dx + dy * dy + dz * dz)
-    errors[1] = 0.0
-    if sizes[0] == 6:
-        rel = np.empty((3, 3), q.dtype)
-        for i in range(3):
-            for j in range(3):
-                s = frames[n, 0, i] * rotmat[0, 0, 0, j] + frames[n, 1, i] * rotmat[0, 0, 1, j]
-                rel[i, j] = s + frames[n, 2, i] * rotmat[0, 0, 2, j]
-        cos = 0.5 * ((rel[0, 0] + rel[1, 1] + rel[2, 2]) - 1.0)
-        sx, sy = 0.5 * (rel[2, 1] - rel[1, 2]), 0.5 * (rel[0, 2] - rel[2, 0])
-        sz = 0.5 * (rel[1, 0] - rel[0, 1])
-        errors[1] = math.atan2(math.sqrt(sx * sx + sy * sy + sz * sz), cos)
-    within = True
+    errors[0] = _distance(frames[n], position[0, 0])
+    errors[1] = _geodesic(frames[n], rotmat[0, 0]) if sizes[0] == 6 else 0.0
+    return errors[0] < tols[0] and errors[1] < tols[1] and _within(q, 0, lower, upper)
+
+
+@_inlined
+def _distance(frame, p):
+    """``|x - p|``: the distance of ``frame``'s origin (its column 3) from ``p (3,)``."""
+    dx, dy, dz = frame[0, 3] - p[0], frame[1, 3] - p[1], frame[2, 3] - p[2]
+    return math.sqrt(dx * dx + dy * dy + dz * dz)
+
+
+@_inlined
+def _rel(r, t, i, j):
+    """``(Rᵀ R_t)[i, j]`` of a frame's rotation ``r`` (its first three columns) and a target
+    rotation ``t``, in their dtype."""
+    return r[0, i] * t[0, j] + r[1, i] * t[1, j] + r[2, i] * t[2, j]
+
+
+@_inlined
+def _geodesic(r, t):
+    """The angle ``atan2(|vee(Rᵀ R_t)|, (tr - 1) / 2)`` between a frame's rotation ``r`` (its
+    first three columns) and ``t (3, 3)``: :func:`torchik.geometry.geodesic_distance`."""
+    cos = 0.5 * ((_rel(r, t, 0, 0) + _rel(r, t, 1, 1) + _rel(r, t, 2, 2)) - 1.0)
+    sx = 0.5 * (_rel(r, t, 2, 1) - _rel(r, t, 1, 2))
+    sy = 0.5 * (_rel(r, t, 0, 2) - _rel(r, t, 2, 0))
+    sz = 0.5 * (_rel(r, t, 1, 0) - _rel(r, t, 0, 1))
+    return math.atan2(math.sqrt(sx * sx + sy * sy + sz * sz), cos)
+
+
+@_inlined
+def _within(q, row, lower, upper):
+    """Whether ``lower <= q[row] <= upper``, every joint."""
+    inside = True
     for c in range(q.shape[1]):
-        within = within and lower[c] <= q[0, c] <= upper[c]
-    return errors[0] < tols[0] and errors[1] < tols[1] and within
+        inside = inside and lower[c] <= q[row, c] <= upper[c]
+    return inside
 
 
 @_kernel
