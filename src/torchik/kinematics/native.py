@@ -240,8 +240,8 @@ def _run_rows(run: Any, rows: int, per_thread: int | None = None, unit: int = 1,
     (see :data:`PIECES_PER_THREAD`; 1: one part each, for rows that all take as long);
     ``per_thread`` ``None``: :data:`FK_ROWS_PER_THREAD` (read at the call)."""
     per_thread = FK_ROWS_PER_THREAD if per_thread is None else per_thread
-    threads = 1 if rows < 2 * per_thread else len(_parts(rows, per_thread, unit))
-    if threads <= 1:  # no rows, or one thread
+    threads = _threads(rows, per_thread, unit)
+    if threads == 1:
         run(slice(0, rows))
         return
     queue, lock = iter(_split(rows, threads * pieces, unit)), threading.Lock()
@@ -644,8 +644,14 @@ def _parts(rows: int, per_thread: int = ROWS_PER_THREAD, unit: int = 1) -> list[
     """Contiguous parts of the rows, one per thread: ``torch.get_num_threads()`` threads (what
     ``solve_ik(num_threads=...)`` sets), fewer where a part would have under ``per_thread``
     rows; each part a multiple of ``unit`` rows (a target's slots), but the last."""
-    threads = max(1, min(torch.get_num_threads(), rows // per_thread))
-    return _split(rows, threads, unit)
+    return _split(rows, _threads(rows, per_thread, unit), unit)
+
+
+def _threads(rows: int, per_thread: int, unit: int = 1) -> int:
+    """Threads for ``rows`` (:func:`_parts`): ``torch.get_num_threads()`` at most, one per
+    ``per_thread`` rows and per ``unit`` rows at most, one at least."""
+    units = -(-rows // unit)
+    return max(1, min(torch.get_num_threads(), rows // per_thread, units))
 
 
 def _split(rows: int, n: int, unit: int = 1) -> list[slice]:
