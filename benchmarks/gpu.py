@@ -94,8 +94,8 @@ def _route_reading(rows: list[dict]) -> list[str]:
     limits = route_limits(rows)
     if not limits:
         return []
-    said = ", ".join(f"`{name} = {rows}` (now {getattr(host, name)})"
-                     for name, rows in limits.items())  # fmt: skip
+    said = ", ".join(f"`{name} = {value}` (now {getattr(host, name)})"
+                     for name, value in limits.items())  # fmt: skip
     return [f"Where the CPU's compiled code answered first at every size up to it: {said}."]
 
 

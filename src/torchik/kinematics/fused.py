@@ -165,7 +165,7 @@ class _Code:
         self.lines: list[str] = []
         self.depth = 1  # indentation (2 inside a loop)
         self.loaded: set[int] = set()
-        self.axes: set[int] = set()
+        self.axes: set[str] = set()  # the axis variables written: "tile{k}", "flat{k}"
         self.literals: dict[float, str] = {}
         self.zeros: set[tuple[int, int]] = set()  # Jacobian entries (row, column) known zero
         self._fresh = itertools.count()
@@ -278,8 +278,8 @@ class _Code:
     # -------------------------------------------------------------- tiles
     def tile_axes(self, k: int) -> tuple[str, str, str]:
         """``rows``, ``cols`` and ``oks`` of a ``[BLOCK, 2, ..., 2]`` (``k`` twos) tile."""
-        if k not in self.axes:
-            self.axes.add(k)
+        if f"tile{k}" not in self.axes:
+            self.axes.add(f"tile{k}")
             pad = lambda a: ", ".join(":" if b == a else "None" for b in range(k + 1))  # noqa: E731
             cols = " + ".join(f"{1 << (k - a)} * two[{pad(a)}]" for a in range(1, k + 1))
             self.add(f"rows{k} = row[{pad(0)}]")
@@ -319,8 +319,8 @@ class _Code:
         ``arange``: Triton sees ``2^k`` contiguous values a row (vector stores), where the
         ``k`` axes of two each allow two."""
         n, width = len(values), 1 << k
-        if ("flat", k) not in self.axes:
-            self.axes.add(("flat", k))  # type: ignore[arg-type]
+        if f"flat{k}" not in self.axes:
+            self.axes.add(f"flat{k}")
             self.add(f"flat_cols{k} = tl.arange(0, {width})[None, :]")
         tile, flat = self.pack(values + ["zero"] * (width - n)), self.fresh("flat")
         self.add(f"{flat} = tl.reshape({tile}, (BLOCK, {width}))")
