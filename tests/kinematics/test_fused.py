@@ -103,11 +103,11 @@ def test_fused_backward_reads_strided_upstream_gradients(device):
 
 
 @pytest.mark.parametrize("device", DEVICES)
-@pytest.mark.parametrize("stores", ["scalar", "whole", "rows"])
+@pytest.mark.parametrize("stores", ["tiles", "scalar", "whole"])
 def test_the_store_variants_write_the_same_values(device, stores, monkeypatch):
-    """``fused.STORES`` (the probe's variants: one store per value, the Jacobian in one tile,
-    tiles reshaped to a row's values side by side) changes how outputs are written, not what:
-    FK, Jacobian and gradient equal the reference."""
+    """``fused.STORES`` (the probe's variants beside the default, ``"rows"``: the packed tile
+    through its axes of two, one store per value, the Jacobian in one tile) changes how outputs
+    are written, not what: FK, Jacobian and gradient equal the reference."""
     from torchik.kinematics import fused
 
     monkeypatch.setattr(fused, "STORES", stores)
