@@ -123,7 +123,7 @@ kernels; the CUDA-graphs row elsewhere), with each chunk of iterations in one ke
 (``fused_loop``), the whole call as one captured program (``one_graph``,
 :mod:`torchik.ik.captured`; on CUDA only, the rounds elsewhere), and the defaults (``loop``
 ``"auto"``: one program on CUDA, except calls of at most :data:`torchik.ik.host.HOST_ROWS` rows,
-which go to the CPU's compiled rounds, :mod:`torchik.ik.host`)."""
+0 by default, which go to the CPU's compiled rounds, :mod:`torchik.ik.host`)."""
 
 
 def ik_rows(
@@ -209,8 +209,7 @@ def wholebody_rows(
 
 
 ROUTE_IK = (1, 8, 32, 64, 128, 512)
-"""Target counts of :func:`route_rows`' ``solve_ik`` rows (2 slots each: up to 64 targets
-within :data:`torchik.ik.host.HOST_ROWS`, 128 rows; the larger counts on the GPU)."""
+"""Target counts of :func:`route_rows`' ``solve_ik`` rows (2 slots each)."""
 ROUTE_WHOLEBODY = (1, 10, 100, 1000, 4000)
 """Target counts of :func:`route_rows`' whole-body rows (2 slots each): one target is a control
 loop's call (on the CPU about 2 ms, mostly the call's Python work around 0.2 ms of compiled

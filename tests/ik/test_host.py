@@ -21,10 +21,12 @@ pytestmark = pytest.mark.skipif(not native.available(), reason="the compiled cod
 
 @pytest.fixture
 def routed(monkeypatch):
-    """The CPU counted as an accelerator; the list of results sent back."""
+    """The CPU counted as an accelerator, ``solve_ik``'s route open up to 128 rows (off by
+    default: the GPU answered first on an H200); the list of results sent back."""
     sent: list = []
     real = host.back
     monkeypatch.setattr(host, "ACCELERATORS", ("cpu",))
+    monkeypatch.setattr(host, "HOST_ROWS", 128)
     monkeypatch.setattr(
         host, "back", lambda result, device: sent.append(device) or real(result, device)
     )

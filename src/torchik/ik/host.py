@@ -1,14 +1,16 @@
 """Small solves of a robot on a GPU, run by the CPU's compiled code.
 
-A solve of a few rows on a GPU waits on its launches, captured or not: on an H200 one Panda
-pose took 1.36 ms in the captured program (:mod:`torchik.ik.captured`), and whole-body IK of the
-G1's two hands 74 ms for 1 000 targets in the captured iteration, where the CPU's compiled code
-(Numba) takes about 0.5 ms for the pose (:mod:`torchik.ik.compiled`) and 0.09 s of one core for
-the 1 000 targets (:func:`torchik.kinematics.native.lm_loop`). So where that code serves, a solve
-on a CUDA robot of at most :data:`HOST_ROWS` rows (targets times slots; whole-body IK:
-:data:`HOST_WHOLEBODY_ROWS`) runs on a CPU copy of the robot (:func:`twin`: made once, made
-again when the robot's tensors change), and its result comes back to the robot's device: one
-read of the inputs (a wait for the device) and a few small copies.
+A solve of a few rows on a GPU waits on its launches, captured or not, where the CPU's compiled
+code (Numba) answers a few targets in well under a millisecond on a desktop core. So where that
+code serves, a solve on a CUDA robot of at most :data:`HOST_ROWS` rows (targets times slots;
+whole-body IK: :data:`HOST_WHOLEBODY_ROWS`) runs on a CPU copy of the robot (:func:`twin`: made
+once, made again when the robot's tensors change), and its result comes back to the robot's
+device: one read of the inputs (a wait for the device) and a few small copies. The limits are
+what ``benchmarks/gpu.py --only route`` read on an H200 machine (16 cores; 2026-11-28, at
+700f8e1, ``benchmarks/results/gpu_route.md``): there the GPU's captured program answered
+``solve_ik`` first at every size (one Panda pose 1.1-1.4 ms, the CPU route 1.3-1.8 ms), so
+:data:`HOST_ROWS` is 0; the CPU's compiled loop answered whole-body IK first up to 4 000 G1
+targets (1 000: 34 ms against 72 ms).
 
 It does not serve while a CUDA graph is being captured (the solve is then the GPU's own), with
 a CUDA generator (its draws are the GPU's: pass none, or a CPU one, to let the CPU solve), or for
@@ -30,16 +32,18 @@ from torchik.robot.robot import Robot
 
 __all__ = ["ACCELERATORS", "HOST_ROWS", "HOST_WHOLEBODY_ROWS", "back", "serves", "to_host", "twin"]
 
-HOST_ROWS = 128
+HOST_ROWS = 0
 """The most rows (targets times slots) of a ``solve_ik`` call on a CUDA robot that the CPU's
-compiled round solves instead (one pose: about 0.5 ms there, 1.36 ms in the GPU's captured
-program on an H200; 1 000 poses, 2 000 rows: 1.6 ms on the GPU). 0: never."""
+compiled round solves instead. 0 (never): on an H200 machine the GPU's captured program answered
+first at every size (one pose: 1.1-1.4 ms, the CPU route 1.3-1.8 ms; 32 poses 1.5 against
+5.2 ms). Where the CPU is quicker (one pose in 0.5 ms on this project's 2-core CI machine), a
+limit such as 128 may pay: ``benchmarks/gpu.py --only route`` says which."""
 
-HOST_WHOLEBODY_ROWS = 8192
+HOST_WHOLEBODY_ROWS = 8000
 """The most rows (targets times slots) of a ``solve_wholebody`` call on a CUDA robot that the
-CPU's compiled loop solves instead (the G1's two hands, 1 000 targets, 2 000 rows: 0.09 s of one
-core, split over the intra-op threads; 74 ms in the GPU's captured iteration on an H200). 0:
-never."""
+CPU's compiled loop solves instead: on an H200 machine the loop on its 16 cores answered the
+G1's two hands first up to 4 000 targets, 8 000 rows (1 000 targets: 34 ms, the GPU's captured
+iteration 72 ms; 4 000: 86 against 87 ms). 0: never."""
 
 ACCELERATORS = ("cuda",)
 """The device types whose small solves go to the CPU."""
