@@ -10,7 +10,8 @@
 2. :func:`profile_rows`: one IK solve (1 and 1 000 Panda poses per loop; whole-body G1) under
    ``torch.profiler``: kernels and graph launches, their summed GPU time against the wall time.
 3. :func:`host_profile`: where the host spends a solve (``cProfile``), and each synchronising
-   CUDA call's Python line.
+   CUDA call's Python line; ``solve_ik`` or whole-body IK (on a CUDA robot, mostly the CPU's
+   compiled code: :mod:`torchik.ik.host`).
 
 Without a GPU the same code runs at tiny sizes in Triton's interpreter (the robot's backend
 ``"fused"``, ``TRITON_INTERPRET=1`` set before Triton is imported).
@@ -25,6 +26,8 @@ Example:
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
+from functools import partial
 from typing import Any
 
 import torch
@@ -39,14 +42,16 @@ SHAPES = [(128, 4), (64, 2), (256, 4), (32, 1)]
 
 
 def _kernels(robot, link: str, n: int):
-    """The fused calls timed: name -> a function of no arguments."""
+    """The fused calls timed: name -> a function of no arguments that returns the kernel's
+    outputs (a tensor or a tuple of them)."""
     from torchik.kinematics import fused
 
     tree, index = robot.tree, robot.link_index(link)
-    q = robot.random_configuration(n).to(robot.device)
-    grad = torch.randn(n, 1, 4, 4, device=q.device)
+    g = torch.Generator().manual_seed(0)  # the same inputs for every variant
+    q = robot.random_configuration(n, g).to(robot.device)
+    grad = torch.randn(n, 1, 4, 4, generator=g, dtype=q.dtype).to(q.device)
     lo, hi = robot.lower.to(q), robot.upper.to(q)
-    target = robot.forward_kinematics(robot.random_configuration(n).to(q.device), link)
+    target = robot.forward_kinematics(robot.random_configuration(n, g).to(q.device), link)
     w = torch.tensor([1.0, 1, 1, 0.3, 0.3, 0.3], device=q.device)
     err = q.new_empty(n, 6)
     every = tuple(range(len(robot.link_names)))
@@ -54,6 +59,7 @@ def _kernels(robot, link: str, n: int):
     def backward():
         out = torch.empty_like(q)
         fused._launch("backward", tree, (index,), q, grad, out, *grad.stride())
+        return out
 
     return {
         "fk pose": lambda: fused.forward_kinematics(q, tree, (index,)),
@@ -69,34 +75,48 @@ def kernel_rows(robot, link: str, n: int, cuda: bool) -> list[dict]:
     """Each fused kernel of ``link`` on ``n`` configurations, for each launch shape of
     :data:`SHAPES` with tile stores, the first two with scalar stores, the first with the
     Jacobian in one tile and with tiles reshaped to rows (``fused.STORES``; without CUDA, in
-    Triton's interpreter: the first two shapes at most).
+    Triton's interpreter: the first two shapes at most), its outputs checked against those of
+    the first row of the kernel (tiles, :data:`SHAPES`' first; the same arithmetic, stored
+    another way: 0 expected).
 
     Returns:
         Rows ``kernel``, ``stores``, ``block``, ``warps``, ``regs``, ``spills``, ``shared``
-        (CUDA only), ``ms``, ``G_per_s``; or ``error``.
+        (CUDA only), ``ms``, ``G_per_s``, ``max_diff`` (the largest absolute difference from
+        the first row's outputs); or ``error``.
     """
     from torchik.kinematics import fused
 
-    rows = []
-    for stores in ("tiles", "scalar", "whole", "rows"):
-        fused.STORES = stores
-        shapes = SHAPES if cuda and stores == "tiles" else SHAPES[: 2 if stores == "scalar" else 1]
-        for block, warps in shapes:
-            fused.BLOCK, fused.WARPS = block, warps
-            for name, call in _kernels(robot, link, n).items():
-                if stores == "whole" and name != "jacobian":
-                    continue  # the same code as "tiles"
-                row = {"kernel": name, "stores": stores, "block": block, "warps": warps}
-                try:
-                    compiled = _compiled(call)
-                    row.update(_report(compiled))
-                    row["ms"] = _median_ms(call, cuda)
-                    row["G_per_s"] = n / row["ms"] / 1e6
-                except Exception as error:  # noqa: BLE001 - a row of the table
-                    row["error"] = str(error)[:200]
-                rows.append(row)
-    fused.STORES, fused.BLOCK, fused.WARPS = "tiles", 128, 4
+    rows, first = [], {}
+    saved = fused.STORES, fused.BLOCK, fused.WARPS
+    try:
+        for stores in ("tiles", "scalar", "whole", "rows"):
+            fused.STORES = stores
+            shapes = SHAPES[: 2 if stores == "scalar" else 1]
+            shapes = SHAPES if cuda and stores == "tiles" else shapes
+            for block, warps in shapes:
+                fused.BLOCK, fused.WARPS = block, warps
+                for name, call in _kernels(robot, link, n).items():
+                    if stores == "whole" and name != "jacobian":
+                        continue  # the same code as "tiles"
+                    row = {"kernel": name, "stores": stores, "block": block, "warps": warps}
+                    rows.append(row)
+                    try:
+                        row.update(_report(_compiled(call)))
+                        row["ms"] = _median_ms(call, cuda)
+                        row["G_per_s"] = n / row["ms"] / 1e6
+                        out = _outputs(call())
+                        row["max_diff"] = float((out - first.setdefault(name, out)).abs().max())
+                    except Exception as error:  # noqa: BLE001 - a row of the table
+                        row["error"] = str(error)[:200]
+    finally:
+        fused.STORES, fused.BLOCK, fused.WARPS = saved
     return rows
+
+
+def _outputs(out) -> torch.Tensor:
+    """A call's outputs, flattened and joined."""
+    parts = out if isinstance(out, tuple) else (out,)
+    return torch.cat([t.detach().reshape(-1) for t in parts])
 
 
 def _compiled(call):
@@ -348,28 +368,35 @@ def _profiled(call, cuda: bool) -> dict:
             if hasattr(result, "iterations") else None, "top": top}  # fmt: skip
 
 
-def host_profile(robot, link: str, sizes: list[int], cuda: bool) -> str:
-    """Where the host spends a solve of ``n`` targets (each of ``sizes``): ``cProfile``'s
-    functions by cumulative and own time over 10 solves, and every synchronising CUDA call's
-    Python line in one solve (``torch.cuda.set_sync_debug_mode``), as text."""
+def host_profile(robot, link: str | list[str], sizes: list[int], cuda: bool) -> str:
+    """Where the host spends a solve of ``n`` targets (each of ``sizes``; ``solve_ik`` of
+    ``link``, or ``solve_wholebody`` of each link of a list, on a CUDA robot the CPU's compiled
+    code up to :data:`torchik.ik.host.HOST_WHOLEBODY_ROWS` rows): ``cProfile``'s functions by
+    cumulative and own time over 10 solves, and every synchronising CUDA call's Python line in
+    one solve (``torch.cuda.set_sync_debug_mode``), as text."""
     import cProfile
     import io
     import pstats
     import warnings
 
-    from torchik.ik import solve_ik
+    from torchik.ik import solve_ik, solve_wholebody
 
     rows = []
     for n in sizes:
         g = torch.Generator().manual_seed(n)
-        targets = robot.forward_kinematics(robot.random_configuration(n, generator=g).to(
-            robot.device), link)  # fmt: skip
+        q = robot.random_configuration(n, generator=g).to(robot.device)
+        solve: Callable[[], object]
+        if isinstance(link, str):
+            solve = partial(solve_ik, robot, robot.forward_kinematics(q, link), link)
+        else:
+            poses = robot.forward_kinematics(q, link).unbind(-3)
+            solve = partial(solve_wholebody, robot, dict(zip(link, poses, strict=True)))
         for _ in range(3):
-            solve_ik(robot, targets, link)
+            solve()
         profiler = cProfile.Profile()
         profiler.enable()
         for _ in range(10):
-            solve_ik(robot, targets, link)
+            solve()
         if cuda:
             torch.cuda.synchronize()
         profiler.disable()
@@ -382,13 +409,14 @@ def host_profile(robot, link: str, sizes: list[int], cuda: bool) -> str:
             torch.cuda.set_sync_debug_mode("warn")
             with warnings.catch_warnings(record=True) as caught:
                 warnings.simplefilter("always")
-                solve_ik(robot, targets, link)
+                solve()
             torch.cuda.set_sync_debug_mode("default")
             for w in caught:
                 where = f"{w.filename.split('src/')[-1]}:{w.lineno}"
                 syncs[where] = syncs.get(where, 0) + 1
         ordered = sorted(syncs.items(), key=lambda kv: -kv[1])
-        rows.append(f"== n={n}: 10 solves\n{text.getvalue()}\nsynchronising lines: {ordered}")
+        rows.append(f"== {link} n={n}: 10 solves\n{text.getvalue()}\n"
+                    f"synchronising lines: {ordered}")  # fmt: skip
     return "\n".join(rows)
 
 
@@ -398,9 +426,12 @@ def kernel_table(rows: list[dict[str, Any]]) -> Table:
         Column("stores", "stores"), Column("block", "rows/program"), Column("warps", "warps"),
         Column("regs", "registers"), Column("shared", "shared B"),
         Column("ms", "ms", lambda x: f"{x:.3f}"), Column("G_per_s", "G/s", lambda x: f"{x:.2f}"),
+        Column("max_diff", "max |Δ| from the first row", lambda x: f"{x:.1e}"),
     ])  # fmt: skip
     for row in rows:
         status = f"failed: {row['error']}" if "error" in row else "ok"
+        if "error" not in row and not row.get("max_diff", 0.0) <= 1e-5:  # NaN too
+            status = f"failed: values differ from the kernel's first row by {row['max_diff']:.1e}"
         values = {k: v for k, v in row.items() if k not in ("kernel", "error")}
         table.add(row["kernel"], status, **values)
     return table

@@ -11,7 +11,8 @@
 # Most wanted first, so that a run cut short keeps the most:
 # 1. the GPU-relevant tests on the GPU: the kinematics (fused kernels on CUDA tensors), IK,
 #    training-engine and flow-matching sampling suites, with every test marked `cuda` (CUDA
-#    graph capture, no host syncs);
+#    graph capture, no host syncs) -> $OUT/gpu_tests.xml (each test's time; the device tool
+#    brings back 8 files a call: this, the log and three steps' two files each);
 # 2. benchmarks/gpu.py: FK paths, IK loops (host, fixed, CUDA graphs), whole-body IK, the
 #    bundled model's samples, timed with CUDA events -> $OUT/gpu.md, gpu.json (rewritten after
 #    every group of rows);
@@ -24,6 +25,9 @@
 #    $OUT/gpu_probe.md, .json;
 # 4b. on request (STEPS names kernels): benchmarks/gpu_probe.py's kernel table, every fused
 #    kernel by launch shape and store style (fused.STORES, "rows" among them) -> $OUT/gpu_kernels.md;
+# 4c. on request (STEPS names host): benchmarks/gpu_probe.py --only host, cProfile of solve_ik
+#    (Panda) and of whole-body IK (the G1's hands; the CPU's compiled code up to
+#    HOST_WHOLEBODY_ROWS) at 1 and 1 000 targets, each synchronising line -> $OUT/gpu_probe_host.txt;
 # 5. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows with
 #    Triton's loop kernel -> $OUT/gpu_wholebody.md (its G1 kernel, 29 joints and two links,
 #    took 76 s to compile for sm_90 with Triton 3.9 on this project's CPU machine);
@@ -102,8 +106,10 @@ ignore=()
 for t in "${gpu_tests[@]}"; do ignore+=(--ignore "$t"); done
 
 step "tests: kinematics, IK, engine, fm sampling, with the cuda-marked cases"
-run tests 240 "$PY" -m pytest -q -rfEs -n "$workers" -p no:cacheprovider --durations=20 \
-  "${gpu_tests[@]}"  # 150 s ran out on an H200 (2026-11-28) with the whole-body Triton kernel tests
+run tests 300 "$PY" -m pytest -q -rfEs -n "$workers" -p no:cacheprovider --durations=20 \
+  --junitxml "$OUT/gpu_tests.xml" "${gpu_tests[@]}"
+# on an H200: 150 s ran out (2026-11-28, at 9c3997c), 240 s at about 97 % (at 700f8e1: 536 tests
+# took 258 s on 16 workers in a call of their own); the XML names each test's time
 
 step "kinematics and IK throughput (benchmarks/gpu.py)"
 run gpu 120 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
@@ -117,6 +123,9 @@ run probe 110 "$PY" benchmarks/gpu_probe.py --only solves variants "${quick[@]:0
 step "fused kernels by launch shape and store style (benchmarks/gpu_probe.py --only kernels)"
 run kernels 90 "$PY" benchmarks/gpu_probe.py --only kernels "${quick[@]:0:1}" \
   --name gpu_kernels --out "$OUT"
+
+step "where the host spends a solve: solve_ik, whole-body IK (benchmarks/gpu_probe.py --only host)"
+run host 90 "$PY" benchmarks/gpu_probe.py --only host "${quick[@]:0:1}" --out "$OUT"
 
 step "whole-body IK on Triton's loop kernel (benchmarks/gpu.py --only wholebody wholebody_triton)"
 run wholebody_triton 150 "$PY" benchmarks/gpu.py --only wholebody wholebody_triton "${quick[@]}" \
