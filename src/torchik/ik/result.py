@@ -97,8 +97,9 @@ class IKResult:
         by_score = score.argsort(dim=-1, stable=True)
         # then successes first, keeping the score order within each group (two stable sorts;
         # adding a large constant to failures would round their differences away)
-        failed = torch.take_along_dim((~self.success).to(torch.int8), by_score, dim=-1)
-        return torch.take_along_dim(by_score, failed.argsort(dim=-1, stable=True), dim=-1)
+        # gather, not take_along_dim: that one adds a kernel per call for negative indices
+        failed = (~self.success).to(torch.int8).gather(-1, by_score)
+        return by_score.gather(-1, failed.argsort(dim=-1, stable=True))
 
     def best(self) -> IKResult:
         """The best slot of every target: a success if any, else the smallest error.
@@ -119,10 +120,10 @@ class IKResult:
 
     def _take(self, index: Tensor) -> IKResult:
         def take(x: Tensor) -> Tensor:
-            return torch.take_along_dim(x, index, dim=-1)
+            return x.gather(-1, index)
 
         return IKResult(
-            q=torch.take_along_dim(self.q, index[..., None], dim=-2),
+            q=self.q.gather(-2, index[..., None].expand(*index.shape, self.q.shape[-1])),
             success=take(self.success),
             position_error=take(self.position_error),
             rotation_error=take(self.rotation_error),
