@@ -371,9 +371,10 @@ def _profiled(call, cuda: bool) -> dict:
 def host_profile(robot, link: str | list[str], sizes: list[int], cuda: bool) -> str:
     """Where the host spends a solve of ``n`` targets (each of ``sizes``; ``solve_ik`` of
     ``link``, or ``solve_wholebody`` of each link of a list, on a CUDA robot the CPU's compiled
-    code up to :data:`torchik.ik.host.HOST_WHOLEBODY_ROWS` rows): ``cProfile``'s functions by
-    cumulative and own time over 10 solves, and every synchronising CUDA call's Python line in
-    one solve (``torch.cuda.set_sync_debug_mode``), as text."""
+    code up to :data:`torchik.ik.host.HOST_WHOLEBODY_ROWS` rows): its median time at 1, 4 and
+    every intra-op thread, ``cProfile``'s functions by cumulative and own time over 10 solves,
+    and every synchronising CUDA call's Python line in one solve
+    (``torch.cuda.set_sync_debug_mode``), as text."""
     import cProfile
     import io
     import pstats
@@ -415,9 +416,30 @@ def host_profile(robot, link: str | list[str], sizes: list[int], cuda: bool) -> 
                 where = f"{w.filename.split('src/')[-1]}:{w.lineno}"
                 syncs[where] = syncs.get(where, 0) + 1
         ordered = sorted(syncs.items(), key=lambda kv: -kv[1])
-        rows.append(f"== {link} n={n}: 10 solves\n{text.getvalue()}\n"
-                    f"synchronising lines: {ordered}")  # fmt: skip
+        rows.append(f"== {link} n={n}: 10 solves\n{_by_threads(solve, cuda)}\n"
+                    f"{text.getvalue()}\nsynchronising lines: {ordered}")  # fmt: skip
     return "\n".join(rows)
+
+
+def _by_threads(solve: Callable[[], object], cuda: bool) -> str:
+    """The median wall time of ``solve`` (7 calls) at each of 1, 4 and all of the machine's
+    intra-op threads (``torch.set_num_threads``, which the CPU's compiled loops follow too):
+    whether a solve's serial part or its loop decides its time."""
+    import os
+
+    saved, rows = torch.get_num_threads(), []
+    for threads in sorted({1, min(4, os.cpu_count() or 1), os.cpu_count() or 1}):
+        torch.set_num_threads(threads)
+        times = []
+        for _ in range(7):
+            start = time.perf_counter()
+            solve()
+            if cuda:
+                torch.cuda.synchronize()
+            times.append((time.perf_counter() - start) * 1e3)
+        rows.append(f"{threads}: {sorted(times)[3]:.2f}")
+    torch.set_num_threads(saved)
+    return "median ms by intra-op threads: " + ", ".join(rows)
 
 
 def kernel_table(rows: list[dict[str, Any]]) -> Table:
