@@ -40,3 +40,15 @@ def test_nearest_member_picks_the_smallest_product_in_each_rows_pool():
     which = torch.tensor([0, 1])
     for batched in (True, False):
         assert nearest_member(a, b, which, batched).tolist() == [1, 0]
+
+
+def test_the_pools_argmin_is_torchs_on_ties_and_nans():
+    """``_argmin`` (``torch.min``'s indices, faster on the CPU) gives ``argmin``'s: the first of
+    equal minima, a NaN's index where a row holds one, along any dimension."""
+    from torchik.ik.seeding import _argmin
+
+    g = torch.Generator().manual_seed(3)
+    x = torch.randint(0, 3, (4, 300, 64), generator=g).double()  # many ties
+    x[0, 5, 7] = x[1, :, 2] = x[2, 9, 1] = x[2, 9, 60] = float("nan")
+    for dim in (0, 1, 2, -1):
+        assert torch.equal(_argmin(x, dim), x.argmin(dim=dim)), dim
