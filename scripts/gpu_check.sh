@@ -40,10 +40,11 @@
 # TORCHIK_GIT_COMMIT=<commit> names the commit in the results' stamps where the machine's copy of
 # the tree carries another commit's git data (a GPU machine's copy does): pass `git rev-parse
 # --short HEAD` from the checkout that sent it.
-# STEPS picks steps by name (default "tests gpu train_speed suite"; STEPS="tests gpu route probe
-# wholebody_triton" for the IK work, with BUDGET=570). Each step has its own time limit; a failed
-# step is reported and the next one still runs; the exit status is 1 if any step failed. Everything printed is also in
-# $OUT/gpu_check.log. Copy $OUT's files into benchmarks/results/ afterwards.
+# STEPS picks steps by name (default "tests gpu train_speed suite"; for the IK work, with
+# BUDGET=570: STEPS="tests probe host kernels", the fused-restart variants timed, the host's
+# profile, the store styles' values checked). Each step has its own time limit; a failed step is
+# reported and the next one still runs; the exit status is 1 if any step failed. Everything
+# printed is also in $OUT/gpu_check.log. Copy $OUT's files into benchmarks/results/ afterwards.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 PY=${PY:-python3}
