@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import math
 import os
+import types
 
 import pytest
 import torch
@@ -13,7 +14,7 @@ import torch
 from torchik import load_robot, solve_ik
 from torchik.ik import DampedLeastSquares, LevenbergMarquardt, compiled
 from torchik.ik.base import JointLimits
-from torchik.ik.inputs import _flags, _host_flags
+from torchik.ik.inputs import _check_target_values, _flags, _host_flags, _on_host
 from torchik.ik.rounds import Run
 from torchik.ik.solve import default_link
 
@@ -183,6 +184,14 @@ def test_the_host_value_check_agrees_with_the_device_one(robots, case):
     host, device = _host_flags(target, rotmat), _flags(robot, target, rotmat)
     assert host == device
     assert host == [case == "nan", case in ("stretched", "mirrored")]
+    # a small target of another device: copied once, its rotations cut on the host
+    assert _host_flags(*_on_host(robot, target.float(), rotmat)) == host
+    accelerator = types.SimpleNamespace(device=torch.device("cuda"), dtype=torch.float64)
+    if host == [False, False]:
+        _check_target_values(accelerator, target, rotmat)  # type: ignore[arg-type]
+    else:
+        with pytest.raises(ValueError, match="NaN" if host[0] else "orthonormal"):
+            _check_target_values(accelerator, target, rotmat)  # type: ignore[arg-type]
 
 
 def _given(robot, targets, seeds, on: bool, monkeypatch, **options):

@@ -46,12 +46,24 @@ ORTHONORMAL_TOL = 1e-3
 _EYE = np.eye(3)
 
 
+HOST_CHECK_VALUES = 4096
+"""The most values of a target tensor on another device that are copied to the host and checked
+there in NumPy (one copy, where the device's check launches about fifteen small kernels before
+its one read back: a one-pose solve on a GPU waits on them); larger targets are checked on
+their device."""
+
+
 def _check_target_values(robot: Robot, target: Tensor, rotmat: Tensor | None) -> None:
     """NaN or infinity anywhere in ``target``, or ``rotmat (T, 3, 3)`` that are not rotations:
     refused, after one host read (each one stalls a GPU); on the CPU in NumPy, whose small
-    operations cost a tenth of torch's (a one-pose solve spent a tenth of its time here)."""
-    host = target.device.type == "cpu" and robot.device.type == "cpu"
-    bad = _host_flags(target, rotmat) if host else _flags(robot, target, rotmat)
+    operations cost a tenth of torch's (a one-pose solve spent a tenth of its time here), and
+    so are small targets of another device, copied once (:data:`HOST_CHECK_VALUES`)."""
+    if target.device.type == "cpu" and robot.device.type == "cpu":
+        bad = _host_flags(target, rotmat)
+    elif target.numel() <= HOST_CHECK_VALUES:
+        bad = _host_flags(*_on_host(robot, target, rotmat))
+    else:
+        bad = _flags(robot, target, rotmat)
     if bad[0]:
         raise ValueError("target contains NaN or infinite values")
     if bad[1]:
@@ -68,6 +80,15 @@ def _flags(robot: Robot, target: Tensor, rotmat: Tensor | None) -> list[bool]:
         flags.append((off > ORTHONORMAL_TOL) | (det <= 0).any())
     bad = torch.stack(flags).tolist()
     return bad + [False] * (2 - len(bad))
+
+
+def _on_host(robot: Robot, target: Tensor, rotmat: Tensor | None) -> tuple[Tensor, Tensor | None]:
+    """``target`` copied to the host (one copy) and its rotations as :func:`check_target` cut
+    them (``(T, 3, 3)`` in the robot's dtype; ``None`` without ``rotmat``)."""
+    host = target.detach().cpu()
+    if rotmat is None:
+        return host, None
+    return host, host[..., :3, :3].reshape(-1, 3, 3).to(robot.dtype)
 
 
 def _host_flags(target: Tensor, rotmat: Tensor | None) -> list[bool]:
