@@ -1,7 +1,8 @@
 """Small solves of a robot on a GPU, run by the CPU's compiled code.
 
 A solve of a few rows on a GPU waits on its launches, captured or not, where the CPU's compiled
-code (Numba) answers a few targets in well under a millisecond on a desktop core. So where that
+code (Numba) may answer sooner (one Panda pose: about 0.5 ms on this project's 2-core CI
+machine, 1.3-1.8 ms on the 16 cores of the H200 machine below). So where that
 code serves, a solve on a CUDA robot of at most :data:`HOST_ROWS` rows (targets times slots;
 whole-body IK: :data:`HOST_WHOLEBODY_ROWS`) runs on a CPU copy of the robot (:func:`twin`: made
 once, made again when the robot's tensors change), and its result comes back to the robot's

@@ -235,7 +235,7 @@ class WholeBodyResult(IKResult):
         out = super()._take(index)
 
         def take(errors: dict[str, Tensor]) -> dict[str, Tensor]:
-            return {link: torch.take_along_dim(v, index, dim=-1) for link, v in errors.items()}
+            return {link: v.gather(-1, index) for link, v in errors.items()}  # as IKResult
 
         return WholeBodyResult(**vars(out), position_errors=take(self.position_errors),
                                rotation_errors=take(self.rotation_errors))  # fmt: skip
