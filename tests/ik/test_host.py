@@ -12,7 +12,7 @@ import pytest
 import torch
 
 from torchik.ik import LevenbergMarquardt, host, solve_ik, solve_wholebody
-from torchik.ik.wholebody.solve import WholeBodyResult
+from torchik.ik.wholebody.result import WholeBodyResult
 from torchik.kinematics import native
 from torchik.robot import load_robot
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass
 import torch
 
 from torchik.ik import IKResult
-from torchik.ik.wholebody.solve import WholeBodyResult
+from torchik.ik.wholebody.result import WholeBodyResult
 
 
 def _fields(targets: int = 2, k: int = 3, dof: int = 43) -> dict:

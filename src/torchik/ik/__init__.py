@@ -24,7 +24,8 @@ from torchik.ik.refine import collect_solutions, refine_samples
 from torchik.ik.result import IKResult
 from torchik.ik.solve import METHODS, default_link, solve_ik
 from torchik.ik.wholebody.problem import WholeBodyProblem
-from torchik.ik.wholebody.solve import WholeBodyResult, solve_wholebody
+from torchik.ik.wholebody.result import WholeBodyResult
+from torchik.ik.wholebody.solve import solve_wholebody
 
 __all__ = [
     "DLSSettings",

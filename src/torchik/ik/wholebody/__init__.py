@@ -5,14 +5,16 @@ fixed or floating base.
 from torchik.ik.wholebody.problem import (
     WholeBodyProblem,
 )
+from torchik.ik.wholebody.result import (
+    WholeBodyResult,
+    evaluate_targets,
+)
 from torchik.ik.wholebody.seeds import (
     fit_base,
     wholebody_seeder,
 )
 from torchik.ik.wholebody.solve import (
     WholeBodyLM,
-    WholeBodyResult,
-    evaluate_targets,
     solve_wholebody,
 )
 

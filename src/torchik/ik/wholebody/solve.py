@@ -39,7 +39,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from typing import Any, cast
 
 import torch
@@ -47,18 +47,16 @@ from torch import Tensor
 
 from torchik.checks import check_bool, check_float, check_int, intra_op_threads
 from torchik.geometry.floating import velocity_coordinates
-from torchik.geometry.rotations import geodesic_distance
 from torchik.ik import host
 from torchik.ik.base import IKProblem, JointLimits, Linearization, LinkTarget, State
 from torchik.ik.fixed import Carry
 from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
-from torchik.ik.result import IKResult
 from torchik.ik.rounds import reshape_result
 from torchik.ik.seeding import Seeder
 from torchik.ik.wholebody.problem import WholeBodyProblem
+from torchik.ik.wholebody.result import WholeBodyResult, evaluate_targets
 from torchik.ik.wholebody.seeds import wholebody_seeder
-from torchik.kinematics import native
 from torchik.robot.robot import Robot
 
 __all__ = [
@@ -67,8 +65,6 @@ __all__ = [
     "MAX_ITERS",
     "MAX_POSTURE_STEP",
     "WholeBodyLM",
-    "WholeBodyResult",
-    "evaluate_targets",
     "integrate",
     "solve_wholebody",
 ]
@@ -216,31 +212,6 @@ def integrate(robot: Robot, q: Tensor, step: Tensor) -> Tensor:
     return q + step if move is None else move(q, step)
 
 
-@dataclass
-class WholeBodyResult(IKResult):
-    """An :class:`IKResult` whose ``position_error`` and ``rotation_error`` are the worst over
-    the targets, with every target's own errors.
-
-    Attributes:
-        position_errors: link -> ``(..., K)`` position error (m).
-        rotation_errors: link -> ``(..., K)`` rotation error (rad; zeros for position targets).
-    """
-
-    position_errors: dict[str, Tensor]
-    rotation_errors: dict[str, Tensor]
-
-    def _take(self, index: Tensor) -> WholeBodyResult:
-        """The slots ``index (..., k)`` of every target, per-target errors included (what
-        :meth:`best` and :meth:`top` return)."""
-        out = super()._take(index)
-
-        def take(errors: dict[str, Tensor]) -> dict[str, Tensor]:
-            return {link: v.gather(-1, index) for link, v in errors.items()}  # as IKResult
-
-        return WholeBodyResult(**vars(out), position_errors=take(self.position_errors),
-                               rotation_errors=take(self.rotation_errors))  # fmt: skip
-
-
 def _check_targets(robot, targets, weights, position_only):
     """``(batch, links, positions (T, 3), rotmats (T, 3, 3) or None, weights)``."""
     if not isinstance(targets, Mapping) or not targets:
@@ -362,52 +333,6 @@ def _limits(robot, active, rest, bounds, n_targets) -> JointLimits:
     limits = limits.within(lower.masked_fill(free, 0.0), upper.masked_fill(free, 0.0))
     lower, upper = torch.where(free, lower, limits.lower), torch.where(free, upper, limits.upper)
     return replace(limits, lower=lower, upper=upper)
-
-
-def evaluate_targets(
-    problem: WholeBodyProblem, q: Tensor, iterations: Tensor, shape
-) -> WholeBodyResult:
-    """Success and errors of ``q (N, dof)`` by forward kinematics of every target link."""
-    robot, targets = problem.robot, problem.targets
-    links = [t.link for t in targets]
-    q = problem.limits.canonical(q)
-    pos_all, rot_all, within = _link_errors(problem, q)  # (N, L) each: every link at once
-    pos_err, rot_err = pos_all.amax(dim=1), rot_all.amax(dim=1)
-    pos_errs = dict(zip(links, pos_all.unbind(1), strict=True))
-    rot_errs = dict(zip(links, rot_all.unbind(1), strict=True))
-    success = (pos_err < problem.tol_position) & (rot_err < problem.tol_rotation) & within
-    return WholeBodyResult(
-        q.reshape(*shape, robot.dof), success.reshape(shape), pos_err.reshape(shape),
-        rot_err.reshape(shape), iterations.reshape(shape), problem.tol_position,
-        problem.tol_rotation, robot.continuous,
-        {k: v.reshape(shape) for k, v in pos_errs.items()},
-        {k: v.reshape(shape) for k, v in rot_errs.items()},
-    )  # fmt: skip
-
-
-def _link_errors(problem: WholeBodyProblem, q: Tensor) -> tuple[Tensor, Tensor, Tensor]:
-    """``(N, L)`` position and geodesic rotation errors (0 for a position target) of every
-    target link at ``q (N, dof)``, and ``(N,)`` whether ``q`` is within the joint limits: in
-    one compiled pass where FK runs natively (a fixed base on the CPU:
-    :func:`torchik.kinematics.native.link_errors`), else from the links' poses."""
-    robot, targets = problem.robot, problem.targets
-    position = torch.stack([t.position for t in targets], dim=1)
-    if robot.takes_native(q):
-        index = tuple(robot.link_index(t.link) for t in targets)
-        eye = torch.eye(3, dtype=q.dtype).expand(len(q), 3, 3)
-        rotmat = torch.stack([eye if t.rotmat is None else t.rotmat for t in targets], dim=1)
-        posed = tuple(t.rotmat is not None for t in targets)
-        return native.link_errors(q, robot.tree, index, position, rotmat, posed, robot.lower,
-                                  robot.upper)  # fmt: skip
-    poses = robot.forward_kinematics(q, [t.link for t in targets])  # (N, L, 4, 4)
-    pos_all = (poses[..., :3, 3] - position).norm(dim=-1)
-    rot_all = torch.zeros_like(pos_all)
-    posed_at = [i for i, t in enumerate(targets) if t.rotmat is not None]
-    if posed_at:
-        rotmat = torch.stack([targets[i].rotmat for i in posed_at], dim=1)  # type: ignore[misc]
-        rot_all[:, posed_at] = geodesic_distance(poses[:, posed_at, :3, :3], rotmat)
-    within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
-    return pos_all, rot_all, within
 
 
 def solve_wholebody(
