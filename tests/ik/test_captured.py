@@ -205,11 +205,11 @@ def test_restarts_in_the_loop_kernel_give_the_programs_answers_bit_for_bit(given
     targets[:3, :3, 3] += 2.0  # out of reach: their slots stall and restart
     seeds = robot.random_configuration(24, torch.Generator().manual_seed(3)).to(device)
     carries, launches = {}, []
-    real_loop, real_chunks = fused.lm_loop, captured._run_chunks
+    real_loop, real_chunks = fused.lm_loop, captured.run_chunks
     monkeypatch.setattr(fused, "lm_loop", lambda *a, **k: launches.append(k.get("groups"))
                         or real_loop(*a, **k))  # fmt: skip
     for on in (False, True):
-        monkeypatch.setattr(captured, "_run_chunks", lambda *a, _on=on: carries.setdefault(
+        monkeypatch.setattr(captured, "run_chunks", lambda *a, _on=on: carries.setdefault(
             _on, real_chunks(*a)))  # fmt: skip
         solver = LevenbergMarquardt(loop="fixed", one_graph=True, max_iters=30, sync_every=4,
                                     fused_restarts=on, attempt_iters=6)  # fmt: skip

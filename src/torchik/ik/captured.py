@@ -39,6 +39,7 @@ from __future__ import annotations
 import warnings
 import weakref
 from collections import OrderedDict
+from collections.abc import Callable
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -68,8 +69,12 @@ __all__ = [
     "MAX_PROGRAMS",
     "MAX_ROWS",
     "MIN_RETRY_SLOTS",
+    "OneGraph",
+    "chunk_sizes",
     "program",
+    "replayed",
     "retry_slots",
+    "run_chunks",
     "serves",
     "solve",
 ]
@@ -141,20 +146,20 @@ def program(
     n_targets = position.shape[0]
     if seeds is not None:
         problem = run.make(position, rotmat, k)
-        c = _run_chunks(solver, problem, problem.project(seeds), None)
+        c = run_chunks(solver, problem, problem.project(seeds), None)
         return evaluate(problem, c.best_q, c.iterations, (n_targets, k))
     retry = retry_slots(n_targets, k, s.retry_seeds)
     if retry is None:
         raise ValueError(f"{n_targets} targets x {k} slots pass MAX_ROWS = {MAX_ROWS}")
     slots = k + retry
     problem = run.make(position, rotmat, slots)
-    draws = len(_chunks(s))
+    draws = len(chunk_sizes(s))
     drawn = _seeds(run, position, rotmat, slots, draws)  # the first ones, each restart's
-    c = _run_chunks(solver, problem, problem.project(drawn[0]), drawn)
+    c = run_chunks(solver, problem, problem.project(drawn[0]), drawn)
     return evaluate(problem, c.best_q, c.iterations, (n_targets, slots)).top(k)
 
 
-def _run_chunks(solver: Any, problem: Any, q: Tensor, restarts: Tensor | None) -> Carry:
+def run_chunks(solver: Any, problem: Any, q: Tensor, restarts: Tensor | None) -> Carry:
     """Every chunk of the fixed loop from ``q``, as :func:`torchik.ik.fixed.run_fixed` runs
     them but without its host reads: all of them, with ``restarts (chunks, N, dof)`` offered
     to the stalled rows between chunks (``None``: no restarts)."""
@@ -162,7 +167,7 @@ def _run_chunks(solver: Any, problem: Any, q: Tensor, restarts: Tensor | None) -
     c = Carry.start(q, solver.initial_state(q), s.max_iters)
     if solver.takes_groups(problem, q):
         return _in_kernel(solver, problem, c, restarts)
-    sizes = _chunks(s)
+    sizes = chunk_sizes(s)
     for i, n in enumerate(sizes):
         advance(solver, problem, c, n, s.max_iters, track=restarts is not None)
         if restarts is not None and i + 1 < len(sizes):  # the next chunk's seeds
@@ -170,14 +175,14 @@ def _run_chunks(solver: Any, problem: Any, q: Tensor, restarts: Tensor | None) -
     return c
 
 
-def _chunks(s: Any) -> list[int]:
+def chunk_sizes(s: Any) -> list[int]:
     """The program's chunk lengths (:func:`torchik.ik.fixed.chunks` of ``sync_every``, or
     :data:`~torchik.ik.base.CUDA_SYNC_EVERY`); a restart's seeds are drawn for each."""
     return chunks(s.max_iters, s.sync_every or CUDA_SYNC_EVERY)
 
 
 def _in_kernel(solver: Any, problem: Any, c: Carry, restarts: Tensor | None) -> Carry:
-    """:func:`_run_chunks` with the early stop over each target's slots and the restarts in
+    """:func:`run_chunks` with the early stop over each target's slots and the restarts in
     the loop kernel (:meth:`IKSolver.takes_groups`; ``groups`` of
     :func:`torchik.kinematics.fused.lm_loop`): per chunk one launch and the addition to
     ``c.it``; the last chunk's early stop settled by :func:`finish_groups`. The targets marked
@@ -185,7 +190,7 @@ def _in_kernel(solver: Any, problem: Any, c: Carry, restarts: Tensor | None) -> 
     its own into the other."""
     s, track = solver.settings, restarts is not None
     marks = [c.iterations.new_zeros(c.finished_groups.shape, dtype=torch.int32) for _ in "ab"]
-    sizes = _chunks(s)
+    sizes = chunk_sizes(s)
     for i, n in enumerate(sizes):
         groups = dict(group=problem.group, read=marks[i % 2], write=marks[1 - i % 2])
         if restarts is not None:  # a row stalled by the last launch takes restarts[i]
@@ -263,17 +268,61 @@ def _padded(run: Run, seeds: Tensor | None, size: int) -> tuple[Run, Tensor | No
 
 
 def _solve_captured(run: Run, seeds: Tensor | None) -> IKResult:
-    key = _key(run, seeds)
-    entry = _Program._cache.get(key)
-    if entry is None or not entry.valid(run):
-        entry = _Program(run, seeds)
-        _Program._cache[key] = entry
+    def run_program(inputs: tuple) -> IKResult:
+        position, rotmat, given = inputs
+        return program(replace(run, position=position, rotmat=rotmat), position, rotmat, given)
+
+    def fallback() -> IKResult:
+        return run.random() if seeds is None else run.given(seeds)
+
+    inputs = (run.position, run.rotmat, seeds)
+    return replayed(OneGraph(_key(run, seeds), inputs, run_program, fallback, run.robot,
+                             run.generator, "solve_ik runs in rounds"))  # fmt: skip
+
+
+@dataclass
+class OneGraph:
+    """A call that runs as one program of fixed shapes (``solve_ik``'s, or a whole-body
+    solve's: :mod:`torchik.ik.wholebody.captured`), what :func:`replayed` needs of it.
+
+    Attributes:
+        key: what the program depends on beyond the values of ``inputs`` and the robot, its
+            limits and the generator (which a program checks: :meth:`_Program.valid`).
+        inputs: the tensors the program reads (a tuple, dict or dataclass of them, ``None``
+            allowed): copied into the graph's buffers before each replay.
+        program: the call on inputs like ``inputs``, with no host read.
+        fallback: the call another way, where a capture fails.
+        robot: the robot.
+        generator: the random generator the program draws from, or ``None``.
+        instead: what runs where a capture fails, for the warning (``"solve_ik runs in
+            rounds"``).
+    """
+
+    key: tuple
+    inputs: Any
+    program: Callable[[Any], Any]
+    fallback: Callable[[], Any]
+    robot: Any
+    generator: torch.Generator | None
+    instead: str
+
+
+def replayed(call: OneGraph) -> Any:
+    """``call``'s answer from its program: the first call of a key runs it eagerly (on a side
+    stream: the libraries' lazy set-up done off the capture), the second captures it in a CUDA
+    graph, later ones copy their inputs into the graph's buffers and replay it; where a capture
+    fails, ``call.fallback()`` with a warning (once per key). Programs are kept per key, least
+    recently used first out (:data:`MAX_PROGRAMS`)."""
+    entry = _Program._cache.get(call.key)
+    if entry is None or not entry.valid(call):
+        entry = _Program(call)
+        _Program._cache[call.key] = entry
         while len(_Program._cache) > MAX_PROGRAMS:
             _Program._cache.popitem(last=False)
-        _Program._cache.move_to_end(key)
-        return entry.warm_up(run, seeds)
-    _Program._cache.move_to_end(key)
-    return entry.replay(run, seeds)
+        _Program._cache.move_to_end(call.key)
+        return entry.warm_up(call)
+    _Program._cache.move_to_end(call.key)
+    return entry.replay(call)
 
 
 def _key(run: Run, seeds: Tensor | None) -> tuple:
@@ -289,70 +338,55 @@ def _key(run: Run, seeds: Tensor | None) -> tuple:
     )  # fmt: skip
 
 
-@dataclass
-class _Buffers:
-    """What a captured program reads (its inputs, copied in before each replay) and writes."""
-
-    position: Tensor
-    rotmat: Tensor | None
-    seeds: Tensor | None
-    result: IKResult | None = None
-
-    def load(self, run: Run, seeds: Tensor | None) -> None:
-        copy_buffers((self.position, self.rotmat, self.seeds), (run.position, run.rotmat, seeds))
-
-
 class _Program:
-    """One shape's program: its warm-up, then its graph and the buffers it reads and writes."""
+    """One key's program: its buffers (the inputs it reads, the result it writes), its graph."""
 
     _cache: OrderedDict[tuple, _Program] = OrderedDict()
 
-    def __init__(self, run: Run, seeds: Tensor | None):
-        self.robot = weakref.ref(run.robot)
-        self.limits = JointLimits.of(run.robot)
-        self.generator = None if run.generator is None else weakref.ref(run.generator)
+    def __init__(self, call: OneGraph):
+        self.robot = weakref.ref(call.robot)
+        self.limits = JointLimits.of(call.robot)
+        self.generator = None if call.generator is None else weakref.ref(call.generator)
         self.graph: Any = None
         self.failed = False
-        self.buffers = _Buffers(*clone_buffers((run.position, run.rotmat, seeds)))
+        self.inputs = clone_buffers(call.inputs)
+        self.result: Any = None
 
-    def valid(self, run: Run) -> bool:
+    def valid(self, call: OneGraph) -> bool:
         """The same robot (alive), limits and generator as when this program was made."""
-        robot = run.robot
-        same_generator = run.generator is None or (
-            self.generator is not None and self.generator() is run.generator
-        )
+        robot, g = call.robot, call.generator
+        same_generator = g is None or (self.generator is not None and self.generator() is g)
         return self.robot() is robot and JointLimits.of(robot) is self.limits and same_generator
 
-    def warm_up(self, run: Run, seeds: Tensor | None) -> IKResult:
-        """The first call: the program eagerly on a side stream (what a capture needs first:
-        the libraries' lazy set-up done off the capture), its answer copied on the current
-        stream (whose allocations it then owns)."""
-        return clone_buffers(on_side_stream(lambda: program(run, run.position, run.rotmat, seeds)))
+    def warm_up(self, call: OneGraph) -> Any:
+        """The first call: the program eagerly on its buffers on a side stream (what a capture
+        needs first: the libraries' lazy set-up, and the values a problem reads from the
+        device once, made off the capture), its answer copied on the current stream (whose
+        allocations it then owns)."""
+        return clone_buffers(on_side_stream(lambda: call.program(self.inputs)))
 
-    def replay(self, run: Run, seeds: Tensor | None) -> IKResult:
+    def replay(self, call: OneGraph) -> Any:
         """Later calls: the inputs copied in, the graph replayed (captured on first use), a
-        copy of its result; the rounds where the capture failed."""
-        if self.failed or (self.graph is None and not self._capture(run)):
-            return run.random() if seeds is None else run.given(seeds)
-        self.buffers.load(run, seeds)
+        copy of its result; ``call.fallback()`` where the capture failed."""
+        if self.failed or (self.graph is None and not self._capture(call)):
+            return call.fallback()
+        copy_buffers(self.inputs, call.inputs)
         self.graph.replay()
-        assert self.buffers.result is not None
         # out of the graph's memory, which the next replay overwrites
-        return clone_buffers(self.buffers.result)
+        return clone_buffers(self.result)
 
-    def _capture(self, run: Run) -> bool:
-        b, graph = self.buffers, torch.cuda.CUDAGraph()
-        if run.generator is not None:
-            graph.register_generator_state(run.generator)
-        inputs = replace(run, position=b.position, rotmat=b.rotmat)
+    def _capture(self, call: OneGraph) -> bool:
+        graph = torch.cuda.CUDAGraph()
+        if call.generator is not None:
+            graph.register_generator_state(call.generator)
         try:
             with torch.cuda.graph(graph):
-                b.result = program(inputs, b.position, b.rotmat, b.seeds)
+                self.result = call.program(self.inputs)
         except RuntimeError as err:  # an operation that cannot be captured
             torch.cuda.synchronize()
-            warnings.warn(f"solve_ik runs in rounds: CUDA graph capture failed ({err})",
-                          RuntimeWarning, stacklevel=5)  # fmt: skip
-            self.failed, b.result = True, None
+            warnings.warn(f"{call.instead}: CUDA graph capture failed ({err})", RuntimeWarning,
+                          stacklevel=5)  # fmt: skip
+            self.failed, self.result = True, None
             return False
         self.graph = graph
         return True
