@@ -81,8 +81,9 @@ class SolverSettings:
             the evaluation), or given seeds without restarts (``refine_samples``, warm
             starts); ``False``: rounds with host checks between them. On an H200, 1 / 1 000
             Panda poses in 1.36 / 1.56 ms against 3.90 / 13.5 ms in rounds, all solved (the
-            first call of a shape runs eagerly, the second captures). No effect on the CPU
-            or in whole-body IK.
+            first call of a shape runs eagerly, the second captures). Whole-body IK's calls
+            of random seeds too, where Triton's loop kernel steps them
+            (:mod:`torchik.ik.wholebody.captured`). No effect on the CPU.
     """
 
     max_iters: int = 100

@@ -24,7 +24,7 @@ from torchik.ik.seeding import Seeder, link_features, nearest_member, target_fea
 from torchik.ik.wholebody.problem import WholeBodyProblem
 from torchik.kinematics import native
 
-__all__ = ["RESTART_POOLS", "RESTART_ROWS", "fit_base", "wholebody_seeder"]
+__all__ = ["RESTART_POOLS", "RESTART_ROWS", "drawn_seeds", "fit_base", "wholebody_seeder"]
 
 _ROTATION_WEIGHT = LMSettings.rotation_weight
 """ρ (m/rad) of the seeds' pose distance: the Levenberg-Marquardt settings' default (read from
@@ -74,6 +74,35 @@ def wholebody_seeder(
         return _place_base(problem, pool[best], rows)
 
     return seeder
+
+
+def drawn_seeds(
+    problem: WholeBodyProblem,
+    k: int,
+    pool_size: int,
+    generator: torch.Generator | None,
+    draws: int,
+) -> Tensor:
+    """``(draws, N, nq)``: ``draws`` seeds of every row of ``problem`` (``k`` slots per target),
+    drawn at once and with no host read, for whole-body IK's one-graph program
+    (:mod:`torchik.ik.wholebody.captured`: the first seeds, then one per restart offer). Each
+    draw has its own ``k`` pools of ``pool_size`` uniform random configurations, and row ``r``
+    takes the member of pool ``r % k`` nearest to its targets, as the first draw of
+    :func:`wholebody_seeder` does; ``pool_size`` 0: uniform random configurations. A fixed base
+    (or held free bodies), the joint limits shared by the rows."""
+    robot, n = problem.robot, len(problem)
+    if not pool_size:
+        return robot.random_configuration(draws * n, generator).view(draws, n, robot.dof)
+    size = k * pool_size
+    pool = robot.random_configuration(draws * size, generator)
+    features = _pool_features(problem, pool).view(draws, k, pool_size, -1)  # one FK call
+    aims = _target_features(problem)
+    which = torch.arange(n, device=aims.device) % k
+    offset = which * pool_size
+    # a draw at a time: products of (N, P, F), not (draws, N, P, F)
+    best = [nearest_member(aims, features[d], which, True) + offset + d * size
+            for d in range(draws)]  # fmt: skip
+    return pool[torch.stack(best)]
 
 
 RESTART_POOLS = 4

@@ -31,7 +31,9 @@ boxes), a whole solve in one call, stalled slots starting again within it from p
 once (:data:`~torchik.ik.wholebody.seeds.RESTART_POOLS`; a floating base placed as the seeds'
 is); else in calls of :data:`COMPILED_SYNC_EVERY` iterations, stalled slots re-seeded between
 them. On CUDA the fixed-shape loop is captured in
-CUDA graphs.
+CUDA graphs, its chunks separated by host reads; where Triton's loop kernel steps the rows
+(:data:`FUSED_LOOP`), a call of random seeds runs instead as one program captured whole
+(:mod:`torchik.ik.wholebody.captured`).
 """
 
 from __future__ import annotations
@@ -54,6 +56,7 @@ from torchik.ik.inputs import check_bounds, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.rounds import reshape_result
 from torchik.ik.seeding import Seeder
+from torchik.ik.wholebody import captured
 from torchik.ik.wholebody.problem import WholeBodyProblem
 from torchik.ik.wholebody.result import WholeBodyResult, evaluate_targets
 from torchik.ik.wholebody.seeds import wholebody_seeder
@@ -80,7 +83,8 @@ FUSED_LOOP = False
 (:func:`torchik.kinematics.fused.lm_loop` with several links: one launch per chunk of
 iterations) where it serves: no posture, every joint active, no boxes, a fixed base, the robot
 on the fused kernels. Off until measured on a GPU (``make gpu-check`` times both; equal to the
-step in Triton's interpreter): the captured iteration of PyTorch operations otherwise."""
+step in Triton's interpreter): the captured iteration of PyTorch operations otherwise. With it,
+a call of random seeds runs as one captured program (:mod:`torchik.ik.wholebody.captured`)."""
 
 
 COMPILED_SYNC_EVERY = 4
@@ -443,18 +447,36 @@ def solve_wholebody(
             robot, targets, weights, active, rest, posture, position_only,
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
-        compiled = loop != "host" and _made(iters, loop).compiled_loop(problem, problem.rest)
-        reseed = _seeder(problem, k, seed_pool, generator, seeds is None, restarts, compiled)
-        if q0 is None:
+        result = _solve_rows(problem, k, q0, iters, loop, seed_pool, generator, restarts,
+                             posture_iters)  # fmt: skip
+        return _reshape(result, batch)
+
+
+def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int, loop: str,
+                seed_pool: int, generator, restarts, posture_iters: int):  # fmt: skip
+    """The solve of the checked rows (``k`` slots per target, seeds ``q0 (N, nq)`` or random
+    ones): one captured program on CUDA where it serves (:mod:`torchik.ik.wholebody.captured`),
+    else the solver's loop, then the posture's settling and the check by FK."""
+    robot = problem.robot
+    compiled = loop != "host" and _made(iters, loop).compiled_loop(problem, problem.rest)
+
+    def chunked() -> WholeBodyResult:
+        reseed = _seeder(problem, k, seed_pool, generator, q0 is None, restarts, compiled)
+        first = q0
+        if first is None:
             assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
-            q0 = reseed(rows, torch.zeros_like(rows))  # and the restarts' pools, if any
+            first = reseed(rows, torch.zeros_like(rows))  # and the restarts' pools, if any
         solver = _solver(problem, iters, loop, compiled)
-        q, iterations = solver.solve(problem, q0, reseed)
-        if posture and posture_iters:
+        q, iterations = solver.solve(problem, first, reseed)
+        if problem.posture and posture_iters:
             q = solver.settle(problem, q, posture_iters)
-        result = evaluate_targets(problem, q, iterations, (len(problem) // k, k))
-        return _reshape(result, batch)
+        return evaluate_targets(problem, q, iterations, (len(problem) // k, k))
+
+    one_graph = q0 is None and restarts is not False and not compiled
+    if one_graph and captured.serves(_made(iters, loop), problem, seed_pool, generator):
+        return captured.solve(_made(iters, loop), problem, k, seed_pool, generator, chunked)
+    return chunked()
 
 
 def _seeder(problem, k, seed_pool, generator, random: bool, restarts, compiled: bool):
