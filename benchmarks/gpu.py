@@ -14,12 +14,14 @@ runs it:
 from __future__ import annotations
 
 import argparse
+from functools import partial
 from pathlib import Path
 
 import torch
 from common import RESULTS_DIR, Report, log
 
 from experiments.gpu import (
+    ROUTE_WHOLEBODY,
     failed_row,
     fk_rows,
     gpu_table,
@@ -28,6 +30,7 @@ from experiments.gpu import (
     route_limits,
     route_rows,
     wholebody_rows,
+    wholebody_triton_rows,
 )
 from torchik import load_robot
 from torchik.models import load_pretrained
@@ -67,8 +70,9 @@ def main() -> None:
         n = 50 if args.quick else 1000
         fitted = fitted_sampler("panda"), fitted_sampler("panda", bf16=True)
         groups.append(("model", lambda: model_rows(robot, model, n, args.seconds, *fitted)))
-    groups.append(("wholebody_triton", lambda: wholebody_rows(
-        g1, hands, 20 if args.quick else 1000, args.seconds, triton=True)))  # fmt: skip
+    sizes = (20,) if args.quick else ROUTE_WHOLEBODY
+    triton = partial(wholebody_triton_rows, g1, hands, sizes, args.seconds)
+    groups.append(("wholebody_triton", triton))
     groups.append(("route", lambda: route_rows(robot, link, g1, hands, args.seconds, args.quick)))
     rows: list[dict] = []
     report = Report(args.name, "GPU kinematics (issues 19, 34)")  # stamped now: its duration

@@ -34,8 +34,9 @@ from experiments.timing import time_call, time_cuda
 
 __all__ = [
     "HOST_ROUTE", "LOOPS", "ROUTE_GPU", "ROUTE_IK", "ROUTE_LIMITS", "ROUTE_WHOLEBODY",
-    "WHOLEBODY_PATHS", "failed_row", "fk_rows", "gpu_table", "ik_rows", "measured",
-    "model_rows", "route_limits", "route_rows", "wholebody_rows",
+    "WHOLEBODY_PATHS", "WHOLEBODY_TRITON", "failed_row", "fk_rows", "gpu_table", "ik_rows",
+    "measured", "model_rows", "route_limits", "route_rows", "wholebody_rows",
+    "wholebody_triton_rows",
 ]  # fmt: skip
 
 
@@ -173,38 +174,68 @@ def wholebody_rows(
     links: Sequence[str],
     n: int,
     seconds: float,
-    triton: bool = False,
     paths: Sequence[str] = tuple(WHOLEBODY_PATHS),
 ) -> list[dict]:
     """Whole-body IK of ``n`` targets of every link in ``links`` (FK poses, seed ``n``), by the
     host loop, the fixed loop (the ``loop`` of :data:`LOOPS`' "host loop" and "fixed, CUDA
     graphs": the iteration's PyTorch operations captured) and the defaults (``loop="auto"``: on
     CUDA, at most :data:`torchik.ik.host.HOST_WHOLEBODY_ROWS` rows go to the CPU's compiled
-    loop; the compiled loop on the CPU); with ``triton``, on CUDA only, the
-    fixed loop on Triton's loop kernel with every link instead
-    (:data:`torchik.ik.wholebody.solve.FUSED_LOOP`, off by default until this row says it
-    wins; a group of its own, last, as its kernel's compile time is not known yet). ``paths``:
-    these rows of :data:`WHOLEBODY_PATHS` only."""
+    loop; the compiled loop on the CPU). ``paths``: these rows of :data:`WHOLEBODY_PATHS`
+    only."""
     from torchik.ik import solve_wholebody
-    from torchik.ik.wholebody import solve as wholebody
 
+    targets = _wholebody_targets(robot, links, n)
+    rows, what = [], f"whole-body IK, {len(links)} links"
+    for name in paths:
+        solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
+                        loop=WHOLEBODY_PATHS[name])  # fmt: skip
+        rows.append(measured(what, name, n, partial(_solved, solve, n, seconds)))
+    return rows
+
+
+def _wholebody_targets(robot: Any, links: Sequence[str], n: int) -> dict[str, torch.Tensor]:
+    """FK poses of every link in ``links`` at ``n`` random configurations (seed ``n``)."""
     g = torch.Generator().manual_seed(n)
     poses = robot.forward_kinematics(robot.random_configuration(n, generator=g), list(links))
-    targets = dict(zip(links, poses.unbind(1), strict=True))
-    rows, what = [], f"whole-body IK, {len(links)} links"
-    chosen = [("fixed, Triton loop kernel", "fixed")] if triton else [
-        (name, WHOLEBODY_PATHS[name]) for name in paths]  # fmt: skip
-    if triton and robot.device.type != "cuda":
-        return []
-    before = wholebody.FUSED_LOOP
-    for name, loop in chosen:
-        solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
-                        loop=loop)  # fmt: skip
-        wholebody.FUSED_LOOP = triton
-        try:
-            rows.append(measured(what, name, n, partial(_solved, solve, n, seconds)))
-        finally:
-            wholebody.FUSED_LOOP = before
+    return dict(zip(links, poses.unbind(1), strict=True))
+
+
+WHOLEBODY_TRITON = ("one graph, Triton loop kernel", "fixed, Triton loop kernel")
+"""The rows of :func:`wholebody_triton_rows`."""
+
+
+def wholebody_triton_rows(
+    robot: Any, links: Sequence[str], sizes: Sequence[int], seconds: float
+) -> list[dict]:
+    """Whole-body IK on Triton's loop kernel (:data:`~torchik.ik.wholebody.solve.FUSED_LOOP`
+    on, off by default until these rows say it wins; on CUDA: elsewhere the kernel does not
+    serve, the rows time ``loop="fixed"`` as it is and say so): at every size of ``sizes``
+    as one captured program (:mod:`torchik.ik.wholebody.captured`, the default generator), and
+    at the largest size up to 1 000 in chunks with host reads between them (the program turned
+    off), each of ``n`` targets as :func:`wholebody_rows`. Its own group, last: the G1's loop
+    kernel took 76 s to compile for sm_90 on the CPU machine (Triton 3.9)."""
+    from torchik.ik import solve_wholebody
+    from torchik.ik.wholebody import captured
+    from torchik.ik.wholebody import solve as wholebody
+
+    what, rows = f"whole-body IK, {len(links)} links", []
+    names = WHOLEBODY_TRITON if robot.device.type == "cuda" else tuple(
+        f"{name} (no CUDA: loop='fixed' as it is)" for name in WHOLEBODY_TRITON)  # fmt: skip
+    chunked = max([n for n in sizes if n <= 1000] or sizes[:1])
+    saved = wholebody.FUSED_LOOP, captured.serves
+    wholebody.FUSED_LOOP = True
+    try:
+        for n in sizes:
+            solve = partial(solve_wholebody, robot, _wholebody_targets(robot, links, n),
+                            loop="fixed")  # fmt: skip
+            rows.append(measured(what, names[0], n, partial(_solved, solve, n, seconds)))
+            if n == chunked:
+                captured.serves = lambda *args: False  # type: ignore[assignment]
+                rows.append(measured(what, names[1], n,
+                                     partial(_solved, solve, n, seconds)))  # fmt: skip
+                captured.serves = saved[1]  # type: ignore[assignment]
+    finally:
+        wholebody.FUSED_LOOP, captured.serves = saved  # type: ignore[assignment]
     return rows
 
 
