@@ -200,6 +200,36 @@ def test_the_compiled_loop_restarts_stalled_rows_from_the_seeders_pools(robot, m
 
 
 @pytest.mark.parametrize("loop", ["auto", "host"])
+def test_random_seeds_do_not_restart_with_restarts_false(robot, loop, monkeypatch):
+    """``restarts=False`` holds for random seeds too (it was ignored: stalled slots restarted
+    all the same): the seeder draws once, the compiled loop gets no restart pools; with the
+    default, targets out of reach make the slots restart."""
+    from torchik.ik.wholebody import seeds as wholebody_seeds
+    from torchik.ik.wholebody import solve as wholebody
+    from torchik.kinematics import native
+
+    draws, pools, real_seeder, real_loop = [], [], wholebody_seeds.wholebody_seeder, native.lm_loop
+
+    def seeder(*args, **kwargs):
+        made = real_seeder(*args, **kwargs)
+        return lambda rows, attempt: draws.append(len(rows)) or made(rows, attempt)
+
+    monkeypatch.setattr(wholebody, "wholebody_seeder", seeder)
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: pools.append(k.get("restarts"))
+                        or real_loop(*a, **k))  # fmt: skip
+    targets, _ = _targets(robot, 4, seed=23)
+    targets["left_hand"] = targets["left_hand"].clone()
+    targets["left_hand"][:2, :3, 3] += 3.0  # two targets out of reach: their slots stall
+    g = torch.Generator().manual_seed(0)
+    held = solve_wholebody(robot, targets, loop=loop, restarts=False, generator=g)
+    assert draws == [8] and all(p is None for p in pools)
+    assert held.success.any(-1).tolist()[:2] == [False, False]
+    draws.clear()
+    solve_wholebody(robot, targets, loop=loop, generator=g)
+    assert len(draws) > 1 or any(p is not None for p in pools)  # restarts: drawn again, or pools
+
+
+@pytest.mark.parametrize("loop", ["auto", "host"])
 def test_given_seeds_restart_where_asked(robot, loop):
     """Seeds pinned at a corner of the limits stall for every target; with ``restarts`` the
     stalled slots start again from fresh seeds (between the compiled loop's calls, or the host

@@ -468,7 +468,7 @@ def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int
             rows = torch.arange(len(problem), device=robot.device)
             first = reseed(rows, torch.zeros_like(rows))  # and the restarts' pools, if any
         solver = _solver(problem, iters, loop, compiled)
-        q, iterations = solver.solve(problem, first, reseed)
+        q, iterations = solver.solve(problem, first, None if restarts is False else reseed)
         if problem.posture and posture_iters:
             q = solver.settle(problem, q, posture_iters)
         return evaluate_targets(problem, q, iterations, (len(problem) // k, k))
@@ -482,9 +482,11 @@ def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int
 def _seeder(problem, k, seed_pool, generator, random: bool, restarts, compiled: bool):
     """The seeder of the first seeds (``random``) and of the restarts, or ``None``: given seeds
     without ``restarts``. A warm start restarts seldom: between the calls of the compiled loop,
-    its seeder made only if a slot stalls (:func:`_on_demand`)."""
+    its seeder made only if a slot stalls (:func:`_on_demand`). Random seeds with ``restarts``
+    ``False``: the first seeds only (no restart pools for the compiled loop)."""
     if random:
-        return wholebody_seeder(problem, k, seed_pool, generator, restarts=compiled)
+        pools = compiled and restarts is not False
+        return wholebody_seeder(problem, k, seed_pool, generator, restarts=pools)
     if restarts:
         return _on_demand(lambda: wholebody_seeder(problem, k, seed_pool, generator))
     return None
