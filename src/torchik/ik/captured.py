@@ -63,6 +63,7 @@ from torchik.ik.fixed import (
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, evaluate, take_targets
 from torchik.ik.seeding import Seeder, nearest_per_slot, pooled
+from torchik.robot.robot import Robot
 
 __all__ = [
     "BUCKETS",
@@ -302,7 +303,7 @@ class OneGraph:
     inputs: Any
     program: Callable[[Any], Any]
     fallback: Callable[[], Any]
-    robot: Any
+    robot: Robot
     generator: torch.Generator | None
     instead: str
 
@@ -354,7 +355,8 @@ class _Program:
 
     def valid(self, call: OneGraph) -> bool:
         """The same robot (alive), limits and generator as when this program was made."""
-        robot, g = call.robot, call.generator
+        robot: Robot = call.robot
+        g = call.generator
         same_generator = g is None or (self.generator is not None and self.generator() is g)
         return self.robot() is robot and JointLimits.of(robot) is self.limits and same_generator
 
