@@ -10,6 +10,7 @@ import os
 import pytest
 import torch
 
+from tests.ik.fake_cuda import FakeGraph, fake_cuda
 from tests.ik.recorder import Recorder
 from torchik import load_robot, solve_ik
 from torchik.geometry.rotations import geodesic_distance
@@ -377,64 +378,10 @@ def test_the_program_is_captured_once_and_replayed_without_a_sync(dtype, restart
         torch.testing.assert_close(got.q, rounds.q, rtol=0, atol=1e-5)
 
 
-class _FakeGraph:
-    """A stand-in for ``torch.cuda.CUDAGraph`` on the CPU: what runs inside ``graph(...)`` is
-    remembered (the program's call, :func:`_fake_cuda`) and run again, in place, by
-    ``replay`` (its outputs written into the tensors the capture returned, as a replay
-    writes the graph's memory)."""
-
-    made: list[_FakeGraph] = []
-
-    def __init__(self):
-        self.call, self.out, self.replays = None, None, 0
-        _FakeGraph.made.append(self)
-
-    def replay(self):
-        self.replays += 1
-        fresh = self.call()
-        for name in ("q", "success", "position_error", "rotation_error", "iterations"):
-            getattr(self.out, name).copy_(getattr(fresh, name))
-
-
 def _fake_cuda(monkeypatch, fail: bool = False):
-    """The CUDA calls of :class:`captured._Program` replaced by CPU stand-ins; ``fail``: every
-    capture raises, as one of an operation that cannot be captured."""
-    import contextlib
-
-    capturing: list[_FakeGraph] = []
-
-    @contextlib.contextmanager
-    def graph(g):
-        if fail:
-            raise RuntimeError("operation not permitted when stream is capturing")
-        capturing.append(g)
-        try:
-            yield
-        finally:
-            capturing.pop()
-
-    real = captured.program
-
-    def program(*args):
-        out = real(*args)
-        if capturing:
-            capturing[-1].call, capturing[-1].out = (lambda: real(*args)), out
-        return out
-
-    class Stream:
-        def wait_stream(self, other):
-            pass
-
-    _FakeGraph.made.clear()
-    captured._Program._cache.clear()
-    monkeypatch.setattr(captured, "capturable", lambda solver, q: True)
-    monkeypatch.setattr(captured, "program", program)
-    monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
-    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
-    monkeypatch.setattr(torch.cuda, "graph", graph)
-    monkeypatch.setattr(torch.cuda, "synchronize", lambda: None)
+    """CUDA's calls stood in for on the CPU (:func:`tests.ik.fake_cuda.fake_cuda`), the
+    program of ``solve_ik`` recorded."""
+    fake_cuda(monkeypatch, captured, fail=fail)
 
 
 def test_a_program_is_warmed_up_captured_once_then_replayed(panda, monkeypatch):
@@ -448,8 +395,8 @@ def test_a_program_is_warmed_up_captured_once_then_replayed(panda, monkeypatch):
     for seed in range(4):
         targets = _targets(panda, 6, seed=30 + seed)
         results.append((targets, solve_ik(panda, targets, method=method)))
-    assert len(captured._Program._cache) == 1 and len(_FakeGraph.made) == 1
-    assert _FakeGraph.made[0].replays == 3  # call 2 captured, then replayed; calls 3 and 4
+    assert len(captured._Program._cache) == 1 and len(FakeGraph.made) == 1
+    assert FakeGraph.made[0].replays == 3  # call 2 captured, then replayed; calls 3 and 4
     for targets, result in results:  # each answer is its own targets', kept after later calls
         assert bool(result.success[:, 0].all())
         pose = panda.forward_kinematics(result.q[:, 0], LINK)
@@ -459,7 +406,7 @@ def test_a_program_is_warmed_up_captured_once_then_replayed(panda, monkeypatch):
     assert len(captured._Program._cache) == 2
     other = load_robot("panda", dtype=torch.float64)
     solve_ik(other, _targets(other, 6, seed=41), method=method)  # another robot, same shape
-    assert len(captured._Program._cache) == 3 and len(_FakeGraph.made) == 1  # warmed up only
+    assert len(captured._Program._cache) == 3 and len(FakeGraph.made) == 1  # warmed up only
     seeds = panda.random_configuration(12).view(6, 2, 7)
     targets = _targets(panda, 6, seed=42)
     want = refine_samples(
@@ -481,7 +428,7 @@ def test_a_program_made_in_inference_mode_is_not_reused_outside_it(panda, monkey
             solve_ik(panda, targets, method=method)
     for _ in range(3):
         assert bool(solve_ik(panda, targets, method=method).success[:, 0].all())
-    assert len(captured._Program._cache) == 2 and len(_FakeGraph.made) == 2
+    assert len(captured._Program._cache) == 2 and len(FakeGraph.made) == 2
 
 
 def test_a_failed_capture_warns_once_and_runs_the_rounds(panda, monkeypatch):
@@ -523,7 +470,7 @@ def test_target_counts_share_the_program_of_their_bucket(panda, monkeypatch):
             want = captured.program(_run(panda, targets, solver=method), targets[:, :3, 3],
                                     targets[:, :3, :3])  # fmt: skip
             assert torch.equal(got.q, want.q) and torch.equal(got.iterations, want.iterations)
-    assert len(captured._Program._cache) == 1 and _FakeGraph.made[0].replays == 4
+    assert len(captured._Program._cache) == 1 and FakeGraph.made[0].replays == 4
     seeds = panda.random_configuration(6).view(3, 2, 7)  # given seeds: padded and cut too
     targets = _targets(panda, 3, seed=80)
     want = refine_samples(

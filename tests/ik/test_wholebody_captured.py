@@ -5,17 +5,16 @@ stood in for (the ``cuda`` case runs them, in ``make gpu-check``)."""
 
 from __future__ import annotations
 
-import contextlib
 import os
 
 import pytest
 import torch
 
+from tests.ik.fake_cuda import RESULT_FIELDS, FakeGraph, fake_cuda
 from tests.ik.recorder import Recorder
 from tests.ik.test_wholebody import HANDS, TWO_ARMS, _targets
 from torchik import Robot
 from torchik.ik import captured as ik_captured
-from torchik.ik.fixed import copy_buffers
 from torchik.ik.wholebody import captured, solve_wholebody
 from torchik.ik.wholebody import solve as wholebody
 from torchik.ik.wholebody.seeds import drawn_seeds
@@ -151,63 +150,14 @@ def test_on_triton_loop_kernel_the_program_solves_and_restarts_in_the_kernel_ali
     _checked(robot, results[True], {k: v.to(device) for k, v in targets.items()})
 
 
-class _FakeGraph:
-    """A stand-in for ``torch.cuda.CUDAGraph`` on the CPU: what runs inside ``graph(...)`` is
-    remembered and run again by ``replay``, its answer copied into the tensors the capture
-    returned (as a replay writes the graph's memory)."""
-
-    made: list[_FakeGraph] = []
-
-    def __init__(self):
-        self.call, self.out, self.replays = None, None, 0
-        _FakeGraph.made.append(self)
-
-    def replay(self):
-        self.replays += 1
-        fresh = self.call()
-        for name in ("q", "success", "position_error", "rotation_error", "iterations",
-                     "position_errors", "rotation_errors"):  # fmt: skip
-            copy_buffers(getattr(self.out, name), getattr(fresh, name))
-
-
-def _fake_cuda(monkeypatch):
-    """The CUDA calls of the one-graph machinery replaced by CPU stand-ins, whole-body IK's
-    program served (as where Triton's loop kernel steps the rows) and recorded."""
-    capturing: list[_FakeGraph] = []
-
-    @contextlib.contextmanager
-    def graph(g):
-        capturing.append(g)
-        try:
-            yield
-        finally:
-            capturing.pop()
-
-    real, calls = captured.program, []
-
-    def program(*args):
-        calls.append(len(args[1]))
-        out = real(*args)
-        if capturing:
-            capturing[-1].call, capturing[-1].out = (lambda: real(*args)), out
-        return out
-
-    class Stream:
-        def wait_stream(self, other):
-            pass
-
-    _FakeGraph.made.clear()
-    ik_captured._Program._cache.clear()
-    monkeypatch.setattr(captured, "capturable", lambda solver, q: True)
-    monkeypatch.setattr(captured, "program", program)
+def _fake_cuda(monkeypatch) -> list[int]:
+    """CUDA's calls stood in for on the CPU (:func:`tests.ik.fake_cuda.fake_cuda`), whole-body
+    IK's program served (as where Triton's loop kernel steps the rows, PyTorch's iteration
+    here) and its rows per call recorded."""
+    calls = fake_cuda(monkeypatch, captured, (*RESULT_FIELDS, "position_errors", "rotation_errors"))
     monkeypatch.setattr(WholeBodyLM, "_loop_kernel_serves", lambda self, problem, q: True)
-    monkeypatch.setattr(WholeBodyLM, "fused_loop", lambda self, *a, **k: False)  # PyTorch's
+    monkeypatch.setattr(WholeBodyLM, "fused_loop", lambda self, *a, **k: False)
     monkeypatch.setattr(WholeBodyLM, "compiled_loop", lambda self, problem, q: False)
-    monkeypatch.setattr(torch.cuda, "Stream", Stream)
-    monkeypatch.setattr(torch.cuda, "current_stream", Stream)
-    monkeypatch.setattr(torch.cuda, "stream", lambda s: contextlib.nullcontext())
-    monkeypatch.setattr(torch.cuda, "CUDAGraph", _FakeGraph)
-    monkeypatch.setattr(torch.cuda, "graph", graph)
     return calls
 
 
@@ -226,7 +176,7 @@ def test_calls_are_warmed_up_captured_once_then_replayed_per_bucket(robot, monke
         assert result.position_errors["left_hand"].shape == (n, 2)
         answers.append((targets, result))
     assert calls == [8, 8, 16, 16]  # rows: 3 -> 4 targets x 2 slots, then 5, 7 -> 8 targets
-    assert [g.replays for g in _FakeGraph.made] == [3, 2]  # calls 2-4; calls 6-7
+    assert [g.replays for g in FakeGraph.made] == [3, 2]  # calls 2-4; calls 6-7
     assert len(ik_captured._Program._cache) == 2
     for targets, result in answers:
         _checked(robot, result, targets)
