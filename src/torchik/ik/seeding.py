@@ -25,6 +25,7 @@ __all__ = [
     "nearest_member",
     "nearest_per_slot",
     "nearest_seeder",
+    "pick_per_slot",
     "pooled",
     "target_features",
     "uniform_seeder",
@@ -109,9 +110,29 @@ def nearest_per_slot(
     Returns:
         ``(D, T * S, dof)`` seeds, target-major (row ``t * S + s``: target ``t``, slot ``s``).
     """
-    dof, n_targets = robot.dof, position.shape[0]
     pool = robot.random_configuration(draws * slots * pool_size, generator)
     a, b = _features(robot, link, position, rotmat, pool, rotation_weight)
+    return pick_per_slot(a, b, pool, draws, slots)
+
+
+def pick_per_slot(a: Tensor, b: Tensor, pool: Tensor, draws: int, slots: int) -> Tensor:
+    """The choice of :func:`nearest_per_slot` (and of whole-body IK's
+    :func:`~torchik.ik.wholebody.seeds.drawn_seeds`) from features: for every draw ``d``,
+    target ``t`` and slot ``s``, the member of pool ``(d, s)`` whose features ``b`` have the
+    least product with the target's ``a``.
+
+    Args:
+        a: ``(T, F)`` float32 target features (:func:`target_features`).
+        b: ``(D * S * P, F)`` float32 features of ``pool`` (:func:`link_features`).
+        pool: ``(D * S * P, dof)`` configurations, draw-major, then slot, then member.
+        draws: ``D``.
+        slots: ``S``.
+
+    Returns:
+        ``(D, T * S, dof)``, target-major (row ``t * S + s``).
+    """
+    n_targets, dof = a.shape[0], pool.shape[-1]
+    pool_size = pool.shape[0] // (draws * slots)
     b = b.view(draws, slots * pool_size, -1)
     if draws * slots * pool_size * n_targets <= ONE_PRODUCT:  # every draw at once
         best = _argmin((b @ a.T).view(draws, slots, pool_size, -1), 2)

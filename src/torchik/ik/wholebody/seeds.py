@@ -20,7 +20,13 @@ from torch import Tensor
 from torchik.geometry.rotations import rotmat_to_quat
 from torchik.geometry.transforms import invert_transform, pose_to_matrix
 from torchik.ik.lm import LMSettings
-from torchik.ik.seeding import Seeder, link_features, nearest_member, target_features
+from torchik.ik.seeding import (
+    Seeder,
+    link_features,
+    nearest_member,
+    pick_per_slot,
+    target_features,
+)
 from torchik.ik.wholebody.problem import WholeBodyProblem
 from torchik.kinematics import native
 
@@ -88,21 +94,16 @@ def drawn_seeds(
     (:mod:`torchik.ik.wholebody.captured`: the first seeds, then one per restart offer). Each
     draw has its own ``k`` pools of ``pool_size`` uniform random configurations, and row ``r``
     takes the member of pool ``r % k`` nearest to its targets, as the first draw of
-    :func:`wholebody_seeder` does; ``pool_size`` 0: uniform random configurations. A fixed base
-    (or held free bodies), the joint limits shared by the rows."""
+    :func:`wholebody_seeder` does (one FK call and, up to
+    :data:`~torchik.ik.seeding.ONE_PRODUCT` distances, one product for every draw:
+    :func:`~torchik.ik.seeding.pick_per_slot`); ``pool_size`` 0: uniform random
+    configurations. A fixed base, the joint limits shared by the rows."""
     robot, n = problem.robot, len(problem)
     if not pool_size:
         return robot.random_configuration(draws * n, generator).view(draws, n, robot.dof)
-    size = k * pool_size
-    pool = robot.random_configuration(draws * size, generator)
-    features = _pool_features(problem, pool).view(draws, k, pool_size, -1)  # one FK call
-    aims = _target_features(problem)
-    which = torch.arange(n, device=aims.device) % k
-    offset = which * pool_size
-    # a draw at a time: products of (N, P, F), not (draws, N, P, F)
-    best = [nearest_member(aims, features[d], which, True) + offset + d * size
-            for d in range(draws)]  # fmt: skip
-    return pool[torch.stack(best)]
+    pool = robot.random_configuration(draws * k * pool_size, generator)
+    aims = _target_features(problem).view(n // k, k, -1)[:, 0]  # a target's slots share it
+    return pick_per_slot(aims, _pool_features(problem, pool), pool, draws, k)
 
 
 RESTART_POOLS = 4
