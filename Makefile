@@ -50,6 +50,7 @@ docs: $(STAMP)-docs
 fuzz: $(STAMP)-test
 	$(BIN)/python -m tests.fuzz.checkpoints --n 1000
 	$(BIN)/python -m tests.fuzz.solve_ik --n 5000
+	$(BIN)/python -m tests.fuzz.wholebody --n 3000
 	$(BIN)/python -m tests.fuzz.api --n 5000
 	$(BIN)/python -m tests.fuzz.journals --n 300
 	$(BIN)/python -m tests.fuzz.paths

@@ -108,6 +108,12 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
     rows = [(seed, *run_one(seed)) for seed in range(args.start, args.start + args.n)]
+    return report(rows)
+
+
+def report(rows: list[tuple[int, str, float, str]]) -> int:
+    """Print the campaign's table of ``(seed, outcome, seconds, message)`` rows and its
+    findings; the exit status (1 if any)."""
     counts = Counter(r[1] for r in rows)
     slowest = max((r[2] for r in rows if r[1] == "refused"), default=0.0)
     bad = [r for r in rows if finding(r[1], r[2])]

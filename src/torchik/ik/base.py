@@ -28,6 +28,7 @@ from torchik.ik.seeding import Seeder
 from torchik.robot.robot import Robot
 
 __all__ = [
+    "ITERATION_LIMIT",
     "IKProblem",
     "JointLimits",
     "LinkTarget",
@@ -105,7 +106,7 @@ class SolverSettings:
         one line naming the field otherwise."""
         check_choice("loop", self.loop, LOOPS)
         for name in ("max_iters", "attempt_iters", "round_iters", "sync_every"):
-            check_int(name, getattr(self, name), 0)
+            check_int(name, getattr(self, name), 0, ITERATION_LIMIT)
         for name in ("patience", "initial_seeds", "retry_seeds"):
             check_int(name, getattr(self, name), 1)
         for name in ("rotation_weight", "min_improvement"):
@@ -114,6 +115,11 @@ class SolverSettings:
         check_bool("capture", self.capture)
         check_bool("one_graph", self.one_graph)
 
+
+ITERATION_LIMIT = (1 << 31) - 1
+"""The most iterations a solver setting counts (``max_iters`` and the like): far beyond any
+solve's need, and within every counter's range (``2**63`` overflowed the fixed loop's 64-bit
+counters, a traceback instead of the setting's one-line refusal)."""
 
 CUDA_SYNC_EVERY = 11
 """Iterations between host checks of the IK loop on an accelerator (``sync_every=0``): a round

@@ -9,7 +9,13 @@ from torch import Tensor
 
 from torchik.robot.robot import Robot
 
-__all__ = ["check_bounds", "check_seeds", "check_target"]
+__all__ = ["MAX_SEEDS", "MAX_SEED_POOL", "check_bounds", "check_seeds", "check_target"]
+
+MAX_SEEDS = 1 << 16
+"""The most random seeds (slots) per target ``solve_ik`` and ``solve_wholebody`` accept."""
+
+MAX_SEED_POOL = 1 << 20
+"""The largest ``seed_pool`` ``solve_ik`` and ``solve_wholebody`` accept."""
 
 
 def check_target(robot: Robot, target: Tensor, position_only: bool, values: bool = True):

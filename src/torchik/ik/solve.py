@@ -13,18 +13,12 @@ from torch import Tensor
 from torchik.checks import check_bool, check_float, check_int, intra_op_threads
 from torchik.ik import captured, compiled, host
 from torchik.ik.base import IKProblem, IKSolver
-from torchik.ik.inputs import check_bounds, check_seeds, check_target
+from torchik.ik.inputs import MAX_SEED_POOL, MAX_SEEDS, check_bounds, check_seeds, check_target
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, reshape_result
 from torchik.robot.robot import Robot
 
-__all__ = ["MAX_SEEDS", "MAX_SEED_POOL", "METHODS", "default_link", "solve_ik"]
-
-MAX_SEEDS = 1 << 16
-"""The most random seeds (slots) per target ``solve_ik`` accepts."""
-
-MAX_SEED_POOL = 1 << 20
-"""The largest ``seed_pool`` ``solve_ik`` accepts."""
+__all__ = ["METHODS", "default_link", "solve_ik"]
 
 
 def _methods() -> dict[str, type[IKSolver]]:

@@ -47,12 +47,25 @@ from typing import Any, cast
 import torch
 from torch import Tensor
 
-from torchik.checks import check_bool, check_float, check_int, intra_op_threads
+from torchik.checks import (
+    check_bool,
+    check_float,
+    check_generator,
+    check_int,
+    intra_op_threads,
+)
 from torchik.geometry.floating import velocity_coordinates
 from torchik.ik import host
-from torchik.ik.base import IKProblem, JointLimits, Linearization, LinkTarget, State
+from torchik.ik.base import (
+    ITERATION_LIMIT,
+    IKProblem,
+    JointLimits,
+    Linearization,
+    LinkTarget,
+    State,
+)
 from torchik.ik.fixed import Carry
-from torchik.ik.inputs import check_bounds, check_seeds, check_target
+from torchik.ik.inputs import MAX_SEED_POOL, MAX_SEEDS, check_bounds, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.rounds import reshape_result
 from torchik.ik.seeding import Seeder
@@ -412,7 +425,11 @@ def solve_wholebody(
         ValueError: targets on the links of two free bodies, an active free body that
             carries no target, an unknown link or joint, a negative weight, targets of
             different batch shapes, malformed targets, seeds, rest or boxes, an inactive joint
-            held outside its limits.
+            held outside its limits, ``num_seeds`` or ``seed_pool`` above
+            :data:`~torchik.ik.inputs.MAX_SEEDS` or :data:`~torchik.ik.inputs.MAX_SEED_POOL`,
+            ``max_iters`` above :data:`~torchik.ik.base.ITERATION_LIMIT`.
+        TypeError: an argument of the wrong kind (a float ``num_seeds``, a seed for
+            ``generator``, ``"yes"`` for a bool).
 
     Example:
         >>> import torchik
@@ -427,11 +444,14 @@ def solve_wholebody(
     with torch.no_grad(), intra_op_threads(num_threads):
         check_float("posture", posture, 0.0, 1.0)
         check_int("posture_iters", posture_iters, 0)
-        check_int("num_seeds", num_seeds, 1)
-        check_int("seed_pool", seed_pool, 0)
+        check_int("num_seeds", num_seeds, 1, MAX_SEEDS)
+        check_int("seed_pool", seed_pool, 0, MAX_SEED_POOL)
+        check_bool("position_only", position_only)
+        check_generator("generator", generator)
         if restarts is not None:
             check_bool("restarts", restarts)
-        iters = MAX_ITERS if max_iters is None else max_iters
+        iters = MAX_ITERS if max_iters is None else check_int("max_iters", max_iters, 0,
+                                                               ITERATION_LIMIT)  # fmt: skip
         if _on_host(robot, targets, seeds, num_seeds, generator, iters, loop):
             cpu = host.twin(robot)
             result = solve_wholebody(
