@@ -43,8 +43,9 @@
 # the tree carries another commit's git data (a GPU machine's copy does): pass `git rev-parse
 # --short HEAD` from the checkout that sent it.
 # STEPS picks steps by name (default "tests gpu train_speed suite"; for the IK work, with
-# BUDGET=570: STEPS="tests probe host kernels", the fused-restart variants timed, the host's
-# profile, the store styles' values checked). Each step has its own time limit; a failed step is
+# BUDGET=570: STEPS="tests wholebody_triton probe", the suite with rows stores and whole-body
+# IK's captured program tested, the program timed at 1-4 000 G1 targets, the fused-restart
+# variants of solve_ik timed; then "gpu train_speed host" in a later call). Each step has its own time limit; a failed step is
 # reported and the next one still runs; the exit status is 1 if any step failed. Everything
 # printed is also in $OUT/gpu_check.log. Copy $OUT's files into benchmarks/results/ afterwards.
 set -uo pipefail
