@@ -84,7 +84,7 @@ def arguments(seed: int) -> dict:
         "seed_pool": NUMBERS + KINDS,
         "tol_position": NUMBERS + KINDS,
         "tol_rotation": NUMBERS + KINDS,
-        "max_iters": NUMBERS + KINDS,
+        "max_iters": SMALL + [2**31, 2**63] + KINDS,  # a billion: valid, and as long as asked
         "generator": [3, "g", torch.Generator().manual_seed(1)],
         "num_threads": SMALL + KINDS,
         "loop": ["host", "fixed", "auto", "fast", 3, None],
