@@ -16,7 +16,9 @@ import math
 import random
 import time
 from collections import Counter
+from collections.abc import Callable
 from functools import cache
+from typing import Any
 
 import torch
 
@@ -78,10 +80,18 @@ def run_one(seed: int) -> tuple[str, float, str]:
     kwargs = arguments(seed)
     target = kwargs.pop("target", target)
     link = kwargs.pop("link", "panda_hand")
+    return attempt(lambda: solve_ik(robot, target, link, **kwargs), kwargs)
+
+
+def attempt(call: Callable[[], Any], kwargs: dict) -> tuple[str, float, str]:
+    """``(result, seconds, message)`` of ``call()`` (a solve made with ``kwargs``): ``solved``
+    (its ``q``'s shape), ``refused`` (a one-line ValueError or TypeError), or what a fuzz looks
+    for: a multi-line refusal, a leak of another exception, torch's thread count not
+    restored."""
     threads = torch.get_num_threads()
     start = time.perf_counter()
     try:
-        result = solve_ik(robot, target, link, **kwargs)
+        result = call()
         outcome, message = "solved", f"q {tuple(result.q.shape)}"
     except (ValueError, TypeError) as err:
         outcome, message = "refused", str(err)
@@ -102,13 +112,19 @@ def finding(outcome: str, seconds: float) -> bool:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=2000, help="calls")
+    return campaign(run_one, __doc__.splitlines()[0], 2000, argv)
+
+
+def campaign(run: Callable[[int], tuple[str, float, str]], description: str, calls: int,
+             argv: list[str] | None = None) -> int:  # fmt: skip
+    """A fuzz campaign's command line (``--n`` calls, default ``calls``, from seed
+    ``--start``): every seed's ``run(seed)`` on one thread, then :func:`report`."""
+    parser = argparse.ArgumentParser(description=description)
+    parser.add_argument("--n", type=int, default=calls, help="calls")
     parser.add_argument("--start", type=int, default=0, help="first seed")
     args = parser.parse_args(argv)
     torch.set_num_threads(1)
-    rows = [(seed, *run_one(seed)) for seed in range(args.start, args.start + args.n)]
-    return report(rows)
+    return report([(seed, *run(seed)) for seed in range(args.start, args.start + args.n)])
 
 
 def report(rows: list[tuple[int, str, float, str]]) -> int:

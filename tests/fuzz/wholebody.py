@@ -10,16 +10,14 @@ bounded sample in CI; ``make fuzz`` runs ``python -m tests.fuzz.wholebody --n 30
 
 from __future__ import annotations
 
-import argparse
 import math
 import random
-import time
 from functools import cache
 
 import torch
 
 import torchik
-from tests.fuzz.solve_ik import KINDS, NUMBERS, report
+from tests.fuzz.solve_ik import KINDS, NUMBERS, attempt, campaign
 from torchik.ik import solve_wholebody
 
 F64 = torch.float64
@@ -101,32 +99,11 @@ def run_one(seed: int) -> tuple[str, float, str]:
     robot, targets = _problem()
     kwargs = arguments(seed)
     targets = kwargs.pop("targets", targets)
-    threads = torch.get_num_threads()
-    start = time.perf_counter()
-    try:
-        result = solve_wholebody(robot, targets, **kwargs)
-        outcome, message = "solved", f"q {tuple(result.q.shape)}"
-    except (ValueError, TypeError) as err:
-        outcome, message = "refused", str(err)
-        if "\n" in message.strip():
-            outcome = "refused (multi-line message)"
-    except Exception as err:  # noqa: BLE001 - a leak is what the fuzz looks for
-        outcome, message = f"LEAK {type(err).__name__}", str(err)[:200]
-    seconds = time.perf_counter() - start
-    if torch.get_num_threads() != threads:
-        outcome = "THREADS NOT RESTORED"
-        torch.set_num_threads(threads)
-    return outcome, seconds, f"{kwargs!r:.160} -> {message[:160]}"
+    return attempt(lambda: solve_wholebody(robot, targets, **kwargs), kwargs)
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--n", type=int, default=3000, help="calls")
-    parser.add_argument("--start", type=int, default=0, help="first seed")
-    args = parser.parse_args(argv)
-    torch.set_num_threads(1)
-    rows = [(seed, *run_one(seed)) for seed in range(args.start, args.start + args.n)]
-    return report(rows)
+    return campaign(run_one, __doc__.splitlines()[0], 3000, argv)
 
 
 if __name__ == "__main__":
