@@ -198,34 +198,46 @@ def test_restarts_in_the_loop_kernel_give_the_programs_answers_bit_for_bit(given
     operations between chunks do, float64: random seeds with restarts (some happen), and a
     warm start (given seeds, early stop, no restarts). Each chunk is one launch then."""
     pytest.importorskip("triton", reason="the fused kernels need Triton")
-    from torchik.kinematics import fused
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     robot = load_robot("panda", dtype=torch.float64, backend="fused").to(device)
     targets = _targets(robot, 12, seed=13).to(device)
     targets[:3, :3, 3] += 2.0  # out of reach: their slots stall and restart
     seeds = robot.random_configuration(24, torch.Generator().manual_seed(3)).to(device)
-    carries, launches = {}, []
-    real_loop, real_chunks = fused.lm_loop, captured.run_chunks
-    monkeypatch.setattr(fused, "lm_loop", lambda *a, **k: launches.append(k.get("groups"))
-                        or real_loop(*a, **k))  # fmt: skip
-    for on in (False, True):
-        monkeypatch.setattr(captured, "run_chunks", lambda *a, _on=on: carries.setdefault(
-            _on, real_chunks(*a)))  # fmt: skip
+
+    def solve(on: bool) -> None:
         solver = LevenbergMarquardt(loop="fixed", one_graph=True, max_iters=30, sync_every=4,
                                     fused_restarts=on, attempt_iters=6)  # fmt: skip
         run = _run(robot, targets, solver, seed_pool=0, restarts=not given)
         assert solver.takes_groups(run.make(run.position, run.rotmat, 2), seeds) is on
         torch.manual_seed(0)
         captured.program(run, run.position, run.rotmat, seeds if given else None)
-    chunks = -(-31 // 4)
-    assert launches[:chunks] == [None] * chunks and all(g is not None for g in launches[chunks:])
-    assert len(launches) == 2 * chunks
-    old, new = carries[False], carries[True]
-    for a, b in zip(old.tensors(), new.tensors(), strict=True):
-        assert torch.equal(a, b)
+
+    new = restarts_in_kernel_alike(monkeypatch, captured, solve, chunks=-(-31 // 4))
     assert given or bool((new.attempt > 0).any())  # restarts happened
     assert bool(new.finished.any()) and not bool(new.finished.all())  # early stops, and not all
+
+
+def restarts_in_kernel_alike(monkeypatch, module, solve, chunks: int):
+    """``solve(False)`` then ``solve(True)`` (``fused_restarts`` off, on), each a program of
+    ``module`` that runs ``chunks`` chunks on Triton's loop kernel: the first launches take no
+    ``groups``, the second's all do, and every tensor of the two carries is equal. Returns the
+    carry with the restarts in the kernel."""
+    from torchik.kinematics import fused
+
+    launches, carries = [], {}
+    real_loop, real_chunks = fused.lm_loop, module.run_chunks
+    monkeypatch.setattr(fused, "lm_loop", lambda *a, **k: launches.append(k.get("groups"))
+                        or real_loop(*a, **k))  # fmt: skip
+    for on in (False, True):
+        monkeypatch.setattr(module, "run_chunks", lambda *a, _on=on: carries.setdefault(
+            _on, real_chunks(*a)))  # fmt: skip
+        solve(on)
+    assert launches[:chunks] == [None] * chunks and all(g is not None for g in launches[chunks:])
+    assert len(launches) == 2 * chunks
+    for a, b in zip(carries[False].tensors(), carries[True].tensors(), strict=True):
+        assert torch.equal(a, b)
+    return carries[True]
 
 
 def test_seeds_per_slot_are_each_slots_nearest_pool_member(panda, monkeypatch):

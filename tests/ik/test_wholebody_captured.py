@@ -12,6 +12,7 @@ import torch
 
 from tests.ik.fake_cuda import RESULT_FIELDS, FakeGraph, fake_cuda
 from tests.ik.recorder import Recorder
+from tests.ik.test_captured import restarts_in_kernel_alike
 from tests.ik.test_wholebody import HANDS, TWO_ARMS, _targets
 from torchik import Robot
 from torchik.ik import captured as ik_captured
@@ -121,31 +122,23 @@ def test_on_triton_loop_kernel_the_program_solves_and_restarts_in_the_kernel_ali
     slots happen in that kernel, leaving every tensor of the carry as the operations between
     chunks do (float64, bit for bit); the targets are solved."""
     pytest.importorskip("triton", reason="the fused kernels need Triton")
-    from torchik.kinematics import fused
 
     device = "cuda" if torch.cuda.is_available() else "cpu"
     robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="fused").to(device)
     problem, targets = _rows(robot, 6, k=2, seed=4)
     monkeypatch.setattr(wholebody, "FUSED_LOOP", True)
-    launches, carries, results = [], {}, {}
-    real_loop, real_chunks = fused.lm_loop, ik_captured.run_chunks
-    monkeypatch.setattr(fused, "lm_loop", lambda *a, **k: launches.append(k.get("groups"))
-                        or real_loop(*a, **k))  # fmt: skip
-    for on in (False, True):
-        monkeypatch.setattr(captured, "run_chunks", lambda *a, _on=on: carries.setdefault(
-            _on, real_chunks(*a)))  # fmt: skip
+    results = {}
+
+    def solve(on: bool) -> None:
         solver = WholeBodyLM(loop="fixed", max_iters=40, sync_every=5, fused_restarts=on,
                              attempt_iters=8)  # fmt: skip
         assert solver._loop_kernel_serves(problem, problem.rest)
         assert solver.takes_groups(problem, problem.rest) is on
         torch.manual_seed(0)
         results[on] = captured.program(solver, problem, 2, 16, None)
-    chunks = -(-41 // 5)
-    assert launches[:chunks] == [None] * chunks and all(g is not None for g in launches[chunks:])
-    assert len(launches) == 2 * chunks
-    for a, b in zip(carries[False].tensors(), carries[True].tensors(), strict=True):
-        assert torch.equal(a, b)
-    assert bool((carries[True].attempt > 0).any())  # restarts happened
+
+    carry = restarts_in_kernel_alike(monkeypatch, captured, solve, chunks=-(-41 // 5))
+    assert bool((carry.attempt > 0).any())  # restarts happened
     assert bool(results[True].success.any(-1).all())
     _checked(robot, results[True], {k: v.to(device) for k, v in targets.items()})
 
