@@ -1,21 +1,44 @@
 """Input checks shared by the IK entry points (:func:`~torchik.ik.solve_ik` and its whole-body
-form in :mod:`torchik.ik.wholebody`): targets, seeds and boxes."""
+form in :mod:`torchik.ik.wholebody`): targets, seeds, boxes and the scalar settings."""
 
 from __future__ import annotations
+
+import math
 
 import numpy as np
 import torch
 from torch import Tensor
 
+from torchik.checks import check_bool, check_float, check_int
 from torchik.robot.robot import Robot
 
-__all__ = ["MAX_SEEDS", "MAX_SEED_POOL", "check_bounds", "check_seeds", "check_target"]
+__all__ = [
+    "MAX_SEEDS",
+    "MAX_SEED_POOL",
+    "check_bounds",
+    "check_options",
+    "check_seeds",
+    "check_target",
+]
 
 MAX_SEEDS = 1 << 16
 """The most random seeds (slots) per target ``solve_ik`` and ``solve_wholebody`` accept."""
 
 MAX_SEED_POOL = 1 << 20
 """The largest ``seed_pool`` ``solve_ik`` and ``solve_wholebody`` accept."""
+
+
+def check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only):
+    """The scalar settings of ``solve_ik`` and ``solve_wholebody``, one line per refusal
+    (``max_iters`` is checked by the solver's settings, ``num_threads`` on entry)."""
+    check_float("tol_position", tol_position, positive=True)
+    if not (isinstance(tol_rotation, float) and tol_rotation == math.inf):
+        check_float("tol_rotation", tol_rotation, positive=True)
+    check_int("num_seeds", num_seeds, 1, MAX_SEEDS)
+    check_int("seed_pool", seed_pool, 0, MAX_SEED_POOL)
+    if restarts is not None:
+        check_bool("restarts", restarts)
+    check_bool("position_only", position_only)
 
 
 def check_target(robot: Robot, target: Tensor, position_only: bool, values: bool = True):

@@ -10,10 +10,10 @@ from collections.abc import Mapping
 import torch
 from torch import Tensor
 
-from torchik.checks import check_bool, check_float, check_int, intra_op_threads
+from torchik.checks import intra_op_threads
 from torchik.ik import captured, compiled, host
 from torchik.ik.base import IKProblem, IKSolver
-from torchik.ik.inputs import MAX_SEED_POOL, MAX_SEEDS, check_bounds, check_seeds, check_target
+from torchik.ik.inputs import check_bounds, check_options, check_seeds, check_target
 from torchik.ik.result import IKResult
 from torchik.ik.rounds import Run, reshape_result
 from torchik.robot.robot import Robot
@@ -154,7 +154,7 @@ def solve_ik(
             "torchik.solve_wholebody(robot, {link: target, ...})"
         )
     with torch.no_grad(), intra_op_threads(num_threads):
-        _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
+        check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
         link = default_link(robot) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
         if getattr(robot, "floating", False):
@@ -215,19 +215,6 @@ def _empty_result(problem: IKProblem, k: int) -> IKResult:
         q, zeros.bool(), zeros, zeros, zeros.long(),
         problem.tol_position, tol_rot, problem.robot.continuous,
     )  # fmt: skip
-
-
-def _check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only):
-    """The scalar settings of :func:`solve_ik`, one line per refusal (``max_iters`` and
-    ``early_stop`` are checked by the solver's settings, ``num_threads`` on entry)."""
-    check_float("tol_position", tol_position, positive=True)
-    if not (isinstance(tol_rotation, float) and tol_rotation == math.inf):
-        check_float("tol_rotation", tol_rotation, positive=True)
-    check_int("num_seeds", num_seeds, 1, MAX_SEEDS)
-    check_int("seed_pool", seed_pool, 0, MAX_SEED_POOL)
-    if restarts is not None:
-        check_bool("restarts", restarts)
-    check_bool("position_only", position_only)
 
 
 def _refuse_floating(robot, link: str) -> None:

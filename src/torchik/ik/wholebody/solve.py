@@ -48,7 +48,6 @@ import torch
 from torch import Tensor
 
 from torchik.checks import (
-    check_bool,
     check_float,
     check_generator,
     check_int,
@@ -65,7 +64,7 @@ from torchik.ik.base import (
     State,
 )
 from torchik.ik.fixed import Carry
-from torchik.ik.inputs import MAX_SEED_POOL, MAX_SEEDS, check_bounds, check_seeds, check_target
+from torchik.ik.inputs import check_bounds, check_options, check_seeds, check_target
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 from torchik.ik.rounds import reshape_result
 from torchik.ik.seeding import Seeder
@@ -444,12 +443,8 @@ def solve_wholebody(
     with torch.no_grad(), intra_op_threads(num_threads):
         check_float("posture", posture, 0.0, 1.0)
         check_int("posture_iters", posture_iters, 0)
-        check_int("num_seeds", num_seeds, 1, MAX_SEEDS)
-        check_int("seed_pool", seed_pool, 0, MAX_SEED_POOL)
-        check_bool("position_only", position_only)
+        check_options(tol_position, tol_rotation, num_seeds, seed_pool, restarts, position_only)
         check_generator("generator", generator)
-        if restarts is not None:
-            check_bool("restarts", restarts)
         iters = MAX_ITERS if max_iters is None else check_int("max_iters", max_iters, 0,
                                                                ITERATION_LIMIT)  # fmt: skip
         if _on_host(robot, targets, seeds, num_seeds, generator, iters, loop):
@@ -544,9 +539,6 @@ def _on_host(robot, targets, seeds, num_seeds, generator, max_iters: int, loop: 
 def _problem(robot, targets, weights, active, rest, posture, position_only, seeds, num_seeds,
              tol_position, tol_rotation, lower, upper):  # fmt: skip
     """The checked inputs as rows: ``(problem, K, batch, seeds (N, dof) or None)``."""
-    check_float("tol_position", tol_position, positive=True)
-    if tol_rotation != math.inf:
-        check_float("tol_rotation", tol_rotation, positive=True)
     batch, links, positions, rotmats, ws = _check_targets(robot, targets, weights, position_only)
     n_targets = positions[0].shape[0]
     mask = _check_active(robot, active, _moving_base(robot, links))
