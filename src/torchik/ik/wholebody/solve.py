@@ -473,7 +473,8 @@ def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int
     ones): one captured program on CUDA where it serves (:mod:`torchik.ik.wholebody.captured`),
     else the solver's loop, then the posture's settling and the check by FK."""
     robot = problem.robot
-    compiled = loop != "host" and _made(iters, loop).compiled_loop(problem, problem.rest)
+    solver = _made(iters, loop)
+    compiled = loop != "host" and solver.compiled_loop(problem, problem.rest)
 
     def chunked() -> WholeBodyResult:
         reseed = _seeder(problem, k, seed_pool, generator, q0 is None, restarts, compiled)
@@ -482,15 +483,15 @@ def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int
             assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
             first = reseed(rows, torch.zeros_like(rows))  # and the restarts' pools, if any
-        solver = _solver(problem, iters, loop, compiled)
-        q, iterations = solver.solve(problem, first, None if restarts is False else reseed)
+        looped = _solver(problem, iters, loop, compiled)  # its calls' length known by now
+        q, iterations = looped.solve(problem, first, None if restarts is False else reseed)
         if problem.posture and posture_iters:
-            q = solver.settle(problem, q, posture_iters)
+            q = looped.settle(problem, q, posture_iters)
         return evaluate_targets(problem, q, iterations, (len(problem) // k, k))
 
     one_graph = q0 is None and restarts is not False and not compiled
-    if one_graph and captured.serves(_made(iters, loop), problem, seed_pool, generator):
-        return captured.solve(_made(iters, loop), problem, k, seed_pool, generator, chunked)
+    if one_graph and captured.serves(solver, problem, seed_pool, generator):
+        return captured.solve(solver, problem, k, seed_pool, generator, chunked)
     return chunked()
 
 
