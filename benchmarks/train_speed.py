@@ -87,6 +87,7 @@ def worker(case: dict) -> dict:
                 torch.cuda.synchronize()
             marks[step] = (time.perf_counter(), time.process_time())
 
+    flops = _flops(model, data, case["device"])
     start = time.perf_counter()
     train(model, source, config=TrainConfig(**settings), callback=clock)
     (wall0, cpu0), (wall1, cpu1) = marks[case["warmup"]], marks[total]
@@ -97,7 +98,22 @@ def worker(case: dict) -> dict:
         "step_ms": 1000 * (wall1 - wall0) / case["steps"],
         "warmup_s": wall0 - start,
         "parameters": sum(p.numel() for p in model.parameters()),
+        "mflop_per_sample": flops / 1e6,
+        "tflops": flops * samples / (wall1 - wall0) / 1e12,
     }
+
+
+def _flops(model, data, device: str) -> float:
+    """Matrix-product operations per sample of a training step (the model moved to ``device``
+    and back to the CPU after: ``train`` moves it itself)."""
+    from experiments.train_speed import FLOP_ROWS, matmul_flops
+
+    param = next(model.parameters())
+    model.to(device).train()
+    q, target = (x[:FLOP_ROWS].to(device, param.dtype) for x in (data.q, data.target))
+    flops = matmul_flops(model, q, target)  # what it draws is forgotten: train() seeds again
+    model.to("cpu")
+    return flops
 
 
 def _run_case(case: dict, baseline_src: Path | None) -> dict:
@@ -215,5 +231,5 @@ def _measure_family(args, family: str, baseline: Path | None, table) -> None:
 
 
 if __name__ == "__main__":
-    sys.path.insert(0, str(HERE))
+    sys.path[:0] = [str(HERE), str(REPO)]  # common, experiments (the worker too)
     raise SystemExit(main())

@@ -15,9 +15,19 @@ Example:
 
 from __future__ import annotations
 
+from typing import Any
+
 from experiments.table import Column, Table
 
-__all__ = ["FAMILIES", "OPTIONS", "speed_intro", "speed_key", "speed_table"]
+__all__ = [
+    "FAMILIES",
+    "FLOP_ROWS",
+    "OPTIONS",
+    "matmul_flops",
+    "speed_intro",
+    "speed_key",
+    "speed_table",
+]
 
 OPTIONS = ("eager", "compile", "graphs", "capture", "bf16", "stream")
 """A mode is ``before`` (the ``--baseline`` revision) or today's engine with options joined by
@@ -25,6 +35,40 @@ OPTIONS = ("eager", "compile", "graphs", "capture", "bf16", "stream")
 ``mode="reduce-overhead"``, CUDA graphs of the loss and its backward; ``capture``:
 ``cuda_graph=True``, the whole step in one CUDA graph)."""
 FAMILIES = ("iknet", "flow", "fm", "mlp", "mdn", "rnn", "cvae", "inn")
+
+
+FLOP_ROWS = 64
+"""Rows of the batch :func:`matmul_flops` counts (the count is per sample: a step's matrix
+products grow with the batch, AdamW's work does not and is not counted)."""
+
+
+def matmul_flops(model: Any, q: Any, target: Any) -> float:
+    """Floating-point operations per sample of one training step's matrix products: the loss of
+    ``q (B, D)`` given ``target (B, T)`` and its backward, counted by
+    :class:`torch.utils.flop_counter.FlopCounterMode` (products, batched products,
+    convolutions; elementwise work is not counted), divided by ``B``. The gradients are
+    cleared after. With the step's time it says how far a step is from the device's
+    arithmetic peak (compute-bound) or not (launch- or memory-bound).
+
+    Example:
+        >>> import torch
+        >>> layer = torch.nn.Linear(3, 2)
+        >>> class Model(torch.nn.Module):
+        ...     def __init__(self):
+        ...         super().__init__()
+        ...         self.layer = layer
+        ...     def loss(self, q, target):
+        ...         return (self.layer(target) - q).square().mean()
+        >>> matmul_flops(Model(), torch.zeros(4, 2), torch.zeros(4, 3))  # forward, weight grad
+        24.0
+    """
+    from torch.utils.flop_counter import FlopCounterMode
+
+    with FlopCounterMode(display=False) as counter:
+        model.loss(q, target).backward()
+    for p in model.parameters():
+        p.grad = None
+    return counter.get_total_flops() / q.shape[0]
 
 
 def speed_table(device: str, threads: int, batch: int) -> Table:
@@ -37,6 +81,8 @@ def speed_table(device: str, threads: int, batch: int) -> Table:
             Column("samples_per_s", "samples/s (wall)", lambda x: f"{x:,.0f}"),
             Column("samples_per_cpu_s", "samples per CPU-s", lambda x: f"{x:,.0f}"),
             Column("step_ms", "ms/step", lambda x: f"{x:.2f}"),
+            Column("mflop_per_sample", "MFLOP/sample (products)", lambda x: f"{x:,.1f}"),
+            Column("tflops", "TFLOP/s (products)", lambda x: f"{x:.3g}"),
             Column("speedup", "× before", lambda x: f"{x:.2f}"),
             Column("warmup_s", "warm-up s", lambda x: f"{x:.1f}"),
         ],
