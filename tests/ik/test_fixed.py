@@ -26,7 +26,10 @@ from torchik.ik import (
 from torchik.ik.fixed import Carry, _Runner, capturable, clone_buffers, copy_buffers, iterate
 from torchik.ik.rounds import make_problem
 
-TOL = 1e-9  # batched solves over a different batch round differently (~1e-11 seen)
+TOL = 1e-7
+"""Host loop against fixed loop, float64: batched operations over another batch (the host
+loop's shrinking set of rows, the fixed loop's all) round differently and LM carries it to the
+answer: ~1e-11 on an Intel Xeon, 8.9e-9 on an AMD EPYC (the same iterations and successes)."""
 FUSED = pytest.mark.skipif(
     not torch.cuda.is_available() and os.environ.get("TRITON_INTERPRET") != "1",
     reason="the fused kernels run on CUDA or in Triton's interpreter",
@@ -36,6 +39,14 @@ FUSED = pytest.mark.skipif(
 @pytest.fixture(scope="module")
 def panda():
     return load_robot("panda", dtype=torch.float64)
+
+
+@pytest.fixture(scope="module")
+def panda_reference():
+    """The Panda on the reference FK (PyTorch's operations, as on a GPU) whatever the order of
+    the tests: ``"auto"`` takes the CPU's compiled FK once another test has loaded it, and the
+    host and fixed loops then differ by another rounding (:data:`TOL`)."""
+    return load_robot("panda", dtype=torch.float64, backend="reference")
 
 
 def _targets(robot, n, seed, link="panda_hand"):
@@ -54,7 +65,8 @@ def _both(solve, **options):
 
 
 @pytest.mark.parametrize("early_stop", [True, False])
-def test_fixed_loop_equals_the_host_loop(panda, early_stop):
+def test_fixed_loop_equals_the_host_loop(panda_reference, early_stop):
+    panda = panda_reference
     targets = _targets(panda, 96, seed=3)
 
     def solve(solver):
@@ -91,7 +103,8 @@ def test_fixed_loop_equals_the_host_loop_for_several_links():
     torch.testing.assert_close(q_fixed, q_host, atol=TOL, rtol=0)
 
 
-def test_fixed_loop_with_restarts_solves_like_the_host_loop(panda):
+def test_fixed_loop_with_restarts_solves_like_the_host_loop(panda_reference):
+    panda = panda_reference
     targets = _targets(panda, 64, seed=9)
     for loop in ("host", "fixed"):
         solver = LevenbergMarquardt(loop=loop)
