@@ -159,7 +159,9 @@ class _Code:
     consecutive addresses: whole 32-byte sectors, where ``n`` strided scalar stores write 4 or 8
     bytes of a different sector per thread. Inputs are loaded by strided scalar loads, whose
     neighbours then hit the cache (tile loads were tried: they cost registers and, mixed with
-    tile stores, make Triton convert layouts at every join).
+    tile stores, make Triton convert layouts at every join), but for the loop kernel's
+    targets and restart seeds, loaded once before its loop by tiles (:meth:`load_tile`: each
+    memory operation costs compile time).
     """
 
     def __init__(self, tree: KinematicTree, links: tuple[int, ...], pattern: tuple):
@@ -276,6 +278,43 @@ class _Code:
         for col in columns:
             self.add(f"q{col} = tl.load(q_ptr + row * {dof} + {col}, mask=ok, other=0.0)")
         return {col: f"q{col}" for col in columns}
+
+    def load_tile(self, ptr: str, stride: int, at: int, names: list[str]) -> None:
+        """``names[i] = ptr[row * stride + at + i]`` by one load of a ``(BLOCK, 2^k)`` tile,
+        cut into columns by ``tl.split`` (halves of halves): one memory operation where
+        :meth:`load_q`'s way takes one per value, the same values. Triton's coalescing pass
+        walks the whole kernel once per memory operation, so the loop kernel of a large tree
+        took minutes to compile (``benchmarks/kernel_compile.py``: the G1's two hands, sm_90,
+        Triton 3.9: 123 s, 119 of them in Triton's GPU passes). Its targets and restart seeds
+        loaded so: 94-104 s, with restarts in the kernel 111 s against 187, and the loop's
+        machine code as long, its spills within 10 %. Loaded so, the carried ``q`` and best
+        ``q`` took 25 s in all but spilled a quarter more inside the loop: they stay strided."""
+        n, k = len(names), _width(len(names))
+        if k == 0:
+            self.add(f"{names[0]} = tl.load({ptr} + row * {stride} + {at}, mask=ok, other=0.0)")
+            return
+        if f"flat{k}" not in self.axes:
+            self.axes.add(f"flat{k}")
+            self.add(f"flat_cols{k} = tl.arange(0, {1 << k})[None, :]")
+        mask = "ok[:, None]" if n == 1 << k else f"ok[:, None] & (flat_cols{k} < {n})"
+        tile = self.fresh("ld")
+        self.add(f"{tile} = tl.load({ptr} + row[:, None] * {stride} + {at} + flat_cols{k}, "
+                 f"mask={mask}, other=0.0)")  # fmt: skip
+        self._unpack(tile, list(range(1 << k)), names)
+
+    def _unpack(self, tile: str, columns: list[int], names: list[str]) -> None:
+        """The ``(BLOCK, len(columns))`` ``tile``'s columns into ``names`` (padding dropped)."""
+        if len(columns) == 1:
+            if columns[0] < len(names):
+                self.add(f"{names[columns[0]]} = {tile}")
+            return
+        even, odd = self.fresh("ev"), self.fresh("od")
+        pairs = (
+            tile if len(columns) == 2 else f"tl.reshape({tile}, (BLOCK, {len(columns) // 2}, 2))"
+        )
+        self.add(f"{even}, {odd} = tl.split({pairs})")
+        self._unpack(even, columns[0::2], names)
+        self._unpack(odd, columns[1::2], names)
 
     # -------------------------------------------------------------- tiles
     def tile_axes(self, k: int) -> tuple[str, str, str]:
@@ -487,22 +526,27 @@ def _atan2(code: _Code, s: str, c: str, out: str) -> None:
     code.add(f"{out} = tl.where({c} < 0, {code.literal(math.pi)} - {out}_t, {out}_t)")
 
 
-def _load_inputs(code: _Code, poses: tuple[bool, ...], wraps: tuple[bool, bool]) -> None:
+def _load_inputs(
+    code: _Code, poses: tuple[bool, ...], wraps: tuple[bool, bool], tiles: bool = False
+) -> None:
     """What every step reads: each requested link's target ``P{i}_{x}`` (and ``T{i}_{r}{c}``
     for a pose), the weights ``w{r}``, the limits ``lo{c}``, ``hi{c}`` and the masks
     ``cont{c}``, ``turn{c}`` (loaded once, before a loop of steps). Targets are stored per
     row, link after link: positions ``(B, T, 3)``, rotations ``(B, R, 3, 3)`` of the ``R``
-    pose links."""
+    pose links; ``tiles``: each by one load (:meth:`_Code.load_tile`)."""
     links, rotations = len(poses), sum(poses)
-    k = 0
-    for i, pose in enumerate(poses):
-        for x in range(3):
-            code.add(f"P{i}_{x} = tl.load(tp_ptr + row * {3 * links} + {3 * i + x}, mask=ok, "
+    positions = [f"P{i}_{x}" for i in range(links) for x in range(3)]
+    turns = [f"T{i}_{e // 3}{e % 3}" for i, pose in enumerate(poses) if pose for e in range(9)]
+    if tiles:
+        code.load_tile("tp_ptr", 3 * links, 0, positions)
+        if turns:
+            code.load_tile("tr_ptr", 9 * rotations, 0, turns)
+    else:
+        for i, name in enumerate(positions):
+            code.add(f"{name} = tl.load(tp_ptr + row * {3 * links} + {i}, mask=ok, other=0.0)")
+        for e, name in enumerate(turns):
+            code.add(f"{name} = tl.load(tr_ptr + row * {9 * rotations} + {e}, mask=ok, "
                      "other=0.0)")  # fmt: skip
-        for e in range(9 if pose else 0):
-            code.add(f"T{i}_{e // 3}{e % 3} = tl.load(tr_ptr + row * {9 * rotations} + "
-                     f"{9 * k + e}, mask=ok, other=0.0)")  # fmt: skip
-        k += pose
     for r in range(sum(6 if pose else 3 for pose in poses)):
         code.add(f"w{r} = tl.load(w_ptr + {r})")
     for c in range(code.tree.dof):
@@ -670,7 +714,7 @@ def _lm_loop_kernel(
     previous launch over each target's slots and (``fresh``) the restarts of its stalled
     rows, and last each finished row's mark on its target."""
     dof = code.tree.dof
-    code.load_q(list(range(dof)))
+    code.load_q(list(range(dof)))  # the carried values: strided loads (see _Code.load_tile)
     for c in range(dof):
         code.add(f"bq{c} = tl.load(bq_ptr + row * {dof} + {c}, mask=ok, other=0.0)")
     for name, _ in _STATE + (_STALLS if track else ()):
@@ -679,7 +723,7 @@ def _lm_loop_kernel(
     code.add("it0 = tl.load(it0_ptr)")
     if groups:
         _groups_start(code, dof, fresh)
-    _load_inputs(code, poses, wraps)
+    _load_inputs(code, poses, wraps, tiles=True)
     code.tile_axes(_width(dof))  # made before the loop: the stores after it use them
     pair = lambda name: f"((zero + {name}_hi) + {name}_lo)"  # noqa: E731 (a float64 constant)
     code.add("for i in range(0, n_iters):")
@@ -749,9 +793,9 @@ def _groups_start(code: _Code, dof: int, fresh: bool) -> None:
     if not fresh:
         return
     code.add("rs = (tl.load(stalled_ptr + row, mask=ok, other=0) != 0) & ~fin")
+    code.load_tile("fresh_ptr", dof, 0, [f"fr{c}" for c in range(dof)])
     for c in range(dof):
-        code.add(f"q{c} = tl.where(rs, tl.load(fresh_ptr + row * {dof} + {c}, mask=ok, "
-                 f"other=0.0), q{c})")  # fmt: skip
+        code.add(f"q{c} = tl.where(rs, fr{c}, q{c})")
     code.add('seedc = tl.where(rs, float("inf"), seedc)')
     code.add("st = tl.where(rs, st * 0, st)")
     code.add("age = tl.where(rs, age * 0, age)")
