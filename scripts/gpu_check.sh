@@ -31,8 +31,9 @@
 # 5. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows with
 #    Triton's loop kernel, the G1's hands at 1 to 4 000 targets as one captured program
 #    (torchik.ik.wholebody.captured) and 1 000 in chunks -> $OUT/gpu_wholebody.md (its G1
-#    kernel, 29 joints and two links, took 76 s to compile for sm_90 with Triton 3.9 on this
-#    project's CPU machine);
+#    kernel, 29 joints and two links, took 76-123 s to compile for sm_90 with Triton 3.9 on
+#    this project's CPU machines, 94-104 s since its targets load by tiles:
+#    benchmarks/kernel_compile.py; so the step has 180 s);
 # 6. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
 #    batch 4096: eager, and on the on-device stream torch.compile's graphs (fm only), the whole
 #    step in one CUDA graph (cuda_graph), the same in bf16 -> $OUT/train_speed_cuda.md, .json
@@ -132,7 +133,7 @@ step "where the host spends a solve: solve_ik, whole-body IK (benchmarks/gpu_pro
 run host 90 "$PY" benchmarks/gpu_probe.py --only host "${quick[@]:0:1}" --out "$OUT"
 
 step "whole-body IK on Triton's loop kernel (benchmarks/gpu.py --only wholebody_triton)"
-run wholebody_triton 150 "$PY" benchmarks/gpu.py --only wholebody_triton "${quick[@]}" \
+run wholebody_triton 180 "$PY" benchmarks/gpu.py --only wholebody_triton "${quick[@]}" \
   --name gpu_wholebody --out "$OUT"
 
 step "training throughput (benchmarks/train_speed.py)"

@@ -247,6 +247,14 @@ class JointLimits:
             m if bool(m.any()) else None for m in (self.full_turn, self.continuous, periodic)
         )  # type: ignore[return-value]
 
+    @property
+    def wrapped(self) -> tuple[Tensor | None, Tensor | None]:
+        """``(continuous, full_turn)``, each ``None`` where no joint is one (read once, as
+        :meth:`project` reads them): what Triton's kernels are given, so that a robot whose
+        joints never wrap (the Panda, the G1) gets kernels with no wrapping in them."""
+        full, continuous, _ = self._masks
+        return continuous, full
+
     def project(self, q: Tensor) -> Tensor:
         """``q (N, dof)`` into the limits (:func:`torchik.geometry.joints.project_to_limits`:
         full-turn joints moved by whole turns, continuous ones wrapped to (-π, π])."""

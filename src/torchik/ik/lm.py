@@ -247,10 +247,11 @@ class LevenbergMarquardt(IKSolver):
             return None
         target, w = problem.target, problem.weights(s.rotation_weight)
         error = q.new_empty(q.shape[0], w.shape[0])
+        continuous, full_turn = limits.wrapped
         stepped = fused.lm_step(
             q, robot.tree, robot.link_index(target.link), target.position, target.rotmat, w,
             s.damping, limits.lower, limits.upper, damping_floor=s.damping_floor,
-            continuous=limits.continuous, full_turn=limits.full_turn, residual=error,
+            continuous=continuous, full_turn=full_turn, residual=error,
         )  # fmt: skip
         angle = error[:, 3:].norm(dim=-1, keepdim=True)  # (B, 1): zeros for a position target
         return stepped, Linearization(error, angle, ((w * error) ** 2).sum(dim=-1))
@@ -298,12 +299,14 @@ class LevenbergMarquardt(IKSolver):
                      finished=c.finished, it=c.it)  # fmt: skip
         if track:
             state.update(seed_cost=c.seed_cost, stall=c.stall, age=c.age, stalled=c.stalled)
+        # Triton's kernels leave the wrapping out where no joint wraps (smaller, fewer spills)
+        wrapped = limits.wrapped if kernels is fused else (limits.continuous, limits.full_turn)
         kernels.lm_loop(
             c.q, problem.robot.tree, *aim, problem.weights(s.rotation_weight),
             s.damping, limits.lower, limits.upper, state, n_iters=n, max_iters=max_iters,
             tol_position=problem.tol_position, tol_rotation=problem.tol_rotation,
-            damping_floor=s.damping_floor, continuous=limits.continuous,
-            full_turn=limits.full_turn, patience=s.patience, min_improvement=s.min_improvement,
+            damping_floor=s.damping_floor, continuous=wrapped[0], full_turn=wrapped[1],
+            patience=s.patience, min_improvement=s.min_improvement,
             attempt_iters=s.attempt_iters, **extra,
         )  # fmt: skip
 
