@@ -152,6 +152,14 @@ def test_full_turn_joints_wrap_into_their_range():
     assert out[0, 2] == 2.5  # limited to ±2.5: clamped
 
 
+def test_wrapped_masks_are_none_where_no_joint_wraps():
+    """What Triton's kernels are given: the UR5's full-turn joints, no continuous one; the
+    Panda's none of either (its kernels then have no wrapping in them)."""
+    continuous, full_turn = JointLimits.of(load_robot("ur5", dtype=F64)).wrapped
+    assert continuous is None and full_turn.tolist() == [True, True, False, True, True, True]
+    assert JointLimits.of(load_robot("panda", dtype=F64)).wrapped == (None, None)
+
+
 def test_position_only_accepts_points_and_poses():
     robot, target = robot_and_targets("digit_arm", 16)
     g = torch.Generator().manual_seed(0)
