@@ -123,7 +123,7 @@ class IKResult:
             return x.gather(-1, index)
 
         return IKResult(
-            q=self.q.gather(-2, index[..., None].expand(*index.shape, self.q.shape[-1])),
+            q=_rows(self.q, index),
             success=take(self.success),
             position_error=take(self.position_error),
             rotation_error=take(self.rotation_error),
@@ -148,15 +148,13 @@ class IKResult:
             were not kept and must be ignored) and ``mask (..., K)`` marking the kept ones;
             ``mask.sum(-1)`` is the number of distinct solutions per target.
         """
-        order = self._order()
-        q = torch.take_along_dim(self.q, order[..., None], dim=-2)
-        ok = torch.take_along_dim(self.success, order, dim=-1)
+        order = self._order()  # gathers, as _take's (take_along_dim adds kernels)
+        q = _rows(self.q, order)
+        ok = self.success.gather(-1, order)
         close = _pairwise_distance(q, self.continuous)
         keep = _greedy_distinct(ok, close <= min_distance)
         first = torch.argsort((~keep).to(torch.uint8), dim=-1, stable=True)
-        return torch.take_along_dim(q, first[..., None], dim=-2), torch.take_along_dim(
-            keep, first, dim=-1
-        )
+        return _rows(q, first), keep.gather(-1, first)
 
 
 def _greedy_distinct(ok: Tensor, close: Tensor) -> Tensor:
@@ -171,3 +169,8 @@ def _greedy_distinct(ok: Tensor, close: Tensor) -> Tensor:
     for i in range(int(ok_np.sum(axis=-1).max(initial=0))):
         keep[:, i] = ok_np[:, i] & ~(close_np[:, i, :] & keep).any(axis=-1)
     return torch.from_numpy(keep).reshape(shape).to(ok.device)
+
+
+def _rows(q: Tensor, index: Tensor) -> Tensor:
+    """``q (..., K, D)``'s slots in the order ``index (..., K')``: ``(..., K', D)``."""
+    return q.gather(-2, index[..., None].expand(*index.shape, q.shape[-1]))
