@@ -299,13 +299,12 @@ class LevenbergMarquardt(IKSolver):
                      finished=c.finished, it=c.it)  # fmt: skip
         if track:
             state.update(seed_cost=c.seed_cost, stall=c.stall, age=c.age, stalled=c.stalled)
-        # Triton's kernels leave the wrapping out where no joint wraps (smaller, fewer spills)
-        wrapped = limits.wrapped if kernels is fused else (limits.continuous, limits.full_turn)
+        continuous, full_turn = limits.wrapped  # None: no wrapping code in Triton's kernels
         kernels.lm_loop(
             c.q, problem.robot.tree, *aim, problem.weights(s.rotation_weight),
             s.damping, limits.lower, limits.upper, state, n_iters=n, max_iters=max_iters,
             tol_position=problem.tol_position, tol_rotation=problem.tol_rotation,
-            damping_floor=s.damping_floor, continuous=wrapped[0], full_turn=wrapped[1],
+            damping_floor=s.damping_floor, continuous=continuous, full_turn=full_turn,
             patience=s.patience, min_improvement=s.min_improvement,
             attempt_iters=s.attempt_iters, **extra,
         )  # fmt: skip

@@ -293,9 +293,7 @@ class _Code:
         if k == 0:
             self.add(f"{names[0]} = tl.load({ptr} + row * {stride} + {at}, mask=ok, other=0.0)")
             return
-        if f"flat{k}" not in self.axes:
-            self.axes.add(f"flat{k}")
-            self.add(f"flat_cols{k} = tl.arange(0, {1 << k})[None, :]")
+        self.flat_cols(k)
         mask = "ok[:, None]" if n == 1 << k else f"ok[:, None] & (flat_cols{k} < {n})"
         tile = self.fresh("ld")
         self.add(f"{tile} = tl.load({ptr} + row[:, None] * {stride} + {at} + flat_cols{k}, "
@@ -317,6 +315,14 @@ class _Code:
         self._unpack(odd, columns[1::2], names)
 
     # -------------------------------------------------------------- tiles
+    def flat_cols(self, k: int) -> str:
+        """``flat_cols{k}``, the columns ``[1, 2^k]`` of a row's values laid side by side
+        (written once)."""
+        if f"flat{k}" not in self.axes:
+            self.axes.add(f"flat{k}")
+            self.add(f"flat_cols{k} = tl.arange(0, {1 << k})[None, :]")
+        return f"flat_cols{k}"
+
     def tile_axes(self, k: int) -> tuple[str, str, str]:
         """``rows``, ``cols`` and ``oks`` of a ``[BLOCK, 2, ..., 2]`` (``k`` twos) tile."""
         if f"tile{k}" not in self.axes:
@@ -360,9 +366,7 @@ class _Code:
         ``arange``: Triton sees ``2^k`` contiguous values a row (vector stores), where the
         ``k`` axes of two each allow two."""
         n, width = len(values), 1 << k
-        if f"flat{k}" not in self.axes:
-            self.axes.add(f"flat{k}")
-            self.add(f"flat_cols{k} = tl.arange(0, {width})[None, :]")
+        self.flat_cols(k)
         tile, flat = self.pack(values + ["zero"] * (width - n)), self.fresh("flat")
         self.add(f"{flat} = tl.reshape({tile}, (BLOCK, {width}))")
         mask = "ok[:, None]" if n == width else f"ok[:, None] & (flat_cols{k} < {n})"
