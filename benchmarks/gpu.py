@@ -22,6 +22,7 @@ from common import RESULTS_DIR, Report, log
 
 from experiments.gpu import (
     ROUTE_WHOLEBODY,
+    WHOLEBODY_GPU,
     failed_row,
     fk_rows,
     gpu_table,
@@ -95,12 +96,15 @@ def _route_reading(rows: list[dict]) -> list[str]:
     """The route group's reading: the limits of ``torchik.ik.host`` its rows call for."""
     from torchik.ik import host
 
-    limits = route_limits(rows)
-    if not limits:
-        return []
-    said = ", ".join(f"`{name} = {value}` (now {getattr(host, name)})"
-                     for name, value in limits.items())  # fmt: skip
-    return [f"Where the CPU's compiled code answered first at every size up to it: {said}."]
+    lines = []
+    for gpu, which in ((None, ""), (WHOLEBODY_GPU, " than Triton's loop kernel's program")):
+        limits = route_limits(rows, gpu=gpu)
+        if limits:
+            said = ", ".join(f"`{name} = {value}` (now {getattr(host, name)})"
+                             for name, value in limits.items())  # fmt: skip
+            lines.append(f"Where the CPU's compiled code answered first{which} at every size "
+                         f"up to it: {said}.")  # fmt: skip
+    return lines
 
 
 if __name__ == "__main__":

@@ -33,10 +33,10 @@ from experiments.table import Column, Table
 from experiments.timing import time_call, time_cuda
 
 __all__ = [
-    "HOST_ROUTE", "LOOPS", "ROUTE_GPU", "ROUTE_IK", "ROUTE_LIMITS", "ROUTE_WHOLEBODY",
-    "WHOLEBODY_PATHS", "WHOLEBODY_TRITON", "failed_row", "fk_rows", "gpu_table", "ik_rows",
-    "measured", "model_rows", "route_limits", "route_rows", "wholebody_rows",
-    "wholebody_triton_rows",
+    "HOST_ROUTE", "HOST_THREADS", "LOOPS", "ROUTE_GPU", "ROUTE_IK", "ROUTE_LIMITS",
+    "ROUTE_WHOLEBODY", "WHOLEBODY_GPU", "WHOLEBODY_PATHS", "WHOLEBODY_TRITON", "failed_row",
+    "fk_rows", "gpu_table", "ik_rows", "measured", "model_rows", "route_limits", "route_rows",
+    "wholebody_rows", "wholebody_triton_rows",
 ]  # fmt: skip
 
 
@@ -175,20 +175,21 @@ def wholebody_rows(
     n: int,
     seconds: float,
     paths: Sequence[str] = tuple(WHOLEBODY_PATHS),
+    **options: Any,
 ) -> list[dict]:
     """Whole-body IK of ``n`` targets of every link in ``links`` (FK poses, seed ``n``), by the
     host loop, the fixed loop (the ``loop`` of :data:`LOOPS`' "host loop" and "fixed, CUDA
     graphs": the iteration's PyTorch operations captured) and the defaults (``loop="auto"``: on
     CUDA, at most :data:`torchik.ik.host.HOST_WHOLEBODY_ROWS` rows go to the CPU's compiled
     loop; the compiled loop on the CPU). ``paths``: these rows of :data:`WHOLEBODY_PATHS`
-    only."""
+    only; ``options``: given to every solve (``num_threads``)."""
     from torchik.ik import solve_wholebody
 
     targets = _wholebody_targets(robot, links, n)
     rows, what = [], f"whole-body IK, {len(links)} links"
     for name in paths:
         solve = partial(solve_wholebody, robot, targets, generator=torch.Generator().manual_seed(0),
-                        loop=WHOLEBODY_PATHS[name])  # fmt: skip
+                        loop=WHOLEBODY_PATHS[name], **options)  # fmt: skip
         rows.append(measured(what, name, n, partial(_solved, solve, n, seconds)))
     return rows
 
@@ -201,11 +202,21 @@ def _wholebody_targets(robot: Any, links: Sequence[str], n: int) -> dict[str, to
 
 
 WHOLEBODY_TRITON = ("one graph, Triton loop kernel", "fixed, Triton loop kernel")
-"""The rows of :func:`wholebody_triton_rows`."""
+"""The GPU's rows of :func:`wholebody_triton_rows`."""
+
+HOST_THREADS = (1, 4, 8)
+"""Threads of the CPU's compiled code that :func:`wholebody_triton_rows` also times at its
+chunks' size (besides all of them): how the CPU's route scales with the machine's cores (1 000
+G1 targets took 34-37 ms on the H200 machine's 16, where this project's 2-core machines take
+41-42 ms on 2 and 72-77 on one)."""
 
 
 def wholebody_triton_rows(
-    robot: Any, links: Sequence[str], sizes: Sequence[int], seconds: float
+    robot: Any,
+    links: Sequence[str],
+    sizes: Sequence[int],
+    seconds: float,
+    threads: Sequence[int] = HOST_THREADS,
 ) -> list[dict]:
     """Whole-body IK on Triton's loop kernel (:data:`~torchik.ik.wholebody.solve.FUSED_LOOP`
     on, off by default until these rows say it wins; on CUDA: elsewhere the kernel does not
@@ -213,7 +224,10 @@ def wholebody_triton_rows(
     as one captured program (:mod:`torchik.ik.wholebody.captured`, the default generator), and
     at the largest size up to 1 000 in chunks with host reads between them (the program turned
     off), each of ``n`` targets as :func:`wholebody_rows`. Its own group, last: the G1's loop
-    kernel took 76 s to compile for sm_90 on the CPU machine (Triton 3.9)."""
+    kernel took 76 s to compile for sm_90 on the CPU machine (Triton 3.9). Then the CPU's
+    compiled code (:data:`HOST_ROUTE`, whatever the size) at every size, and at the chunks' size
+    on each count of ``threads`` (rows ``"{HOST_ROUTE}, {k} threads"``): what the program has
+    to beat, in the same run (:func:`route_limits` with ``gpu=WHOLEBODY_GPU``)."""
     from torchik.ik import solve_wholebody
     from torchik.ik.wholebody import captured
     from torchik.ik.wholebody import solve as wholebody
@@ -236,6 +250,21 @@ def wholebody_triton_rows(
                 captured.serves = saved[1]  # type: ignore[assignment]
     finally:
         wholebody.FUSED_LOOP, captured.serves = saved  # type: ignore[assignment]
+    return rows + _hosted_wholebody(robot, links, sizes, chunked, seconds, threads)
+
+
+def _hosted_wholebody(robot: Any, links: Sequence[str], sizes: Sequence[int], chunked: int,
+                      seconds: float, threads: Sequence[int]) -> list[dict]:  # fmt: skip
+    """:func:`wholebody_triton_rows`' rows of the CPU's compiled code."""
+    rows = []
+    with _on_host():
+        for n in sizes:
+            timed = wholebody_rows(robot, links, n, seconds, paths=("defaults",))
+            rows += [{**row, "path": HOST_ROUTE} for row in timed]
+        for k in threads:
+            timed = wholebody_rows(robot, links, chunked, seconds, paths=("defaults",),
+                                   num_threads=k)  # fmt: skip
+            rows += [{**row, "path": f"{HOST_ROUTE}, {k} threads"} for row in timed]
     return rows
 
 
@@ -252,6 +281,9 @@ ROUTE_GPU = {"IK full pose": "fixed, one graph", "whole-body IK, 2 links": "fixe
 """The GPU's own path that :func:`route_limits` weighs the CPU's against, per kind of row."""
 ROUTE_LIMITS = {"IK full pose": "HOST_ROWS", "whole-body IK, 2 links": "HOST_WHOLEBODY_ROWS"}
 """The limit of :mod:`torchik.ik.host` that each kind of row decides."""
+WHOLEBODY_GPU = {"whole-body IK, 2 links": WHOLEBODY_TRITON[0]}
+"""The GPU's path that :func:`wholebody_triton_rows`' CPU rows are weighed against
+(:func:`route_limits`' ``gpu``): what ``HOST_WHOLEBODY_ROWS`` would be with ``FUSED_LOOP`` on."""
 
 
 @contextmanager
@@ -289,12 +321,13 @@ def route_rows(robot: Any, link: str, g1: Any, hands: Sequence[str], seconds: fl
     return rows
 
 
-def route_limits(rows: Sequence[dict[str, Any]], slots: int = 2) -> dict[str, int]:
+def route_limits(rows: Sequence[dict[str, Any]], slots: int = 2,
+                 gpu: dict[str, str] | None = None) -> dict[str, int]:  # fmt: skip
     """The limits of :mod:`torchik.ik.host` that :func:`route_rows`' rows call for: for each
     kind of row (:data:`ROUTE_LIMITS`), the rows (targets times ``slots``) of the largest size
     up to which the CPU's compiled code (:data:`HOST_ROUTE`) was faster than the GPU's path
-    (:data:`ROUTE_GPU`) at every measured size, solving as many targets (0: not even at the
-    smallest). Kinds whose rows are missing or failed are left out.
+    (``gpu``, what -> path; default :data:`ROUTE_GPU`) at every measured size, solving as many
+    targets (0: not even at the smallest). Kinds whose rows are missing or failed are left out.
 
     Example:
         >>> rows = [{"what": "IK full pose", "path": p, "n": n, "ms": ms, "success": 1.0}
@@ -304,17 +337,17 @@ def route_limits(rows: Sequence[dict[str, Any]], slots: int = 2) -> dict[str, in
         {'HOST_ROWS': 2}
     """
     limits = {}
-    for what, gpu in ROUTE_GPU.items():
-        times: dict[str, dict[int, tuple[float, float]]] = {gpu: {}, HOST_ROUTE: {}}
+    for what, path in (ROUTE_GPU if gpu is None else gpu).items():
+        times: dict[str, dict[int, tuple[float, float]]] = {path: {}, HOST_ROUTE: {}}
         for row in rows:
             if row.get("what") == what and row.get("path") in times and "ms" in row:
                 times[row["path"]][row["n"]] = row["ms"], row.get("success", 0.0)
-        sizes = sorted(set(times[gpu]) & set(times[HOST_ROUTE]))
+        sizes = sorted(set(times[path]) & set(times[HOST_ROUTE]))
         if not sizes:
             continue
         best = 0
         for n in sizes:
-            (cpu_ms, cpu_ok), (gpu_ms, gpu_ok) = times[HOST_ROUTE][n], times[gpu][n]
+            (cpu_ms, cpu_ok), (gpu_ms, gpu_ok) = times[HOST_ROUTE][n], times[path][n]
             if cpu_ms >= gpu_ms or cpu_ok < gpu_ok:
                 break
             best = n

@@ -31,16 +31,19 @@ def test_fk_ik_and_wholebody_rows_and_table():
 def test_wholebody_triton_rows_name_the_program_and_the_chunks_and_put_the_switches_back():
     """Off CUDA Triton's loop kernel does not serve (the rows time ``loop="fixed"`` as it is
     and say so): the rows' names and sizes, ``FUSED_LOOP`` and the program's rule restored."""
-    from experiments.gpu import WHOLEBODY_TRITON, wholebody_triton_rows
+    from experiments.gpu import HOST_ROUTE, WHOLEBODY_TRITON, wholebody_triton_rows
     from torchik.ik.wholebody import captured
     from torchik.ik.wholebody import solve as wholebody
 
     torch.set_num_threads(1)
     before = wholebody.FUSED_LOOP, captured.serves
     hands = ["left_rubber_hand", "right_rubber_hand"]
-    rows = wholebody_triton_rows(load_robot("g1"), hands, (1, 3), seconds=0.01)
+    rows = wholebody_triton_rows(load_robot("g1"), hands, (1, 3), seconds=0.01, threads=(1,))
     program, chunks = (f"{name} (no CUDA: loop='fixed' as it is)" for name in WHOLEBODY_TRITON)
-    assert [(r["path"], r["n"]) for r in rows] == [(program, 1), (program, 3), (chunks, 3)]
+    assert [(r["path"], r["n"]) for r in rows] == [
+        (program, 1), (program, 3), (chunks, 3), (HOST_ROUTE, 1), (HOST_ROUTE, 3),
+        (f"{HOST_ROUTE}, 1 threads", 3),
+    ]  # fmt: skip
     assert all("status" not in r and r["success"] == 1.0 for r in rows)
     assert (wholebody.FUSED_LOOP, captured.serves) == before
 
@@ -65,7 +68,7 @@ def test_route_rows_time_the_defaults_against_the_gpus_programs():
 
 
 def test_route_limits_stop_at_the_first_size_the_gpu_wins_or_solves_more():
-    from experiments.gpu import HOST_ROUTE, route_limits
+    from experiments.gpu import HOST_ROUTE, WHOLEBODY_GPU, route_limits
 
     def rows(what, gpu, times):
         return [{"what": what, "path": path, "n": n, "ms": ms, "success": ok}
@@ -83,6 +86,10 @@ def test_route_limits_stop_at_the_first_size_the_gpu_wins_or_solves_more():
     assert route_limits(ik[:2], slots=4) == {"HOST_ROWS": 4}
     assert route_limits([{"what": "IK full pose", "path": HOST_ROUTE, "n": 1,
                           "status": "failed: x"}]) == {}  # fmt: skip
+    # weighed against Triton's program instead: the CPU wins up to 10 targets, not at 1 000
+    program = rows("whole-body IK, 2 links", WHOLEBODY_GPU["whole-body IK, 2 links"],
+                   {1: (2.0, 5.0, 1.0), 10: (3.0, 5.0, 1.0), 1000: (30.0, 9.0, 1.0)})  # fmt: skip
+    assert route_limits(body + program, gpu=WHOLEBODY_GPU) == {"HOST_WHOLEBODY_ROWS": 20}
 
 
 def test_model_rows_draw_and_refine_with_each_sampler():
