@@ -30,6 +30,7 @@ from experiments.gpu import (
     model_rows,
     route_limits,
     route_rows,
+    wholebody_host_rows,
     wholebody_rows,
     wholebody_triton_rows,
 )
@@ -72,8 +73,9 @@ def main() -> None:
         fitted = fitted_sampler("panda"), fitted_sampler("panda", bf16=True)
         groups.append(("model", lambda: model_rows(robot, model, n, args.seconds, *fitted)))
     sizes = (20,) if args.quick else ROUTE_WHOLEBODY
-    triton = partial(wholebody_triton_rows, g1, hands, sizes, args.seconds)
-    groups.append(("wholebody_triton", triton))
+    # the CPU's rows first, written before the G1 kernel's long compile
+    for rows_of in (wholebody_host_rows, wholebody_triton_rows):
+        groups.append(("wholebody_triton", partial(rows_of, g1, hands, sizes, args.seconds)))
     groups.append(("route", lambda: route_rows(robot, link, g1, hands, args.seconds, args.quick)))
     rows: list[dict] = []
     report = Report(args.name, "GPU kinematics (issues 19, 34)")  # stamped now: its duration

@@ -36,7 +36,7 @@ __all__ = [
     "HOST_ROUTE", "HOST_THREADS", "LOOPS", "ROUTE_GPU", "ROUTE_IK", "ROUTE_LIMITS",
     "ROUTE_WHOLEBODY", "WHOLEBODY_GPU", "WHOLEBODY_PATHS", "WHOLEBODY_TRITON", "failed_row",
     "fk_rows", "gpu_table", "ik_rows", "measured", "model_rows", "route_limits", "route_rows",
-    "wholebody_rows", "wholebody_triton_rows",
+    "wholebody_host_rows", "wholebody_rows", "wholebody_triton_rows",
 ]  # fmt: skip
 
 
@@ -205,18 +205,14 @@ WHOLEBODY_TRITON = ("one graph, Triton loop kernel", "fixed, Triton loop kernel"
 """The GPU's rows of :func:`wholebody_triton_rows`."""
 
 HOST_THREADS = (1, 4, 8)
-"""Threads of the CPU's compiled code that :func:`wholebody_triton_rows` also times at its
-chunks' size (besides all of them): how the CPU's route scales with the machine's cores (1 000
+"""Threads of the CPU's compiled code that :func:`wholebody_host_rows` also times at 1 000
+targets (besides all of them): how the CPU's route scales with the machine's cores (1 000
 G1 targets took 34-37 ms on the H200 machine's 16, where this project's 2-core machines take
 41-42 ms on 2 and 72-77 on one)."""
 
 
 def wholebody_triton_rows(
-    robot: Any,
-    links: Sequence[str],
-    sizes: Sequence[int],
-    seconds: float,
-    threads: Sequence[int] = HOST_THREADS,
+    robot: Any, links: Sequence[str], sizes: Sequence[int], seconds: float
 ) -> list[dict]:
     """Whole-body IK on Triton's loop kernel (:data:`~torchik.ik.wholebody.solve.FUSED_LOOP`
     on, off by default until these rows say it wins; on CUDA: elsewhere the kernel does not
@@ -224,10 +220,8 @@ def wholebody_triton_rows(
     as one captured program (:mod:`torchik.ik.wholebody.captured`, the default generator), and
     at the largest size up to 1 000 in chunks with host reads between them (the program turned
     off), each of ``n`` targets as :func:`wholebody_rows`. Its own group, last: the G1's loop
-    kernel took 76 s to compile for sm_90 on the CPU machine (Triton 3.9). Then the CPU's
-    compiled code (:data:`HOST_ROUTE`, whatever the size) at every size, and at the chunks' size
-    on each count of ``threads`` (rows ``"{HOST_ROUTE}, {k} threads"``): what the program has
-    to beat, in the same run (:func:`route_limits` with ``gpu=WHOLEBODY_GPU``)."""
+    kernel took 76 s to compile for sm_90 on the CPU machine (Triton 3.9). What it has to
+    beat: :func:`wholebody_host_rows`."""
     from torchik.ik import solve_wholebody
     from torchik.ik.wholebody import captured
     from torchik.ik.wholebody import solve as wholebody
@@ -250,13 +244,23 @@ def wholebody_triton_rows(
                 captured.serves = saved[1]  # type: ignore[assignment]
     finally:
         wholebody.FUSED_LOOP, captured.serves = saved  # type: ignore[assignment]
-    return rows + _hosted_wholebody(robot, links, sizes, chunked, seconds, threads)
+    return rows
 
 
-def _hosted_wholebody(robot: Any, links: Sequence[str], sizes: Sequence[int], chunked: int,
-                      seconds: float, threads: Sequence[int]) -> list[dict]:  # fmt: skip
-    """:func:`wholebody_triton_rows`' rows of the CPU's compiled code."""
-    rows = []
+def wholebody_host_rows(
+    robot: Any,
+    links: Sequence[str],
+    sizes: Sequence[int],
+    seconds: float,
+    threads: Sequence[int] = HOST_THREADS,
+) -> list[dict]:
+    """What :func:`wholebody_triton_rows`' program has to beat, timed in the same run: the
+    CPU's compiled code (:data:`HOST_ROUTE`, whatever the size) at every size of ``sizes``, and
+    at the largest up to 1 000 on each count of ``threads`` (rows ``"{HOST_ROUTE}, {k}
+    threads"``: how the CPU's route scales with the machine's cores); each of ``n`` targets as
+    :func:`wholebody_rows`. :func:`route_limits` with ``gpu=WHOLEBODY_GPU`` reads the
+    ``HOST_WHOLEBODY_ROWS`` that the two call for."""
+    chunked, rows = max([n for n in sizes if n <= 1000] or sizes[:1]), []
     with _on_host():
         for n in sizes:
             timed = wholebody_rows(robot, links, n, seconds, paths=("defaults",))
@@ -282,7 +286,7 @@ ROUTE_GPU = {"IK full pose": "fixed, one graph", "whole-body IK, 2 links": "fixe
 ROUTE_LIMITS = {"IK full pose": "HOST_ROWS", "whole-body IK, 2 links": "HOST_WHOLEBODY_ROWS"}
 """The limit of :mod:`torchik.ik.host` that each kind of row decides."""
 WHOLEBODY_GPU = {"whole-body IK, 2 links": WHOLEBODY_TRITON[0]}
-"""The GPU's path that :func:`wholebody_triton_rows`' CPU rows are weighed against
+"""The GPU's path that :func:`wholebody_host_rows` are weighed against
 (:func:`route_limits`' ``gpu``): what ``HOST_WHOLEBODY_ROWS`` would be with ``FUSED_LOOP`` on."""
 
 

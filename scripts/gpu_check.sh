@@ -28,12 +28,12 @@
 # 4c. on request (STEPS names host): benchmarks/gpu_probe.py --only host, cProfile of solve_ik
 #    (Panda) and of whole-body IK (the G1's hands; the CPU's compiled code up to
 #    HOST_WHOLEBODY_ROWS) at 1 and 1 000 targets, each synchronising line -> $OUT/gpu_probe_host.txt;
-# 5. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows with
-#    Triton's loop kernel, the G1's hands at 1 to 4 000 targets as one captured program
-#    (torchik.ik.wholebody.captured) and 1 000 in chunks, then the CPU's compiled code at the
-#    same sizes and at 1 000 on 1, 4 and 8 threads (what the program has to beat, and how the
-#    CPU's route scales; the table's first line: HOST_WHOLEBODY_ROWS with FUSED_LOOP on)
-#    -> $OUT/gpu_wholebody.md (its G1
+# 5. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows of the
+#    G1's hands at 1 to 4 000 targets: first the CPU's compiled code at each size and at 1 000
+#    on 1, 4 and 8 threads (what the program has to beat, and how the CPU's route scales;
+#    written before the kernel's compile), then Triton's loop kernel as one captured program
+#    (torchik.ik.wholebody.captured) and 1 000 in chunks (the table's first line:
+#    HOST_WHOLEBODY_ROWS with FUSED_LOOP on) -> $OUT/gpu_wholebody.md (its G1
 #    kernel, 29 joints and two links, took 76-123 s to compile for sm_90 with Triton 3.9 on
 #    this project's CPU machines, 74-81 s on the AMD one since it loads its targets by tiles and
 #    leaves out the wrapping: benchmarks/kernel_compile.py; so the step has 180 s);

@@ -31,21 +31,35 @@ def test_fk_ik_and_wholebody_rows_and_table():
 def test_wholebody_triton_rows_name_the_program_and_the_chunks_and_put_the_switches_back():
     """Off CUDA Triton's loop kernel does not serve (the rows time ``loop="fixed"`` as it is
     and say so): the rows' names and sizes, ``FUSED_LOOP`` and the program's rule restored."""
-    from experiments.gpu import HOST_ROUTE, WHOLEBODY_TRITON, wholebody_triton_rows
+    from experiments.gpu import WHOLEBODY_TRITON, wholebody_triton_rows
     from torchik.ik.wholebody import captured
     from torchik.ik.wholebody import solve as wholebody
 
     torch.set_num_threads(1)
     before = wholebody.FUSED_LOOP, captured.serves
     hands = ["left_rubber_hand", "right_rubber_hand"]
-    rows = wholebody_triton_rows(load_robot("g1"), hands, (1, 3), seconds=0.01, threads=(1,))
+    rows = wholebody_triton_rows(load_robot("g1"), hands, (1, 3), seconds=0.01)
     program, chunks = (f"{name} (no CUDA: loop='fixed' as it is)" for name in WHOLEBODY_TRITON)
-    assert [(r["path"], r["n"]) for r in rows] == [
-        (program, 1), (program, 3), (chunks, 3), (HOST_ROUTE, 1), (HOST_ROUTE, 3),
-        (f"{HOST_ROUTE}, 1 threads", 3),
-    ]  # fmt: skip
+    assert [(r["path"], r["n"]) for r in rows] == [(program, 1), (program, 3), (chunks, 3)]
     assert all("status" not in r and r["success"] == 1.0 for r in rows)
     assert (wholebody.FUSED_LOOP, captured.serves) == before
+
+
+def test_wholebody_host_rows_time_the_cpus_code_at_each_size_and_thread_count():
+    from experiments.gpu import HOST_ROUTE, wholebody_host_rows
+    from torchik.ik import host
+
+    torch.set_num_threads(1)
+    limit = host.HOST_WHOLEBODY_ROWS
+    hands = ["left_rubber_hand", "right_rubber_hand"]
+    rows = wholebody_host_rows(load_robot("g1"), hands, (1, 3, 1001), 0.01, threads=(1, 2))
+    # the largest size up to 1 000 takes the thread counts
+    assert [(r["path"], r["n"]) for r in rows] == [
+        (HOST_ROUTE, 1), (HOST_ROUTE, 3), (HOST_ROUTE, 1001), (f"{HOST_ROUTE}, 1 threads", 3),
+        (f"{HOST_ROUTE}, 2 threads", 3),
+    ]  # fmt: skip
+    assert all("status" not in r and r["success"] == 1.0 for r in rows)
+    assert host.HOST_WHOLEBODY_ROWS == limit  # given back
 
 
 def test_route_rows_time_the_defaults_against_the_gpus_programs():
