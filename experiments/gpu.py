@@ -22,6 +22,7 @@ Example:
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from functools import partial
@@ -258,14 +259,15 @@ def wholebody_host_rows(
     CPU's compiled code (:data:`HOST_ROUTE`, whatever the size) at every size of ``sizes``, and
     at the largest up to 1 000 on each count of ``threads`` (rows ``"{HOST_ROUTE}, {k}
     threads"``: how the CPU's route scales with the machine's cores); each of ``n`` targets as
-    :func:`wholebody_rows`. :func:`route_limits` with ``gpu=WHOLEBODY_GPU`` reads the
+    :func:`wholebody_rows`; counts not below the machine's cores are left out.
+    :func:`route_limits` with ``gpu=WHOLEBODY_GPU`` reads the
     ``HOST_WHOLEBODY_ROWS`` that the two call for."""
     chunked, rows = max([n for n in sizes if n <= 1000] or sizes[:1]), []
     with _on_host():
         for n in sizes:
             timed = wholebody_rows(robot, links, n, seconds, paths=("defaults",))
             rows += [{**row, "path": HOST_ROUTE} for row in timed]
-        for k in threads:
+        for k in [k for k in threads if k < (os.cpu_count() or 1)]:  # all: the rows above
             timed = wholebody_rows(robot, links, chunked, seconds, paths=("defaults",),
                                    num_threads=k)  # fmt: skip
             rows += [{**row, "path": f"{HOST_ROUTE}, {k} threads"} for row in timed]
