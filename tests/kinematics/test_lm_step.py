@@ -10,6 +10,7 @@ free_limit_columns is exercised. Float64 to 1e-10.
 
 from __future__ import annotations
 
+import inspect
 import os
 
 import pytest
@@ -24,6 +25,7 @@ from tests.kinematics.lm_cases import (
     solver_step,
 )
 from tests.kinematics.test_capture import _host_traffic
+from torchik import load_robot
 from torchik.ik.lm import LevenbergMarquardt, damped_step, free_limit_columns
 
 pytest.importorskip("triton", reason="the fused kernels need Triton (the dev extra installs it)")
@@ -268,3 +270,32 @@ def test_lm_loop_of_several_links_is_the_whole_body_step(name, device):
     torch.testing.assert_close(x.cpu(), expected, atol=1e-10, rtol=0)
     torch.testing.assert_close(state["best_cost"].cpu(), lin.cost, atol=1e-12, rtol=1e-12)
     assert not bool(state["finished"].any())
+
+
+@pytest.mark.parametrize("device", DEVICES)
+def test_float32_ik_kernels_have_every_constant_written_in_and_step_alike(device, monkeypatch):
+    """fused.BAKED: a float32 LM step loads no constant of the Panda's tree (each written
+    into its code), a float64 step and float32 FK load theirs; the float32 steps equal, bit for
+    bit, those of a kernel that loads them (BAKED empty)."""
+    from torchik.kinematics import fused
+
+    rows = lm_rows(case_robot("panda"), "panda_hand")
+
+    def step(dtype: torch.dtype) -> tuple[torch.Tensor, dict]:
+        robot = load_robot("panda", dtype=dtype).to(device)
+        q, position, rotmat = (t.to(device, dtype) for t in rows)
+        w = torch.tensor([1.0] * 3 + [0.3] * 3, device=device, dtype=dtype)
+        tree, link = robot.tree, robot.link_index("panda_hand")
+        out = fused.lm_step(q, tree, link, position, rotmat, w, 0.1, robot.lower, robot.upper)
+        fused.forward_kinematics(q, tree, (link,))
+        sources = {key[1]: inspect.getsource(value[0].fn) for key, value in tree._cache.items()
+                   if key[0] == "fused" and key[1] in ("lm", "fk")}  # fmt: skip
+        return out, sources
+
+    baked, sources = step(torch.float32)
+    assert sources["lm"].count("tl.load(c_ptr") == 0 < sources["fk"].count("tl.load(c_ptr")
+    assert step(torch.float64)[1]["lm"].count("tl.load(c_ptr") > 0
+    monkeypatch.setattr(fused, "BAKED", ())
+    loaded, sources = step(torch.float32)
+    assert sources["lm"].count("tl.load(c_ptr") > 0
+    assert torch.equal(loaded, baked)

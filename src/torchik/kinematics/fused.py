@@ -8,7 +8,8 @@ per frame, reading ``q`` once and writing the poses once. The constant transform
 multipliers are a small table in the kernel's arguments, in the dtype of ``q`` (float32 or
 float64), built once per flattened tree and kept on the device with it; constants that are
 exactly 0 or ±1 are written into the code instead (a kernel per pattern of them, see
-:func:`_pattern`), so calibrated origins need a new kernel only where they change that pattern.
+:func:`_pattern`), so calibrated origins need a new kernel only where they change that pattern
+(IK's float32 kernels have every constant written in: a kernel per robot, :data:`BAKED`).
 After the first call with a tree nothing is copied from the host and nothing read back: calls
 can be captured in a CUDA graph.
 
@@ -107,8 +108,9 @@ def _table(tree: KinematicTree, links: tuple[int, ...], dtype: torch.dtype) -> T
     return torch.cat([p.detach().to(dtype).reshape(-1) for p in parts])
 
 
-def _pattern(table: Tensor) -> tuple[float | None, ...]:
-    """Per table entry: ``0.0``, ``1.0`` or ``-1.0`` where it is exactly that, else ``None``.
+def _pattern(table: Tensor, every: bool = False) -> tuple[float | None, ...]:
+    """Per table entry: ``0.0``, ``1.0`` or ``-1.0`` where it is exactly that, else ``None``;
+    with ``every``, the value itself wherever a float32 literal holds it exactly.
 
     A kernel is generated per pattern: a term with a zero constant is left out and a unit one
     needs no product, which removes about half the arithmetic and the loads of the bundled arms
@@ -116,8 +118,38 @@ def _pattern(table: Tensor) -> tuple[float | None, ...]:
     have unit multipliers and zero offsets). Calibrated constants with another pattern get their
     own kernel. One difference from the reference path: a NaN or infinite frame entry times a
     zero constant is left out instead of making a NaN.
+
+    ``every`` (:func:`_every`: the IK kernels' float32 tables): every normal float32 value is
+    written into the code too (Triton reads a Python float of that range as a float32
+    constant, the value itself), so the kernel loads none of them: one kernel per robot's
+    values. The G1's two-hand loop kernel compiled for sm_90 in 66 s instead of 75, its loop
+    with 195 spill loads instead of 266 (``benchmarks/kernel_compile.py``). Other values
+    (subnormal, infinite, NaN) are loaded as before.
     """
-    return tuple(v if v in (0.0, 1.0, -1.0) else None for v in table.tolist())
+    values = table.tolist()
+    if every:
+        return tuple(v if v in (0.0, 1.0, -1.0) or _FLOAT32_NORMAL <= abs(v) <= _FLOAT32_MAX
+                     else None for v in values)  # fmt: skip
+    return tuple(v if v in (0.0, 1.0, -1.0) else None for v in values)
+
+
+_FLOAT32_NORMAL, _FLOAT32_MAX = 2.0**-126, (2.0 - 2.0**-23) * 2.0**127
+"""The range of normal float32 values: Triton makes a Python float within it a float32
+constant (outside, a float64 one)."""
+
+BAKED = ("lm", "lm_loop")
+"""The kinds of kernel whose float32 constants are written into their code (:func:`_pattern`'s
+``every``): IK's, where no gradient reaches the constants and a robot's values stay (FK's
+kernels serve calibration, whose values change every step: a kernel per step)."""
+
+
+def _every(kind: str, tree: KinematicTree, dtype: torch.dtype) -> bool:
+    """Whether a ``kind`` kernel of ``tree`` in ``dtype`` has every constant written in:
+    :data:`BAKED` kinds in float32, of a tree whose constants need no gradient (learnable
+    origins, which :func:`supports` sends elsewhere anyway, make a tree of new values at
+    every call)."""
+    learnable = tree.w_joint.requires_grad or tree.w_link.requires_grad
+    return kind in BAKED and dtype == torch.float32 and not learnable
 
 
 # ---------------------------------------------------------------------------- the code writer
@@ -151,7 +183,7 @@ class _Code:
     batch), ``zero`` (zeros in ``q``'s dtype); ``f{j}_{r}{c}`` the 3x4 frame of joint ``j``,
     ``l{i}_{r}{c}`` that of requested link ``i``; ``k{i}`` entry ``i`` of the constant table
     (loaded once, on first use; entries known exactly are not loaded at all, see
-    :func:`_pattern`).
+    :func:`_pattern`: in IK's float32 kernels, every normal value).
 
     Outputs are stored by tiles: a row's ``n`` consecutive values (a pose, a Jacobian row, a
     gradient) are joined in registers by ``tl.join`` into one ``[BLOCK, 2, ..., 2]`` tensor and
@@ -848,7 +880,8 @@ def _prepared(
 
     def build() -> tuple[Any, Tensor]:
         table = _table(tree, links, q.dtype)
-        return _kernel(kind, tree, links, _pattern(table), options), table.to(q.device)
+        pattern = _pattern(table, _every(kind, tree, q.dtype))
+        return _kernel(kind, tree, links, pattern, options), table.to(q.device)
 
     return tree.cached(("fused", kind, links, q.dtype, q.device, options, STORES), build)
 
