@@ -275,8 +275,9 @@ def test_lm_loop_of_several_links_is_the_whole_body_step(name, device):
 @pytest.mark.parametrize("device", DEVICES)
 def test_float32_ik_kernels_have_every_constant_written_in_and_step_alike(device, monkeypatch):
     """fused.BAKED: a float32 LM step loads no constant of the Panda's tree (each written
-    into its code), a float64 step and float32 FK load theirs; the float32 steps equal, bit for
-    bit, those of a kernel that loads them (BAKED empty)."""
+    into its code), a float64 step and float32 FK load theirs; the float32 steps equal those
+    of a kernel that loads them (BAKED empty): bit for bit in Triton's interpreter, within
+    float32 rounding on a GPU (its compiler may contract products with constants otherwise)."""
     from torchik.kinematics import fused
 
     rows = lm_rows(case_robot("panda"), "panda_hand")
@@ -298,4 +299,5 @@ def test_float32_ik_kernels_have_every_constant_written_in_and_step_alike(device
     monkeypatch.setattr(fused, "BAKED", ())
     loaded, sources = step(torch.float32)
     assert sources["lm"].count("tl.load(c_ptr") > 0
-    assert torch.equal(loaded, baked)
+    tol = 0.0 if device == "cpu" else 1e-5
+    torch.testing.assert_close(loaded, baked, atol=tol, rtol=0)
