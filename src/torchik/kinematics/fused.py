@@ -122,8 +122,10 @@ def _pattern(table: Tensor, every: bool = False) -> tuple[float | None, ...]:
     ``every`` (:func:`_every`: the IK kernels' float32 tables): every normal float32 value is
     written into the code too (Triton reads a Python float of that range as a float32
     constant, the value itself), so the kernel loads none of them: one kernel per robot's
-    values. The G1's two-hand loop kernel compiled for sm_90 in 66 s instead of 75, its loop
-    with 195 spill loads instead of 266 (``benchmarks/kernel_compile.py``). Other values
+    values. The G1's two-hand loop kernel compiled for sm_90 in 68 s instead of 77 (medians of
+    three, alternating), spilling 620 bytes a thread instead of 864, 195 spill loads a loop
+    instead of 266; the Panda's took 151 registers instead of 199
+    (``benchmarks/kernel_compile.py``). Other values
     (subnormal, infinite, NaN) are loaded as before.
     """
     values = table.tolist()
