@@ -50,8 +50,8 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=RESULTS_DIR)
     parser.add_argument("--only", nargs="+", choices=GROUPS,
                         default=[g for g in GROUPS if g not in ON_REQUEST],
-                        help="these rows (on request: wholebody_triton, whose G1 kernel took 76 "
-                        "s to compile; route, where small solves answer first)")  # fmt: skip
+                        help="these rows (on request: wholebody_triton, whose G1 kernel takes "
+                        "about 70 s to compile; route: where small solves go)")  # fmt: skip
     parser.add_argument("--name", default="gpu", help="the results' file name (NAME.md)")
     args = parser.parse_args()
     device = "cuda" if torch.cuda.is_available() else "cpu"

@@ -221,8 +221,8 @@ def wholebody_triton_rows(
     as one captured program (:mod:`torchik.ik.wholebody.captured`, the default generator), and
     at the largest size up to 1 000 in chunks with host reads between them (the program turned
     off), each of ``n`` targets as :func:`wholebody_rows`. Its own group, last: the G1's loop
-    kernel took 76 s to compile for sm_90 on the CPU machine (Triton 3.9). What it has to
-    beat: :func:`wholebody_host_rows`."""
+    kernel takes about 70 s to compile for sm_90 on the CPU machine (Triton 3.9,
+    ``benchmarks/kernel_compile.py``). What it has to beat: :func:`wholebody_host_rows`."""
     from torchik.ik import solve_wholebody
     from torchik.ik.wholebody import captured
     from torchik.ik.wholebody import solve as wholebody
