@@ -205,7 +205,7 @@ def _wholebody_targets(robot: Any, links: Sequence[str], n: int) -> dict[str, to
 WHOLEBODY_TRITON = ("one graph, Triton loop kernel", "fixed, Triton loop kernel")
 """The GPU's rows of :func:`wholebody_triton_rows`."""
 
-HOST_THREADS = (1, 4, 8)
+HOST_THREADS = (1, 2, 4, 8)
 """Threads of the CPU's compiled code that :func:`wholebody_host_rows` also times at 1 000
 targets (besides all of them): how the CPU's route scales with the machine's cores (1 000
 G1 targets took 34-37 ms on the H200 machine's 16, where this project's 2-core machines take

@@ -30,7 +30,7 @@
 #    HOST_WHOLEBODY_ROWS) at 1 and 1 000 targets, each synchronising line -> $OUT/gpu_probe_host.txt;
 # 5. on request (STEPS names wholebody_triton): benchmarks/gpu.py's whole-body rows of the
 #    G1's hands at 1 to 4 000 targets: first the CPU's compiled code at each size and at 1 000
-#    on 1, 4 and 8 threads (what the program has to beat, and how the CPU's route scales;
+#    on 1, 2, 4 and 8 threads (what the program has to beat, and how the CPU's route scales;
 #    written before the kernel's compile), then Triton's loop kernel as one captured program
 #    (torchik.ik.wholebody.captured) and 1 000 in chunks (the table's first line:
 #    HOST_WHOLEBODY_ROWS with FUSED_LOOP on) -> $OUT/gpu_wholebody.md (its G1
