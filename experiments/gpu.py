@@ -230,7 +230,7 @@ def wholebody_triton_rows(
     what, rows = f"whole-body IK, {len(links)} links", []
     names = WHOLEBODY_TRITON if robot.device.type == "cuda" else tuple(
         f"{name} (no CUDA: loop='fixed' as it is)" for name in WHOLEBODY_TRITON)  # fmt: skip
-    chunked = max([n for n in sizes if n <= 1000] or sizes[:1])
+    chunked = _chunked(sizes)
     saved = wholebody.FUSED_LOOP, captured.serves
     wholebody.FUSED_LOOP = True
     try:
@@ -248,6 +248,12 @@ def wholebody_triton_rows(
     return rows
 
 
+def _chunked(sizes: Sequence[int]) -> int:
+    """The size of the whole-body rows' chunks and thread counts: the largest up to 1 000
+    (the first size where none is)."""
+    return max([n for n in sizes if n <= 1000] or sizes[:1])
+
+
 def wholebody_host_rows(
     robot: Any,
     links: Sequence[str],
@@ -262,7 +268,7 @@ def wholebody_host_rows(
     :func:`wholebody_rows`; counts not below the machine's cores are left out.
     :func:`route_limits` with ``gpu=WHOLEBODY_GPU`` reads the
     ``HOST_WHOLEBODY_ROWS`` that the two call for."""
-    chunked, rows = max([n for n in sizes if n <= 1000] or sizes[:1]), []
+    chunked, rows = _chunked(sizes), []
     with _on_host():
         for n in sizes:
             timed = wholebody_rows(robot, links, n, seconds, paths=("defaults",))

@@ -96,7 +96,13 @@ def supports(q: Tensor, tree: KinematicTree | None = None) -> bool:
         return False
     if kinematics._is_dual(q):
         return False
-    return tree is None or not (tree.w_joint.requires_grad or tree.w_link.requires_grad)
+    return tree is None or not _learnable(tree)
+
+
+def _learnable(tree: KinematicTree) -> bool:
+    """Whether a gradient reaches ``tree``'s constants (learnable origins: a tree of new values
+    at every call)."""
+    return tree.w_joint.requires_grad or tree.w_link.requires_grad
 
 
 # ---------------------------------------------------------------------------- the constants
@@ -128,11 +134,11 @@ def _pattern(table: Tensor, every: bool = False) -> tuple[float | None, ...]:
     (``benchmarks/kernel_compile.py``). Other values
     (subnormal, infinite, NaN) are loaded as before.
     """
-    values = table.tolist()
-    if every:
-        return tuple(v if v in (0.0, 1.0, -1.0) or _FLOAT32_NORMAL <= abs(v) <= _FLOAT32_MAX
-                     else None for v in values)  # fmt: skip
-    return tuple(v if v in (0.0, 1.0, -1.0) else None for v in values)
+
+    def known(v: float) -> bool:
+        return v in (0.0, 1.0, -1.0) or (every and _FLOAT32_NORMAL <= abs(v) <= _FLOAT32_MAX)
+
+    return tuple(v if known(v) else None for v in table.tolist())
 
 
 _FLOAT32_NORMAL, _FLOAT32_MAX = 2.0**-126, (2.0 - 2.0**-23) * 2.0**127
@@ -147,11 +153,9 @@ kernels serve calibration, whose values change every step: a kernel per step).""
 
 def _every(kind: str, tree: KinematicTree, dtype: torch.dtype) -> bool:
     """Whether a ``kind`` kernel of ``tree`` in ``dtype`` has every constant written in:
-    :data:`BAKED` kinds in float32, of a tree whose constants need no gradient (learnable
-    origins, which :func:`supports` sends elsewhere anyway, make a tree of new values at
-    every call)."""
-    learnable = tree.w_joint.requires_grad or tree.w_link.requires_grad
-    return kind in BAKED and dtype == torch.float32 and not learnable
+    :data:`BAKED` kinds in float32, of a tree whose constants need no gradient
+    (:func:`_learnable`, which :func:`supports` sends elsewhere anyway)."""
+    return kind in BAKED and dtype == torch.float32 and not _learnable(tree)
 
 
 # ---------------------------------------------------------------------------- the code writer
