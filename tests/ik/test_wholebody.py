@@ -265,13 +265,41 @@ def test_one_grouped_call_gives_the_chunked_calls_answers(robot, monkeypatch):
     assert calls[0]["n_iters"] == wholebody.MAX_ITERS + 1
     monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(k)
                         or real(*a, **{**k, "grouped_chunk": 0}))  # fmt: skip
-    monkeypatch.setattr(wholebody, "_solver", lambda problem, iters, loop, compiled:
+    monkeypatch.setattr(wholebody, "_solver", lambda problem, iters, loop, compiled, *_:
                         wholebody._made(iters, loop, wholebody.COMPILED_SYNC_EVERY))  # fmt: skip
     calls.clear()
     chunked = solve_wholebody(robot, targets, generator=torch.Generator().manual_seed(3))
     assert len(calls) > 1
     assert torch.equal(one.q, chunked.q) and torch.equal(one.iterations, chunked.iterations)
     assert one.success.any(-1).tolist() == [False] * 2 + [True] * 6
+
+
+def test_a_warm_start_of_one_slot_is_one_compiled_call(robot, monkeypatch):
+    """Given seeds, one per target, without restarts (a control loop's warm start): nothing
+    happens between the compiled loop's calls, so the solve is one call, the same answers bit
+    for bit as calls of ``COMPILED_SYNC_EVERY`` iterations (an unreachable target's slot ran
+    38 calls of 4 iterations: 15 ms a G1 call instead of 1.8); two slots still run in chunks,
+    the early stop between them."""
+    from torchik.ik.wholebody import solve as wholebody
+    from torchik.kinematics import native
+
+    targets, q = _targets(robot, 6, seed=41)
+    targets["left_hand"][:2, :3, 3] += 3.0  # two targets out of reach
+    seeds = (q + 0.2)[:, None].clamp(robot.lower, robot.upper)
+    calls, real = [], native.lm_loop
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(k) or real(*a, **k))
+    one = solve_wholebody(robot, targets, seeds=seeds)
+    assert [k["n_iters"] for k in calls] == [wholebody.MAX_ITERS + 1]
+    calls.clear()
+    solve_wholebody(robot, targets, seeds=seeds.expand(-1, 2, -1))
+    assert len(calls) > 1 and calls[0]["n_iters"] == wholebody.COMPILED_SYNC_EVERY
+    monkeypatch.setattr(wholebody, "_solver", lambda problem, iters, loop, compiled, *_:
+                        wholebody._made(iters, loop, wholebody.COMPILED_SYNC_EVERY))  # fmt: skip
+    calls.clear()
+    chunked = solve_wholebody(robot, targets, seeds=seeds)
+    assert len(calls) == (wholebody.MAX_ITERS + 1) // wholebody.COMPILED_SYNC_EVERY + 1
+    assert torch.equal(one.q, chunked.q) and torch.equal(one.iterations, chunked.iterations)
+    assert one.success[:, 0].tolist() == [False] * 2 + [True] * 4
 
 
 def test_weights_trade_targets_that_cannot_both_be_met(robot):

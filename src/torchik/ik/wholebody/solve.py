@@ -29,8 +29,9 @@ module's step, held joints, posture and floating base included; see
 :meth:`WholeBodyLM._compiled_takes`): with random seeds drawn from pools (``seed_pool``, no
 boxes), a whole solve in one call, stalled slots starting again within it from pools drawn
 once (:data:`~torchik.ik.wholebody.seeds.RESTART_POOLS`; a floating base placed as the seeds'
-is); else in calls of :data:`COMPILED_SYNC_EVERY` iterations, stalled slots re-seeded between
-them. On CUDA the fixed-shape loop is captured in
+is); a warm start of one slot per target without restarts in one call too (nothing happens
+between calls); else in calls of :data:`COMPILED_SYNC_EVERY` iterations, stalled slots re-seeded
+between them. On CUDA the fixed-shape loop is captured in
 CUDA graphs, its chunks separated by host reads; where Triton's loop kernel steps the rows
 (:data:`FUSED_LOOP`), a call of random seeds runs instead as one program captured whole
 (:mod:`torchik.ik.wholebody.captured`).
@@ -312,7 +313,10 @@ def _moving_base(robot: Robot, links: Sequence[str]) -> int | None:
 def _columns(robot: Robot, mask: Tensor) -> Tensor:
     """``(nv,)`` bool, the Jacobian columns ``mask (nq,)`` moves: base ``b``'s six twist
     columns with its coordinates, a joint's with its own."""
-    k, index = robot.floating_bases, torch.arange(robot.nv, device=mask.device)
+    k = robot.floating_bases
+    if not k:
+        return mask  # a joint's column is its coordinate
+    index = torch.arange(robot.nv, device=mask.device)
     return mask[torch.where(index < 6 * k, 7 * torch.div(index, 6, rounding_mode="floor"),
                             index + k)]  # fmt: skip
 
@@ -483,8 +487,10 @@ def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int
             assert reseed is not None  # no seeds given: random ones
             rows = torch.arange(len(problem), device=robot.device)
             first = reseed(rows, torch.zeros_like(rows))  # and the restarts' pools, if any
-        looped = _solver(problem, iters, loop, compiled)  # its calls' length known by now
-        q, iterations = looped.solve(problem, first, None if restarts is False else reseed)
+        handed = None if restarts is False else reseed
+        whole = handed is None and k == 1  # nothing between the calls: one call
+        looped = _solver(problem, iters, loop, compiled, whole)  # its calls' length known now
+        q, iterations = looped.solve(problem, first, handed)
         if problem.posture and posture_iters:
             q = looped.settle(problem, q, posture_iters)
         return evaluate_targets(problem, q, iterations, (len(problem) // k, k))
@@ -565,12 +571,15 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
     return problem, k, batch, q0
 
 
-def _solver(problem: WholeBodyProblem, max_iters: int, loop: str, compiled: bool) -> WholeBodyLM:
+def _solver(problem: WholeBodyProblem, max_iters: int, loop: str, compiled: bool,
+            whole: bool = False) -> WholeBodyLM:  # fmt: skip
     """The solver; where the CPU's compiled loop runs it (``compiled``), in calls of
     :data:`COMPILED_SYNC_EVERY` iterations (stalled slots re-seeded between them), or of the
-    whole solve where the kernel restarts them itself."""
+    whole solve where the kernel restarts them itself or where nothing happens between the
+    calls (``whole``: no re-seeding, one slot per target, so no early stop of a target's other
+    slots either; a warm start's solve is then one call, not two or more)."""
     if compiled:
-        whole = WholeBodyLM._restarts_in_kernel(problem)
+        whole = whole or WholeBodyLM._restarts_in_kernel(problem)
         return _made(max_iters, loop, max_iters + 1 if whole else COMPILED_SYNC_EVERY)
     return _made(max_iters, loop)
 
