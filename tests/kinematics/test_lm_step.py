@@ -301,3 +301,81 @@ def test_float32_ik_kernels_have_every_constant_written_in_and_step_alike(device
     assert sources["lm"].count("tl.load(c_ptr") > 0
     tol = 0.0 if device == "cpu" else 1e-5
     torch.testing.assert_close(loaded, baked, atol=tol, rtol=0)
+
+
+def _still_case(name: str):
+    """A robot, its target links and the joints that move none of them: the two-arm tree's
+    left hand (the right arm still) or the G1's hands (its legs still)."""
+    from tests.ik.test_wholebody import TWO_ARMS
+    from torchik import Robot
+
+    if name == "two_arms":
+        robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="reference")
+        return robot, ["left_hand"], (True,)
+    robot = load_robot("g1", dtype=torch.float64, backend="reference")
+    return robot, ["left_rubber_hand", "right_rubber_hand"], (True, True)
+
+
+@pytest.mark.parametrize("device", DEVICES)
+@pytest.mark.parametrize(("name", "groups"), [("two_arms", False), ("two_arms", True),
+                                              ("g1", False)])  # fmt: skip
+def test_the_loop_kernel_leaves_still_joints_out_with_the_same_answers(name, groups, device,
+                                                                       monkeypatch):  # fmt: skip
+    """fused.STILL: the loop kernel carries only the joints that move a target link (the
+    others are clamped and stored once, after the loop); every output equals that of a kernel
+    carrying every joint, over several iterations, with those joints seeded outside their
+    limits, rows converged at the first iteration (their start kept), later or never, rows
+    finished before the launch, and (``groups``) restarts from fresh seeds."""
+    from tests.kinematics.test_native import _state, _wholebody_rows
+    from torchik.ik.wholebody.solve import _problem
+    from torchik.kinematics import fused
+
+    robot, links, poses = _still_case(name)
+    n = 24
+    q, targets = _wholebody_rows(robot, links, n, poses, seed=3)
+    exact = robot.forward_kinematics(q, links)  # rows 1 mod 4: met at the first iteration
+    for i, link in enumerate(links):
+        targets[link][1::4] = exact[1::4, i] if poses[i] else exact[1::4, i, :3, 3]
+    problem, _, _, _ = _problem(robot, targets, None, None, None, 0.0, False, None, 1, 1e-9,
+                                1e-9, None, None)  # fmt: skip
+    still = fused._still(fused._Code(robot.tree, tuple(map(robot.link_index, links)), ()),
+                         (False, False))  # fmt: skip
+    assert still and len(still) < robot.dof
+    g = torch.Generator().manual_seed(4)
+    span = robot.upper - robot.lower
+    outside = robot.upper + 0.3 * span * torch.rand(q.shape, generator=g, dtype=q.dtype)
+    q[::3, still] = outside[::3, still]  # still joints beyond their limits
+    on = lambda t: None if t is None else t.to(device)  # noqa: E731
+
+    def run(carried: bool) -> dict:
+        monkeypatch.setattr(fused, "STILL", carried)
+        x, state = on(q.clone()), {k: on(v) for k, v in _state(q, track=groups).items()}
+        state["finished"][5::7] = True
+        options = {}
+        if groups:
+            fresh = robot.random_configuration(n, generator=torch.Generator().manual_seed(5))
+            fresh[:, still] = outside[:, still]
+            state["stalled"][::2] = True
+            options["groups"] = {
+                "group": on(torch.arange(n)), "read": on(torch.zeros(n, dtype=torch.int32)),
+                "write": on(torch.zeros(n, dtype=torch.int32)), "fresh": on(fresh),
+                "attempt": on(torch.zeros(n, dtype=torch.long)),
+            }  # fmt: skip
+        ts, lim = problem.targets, problem.limits
+        index = [robot.link_index(t.link) for t in ts]
+        fused.lm_loop(x, robot.to(device).tree, index, [on(t.position) for t in ts],
+                      [on(t.rotmat) for t in ts],
+                      on(problem.weights(0.3)), 0.1, on(lim.lower), on(lim.upper), state,
+                      n_iters=4, max_iters=10, tol_position=1e-9, tol_rotation=1e-9,
+                      **options)  # fmt: skip
+        robot.to("cpu")
+        return {"q": x.cpu(), **{k: v.cpu() for k, v in state.items()},
+                **{k: v.cpu() for k, v in options.get("groups", {}).items()}}  # fmt: skip
+
+    left_out, carried = run(True), run(False)
+    tol = 0.0 if device == "cpu" else 1e-12
+    for key, value in carried.items():
+        torch.testing.assert_close(left_out[key], value, atol=tol, rtol=0, msg=key)
+    best = left_out["best_q"][:, still]
+    assert bool((left_out["q"][:, still] > robot.upper[still]).any())  # a start kept
+    assert bool((best != q[:, still]).any()) and bool((best == q[:, still]).any())

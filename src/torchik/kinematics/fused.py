@@ -36,7 +36,7 @@ import linecache
 import math
 import os
 import struct
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from typing import Any
 
 import torch
@@ -149,6 +149,17 @@ BAKED = ("lm", "lm_loop")
 """The kinds of kernel whose float32 constants are written into their code (:func:`_pattern`'s
 ``every``): IK's, where no gradient reaches the constants and a robot's values stay (FK's
 kernels serve calibration, whose values change every step: a kernel per step)."""
+
+
+STILL = True
+"""Whether :func:`lm_loop`'s kernel leaves out of its loop the joints that move no target link
+(the G1's legs when its hands are placed): their Jacobian columns are zero, so a step only
+clamps them into their limits, yet the loop carried each one's value, best value and limits
+in registers (the G1's two-hand kernel spilled 620 bytes a thread). Such a joint is loaded,
+clamped and stored once after the loop instead, with the same values: the clamped value where
+the row stepped, its best value the one of the iteration that was best (loaded where it came
+first in the launch, clamped where later). Not with joints that wrap (their projection is not
+exactly idempotent): a kernel with wrapping code carries every joint."""
 
 
 def _every(kind: str, tree: KinematicTree, dtype: torch.dtype) -> bool:
@@ -569,13 +580,18 @@ def _atan2(code: _Code, s: str, c: str, out: str) -> None:
 
 
 def _load_inputs(
-    code: _Code, poses: tuple[bool, ...], wraps: tuple[bool, bool], tiles: bool = False
+    code: _Code,
+    poses: tuple[bool, ...],
+    wraps: tuple[bool, bool],
+    tiles: bool = False,
+    columns: Sequence[int] | None = None,
 ) -> None:
     """What every step reads: each requested link's target ``P{i}_{x}`` (and ``T{i}_{r}{c}``
     for a pose), the weights ``w{r}``, the limits ``lo{c}``, ``hi{c}`` and the masks
-    ``cont{c}``, ``turn{c}`` (loaded once, before a loop of steps). Targets are stored per
-    row, link after link: positions ``(B, T, 3)``, rotations ``(B, R, 3, 3)`` of the ``R``
-    pose links; ``tiles``: each by one load (:meth:`_Code.load_tile`)."""
+    ``cont{c}``, ``turn{c}`` of the joints ``columns`` (default: all; see
+    :func:`_load_limits`), loaded once, before a loop of steps. Targets are stored per row,
+    link after link: positions ``(B, T, 3)``, rotations ``(B, R, 3, 3)`` of the ``R`` pose
+    links; ``tiles``: each by one load (:meth:`_Code.load_tile`)."""
     links, rotations = len(poses), sum(poses)
     positions = [f"P{i}_{x}" for i in range(links) for x in range(3)]
     turns = [f"T{i}_{e // 3}{e % 3}" for i, pose in enumerate(poses) if pose for e in range(9)]
@@ -591,7 +607,13 @@ def _load_inputs(
                      "other=0.0)")  # fmt: skip
     for r in range(sum(6 if pose else 3 for pose in poses)):
         code.add(f"w{r} = tl.load(w_ptr + {r})")
-    for c in range(code.tree.dof):
+    _load_limits(code, wraps, range(code.tree.dof) if columns is None else columns)
+
+
+def _load_limits(code: _Code, wraps: tuple[bool, bool], columns: Iterable[int]) -> None:
+    """The limits ``lo{c}``, ``hi{c}`` and the masks ``cont{c}``, ``turn{c}`` (where some
+    joint wraps) of the joints ``columns``."""
+    for c in columns:
         code.add(f"lo{c} = tl.load(lo_ptr + {c})")
         code.add(f"hi{c} = tl.load(hi_ptr + {c})")
         for name, on in zip(("cont", "turn"), wraps, strict=True):
@@ -671,11 +693,12 @@ def _damped_solve(code: _Code, m: int, per_row: bool) -> None:
         code.add(f"y{i} = (z{i}{known}) / L{i}_{i}")
 
 
-def _project(code: _Code, wraps: tuple[bool, bool]) -> None:
-    """``n{c}`` into the limits as :func:`torchik.geometry.joints.project_to_limits` with
-    ``wraps=full_turn`` and ``canonical=continuous``."""
+def _project(code: _Code, wraps: tuple[bool, bool], columns: Iterable[int]) -> None:
+    """``n{c}`` of the joints ``columns`` into the limits (``p{c}``) as
+    :func:`torchik.geometry.joints.project_to_limits` with ``wraps=full_turn`` and
+    ``canonical=continuous``."""
     pi, two_pi = code.literal(math.pi), code.literal(2 * math.pi)
-    for c in range(code.tree.dof):
+    for c in columns:
         value = f"n{c}"
         if wraps[1]:  # full turn: lower + ((q - lower) mod 2π), torch.remainder's sign
             code.add(f"rm{c} = (n{c} - lo{c}) % {two_pi}")
@@ -690,11 +713,14 @@ def _project(code: _Code, wraps: tuple[bool, bool]) -> None:
             code.add(f"p{c} = tl.where(cont{c}, wa{c}, p{c})")
 
 
-def _lm_body(code: _Code, poses: tuple[bool, ...], per_row: bool, wraps: tuple[bool, bool]) -> int:
+def _lm_body(code: _Code, poses: tuple[bool, ...], per_row: bool, wraps: tuple[bool, bool],
+             columns: Sequence[int] | None = None) -> int:  # fmt: skip
     """From ``q{c}`` (loaded) and the inputs of :func:`_load_inputs`: the residual ``e{r}``,
-    ``cost`` and the projected next ``p{c}`` of one step, the requested links' residuals and
+    ``cost`` and the projected next ``p{c}`` of one step (of the joints ``columns``, default
+    all: the others must move no requested link), the requested links' residuals and
     Jacobians stacked (a pose: 6 rows, a position: 3); returns the residual rows ``m``."""
     dof = code.tree.dof
+    columns = range(dof) if columns is None else columns
     needed = code.walk(lambda i, j: code.link_frame(i), every_column=True, loaded=True)
     m = 0
     for i, pose in enumerate(poses):
@@ -708,10 +734,10 @@ def _lm_body(code: _Code, poses: tuple[bool, ...], per_row: bool, wraps: tuple[b
     _residual(code, poses)
     _free_limit_columns(code, m, wraps)
     _damped_solve(code, m, per_row)
-    for c in range(dof):
+    for c in columns:
         terms = [f"jw{r}_{c} * y{r}" for r in range(m) if (r, c) not in code.zeros]
         code.add(f"n{c} = q{c} + " + " + ".join(terms) if terms else f"n{c} = q{c}")
-    _project(code, wraps)
+    _project(code, wraps, columns)
     return m
 
 
@@ -756,22 +782,27 @@ def _lm_loop_kernel(
     previous launch over each target's slots and (``fresh``) the restarts of its stalled
     rows, and last each finished row's mark on its target."""
     dof = code.tree.dof
-    code.load_q(list(range(dof)))  # the carried values: strided loads (see _Code.load_tile)
-    for c in range(dof):
+    still = _still(code, wraps)
+    moving = [c for c in range(dof) if c not in still]
+    code.load_q(moving)  # the carried values: strided loads (see _Code.load_tile)
+    for c in moving:
         code.add(f"bq{c} = tl.load(bq_ptr + row * {dof} + {c}, mask=ok, other=0.0)")
     for name, _ in _STATE + (_STALLS if track else ()):
         code.add(f"{name} = tl.load({name}_ptr + row, mask=ok, other=0)")
     code.add("fin = fin != 0")
     code.add("it0 = tl.load(it0_ptr)")
     if groups:
-        _groups_start(code, dof, fresh)
-    _load_inputs(code, poses, wraps, tiles=True)
+        _groups_start(code, dof, fresh, moving)
+    _load_inputs(code, poses, wraps, tiles=True, columns=moving)
     code.tile_axes(_width(dof))  # made before the loop: the stores after it use them
+    if still:  # when each row was last best (0: never, 1: first iteration, 2: later), stepped
+        code.add("bw = tl.zeros([BLOCK], dtype=tl.int32)")
+        code.add("mv = fin & ~fin")
     pair = lambda name: f"((zero + {name}_hi) + {name}_lo)"  # noqa: E731 (a float64 constant)
     code.add("for i in range(0, n_iters):")
     code.depth = 2
     code.add("at = it0 + i")
-    _lm_body(code, poses, False, wraps)
+    _lm_body(code, poses, False, wraps, moving)
     code.add("conv = ok")
     o = 0
     for pose in poses:  # the angle: |e[3:6]| as the usual iteration's linearization takes it
@@ -784,25 +815,62 @@ def _lm_loop_kernel(
         o += 6 if pose else 3
     code.add("live = ~fin")
     code.add("better = live & ((cost < bc) | conv)")
-    for c in range(dof):
+    for c in moving:
         code.add(f"bq{c} = tl.where(better, q{c}, bq{c})")
     code.add("bc = tl.where(better, cost, bc)")
     code.add("it = tl.where(live & conv & (at < max_iters), at, it)")
     code.add("fin = fin | conv")
+    if still:
+        code.add("bw = tl.where(better & (at > it0), 2, tl.where(better, 1, bw))")
+        code.add("mv = mv | ~fin")
     if track:
         code.add(f"progress = cost < {pair('keep')} * seedc")
         code.add("seedc = tl.where(progress, cost, seedc)")
         code.add("st = tl.where(progress, st * 0, st + 1)")
         code.add("age = age + 1")
-    for c in range(dof):
+    for c in moving:
         code.add(f"q{c} = tl.where(fin, q{c}, p{c})")
     code.depth = 1
+    _still_joints(code, still, wraps, groups and fresh)
     _lm_loop_stores(code, dof, track, groups)
     state = ", ".join(f"{name}_ptr" for name, _ in _STATE + _STALLS)
     args = (f"{_LM_ARGS}, bq_ptr, {state}, stalled_ptr, it0_ptr, n_iters, max_iters, tolp_hi, "
             "tolp_lo, tolr_hi, tolr_lo, keep_hi, keep_lo, patience, attempt_iters, "
             "group_ptr, read_ptr, write_ptr, fresh_ptr, attempt_ptr")  # fmt: skip
     return _compile(code.source("lm_loop", args), "lm_loop")
+
+
+def _still(code: _Code, wraps: tuple[bool, bool]) -> list[int]:
+    """The joints that move none of the requested links (no joint of their chains reads
+    them), which :func:`_lm_loop_kernel` leaves out of its loop (:data:`STILL`): none where
+    some joint wraps."""
+    if not STILL or any(wraps):
+        return []
+    tree = code.tree
+    used = {int(tree.source[j]) for j in kinematics._ancestors(tree, code.links)}
+    return [c for c in range(tree.dof) if c not in used]
+
+
+def _still_joints(code: _Code, still: list[int], wraps: tuple[bool, bool], fresh: bool) -> None:
+    """After :func:`_lm_loop_kernel`'s loop, the ``still`` joints' ``q{c}`` and ``bq{c}``
+    as the loop would have left them (see :data:`STILL`): the value at the launch's start
+    (loaded, or the fresh seed's where the row restarted, ``rs``), clamped into the limits
+    where the row stepped (``mv``); the best value unchanged where no iteration was better
+    (``bw`` 0), the start's where the first one was last best (1), the clamped one where a
+    later one was (2)."""
+    dof = code.tree.dof
+    for c in still:
+        code.add(f"q{c} = tl.load(q_ptr + row * {dof} + {c}, mask=ok, other=0.0)")
+        if fresh:
+            code.add(f"q{c} = tl.where(rs, tl.load(fresh_ptr + row * {dof} + {c}, mask=ok, "
+                     f"other=0.0), q{c})")  # fmt: skip
+        code.add(f"n{c} = q{c}")
+    _load_limits(code, wraps, still)
+    _project(code, wraps, still)
+    for c in still:
+        code.add(f"bq{c} = tl.load(bq_ptr + row * {dof} + {c}, mask=ok, other=0.0)")
+        code.add(f"bq{c} = tl.where(bw == 2, p{c}, tl.where(bw == 1, q{c}, bq{c}))")
+        code.add(f"q{c} = tl.where(mv, p{c}, q{c})")
 
 
 def _lm_loop_stores(code: _Code, dof: int, track: bool, groups: bool) -> None:
@@ -821,13 +889,14 @@ def _lm_loop_stores(code: _Code, dof: int, track: bool, groups: bool) -> None:
         code.add("tl.atomic_or(write_ptr + grp, fin.to(tl.int32), mask=ok & fin)")
 
 
-def _groups_start(code: _Code, dof: int, fresh: bool) -> None:
+def _groups_start(code: _Code, dof: int, fresh: bool, moving: list[int]) -> None:
     """The start of a launch with ``groups`` (see :func:`lm_loop`): a row whose target had a
     finished slot at the end of the previous launch (``read``) finishes, its ``iterations``
     that launch's last where it never converged before it (as
     :func:`torchik.ik.fixed.finish_groups`); with ``fresh``, a row still stalled takes its next
     seed, its stall counters start over and its ``attempt`` counts one more (as
-    :func:`torchik.ik.fixed.restart`)."""
+    :func:`torchik.ik.fixed.restart`; the joints ``moving`` take it here, the others after
+    the loop, :func:`_still_joints`)."""
     code.add("grp = tl.load(group_ptr + row, mask=ok, other=0)")
     code.add("had = ok & (tl.load(read_ptr + grp, mask=ok, other=0) != 0)")
     code.add("it = tl.where(had & (it == max_iters) & (it0 - 1 < max_iters), it0 - 1, it)")
@@ -836,7 +905,7 @@ def _groups_start(code: _Code, dof: int, fresh: bool) -> None:
         return
     code.add("rs = (tl.load(stalled_ptr + row, mask=ok, other=0) != 0) & ~fin")
     code.load_tile("fresh_ptr", dof, 0, [f"fr{c}" for c in range(dof)])
-    for c in range(dof):
+    for c in moving:
         code.add(f"q{c} = tl.where(rs, fr{c}, q{c})")
     code.add('seedc = tl.where(rs, float("inf"), seedc)')
     code.add("st = tl.where(rs, st * 0, st)")
@@ -870,7 +939,7 @@ def _kernel(
 ) -> Any:
     """The kernel of ``kind`` for this structure, links, pattern of constants and writer
     ``options`` (generated and compiled once per process)."""
-    key = (kind, _structure(tree), links, pattern, options, STORES)
+    key = (kind, _structure(tree), links, pattern, options, STORES, STILL)
     if key not in _KERNELS:
         _KERNELS[key] = _WRITERS[kind](_Code(tree, links, pattern), *options)
     return _KERNELS[key]
@@ -889,7 +958,7 @@ def _prepared(
         pattern = _pattern(table, _every(kind, tree, q.dtype))
         return _kernel(kind, tree, links, pattern, options), table.to(q.device)
 
-    return tree.cached(("fused", kind, links, q.dtype, q.device, options, STORES), build)
+    return tree.cached(("fused", kind, links, q.dtype, q.device, options, STORES, STILL), build)
 
 
 def _launch(kind: str, tree: KinematicTree, links: tuple[int, ...], q: Tensor, *outs: Tensor | int):
