@@ -330,6 +330,8 @@ def test_the_loop_kernel_leaves_still_joints_out_with_the_same_answers(name, gro
     from torchik.ik.wholebody.solve import _problem
     from torchik.kinematics import fused
 
+    if name == "g1" and device == "cuda":
+        pytest.skip("two float64 G1 kernels take minutes to compile: the interpreter's case")
     robot, links, poses = _still_case(name)
     n = 24
     q, targets = _wholebody_rows(robot, links, n, poses, seed=3)

@@ -155,11 +155,12 @@ STILL = True
 """Whether :func:`lm_loop`'s kernel leaves out of its loop the joints that move no target link
 (the G1's legs when its hands are placed): their Jacobian columns are zero, so a step only
 clamps them into their limits, yet the loop carried each one's value, best value and limits
-in registers (the G1's two-hand kernel spilled 620 bytes a thread). Such a joint is loaded,
-clamped and stored once after the loop instead, with the same values: the clamped value where
-the row stepped, its best value the one of the iteration that was best (loaded where it came
-first in the launch, clamped where later). Not with joints that wrap (their projection is not
-exactly idempotent): a kernel with wrapping code carries every joint."""
+in registers (the G1's two-hand kernel, compiled for sm_90: 620/624 bytes a thread of spill
+stores/loads with them, 312/256 without; ``benchmarks/kernel_compile.py``). Such a joint is
+loaded, clamped and stored once after the loop instead, with the same values: the clamped
+value where the row stepped, its best value the one of the iteration that was best (loaded
+where it came first in the launch, clamped where later). Not with joints that wrap (their
+projection is not exactly idempotent): a kernel with wrapping code carries every joint."""
 
 
 def _every(kind: str, tree: KinematicTree, dtype: torch.dtype) -> bool:
