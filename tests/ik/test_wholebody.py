@@ -410,6 +410,27 @@ def test_floating_base_given_seeds_keep_a_unit_quaternion(floater):
     assert bool(result.success.any(-1).all())
 
 
+def test_the_base_frame_is_made_once_per_robot_and_follows_its_dtype(floater):
+    """A problem's floating-base frame (FK at the neutral configuration) is kept with the
+    robot's tree: the next problem (the next call of a control loop) takes it as is, and a
+    robot moved to another dtype gets its own."""
+    from torchik.ik.wholebody.solve import _problem
+
+    targets, _ = _floating_targets(floater, 2, seed=3)
+
+    def frame(robot) -> torch.Tensor:
+        problem = _problem(robot, targets, None, None, None, 0.0, False, None, 1, 1e-3, 0.01,
+                           None, None)[0]  # fmt: skip
+        return problem.base_origin
+
+    first = frame(floater)
+    assert frame(floater) is first
+    expected = floater.forward_kinematics(floater.neutral(), floater.base_link(0))
+    torch.testing.assert_close(first, expected, rtol=0, atol=0)
+    floater.to(torch.float32)
+    assert frame(floater).dtype == torch.float32
+
+
 def test_floating_base_inactive_joints_and_base_keep_their_values(floater):
     targets, q_true = _floating_targets(floater, 10, seed=14)
     names = list(floater.joint_names)
