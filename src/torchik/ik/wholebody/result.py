@@ -78,10 +78,13 @@ def _link_errors(problem: WholeBodyProblem, q: Tensor) -> tuple[Tensor, Tensor, 
                                   robot.upper)  # fmt: skip
     poses = robot.forward_kinematics(q, [t.link for t in targets])  # (N, L, 4, 4)
     pos_all = (poses[..., :3, 3] - position).norm(dim=-1)
-    zeros = pos_all.new_zeros(pos_all.shape[:1])
-    # link by link: an index made on the host would be a copy to the device (not in a capture)
-    rot_all = torch.stack([zeros if t.rotmat is None else
-                           geodesic_distance(poses[:, i, :3, :3], t.rotmat)
-                           for i, t in enumerate(targets)], dim=1)  # fmt: skip
+    if all(t.rotmat is not None for t in targets):  # every link at once
+        rotmat = torch.stack([t.rotmat for t in targets], dim=1)
+        rot_all = geodesic_distance(poses[..., :3, :3], rotmat)
+    else:  # link by link: an index made on the host would be a copy to the device (in a capture)
+        zeros = pos_all.new_zeros(pos_all.shape[:1])
+        rot_all = torch.stack([zeros if t.rotmat is None else
+                               geodesic_distance(poses[:, i, :3, :3], t.rotmat)
+                               for i, t in enumerate(targets)], dim=1)  # fmt: skip
     within = ((q >= robot.lower) & (q <= robot.upper)).all(dim=-1)
     return pos_all, rot_all, within
