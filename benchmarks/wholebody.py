@@ -21,11 +21,14 @@ from common import add_common_args, dist_version, machine_stamp, wait_for_quiet
 
 import torchik
 from experiments.wholebody import (
+    FEET,
     HANDS,
     TITLE,
+    quaternion_g1,
     run_anchor,
     run_floating,
     run_one_at_a_time,
+    run_path,
     run_quaternion,
     run_torchik,
     targets,
@@ -124,10 +127,14 @@ def main() -> None:
     run_quaternion(4, 2)  # and the floating base's kernel (loaded from Numba's cache: ~1 s)
     rows = {f"torchik ({k} seeds)": run_torchik(robot, poses, k) for k in (2, 4)}
     rows["torchik, one target per call (2 seeds)"] = run_one_at_a_time(robot, poses, 2)
+    rows["torchik, one target per call, warm-started"] = run_path(robot, HANDS, args.targets)
     for k in (2, 4):
         rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)
     for k in (2, 4):
         rows[f"torchik, quaternion base, 4 targets ({k} seeds)"] = run_quaternion(args.targets, k)
+    rows["torchik, quaternion base, 4 targets, one per call, warm-started"] = run_path(
+        quaternion_g1(), [*FEET, *HANDS], args.targets
+    )
     for name, make in (("placo", placo_solver), ("mink", mink_solver)):
         try:
             solve_one = make(robot, args.anchor_iters)

@@ -35,10 +35,14 @@ from torchik.robot import Robot
 __all__ = [
     "FEET",
     "HANDS",
+    "PATH_STEPS",
     "floating_g1",
+    "path_configurations",
+    "quaternion_g1",
     "run_anchor",
     "run_floating",
     "run_one_at_a_time",
+    "run_path",
     "run_quaternion",
     "run_torchik",
     "success",
@@ -106,6 +110,50 @@ def run_one_at_a_time(robot: Any, poses: Tensor, num_seeds: int) -> dict[str, An
             "settings": note}  # fmt: skip
 
 
+PATH_STEPS = 100
+"""Calls between two waypoints of :func:`run_path`'s paths."""
+
+
+def path_configurations(robot: Any, n: int, seed: int = 0) -> Tensor:
+    """``(n, nq)`` configurations along a path through uniform random waypoints (seed ``seed``),
+    :data:`PATH_STEPS` steps from one to the next, interpolated linearly (a floating base's
+    quaternion normalised; its position in a 2 m cube)."""
+    g = torch.Generator().manual_seed(seed)
+    ways = robot.random_configuration(n // PATH_STEPS + 2, g)
+    if robot.floating:
+        ways[:, :3] = 2 * torch.rand(len(ways), 3, generator=g, dtype=ways.dtype) - 1
+    s = torch.arange(n, dtype=ways.dtype) / PATH_STEPS
+    i, frac = s.floor().long(), (s - s.floor())[:, None]
+    q = ways[i] + frac * (ways[i + 1] - ways[i])
+    if robot.floating:
+        q[:, 3:7] = q[:, 3:7] / q[:, 3:7].norm(dim=-1, keepdim=True)
+    return q
+
+
+def run_path(robot: Any, links: Sequence[str], n: int) -> dict[str, Any]:
+    """``solve_wholebody`` of ``n`` targets along a path (:func:`path_configurations`), one
+    call each, seeded with the previous call's answer (a control loop's warm start; the
+    first call with the path's start): the CPU time of every call, its median and tail in
+    the notes. Success by FK here."""
+    q = path_configurations(robot, n)
+    poses = robot.forward_kinematics(q, list(links))
+    seed, times, ok, iters = q[:1], [], [], []
+    for pose in poses:
+        start = time.process_time()
+        result = solve_wholebody(robot, dict(zip(links, pose.unbind(0), strict=True)), seeds=seed)
+        times.append(time.process_time() - start)
+        seed = result.q.reshape(1, -1)
+        ok.append(bool(success(robot, seed, pose[None], links)))
+        iters.append(int(result.iterations.max()))
+    ms = sorted(1e3 * t for t in times)
+    at = lambda p: ms[min(len(ms) - 1, int(p * len(ms)))]  # noqa: E731
+    note = (f"warm-started along a path ({PATH_STEPS} calls between random waypoints), one call "
+            f"each: median {at(0.5):.2f} ms, 90th percentile {at(0.9):.2f}, 99th "
+            f"{at(0.99):.2f}, slowest {ms[-1]:.2f}")  # fmt: skip
+    return {"targets": n, "success": sum(ok) / n, "cpu_s": sum(times),
+            "mean_iterations": sum(iters) / n, "settings": note}  # fmt: skip
+
+
 def floating_g1() -> Any:
     """The G1 on an emulated floating base: world -> x, y, z slides (±1 m) -> yaw (±π), pitch
     (±1.5), roll (±π) hinges -> pelvis. Euler angles, so not the real thing (a quaternion base
@@ -148,11 +196,16 @@ def run_floating(n: int, num_seeds: int) -> dict[str, Any]:
     return {"targets": n, "success": rate, "cpu_s": seconds, "settings": note}
 
 
+def quaternion_g1() -> Robot:
+    """The G1 on a real floating base (position + quaternion), float64."""
+    return Robot.from_urdf(bundled_urdf("g1"), dtype=torch.float64, floating_base=True)
+
+
 def run_quaternion(n: int, num_seeds: int) -> dict[str, Any]:
     """The G1 on a real floating base (``floating_base=True``: position + quaternion, steps in
     the tangent space); targets: both feet's and hands' poses of uniform random joints, the
     base anywhere in a 2 m cube with any orientation (seed 0). Success by FK here."""
-    robot = Robot.from_urdf(bundled_urdf("g1"), dtype=torch.float64, floating_base=True)
+    robot = quaternion_g1()
     links = [*FEET, *HANDS]
     g = torch.Generator().manual_seed(0)
     q = robot.random_configuration(n, g)

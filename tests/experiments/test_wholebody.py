@@ -6,10 +6,16 @@ import torch
 
 import torchik
 from experiments.wholebody import (
+    FEET,
+    HANDS,
+    PATH_STEPS,
     floating_g1,
+    path_configurations,
+    quaternion_g1,
     run_anchor,
     run_floating,
     run_one_at_a_time,
+    run_path,
     run_torchik,
     success,
     targets,
@@ -56,3 +62,18 @@ def test_floating_base_rows_and_markdown():
     assert row["targets"] == 3 and 0.0 <= row["success"] <= 1.0
     text = wholebody_markdown({"date": "d"}, {"x": row, "y": {"status": "failed: no"}})
     assert "| x | 3 |" in text and "failed: no" in text and text.startswith("# Whole-body")
+
+
+def test_warm_started_path_rows():
+    """The path moves by small steps between waypoints (a floating base's quaternion stays a
+    unit one); each call of the row is seeded with the previous answer and solved."""
+    robot = quaternion_g1()
+    q = path_configurations(robot, PATH_STEPS + 5)
+    torch.testing.assert_close(q[:, 3:7].norm(dim=-1), torch.ones(len(q), dtype=q.dtype))
+    steps = (q[1:, 7:] - q[:-1, 7:]).abs().amax(-1)
+    assert float(steps.max()) < 0.1 and float(steps.min()) > 0.0
+    row = run_path(_g1(), HANDS, 4)
+    assert row["targets"] == 4 and row["success"] == 1.0 and "warm-started" in row["settings"]
+    assert row["mean_iterations"] <= 5
+    floating = run_path(robot, [*FEET, *HANDS], 3)
+    assert floating["success"] == 1.0
