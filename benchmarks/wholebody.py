@@ -127,14 +127,18 @@ def main() -> None:
     run_quaternion(4, 2)  # and the floating base's kernel (loaded from Numba's cache: ~1 s)
     rows = {f"torchik ({k} seeds)": run_torchik(robot, poses, k) for k in (2, 4)}
     rows["torchik, one target per call (2 seeds)"] = run_one_at_a_time(robot, poses, 2)
-    rows["torchik, one target per call, warm-started"] = run_path(robot, HANDS, args.targets)
+    for restarts in (None, True):
+        name = "torchik, one target per call, warm-started" + (", restarts" if restarts else "")
+        rows[name] = run_path(robot, HANDS, args.targets, restarts)
     for k in (2, 4):
         rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)
     for k in (2, 4):
         rows[f"torchik, quaternion base, 4 targets ({k} seeds)"] = run_quaternion(args.targets, k)
-    rows["torchik, quaternion base, 4 targets, one per call, warm-started"] = run_path(
-        quaternion_g1(), [*FEET, *HANDS], args.targets
-    )
+    for restarts in (None, True):
+        name = "torchik, quaternion base, 4 targets, one per call, warm-started"
+        rows[name + (", restarts" if restarts else "")] = run_path(
+            quaternion_g1(), [*FEET, *HANDS], args.targets, restarts
+        )
     for name, make in (("placo", placo_solver), ("mink", mink_solver)):
         try:
             solve_one = make(robot, args.anchor_iters)

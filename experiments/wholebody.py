@@ -130,25 +130,30 @@ def path_configurations(robot: Any, n: int, seed: int = 0) -> Tensor:
     return q
 
 
-def run_path(robot: Any, links: Sequence[str], n: int) -> dict[str, Any]:
+def run_path(
+    robot: Any, links: Sequence[str], n: int, restarts: bool | None = None
+) -> dict[str, Any]:
     """``solve_wholebody`` of ``n`` targets along a path (:func:`path_configurations`), one
     call each, seeded with the previous call's answer (a control loop's warm start; the
-    first call with the path's start): the CPU time of every call, its median and tail in
-    the notes. Success by FK here."""
+    first call with the path's start), with ``restarts`` (``True``: a stalled slot starts
+    again from fresh seeds): the CPU time of every call, its median and tail in the notes.
+    Success by FK here."""
     q = path_configurations(robot, n)
     poses = robot.forward_kinematics(q, list(links))
     seed, times, ok, iters = q[:1], [], [], []
     for pose in poses:
         start = time.process_time()
-        result = solve_wholebody(robot, dict(zip(links, pose.unbind(0), strict=True)), seeds=seed)
+        result = solve_wholebody(robot, dict(zip(links, pose.unbind(0), strict=True)),
+                                 seeds=seed, restarts=restarts)  # fmt: skip
         times.append(time.process_time() - start)
         seed = result.q.reshape(1, -1)
         ok.append(bool(success(robot, seed, pose[None], links)))
         iters.append(int(result.iterations.max()))
     ms = sorted(1e3 * t for t in times)
     at = lambda p: ms[min(len(ms) - 1, int(p * len(ms)))]  # noqa: E731
+    how = "restarts=True" if restarts else "no restarts"
     note = (f"warm-started along a path ({PATH_STEPS} calls between random waypoints), one call "
-            f"each: median {at(0.5):.2f} ms, 90th percentile {at(0.9):.2f}, 99th "
+            f"each, {how}: median {at(0.5):.2f} ms, 90th percentile {at(0.9):.2f}, 99th "
             f"{at(0.99):.2f}, slowest {ms[-1]:.2f}")  # fmt: skip
     return {"targets": n, "success": sum(ok) / n, "cpu_s": sum(times),
             "mean_iterations": sum(iters) / n, "settings": note}  # fmt: skip

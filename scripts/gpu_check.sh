@@ -36,8 +36,8 @@
 #    HOST_WHOLEBODY_ROWS with FUSED_LOOP on) -> $OUT/gpu_wholebody.md (its G1
 #    kernel, 29 joints and two links, took 76-123 s to compile for sm_90 with Triton 3.9 on
 #    this project's CPU machines, 74-81 s on the AMD one since it loads its targets by tiles and
-#    leaves out the wrapping, 68-74 s since its constants are written in:
-#    benchmarks/kernel_compile.py; so the step has 180 s);
+#    leaves out the wrapping, 68-74 s since its constants are written in, 59 s (one run) since
+#    its legs stay out of its loop: benchmarks/kernel_compile.py; so the step has 180 s);
 # 6. benchmarks/train_speed.py on CUDA: the bundled family (fm) and IKNet at the paper's size,
 #    batch 4096: eager, and on the on-device stream torch.compile's graphs (fm only), the whole
 #    step in one CUDA graph (cuda_graph), the same in bf16 -> $OUT/train_speed_cuda.md, .json

@@ -75,5 +75,5 @@ def test_warm_started_path_rows():
     row = run_path(_g1(), HANDS, 4)
     assert row["targets"] == 4 and row["success"] == 1.0 and "warm-started" in row["settings"]
     assert row["mean_iterations"] <= 5
-    floating = run_path(robot, [*FEET, *HANDS], 3)
-    assert floating["success"] == 1.0
+    floating = run_path(robot, [*FEET, *HANDS], 3, restarts=True)
+    assert floating["success"] == 1.0 and "restarts=True" in floating["settings"]
