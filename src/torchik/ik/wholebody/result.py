@@ -78,9 +78,9 @@ def _link_errors(problem: WholeBodyProblem, q: Tensor) -> tuple[Tensor, Tensor, 
                                   robot.upper)  # fmt: skip
     poses = robot.forward_kinematics(q, [t.link for t in targets])  # (N, L, 4, 4)
     pos_all = (poses[..., :3, 3] - position).norm(dim=-1)
-    if all(t.rotmat is not None for t in targets):  # every link at once
-        rotmat = torch.stack([t.rotmat for t in targets], dim=1)
-        rot_all = geodesic_distance(poses[..., :3, :3], rotmat)
+    rotmats = [t.rotmat for t in targets if t.rotmat is not None]
+    if len(rotmats) == len(targets):  # every link a pose: all at once
+        rot_all = geodesic_distance(poses[..., :3, :3], torch.stack(rotmats, dim=1))
     else:  # link by link: an index made on the host would be a copy to the device (in a capture)
         zeros = pos_all.new_zeros(pos_all.shape[:1])
         rot_all = torch.stack([zeros if t.rotmat is None else
