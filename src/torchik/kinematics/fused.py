@@ -799,21 +799,11 @@ def _lm_loop_kernel(
     if still:  # when each row was last best (0: never, 1: first iteration, 2: later), stepped
         code.add("bw = tl.zeros([BLOCK], dtype=tl.int32)")
         code.add("mv = fin & ~fin")
-    pair = lambda name: f"((zero + {name}_hi) + {name}_lo)"  # noqa: E731 (a float64 constant)
     code.add("for i in range(0, n_iters):")
     code.depth = 2
     code.add("at = it0 + i")
     _lm_body(code, poses, False, wraps, moving)
-    code.add("conv = ok")
-    o = 0
-    for pose in poses:  # the angle: |e[3:6]| as the usual iteration's linearization takes it
-        e = [f"e{o + x}" for x in range(6)]
-        code.add(f"conv = conv & (tl.sqrt({e[0]} * {e[0]} + {e[1]} * {e[1]} + {e[2]} * {e[2]})"
-                 f" < {pair('tolp')})")  # fmt: skip
-        if pose:
-            code.add(f"conv = conv & (tl.sqrt({e[3]} * {e[3]} + {e[4]} * {e[4]} + "
-                     f"{e[5]} * {e[5]}) < {pair('tolr')})")  # fmt: skip
-        o += 6 if pose else 3
+    _convergence(code, poses)
     code.add("live = ~fin")
     code.add("better = live & ((cost < bc) | conv)")
     for c in moving:
@@ -825,7 +815,7 @@ def _lm_loop_kernel(
         code.add("bw = tl.where(better & (at > it0), 2, tl.where(better, 1, bw))")
         code.add("mv = mv | ~fin")
     if track:
-        code.add(f"progress = cost < {pair('keep')} * seedc")
+        code.add(f"progress = cost < {_pair('keep')} * seedc")
         code.add("seedc = tl.where(progress, cost, seedc)")
         code.add("st = tl.where(progress, st * 0, st + 1)")
         code.add("age = age + 1")
@@ -839,6 +829,27 @@ def _lm_loop_kernel(
             "tolp_lo, tolr_hi, tolr_lo, keep_hi, keep_lo, patience, attempt_iters, "
             "group_ptr, read_ptr, write_ptr, fresh_ptr, attempt_ptr")  # fmt: skip
     return _compile(code.source("lm_loop", args), "lm_loop")
+
+
+def _pair(name: str) -> str:
+    """A float64 constant of the loop kernel, passed as two float32 halves ``{name}_hi``
+    and ``{name}_lo``."""
+    return f"((zero + {name}_hi) + {name}_lo)"
+
+
+def _convergence(code: _Code, poses: tuple[bool, ...]) -> None:
+    """``conv``: every requested link within both tolerances, the angle ``|e[3:6]|`` as the
+    usual iteration's linearization takes it."""
+    code.add("conv = ok")
+    o = 0
+    for pose in poses:
+        e = [f"e{o + x}" for x in range(6)]
+        code.add(f"conv = conv & (tl.sqrt({e[0]} * {e[0]} + {e[1]} * {e[1]} + {e[2]} * {e[2]})"
+                 f" < {_pair('tolp')})")  # fmt: skip
+        if pose:
+            code.add(f"conv = conv & (tl.sqrt({e[3]} * {e[3]} + {e[4]} * {e[4]} + "
+                     f"{e[5]} * {e[5]}) < {_pair('tolr')})")  # fmt: skip
+        o += 6 if pose else 3
 
 
 def _still(code: _Code, wraps: tuple[bool, bool]) -> list[int]:
