@@ -115,10 +115,11 @@ ignore=()
 for t in "${gpu_tests[@]}"; do ignore+=(--ignore "$t"); done
 
 step "tests: kinematics, IK, engine, fm sampling, with the cuda-marked cases"
-run tests 300 "$PY" -m pytest -q -rfEs -n "$workers" -p no:cacheprovider --durations=20 \
+run tests 300 "$PY" -m pytest -q -rfEs -n "$workers" --dist worksteal -p no:cacheprovider --durations=20 \
   --junitxml "$OUT/gpu_tests.xml" "${gpu_tests[@]}"
 # on an H200: 150 s ran out (2026-11-28, at 9c3997c), 240 s at about 97 % (at 700f8e1: 536 tests
-# took 258 s on 16 workers in a call of their own); the XML names each test's time
+# took 258 s on 16 workers in a call of their own); the XML names each test's time. worksteal:
+# a worker that runs out of tests takes some of another's (a few take minutes of compiling)
 
 step "kinematics and IK throughput (benchmarks/gpu.py)"
 run gpu 120 "$PY" benchmarks/gpu.py "${quick[@]}" --out "$OUT"
@@ -146,7 +147,7 @@ run train_speed 140 "$PY" benchmarks/train_speed.py --device "$device" --size pa
   --warmup 5 --repeats 1 --threads "$threads" --compile-families fm --suffix "$device" --out "$OUT"
 
 step "the rest of the suite"
-run suite 100 "$PY" -m pytest -q -rfE -n "$workers" -p no:cacheprovider \
+run suite 100 "$PY" -m pytest -q -rfE -n "$workers" --dist worksteal -p no:cacheprovider \
   --continue-on-collection-errors "${rest[@]}" "${ignore[@]}" "${doctests[@]}"
 
 step "done"
