@@ -107,6 +107,15 @@ def _urdf(mujoco: bool = False) -> Path:
     return path
 
 
+PATH_ROWS = ((None, False), (True, False), (None, True))
+"""The path rows' ``(restarts, away)`` (:func:`experiments.wholebody.run_path`)."""
+
+
+def _path_row(name: str, restarts: bool | None, away: bool) -> str:
+    """A path row's name: ``name`` and its settings."""
+    return name + (", restarts" if restarts else "") + (", posture off the limits" if away else "")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--targets", type=int, default=1000)
@@ -127,18 +136,18 @@ def main() -> None:
     run_quaternion(4, 2)  # and the floating base's kernel (loaded from Numba's cache: ~1 s)
     rows = {f"torchik ({k} seeds)": run_torchik(robot, poses, k) for k in (2, 4)}
     rows["torchik, one target per call (2 seeds)"] = run_one_at_a_time(robot, poses, 2)
-    for restarts in (None, True):
-        name = "torchik, one target per call, warm-started" + (", restarts" if restarts else "")
-        rows[name] = run_path(robot, HANDS, args.targets, restarts)
+    for restarts, away in PATH_ROWS:
+        rows[_path_row("torchik, one target per call, warm-started", restarts, away)] = run_path(
+            robot, HANDS, args.targets, restarts, away
+        )
     for k in (2, 4):
         rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)
     for k in (2, 4):
         rows[f"torchik, quaternion base, 4 targets ({k} seeds)"] = run_quaternion(args.targets, k)
-    for restarts in (None, True):
-        name = "torchik, quaternion base, 4 targets, one per call, warm-started"
-        rows[name + (", restarts" if restarts else "")] = run_path(
-            quaternion_g1(), [*FEET, *HANDS], args.targets, restarts
-        )
+    for restarts, away in PATH_ROWS:
+        name = _path_row("torchik, quaternion base, 4 targets, one per call, warm-started",
+                         restarts, away)  # fmt: skip
+        rows[name] = run_path(quaternion_g1(), [*FEET, *HANDS], args.targets, restarts, away)
     for name, make in (("placo", placo_solver), ("mink", mink_solver)):
         try:
             solve_one = make(robot, args.anchor_iters)

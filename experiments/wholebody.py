@@ -30,11 +30,13 @@ from torch import Tensor
 
 from torchik.description import bundled_urdf
 from torchik.ik import solve_wholebody
+from torchik.ik.wholebody import away_from_limits
 from torchik.robot import Robot
 
 __all__ = [
     "FEET",
     "HANDS",
+    "PATH_POSTURE",
     "PATH_STEPS",
     "floating_g1",
     "path_configurations",
@@ -130,33 +132,44 @@ def path_configurations(robot: Any, n: int, seed: int = 0) -> Tensor:
     return q
 
 
+PATH_POSTURE = {"posture": 0.5, "posture_iters": 3}
+"""The posture of :func:`run_path`'s ``away`` rows, with
+:func:`torchik.ik.wholebody.away_from_limits` of the previous answer as the rest."""
+
+
 def run_path(
-    robot: Any, links: Sequence[str], n: int, restarts: bool | None = None
+    robot: Any, links: Sequence[str], n: int, restarts: bool | None = None, away: bool = False
 ) -> dict[str, Any]:
     """``solve_wholebody`` of ``n`` targets along a path (:func:`path_configurations`), one
     call each, seeded with the previous call's answer (a control loop's warm start; the
     first call with the path's start), with ``restarts`` (``True``: a stalled slot starts
-    again from fresh seeds): the CPU time of every call, its median and tail in the notes.
-    Success by FK here."""
+    again from fresh seeds) and, with ``away``, the posture :data:`PATH_POSTURE` towards the
+    previous answer kept off the limits: the CPU time of every call, its median and tail in
+    the notes, and the largest joint step between two answers. Success by FK here."""
     q = path_configurations(robot, n)
     poses = robot.forward_kinematics(q, list(links))
-    seed, times, ok, iters = q[:1], [], [], []
+    seed, times, ok, iters, step = q[:1], [], [], [], 0.0
+    joints = slice(7 * robot.floating_bases, None)
     for pose in poses:
+        posture = dict(rest=away_from_limits(robot, seed[0]), **PATH_POSTURE) if away else {}
         start = time.process_time()
         result = solve_wholebody(robot, dict(zip(links, pose.unbind(0), strict=True)),
-                                 seeds=seed, restarts=restarts)  # fmt: skip
+                                 seeds=seed, restarts=restarts, **posture)  # fmt: skip
         times.append(time.process_time() - start)
-        seed = result.q.reshape(1, -1)
+        answer = result.q.reshape(1, -1)
+        step = max(step, float((answer - seed)[0, joints].abs().max()))
+        seed = answer
         ok.append(bool(success(robot, seed, pose[None], links)))
         iters.append(int(result.iterations.max()))
     ms = sorted(1e3 * t for t in times)
     at = lambda p: ms[min(len(ms) - 1, int(p * len(ms)))]  # noqa: E731
-    how = "restarts=True" if restarts else "no restarts"
+    how = ("restarts=True" if restarts else "no restarts") + (", posture away from the limits"
+                                                              if away else "")  # fmt: skip
     note = (f"warm-started along a path ({PATH_STEPS} calls between random waypoints), one call "
             f"each, {how}: median {at(0.5):.2f} ms, 90th percentile {at(0.9):.2f}, 99th "
-            f"{at(0.99):.2f}, slowest {ms[-1]:.2f}")  # fmt: skip
+            f"{at(0.99):.2f}, slowest {ms[-1]:.2f}; largest joint step {step:.2f} rad")  # fmt: skip
     return {"targets": n, "success": sum(ok) / n, "cpu_s": sum(times),
-            "mean_iterations": sum(iters) / n, "settings": note}  # fmt: skip
+            "mean_iterations": sum(iters) / n, "largest_step": step, "settings": note}  # fmt: skip
 
 
 def floating_g1() -> Any:

@@ -77,3 +77,6 @@ def test_warm_started_path_rows():
     assert row["mean_iterations"] <= 5
     floating = run_path(robot, [*FEET, *HANDS], 3, restarts=True)
     assert floating["success"] == 1.0 and "restarts=True" in floating["settings"]
+    away = run_path(robot, [*FEET, *HANDS], 3, away=True)
+    assert away["success"] == 1.0 and "away from the limits" in away["settings"]
+    assert 0.0 < away["largest_step"] < 0.2

@@ -645,3 +645,53 @@ def test_a_fixed_arm_in_a_scene_holds_the_free_bodies():
         assert torch.equal(result.q[..., :7], robot.neutral()[:7].expand(20, 2, 7))
     with pytest.raises(ValueError, match="'box_free' carries no target and stays at its rest"):
         solve_wholebody(robot, {"hand": targets}, active=["box_free", "shoulder"])
+
+
+def test_away_from_limits_keeps_a_margin_where_a_joint_has_a_range():
+    """Each clamped joint within ``margin`` of its range from both limits, the others (a
+    full-turn range, a floating base's coordinates) as they were; bad margins refused."""
+    from torchik import load_robot
+    from torchik.ik.wholebody import away_from_limits
+
+    ur5 = load_robot("ur5", dtype=torch.float64)  # full turns but the elbow's ±2.5
+    rest = away_from_limits(ur5, torch.stack((ur5.lower, ur5.upper, ur5.lower / 4)), 0.2)
+    assert rest[:, 2].tolist() == pytest.approx([-1.5, 1.5, -0.625])
+    assert torch.equal(
+        rest[:2, [0, 1, 3, 4, 5]], torch.stack((ur5.lower, ur5.upper))[:, [0, 1, 3, 4, 5]]
+    )
+    g1 = load_robot("g1", dtype=torch.float64, floating_base=True)
+    q = g1.random_configuration(4, torch.Generator().manual_seed(0))
+    q[:, 7:] = g1.upper[7:]
+    moved = away_from_limits(g1, q, 0.1)
+    assert torch.equal(moved[:, :7], q[:, :7])
+    torch.testing.assert_close(
+        moved[:, 7:], (g1.upper - 0.1 * (g1.upper - g1.lower))[7:].expand(4, -1)
+    )
+    for margin, error in ((0.6, ValueError), (-0.1, ValueError), ("1", TypeError)):
+        with pytest.raises(error, match="margin"):
+            away_from_limits(g1, q, margin)
+    with pytest.raises(ValueError, match=r"\(\.\.\., 36\)"):
+        away_from_limits(g1, q[:, 1:])
+
+
+def test_a_posture_away_from_the_limits_pulls_a_warm_start_off_them():
+    """Warm-started at a configuration whose arm joints sit on their limits (where a path's
+    answers drift), the targets met at once: with ``away_from_limits`` as the rest and a
+    posture, the answer moves those joints off their limits in the targets' null space; with
+    no posture they stay there."""
+    from torchik import load_robot
+    from torchik.ik.wholebody import away_from_limits
+
+    g1 = load_robot("g1", dtype=torch.float64)
+    hands = ["left_rubber_hand", "right_rubber_hand"]
+    q = g1.random_configuration(6, torch.Generator().manual_seed(2))
+    arm = [g1.joint_names.index(n) for n in ("left_elbow_joint", "right_elbow_joint")]
+    q[:, arm] = g1.upper[arm]
+    targets = dict(zip(hands, g1.forward_kinematics(q, hands).unbind(1), strict=True))
+    seeds = q[:, None]
+    still = solve_wholebody(g1, targets, seeds=seeds)
+    pulled = solve_wholebody(g1, targets, seeds=seeds, rest=away_from_limits(g1, q),
+                             posture=0.5, posture_iters=3)  # fmt: skip
+    assert bool(still.success.all()) and bool(pulled.success.all())
+    assert torch.equal(still.q[:, 0, arm], q[:, arm])
+    assert bool((pulled.q[:, 0, arm] < g1.upper[arm] - 1e-3).all())

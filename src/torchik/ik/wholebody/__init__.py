@@ -5,6 +5,9 @@ fixed or floating base.
 from torchik.ik.wholebody.problem import (
     WholeBodyProblem,
 )
+from torchik.ik.wholebody.rest import (
+    away_from_limits,
+)
 from torchik.ik.wholebody.result import (
     WholeBodyResult,
     evaluate_targets,
@@ -19,6 +22,7 @@ from torchik.ik.wholebody.solve import (
 )
 
 __all__ = [
+    "away_from_limits",
     "evaluate_targets",
     "fit_base",
     "solve_wholebody",
