@@ -307,8 +307,7 @@ class _Code:
         ``q{c}``; ``loaded``: they are, load none). Returns the needed joints."""
         tree = self.tree
         needed = kinematics._ancestors(tree, self.links)
-        used = {int(tree.source[j]) for j in needed}
-        columns = list(range(tree.dof)) if every_column else sorted(used)
+        columns = list(range(tree.dof)) if every_column else self.used_columns()
         q = {c: f"q{c}" for c in columns} if loaded else self.load_q(columns)
         hanging: dict[int, list[int]] = {}
         for i, link in enumerate(self.links):
@@ -320,6 +319,11 @@ class _Code:
             for i in hanging.get(j, []):
                 on_link(i, j)
         return needed
+
+    def used_columns(self) -> list[int]:
+        """The columns of ``q`` that the joints moving the requested links read (sorted)."""
+        tree = self.tree
+        return sorted({int(tree.source[j]) for j in kinematics._ancestors(tree, self.links)})
 
     def load_q(self, columns: list[int]) -> dict[int, str]:
         """The ``columns`` of ``q`` in use, one strided load each (the row's other loads then
@@ -858,9 +862,8 @@ def _still(code: _Code, wraps: tuple[bool, bool]) -> list[int]:
     some joint wraps."""
     if not STILL or any(wraps):
         return []
-    tree = code.tree
-    used = {int(tree.source[j]) for j in kinematics._ancestors(tree, code.links)}
-    return [c for c in range(tree.dof) if c not in used]
+    used = set(code.used_columns())
+    return [c for c in range(code.tree.dof) if c not in used]
 
 
 def _still_joints(code: _Code, still: list[int], wraps: tuple[bool, bool], fresh: bool) -> None:

@@ -3,7 +3,7 @@ a posture."""
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, replace
 from functools import cached_property
 
 import torch
@@ -42,7 +42,6 @@ class WholeBodyProblem(IKProblem):
     columns: Tensor = None  # type: ignore[assignment]
     coordinates: Tensor = None  # type: ignore[assignment]
     pool: tuple[Tensor, Tensor, Tensor, int] | None = None
-    _base_frames: dict[int, Tensor] = field(default_factory=dict, init=False, repr=False)
 
     def rows(self, index: Tensor) -> WholeBodyProblem:
         """The sub-problem of the rows ``index`` (long)."""
@@ -76,14 +75,12 @@ class WholeBodyProblem(IKProblem):
         """``(4, 4)`` floating base ``k``'s frame at its zero pose: its joint's origin (FK of
         the link it carries at :meth:`Robot.neutral`; made once per base and robot, kept with
         its tree: a warm-started call of a floating G1 spent a tenth of its time here)."""
-        if k not in self._base_frames:
-            robot = self.robot
+        robot = self.robot
 
-            def frame() -> Tensor:
-                return robot.forward_kinematics(robot.neutral(), robot.base_link(k)).detach()
+        def frame() -> Tensor:
+            return robot.forward_kinematics(robot.neutral(), robot.base_link(k)).detach()
 
-            self._base_frames[k] = robot.tree.cached(("wholebody", "base_frame", k), frame)
-        return self._base_frames[k]
+        return robot.tree.cached(("wholebody", "base_frame", k), frame)
 
     @cached_property
     def target_poses(self) -> Tensor:
