@@ -144,10 +144,11 @@ def main() -> None:
         rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)
     for k in (2, 4):
         rows[f"torchik, quaternion base, 4 targets ({k} seeds)"] = run_quaternion(args.targets, k)
+    floating = quaternion_g1()
     for restarts, away in PATH_ROWS:
         name = _path_row("torchik, quaternion base, 4 targets, one per call, warm-started",
                          restarts, away)  # fmt: skip
-        rows[name] = run_path(quaternion_g1(), [*FEET, *HANDS], args.targets, restarts, away)
+        rows[name] = run_path(floating, [*FEET, *HANDS], args.targets, restarts, away)
     for name, make in (("placo", placo_solver), ("mink", mink_solver)):
         try:
             solve_one = make(robot, args.anchor_iters)

@@ -104,10 +104,7 @@ def run_one_at_a_time(robot: Any, poses: Tensor, num_seeds: int) -> dict[str, An
                                  generator=g, num_seeds=num_seeds)  # fmt: skip
         times.append(time.process_time() - start)
         ok.append(bool(success(robot, result.q, pose.expand(num_seeds, 2, 4, 4)).any()))
-    ms = sorted(1e3 * t for t in times)
-    at = lambda p: ms[min(len(ms) - 1, int(p * len(ms)))]  # noqa: E731
-    note = (f"one target per call: median {at(0.5):.2f} ms, 90th percentile {at(0.9):.2f}, "
-            f"99th {at(0.99):.2f}, slowest {ms[-1]:.2f}")  # fmt: skip
+    note = f"one target per call: {_tail(times)}"
     return {"targets": len(poses), "success": sum(ok) / len(ok), "cpu_s": sum(times),
             "settings": note}  # fmt: skip
 
@@ -161,15 +158,20 @@ def run_path(
         seed = answer
         ok.append(bool(success(robot, seed, pose[None], links)))
         iters.append(int(result.iterations.max()))
-    ms = sorted(1e3 * t for t in times)
-    at = lambda p: ms[min(len(ms) - 1, int(p * len(ms)))]  # noqa: E731
     how = ("restarts=True" if restarts else "no restarts") + (", posture away from the limits"
                                                               if away else "")  # fmt: skip
     note = (f"warm-started along a path ({PATH_STEPS} calls between random waypoints), one call "
-            f"each, {how}: median {at(0.5):.2f} ms, 90th percentile {at(0.9):.2f}, 99th "
-            f"{at(0.99):.2f}, slowest {ms[-1]:.2f}; largest joint step {step:.2f} rad")  # fmt: skip
+            f"each, {how}: {_tail(times)}; largest joint step {step:.2f} rad")  # fmt: skip
     return {"targets": n, "success": sum(ok) / n, "cpu_s": sum(times),
             "mean_iterations": sum(iters) / n, "largest_step": step, "settings": note}  # fmt: skip
+
+
+def _tail(times: Sequence[float]) -> str:
+    """The median, 90th and 99th percentiles and the slowest of calls of ``times`` seconds."""
+    ms = sorted(1e3 * t for t in times)
+    at = lambda p: ms[min(len(ms) - 1, int(p * len(ms)))]  # noqa: E731
+    return (f"median {at(0.5):.2f} ms, 90th percentile {at(0.9):.2f}, 99th {at(0.99):.2f}, "
+            f"slowest {ms[-1]:.2f}")  # fmt: skip
 
 
 def floating_g1() -> Any:
