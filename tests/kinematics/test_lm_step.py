@@ -304,16 +304,10 @@ def test_float32_ik_kernels_have_every_constant_written_in_and_step_alike(device
 
 
 def _still_case(name: str):
-    """A robot, its target links and the joints that move none of them: the two-arm tree's
-    left hand (the right arm still) or the G1's hands (its legs still)."""
-    from tests.ik.test_wholebody import TWO_ARMS
-    from torchik import Robot
-
-    if name == "two_arms":
-        robot = Robot.from_urdf(TWO_ARMS, dtype=torch.float64, backend="reference")
-        return robot, ["left_hand"], (True,)
-    robot = load_robot("g1", dtype=torch.float64, backend="reference")
-    return robot, ["left_rubber_hand", "right_rubber_hand"], (True, True)
+    """A robot and target links that leave joints still: the two-arm tree's left hand (the
+    right arm still) or the G1's hands (its legs still), as :func:`_several_links` makes them."""
+    robot, links, poses = _several_links(name)
+    return (robot, links[:1], poses[:1]) if name == "two_arms" else (robot, links, poses)
 
 
 @pytest.mark.parametrize("device", DEVICES)
