@@ -293,12 +293,19 @@ def test_a_warm_start_of_one_slot_is_one_compiled_call(robot, monkeypatch):
     calls.clear()
     solve_wholebody(robot, targets, seeds=seeds.expand(-1, 2, -1))
     assert len(calls) > 1 and calls[0]["n_iters"] == wholebody.COMPILED_SYNC_EVERY
+    # the fixed loop's runner (run_fixed), in one call and in calls of COMPILED_SYNC_EVERY
+    monkeypatch.setattr(wholebody.WholeBodyLM, "solve_in_one_call",
+                        lambda self, problem, q: self.solve(problem, q))  # fmt: skip
+    calls.clear()
+    runner = solve_wholebody(robot, targets, seeds=seeds)
+    assert [k["n_iters"] for k in calls] == [wholebody.MAX_ITERS + 1]
     monkeypatch.setattr(wholebody, "_solver", lambda problem, iters, loop, compiled, *_:
                         wholebody._made(iters, loop, wholebody.COMPILED_SYNC_EVERY))  # fmt: skip
     calls.clear()
     chunked = solve_wholebody(robot, targets, seeds=seeds)
     assert len(calls) == (wholebody.MAX_ITERS + 1) // wholebody.COMPILED_SYNC_EVERY + 1
-    assert torch.equal(one.q, chunked.q) and torch.equal(one.iterations, chunked.iterations)
+    for other in (runner, chunked):
+        assert torch.equal(one.q, other.q) and torch.equal(one.iterations, other.iterations)
     assert one.success[:, 0].tolist() == [False] * 2 + [True] * 4
 
 

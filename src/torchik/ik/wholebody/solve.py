@@ -180,6 +180,20 @@ class WholeBodyLM(LevenbergMarquardt):
             extras.update(base_origin=problem.base_origin, moves_base=problem.moves_base)
         return extras
 
+    def solve_in_one_call(self, problem: WholeBodyProblem, q: Tensor) -> tuple[Tensor, Tensor]:
+        """:meth:`solve` of seeds ``q (N, nq)``, one slot per target and no restarts, as one
+        call of the solver's loop kernel (:meth:`fused_loop`: the CPU's compiled loop where
+        :meth:`compiled_loop` serves): what :func:`torchik.ik.fixed.run_fixed` runs in that
+        case (a call of ``max_iters + 1`` evaluations; its early stop over a target's slots
+        changes nothing with one slot), without its runner's chunks and reads (a tenth of a
+        warm-started G1 call): the same ``q`` and iterations. :meth:`solve` where no kernel
+        serves."""
+        max_iters = self.settings.max_iters
+        c = Carry.start(problem.project(q), self.initial_state(q), max_iters)
+        if not self.fused_loop(problem, c, max_iters + 1, max_iters, False):
+            return self.solve(problem, q)
+        return c.best_q, c.iterations
+
     def settle(self, problem: WholeBodyProblem, q: Tensor, iters: int) -> Tensor:
         """``iters`` more posture steps from ``q (N, nq)``, keeping each row's last iterate that
         meets every target (rows that never did keep their ``q``): compiled on the CPU where
@@ -490,7 +504,10 @@ def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int
         handed = None if restarts is False else reseed
         whole = handed is None and k == 1  # nothing between the calls: one call
         looped = _solver(problem, iters, loop, compiled, whole)  # its calls' length known now
-        q, iterations = looped.solve(problem, first, handed)
+        if compiled and whole:
+            q, iterations = looped.solve_in_one_call(problem, first)
+        else:
+            q, iterations = looped.solve(problem, first, handed)
         if problem.posture and posture_iters:
             q = looped.settle(problem, q, posture_iters)
         return evaluate_targets(problem, q, iterations, (len(problem) // k, k))
