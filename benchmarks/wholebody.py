@@ -24,6 +24,7 @@ from experiments.wholebody import (
     FEET,
     HANDS,
     TITLE,
+    arm_joints,
     quaternion_g1,
     run_anchor,
     run_floating,
@@ -135,6 +136,9 @@ def main() -> None:
     solve_wholebody(robot, dict(zip(HANDS, poses[:10].unbind(1), strict=True)))  # warm-up
     run_quaternion(4, 2)  # and the floating base's kernel (loaded from Numba's cache: ~1 s)
     rows = {f"torchik ({k} seeds)": run_torchik(robot, poses, k) for k in (2, 4)}
+    arms = arm_joints(robot)  # the waist and legs held at the neutral, the targets made so
+    rows["torchik, arms alone (2 seeds)"] = run_torchik(robot, targets(robot, args.targets, arms),
+                                                        2, active=arms)  # fmt: skip
     rows["torchik, one target per call (2 seeds)"] = run_one_at_a_time(robot, poses, 2)
     for restarts, away in PATH_ROWS:
         rows[_path_row("torchik, one target per call, warm-started", restarts, away)] = run_path(

@@ -38,6 +38,7 @@ __all__ = [
     "HANDS",
     "PATH_POSTURE",
     "PATH_STEPS",
+    "arm_joints",
     "floating_g1",
     "path_configurations",
     "quaternion_g1",
@@ -60,10 +61,21 @@ TOL_P, TOL_R = 1e-3, math.radians(1.0)
 TITLE = "Whole-body IK: G1, both hands' full poses (pelvis fixed, or feet too on a floating base)"
 
 
-def targets(robot: Any, n: int) -> Tensor:
-    """``(n, 2, 4, 4)`` hand poses of uniform random configurations (seed 0)."""
+def targets(robot: Any, n: int, active: Sequence[str] | None = None) -> Tensor:
+    """``(n, 2, 4, 4)`` hand poses of uniform random configurations (seed 0); with ``active``
+    joint names, the others at :meth:`Robot.neutral` (where a solve moving ``active`` alone
+    holds them)."""
     q = robot.random_configuration(n, torch.Generator().manual_seed(0))
+    if active is not None:
+        held = torch.tensor([name not in active for name in robot.joint_names])
+        q[:, held] = robot.neutral()[held]
     return robot.forward_kinematics(q, list(HANDS))
+
+
+def arm_joints(robot: Any) -> list[str]:
+    """The G1's arm joints (shoulders, elbows, wrists): the arms-alone row's ``active``."""
+    parts = ("shoulder", "elbow", "wrist")
+    return [name for name in robot.joint_names if any(part in name for part in parts)]
 
 
 def success(robot: Any, q: Tensor, poses: Tensor, links: Sequence[str] = HANDS) -> Tensor:
@@ -78,20 +90,23 @@ def success(robot: Any, q: Tensor, poses: Tensor, links: Sequence[str] = HANDS) 
     return ok.all(-1) & within
 
 
-def run_torchik(robot: Any, poses: Tensor, num_seeds: int, repeats: int = 3) -> dict[str, Any]:
-    """One batched ``solve_wholebody`` of every target; the median CPU time of ``repeats``
+def run_torchik(robot: Any, poses: Tensor, num_seeds: int, repeats: int = 3,
+                active: Sequence[str] | None = None) -> dict[str, Any]:  # fmt: skip
+    """One batched ``solve_wholebody`` of every target (moving the joints ``active``, the
+    others held at the neutral; ``None``: every joint); the median CPU time of ``repeats``
     runs."""
     times = []
     for _ in range(repeats):
         g = torch.Generator().manual_seed(1)
         start = time.process_time()
         result = solve_wholebody(robot, dict(zip(HANDS, poses.unbind(1), strict=True)), generator=g,
-                          num_seeds=num_seeds)  # fmt: skip
+                                 num_seeds=num_seeds, active=active)  # fmt: skip
         times.append(time.process_time() - start)
     seconds = sorted(times)[len(times) // 2]
     ok = torch.stack([success(robot, result.q[:, k], poses) for k in range(num_seeds)]).any(0)
     rate = ok.float().mean().item()
-    return {"targets": len(poses), "success": rate, "cpu_s": seconds, "settings": "median of 3"}
+    note = "median of 3" + ("" if active is None else f", {len(active)} joints moved")
+    return {"targets": len(poses), "success": rate, "cpu_s": seconds, "settings": note}
 
 
 def run_one_at_a_time(robot: Any, poses: Tensor, num_seeds: int) -> dict[str, Any]:

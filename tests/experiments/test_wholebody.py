@@ -9,6 +9,7 @@ from experiments.wholebody import (
     FEET,
     HANDS,
     PATH_STEPS,
+    arm_joints,
     floating_g1,
     path_configurations,
     quaternion_g1,
@@ -54,6 +55,19 @@ def test_rows_of_torchik_and_an_anchor():
     assert never["success"] == 0.0 and never["starts_used"] == 2
     one = run_one_at_a_time(robot, poses, num_seeds=2)
     assert one["targets"] == 3 and one["success"] == 1.0 and "99th" in one["settings"]
+
+
+def test_the_arms_alone_row_holds_the_waist_and_legs_at_the_neutral():
+    robot = _g1()
+    arms = arm_joints(robot)
+    assert len(arms) == 14 and all("waist" not in name and "hip" not in name for name in arms)
+    poses = targets(robot, 3, arms)
+    held = [name not in arms for name in robot.joint_names]
+    q = robot.random_configuration(3, torch.Generator().manual_seed(0))
+    q[:, held] = robot.neutral()[held]
+    assert success(robot, q, poses).all()
+    row = run_torchik(robot, poses, num_seeds=2, repeats=1, active=arms)
+    assert row["success"] == 1.0 and "14 joints moved" in row["settings"]
 
 
 def test_floating_base_rows_and_markdown():

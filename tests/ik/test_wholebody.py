@@ -98,6 +98,59 @@ def test_inactive_joints_keep_their_held_values(robot):
     assert bool(result.success.any(-1).all())
 
 
+def test_held_joints_at_one_rest_take_pooled_seeds_within_their_box(robot, monkeypatch):
+    """Joints held at one rest for every target (an arm alone, a scene's free bodies): the
+    seeds are the pool members nearest the targets, drawn within the rows' shared box (the
+    held joints at their rest), and the compiled loop restarts from such pools; a rest per
+    target (boxes that differ) keeps uniform seeds in each row's box."""
+    from torchik.ik.wholebody import seeds as wholebody_seeds
+    from torchik.ik.wholebody.solve import _problem
+    from torchik.kinematics import native
+
+    names = list(robot.joint_names)
+    active = [name for name in names if name.startswith("left")]
+    held = [i for i, name in enumerate(names) if name not in active]
+    q_true = robot.random_configuration(40, torch.Generator().manual_seed(31))
+    rest = q_true[0].clone()
+    q_true[:, held] = rest[held]  # the waist and the right arm where the rest holds them
+    targets = {"left_hand": robot.forward_kinematics(q_true, "left_hand")}
+
+    def first_seeds(rest, pool_size):
+        problem = _problem(robot, targets, None, active, rest, 0.0, False, None, 1, 1e-3,
+                           0.02, None, None)[0]  # fmt: skip
+        seeder = wholebody_seeds.wholebody_seeder(problem, 1, pool_size,
+                                                  torch.Generator().manual_seed(5))  # fmt: skip
+        return seeder(torch.arange(40), torch.zeros(40, dtype=torch.long)), problem
+
+    pooled, problem = first_seeds(rest, 256)
+    uniform = first_seeds(rest, 0)[0]
+    assert torch.equal(pooled[:, held], rest[held].expand(40, -1))
+    assert torch.equal(uniform[:, held], rest[held].expand(40, -1))
+
+    def distance(q):  # the hand's distance to its target, in the seeds' pose metric
+        hand = robot.forward_kinematics(q, "left_hand")
+        return (hand[:, :3, 3] - targets["left_hand"][:, :3, 3]).norm(dim=-1)
+
+    assert float(distance(pooled).mean()) < 0.5 * float(distance(uniform).mean())
+    box = wholebody_seeds._shared_box(problem.limits)
+    assert box is not None and box.lower.shape == (1, robot.dof)
+    per_target = rest.expand(40, -1).clone()
+    per_target[1:, held[0]] += 0.01  # a rest per target: boxes that differ
+    drawn, real_pool = [], wholebody_seeds._random_pool
+    monkeypatch.setattr(wholebody_seeds, "_random_pool",
+                        lambda *a: drawn.append(a) or real_pool(*a))  # fmt: skip
+    seeds, problem = first_seeds(per_target, 256)
+    assert wholebody_seeds._shared_box(problem.limits) is None and not drawn
+    assert torch.equal(seeds[:, held], per_target[:, held])
+    calls, real = [], native.lm_loop
+    monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(k) or real(*a, **k))
+    result = solve_wholebody(robot, targets, active=active, rest=rest,
+                             generator=torch.Generator().manual_seed(6))  # fmt: skip
+    assert bool(result.success.any(-1).all()) and drawn
+    assert len(calls) == 1 and calls[0]["restarts"] is not None  # one call, its own restarts
+    assert torch.equal(result.q[..., held], rest[held].expand(40, 2, -1))
+
+
 def test_a_target_out_of_reach_of_the_active_joints_fails(robot):
     targets, q_true = _targets(robot, 1, seed=4)
     rest = q_true + 0.5  # the right arm held away from where its target was made

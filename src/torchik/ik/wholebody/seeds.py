@@ -19,6 +19,7 @@ from torch import Tensor
 
 from torchik.geometry.rotations import rotmat_to_quat
 from torchik.geometry.transforms import invert_transform, pose_to_matrix
+from torchik.ik.base import JointLimits
 from torchik.ik.lm import LMSettings
 from torchik.ik.seeding import (
     Seeder,
@@ -45,17 +46,20 @@ def wholebody_seeder(
     restarts: bool = False,
 ) -> Seeder:
     """Seeds for the rows of ``problem`` (``k`` slots per target): the member nearest to the
-    targets of a pool of ``pool_size`` uniform random configurations (one pool per slot), or
-    uniform random ones within each row's box where rows have boxes (inactive joints) or
-    ``pool_size`` is 0. A floating base is fitted to the targets (:func:`fit_base`), or held
-    at its rest pose when inactive. With ``restarts`` (the CPU's compiled loop solves the
-    problem) the first draw also draws :attr:`WholeBodyProblem.pool`, pools the compiled loop
-    restarts stalled rows from (placing a floating base itself, as :func:`fit_base` does)."""
+    targets of a pool of ``pool_size`` uniform random configurations (one pool per slot),
+    drawn within the rows' box where they share one (joints held at one rest for every
+    target: an arm's joints alone, a scene's free bodies); uniform random ones within each
+    row's box where the boxes differ (a rest or box per target) or ``pool_size`` is 0. A
+    floating base is fitted to the targets (:func:`fit_base`), or held at its rest pose when
+    inactive. With ``restarts`` (the CPU's compiled loop solves the problem) the first draw
+    also draws :attr:`WholeBodyProblem.pool`, pools the compiled loop restarts stalled rows
+    from (placing a floating base itself, as :func:`fit_base` does)."""
     limits, robot = problem.limits, problem.robot
     if robot.floating:  # a base box is infinite: sample a finite one, then place the base
         lower, upper = (b.nan_to_num(0.0, 0.0, 0.0) for b in (limits.lower, limits.upper))
         limits = replace(limits, lower=lower, upper=upper)
-    if not pool_size or problem.limits.per_row:
+    box = _shared_box(limits) if limits.per_row else None
+    if not pool_size or (limits.per_row and box is None):
 
         def uniform(rows: Tensor, attempt: Tensor) -> Tensor:
             index = torch.arange(rows.shape[0], device=rows.device)
@@ -68,7 +72,7 @@ def wholebody_seeder(
     def seeder(rows: Tensor, attempt: Tensor) -> Tensor:
         size = k * pool_size  # this draw's pool, and the first time the restarts' pools
         pools = _restart_pools(len(problem)) if restarts and problem.pool is None else 0
-        drawn = _random_pool(robot, (1 + pools) * size, generator)
+        drawn = _random_pool(problem, (1 + pools) * size, generator, box)
         features = _pool_features(problem, drawn)  # one FK call for them all
         pool, a, b = drawn[:size], aims[rows], features[:size]
         if pools:
@@ -131,14 +135,28 @@ def _restart_pools(rows: int) -> int:
     return max(1, min(RESTART_POOLS, rows // RESTART_ROWS))
 
 
-def _random_pool(robot, n: int, generator: torch.Generator | None) -> Tensor:
-    """``(n, nq)`` uniform random configurations, every floating base at its zero pose (a
+def _shared_box(limits: JointLimits) -> JointLimits | None:
+    """The box every row of the per-row ``limits`` shares (one row's), or ``None`` where two
+    rows' boxes differ (one host read)."""
+    lower, upper = limits.lower, limits.upper
+    if not bool(((lower == lower[:1]) & (upper == upper[:1])).all()):
+        return None
+    return replace(limits, lower=lower[:1], upper=upper[:1])
+
+
+def _random_pool(problem: WholeBodyProblem, n: int, generator: torch.Generator | None,
+                 box: JointLimits | None = None) -> Tensor:  # fmt: skip
+    """``(n, nq)`` uniform random configurations, within the rows' shared ``box`` if given
+    (its floating bases' boxes made finite), every moving floating base at its zero pose (a
     seed's base is placed where its links fit the targets: :func:`fit_base`, or the compiled
-    loop's own fit for a restart)."""
-    pool = robot.random_configuration(n, generator)
-    if robot.floating:
-        bases = 7 * robot.floating_bases
-        pool[:, :bases] = robot.neutral()[:bases]
+    loop's own fit for a restart); a held one stays where its box holds it."""
+    robot = problem.robot
+    if box is None:
+        pool = robot.random_configuration(n, generator)
+    else:
+        pool = box.sample(torch.zeros(n, dtype=torch.long, device=robot.device), generator)
+    for b in problem.moving_bases:
+        pool[:, 7 * b : 7 * b + 7] = robot.neutral()[7 * b : 7 * b + 7]
     return pool
 
 

@@ -415,8 +415,10 @@ def solve_wholebody(
             floating base fitted to the targets (:func:`~torchik.ik.wholebody.fit_base`).
         num_seeds: ``K`` when ``seeds`` is ``None``.
         seed_pool: each random seed (and restart) is the configuration nearest to the targets,
-            in pose space, of ``seed_pool`` uniform random ones (``0``: plain uniform seeds;
-            always plain with inactive joints or boxes).
+            in pose space, of ``seed_pool`` uniform random ones (``0``: plain uniform seeds),
+            drawn within the box of joints held at one ``rest`` for every target; plain
+            uniform ones in each target's box where the boxes differ (a ``rest``, ``lower``
+            or ``upper`` per target).
         tol_position: success threshold (m) of every target.
         tol_rotation: success threshold (rad) of every pose target.
         max_iters: iterations of the solve (default :data:`MAX_ITERS`).
