@@ -707,6 +707,67 @@ def test_a_fixed_arm_in_a_scene_holds_the_free_bodies():
         solve_wholebody(robot, {"hand": targets}, active=["box_free", "shoulder"])
 
 
+def _hand_built_scene(carried: bool):
+    """A scene built as the MJCF reader builds one (no mujoco needed): a free box, and a
+    6-joint arm on the world or (``carried``) on a free torso; with the arm's body alone as a
+    robot of its own, the same joints from the same root."""
+    from torchik.description import Joint, Origin, URDFModel
+
+    def hinge(i: int, parent: str) -> Joint:
+        axis = ((0.0, 0.0, 1.0), (0.0, 1.0, 0.0), (1.0, 0.0, 0.0))[i % 3]
+        return Joint(f"j{i}", "revolute", parent, f"l{i}", origin=Origin((0.0, 0.0, 0.2)),
+                     axis=axis, lower=-2.5, upper=2.5)  # fmt: skip
+
+    first = "torso" if carried else "world"
+    arm = [hinge(0, first)] + [hinge(i, f"l{i - 1}") for i in range(1, 6)]
+    arm.append(Joint("hand_joint", "fixed", "l5", "hand", origin=Origin((0.1, 0.0, 0.0))))
+    torso = [Joint("torso_free", "floating", "world", "torso", origin=Origin((0.0, 0.0, 1.0)))]
+    body = (torso if carried else []) + arm
+    box = Joint("box_free", "floating", "world", "box", origin=Origin((1.0, 0.0, 0.5)))
+
+    def robot(*joints: Joint) -> Robot:
+        model = URDFModel("scene", "world", ("world", *(j.child for j in joints)), joints)
+        return Robot(model, dtype=torch.float64)
+
+    return robot(box, *body), robot(*body)
+
+
+@pytest.mark.parametrize("carried", [False, True], ids=["fixed arm", "free torso"])
+def test_a_scene_is_solved_as_the_body_that_carries_the_targets(carried, monkeypatch):
+    """A scene's solve runs the CPU's compiled loop on the body that carries the targets
+    (``Robot.scene_body``; the scene itself ran PyTorch operations, 5-8 times slower): the
+    same answers bit for bit as that body loaded alone, the box held at its rest pose (or
+    at a rest per target), with random seeds, given seeds and a posture."""
+    from torchik.kinematics import native
+
+    scene, alone = _hand_built_scene(carried)
+    assert scene.floating_bases == 2 - (not carried) and alone.floating_bases == carried
+    g = torch.Generator().manual_seed(3)
+    q = scene.random_configuration(12, g)
+    q[:, :7] = scene.neutral()[:7]
+    targets = {"hand": scene.forward_kinematics(q, "hand"), "l2": scene.link_positions(q, "l2")}
+    _, kept = scene.scene_body(1 if carried else None)
+    calls, real = [], native.lm_loop
+    monkeypatch.setattr(native, "lm_loop",
+                        lambda *a, **k: calls.append(a[0].shape) or real(*a, **k))  # fmt: skip
+    for options in ({}, dict(posture=0.5), dict(seeds=q[:, None, kept] + 0.1)):
+        seeds = options.pop("seeds", None)
+        out = [solve_wholebody(robot, targets, generator=torch.Generator().manual_seed(4),
+                               seeds=None if seeds is None else seeds if robot is alone else
+                               scene.neutral().expand(12, 1, -1).index_copy(-1, kept, seeds),
+                               **options) for robot in (scene, alone)]  # fmt: skip
+        assert torch.equal(out[0].q[..., kept], out[1].q) and bool(out[0].success.any(-1).all())
+        assert torch.equal(out[0].success, out[1].success)
+        assert torch.equal(out[0].q[..., :7], scene.neutral()[:7].expand_as(out[0].q[..., :7]))
+        assert torch.equal(out[0].continuous, scene.continuous)
+    assert calls and all(shape[-1] == alone.dof for shape in calls)  # the body's, compiled
+    rest = scene.neutral().expand(12, -1).clone()
+    rest[:, 0] = torch.arange(12, dtype=rest.dtype)  # the box held somewhere else per target
+    held = solve_wholebody(scene, targets, rest=rest, generator=g)
+    assert torch.equal(held.q[..., :7], rest[:, None, :7].expand(12, 2, 7))
+    assert bool(held.success.any(-1).all())
+
+
 def test_away_from_limits_keeps_a_margin_where_a_joint_has_a_range():
     """Each clamped joint within ``margin`` of its range from both limits, the others (a
     full-turn range, a floating base's coordinates) as they were; bad margins refused."""

@@ -4,6 +4,8 @@ as the MJCF reader builds them."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from torchik import Robot, URDFError
@@ -56,3 +58,59 @@ def test_flatten_tree_refuses_a_joint_whose_parent_is_not_above_it():
     assert plan["parent"] == (-1, 0) and plan["link_joint"] == (-1, 0, 1)
     with pytest.raises(URDFError, match="joint 'elbow' hangs from link 'arm', which is not above"):
         flatten_tree("base", (arm, HINGE), ("base", "hand", "arm"))
+
+
+def _scene() -> URDFModel:
+    """A free ``base`` carrying an arm, a free ``obj`` and a post hinged on the world: the
+    bodies of a MuJoCo scene (free joints from the root beside a fixed tree)."""
+    from torchik.description import Mimic
+
+    post = Joint("post", "revolute", "world", "post", origin=Origin((0.0, 1.0, 0.5)),
+                 axis=(0.0, 1.0, 0.0), lower=-2.0, upper=2.0)  # fmt: skip
+    cap = Joint("cap", "revolute", "post", "cap", origin=Origin((0.0, 0.0, 0.3)),
+                axis=(1.0, 0.0, 0.0), mimic=Mimic("post", 2.0, 0.1))  # fmt: skip
+    obj = Joint("obj", "floating", "world", "obj", origin=Origin((1.0, 0.0, 0.0)))
+    return _model(BASE, HINGE, post, cap, obj)
+
+
+def test_body_model_keeps_one_body_of_a_scene():
+    from torchik.description import Mimic
+    from torchik.robot.tree import body_model
+
+    scene = _scene()
+    fixed = body_model(scene, None)
+    assert fixed.root == "world" and fixed.links == ("world", "post", "cap")
+    assert [j.name for j in fixed.joints] == ["post", "cap"]
+    floating = body_model(scene, "base_free")
+    assert floating.links == ("world", "base", "arm") and floating.joints == (BASE, HINGE)
+    assert body_model(scene, "obj").links == ("world", "obj")
+    across = replace(HINGE, mimic=Mimic("post", 1.0, 0.0))
+    with pytest.raises(ValueError, match="'hinge' mimics 'post', which moves another body"):
+        body_model(_model(BASE, across, *scene.joints[2:]), "base_free")
+
+
+def test_a_scene_body_is_a_robot_with_the_scenes_coordinates_and_limits():
+    import torch
+
+    scene = Robot(_scene(), dtype=torch.float64)
+    assert scene.floating_bases == 2 and scene.dof == 16  # 2 x 7, the hinge, the post
+    q = scene.random_configuration(6, torch.Generator().manual_seed(0))
+    floating = [*scene.joint_names[:7], "hinge"]
+    for base, links, names in ((None, ["post", "cap"], ["post"]), (0, ["base", "arm"], floating)):
+        part, kept = scene.scene_body(base)
+        assert list(part.joint_names) == names == [scene.joint_names[i] for i in kept]
+        assert part.floating_bases == (base is not None) and part.dtype == torch.float64
+        fk = part.forward_kinematics(q[:, kept], links)
+        torch.testing.assert_close(fk, scene.forward_kinematics(q, links), atol=1e-14, rtol=0)
+        assert torch.equal(part.lower, scene.lower[kept]) and scene.scene_body(base)[0] is part
+    narrow = scene.with_limits({"hinge": (-0.5, 0.25)})
+    part, kept = narrow.scene_body(0)
+    assert part.lower[-1] == -0.5 and part.upper[-1] == 0.25
+    with torch.no_grad():
+        narrow.upper[narrow.joint_names.index("hinge")] = 0.2  # in place: the body made again
+    assert float(narrow.scene_body(0)[0].upper[-1]) == pytest.approx(0.2)
+    with pytest.raises(ValueError, match="no base 2"):
+        scene.scene_body(2)
+    for plain in (Robot(_model(HINGE, root="base")), Robot(_model(BASE, HINGE))):
+        with pytest.raises(ValueError, match="is not a scene of free bodies beside a fixed tree"):
+            plain.scene_body(None)

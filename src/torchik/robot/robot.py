@@ -21,6 +21,7 @@ from torchik.robot import configuration as robot_config
 from torchik.robot.tree import (
     axis_alignments,
     base_owners,
+    body_model,
     expand_planar,
     flatten_tree,
     origin_matrices,
@@ -300,6 +301,45 @@ class Robot(nn.Module):
             self.link_index(name)  # a clear error for an unknown name
         sub = Robot(path_model(self.model, base, link), dtype=self.dtype, backend=self.backend)
         return sub.to(self.device)
+
+    def scene_body(self, base: int | None) -> tuple[Robot, Tensor]:
+        """One body of a scene (free bodies beside a fixed tree: a MuJoCo scene) as a robot
+        of its own: free body ``base`` and what hangs from it, a floating robot, or with
+        ``None`` what hangs from the world through no free joint, a fixed robot.
+
+        Its coordinates are those of this robot's ``q`` named the same, with this robot's
+        limits (also where :meth:`with_limits` changed them), dtype, device and backend; FK of
+        its links equals this robot's. Learned origins are not carried over. Made once per
+        body and state of the limits, kept with the tree (what IK on one body of a scene
+        runs on).
+
+        Returns:
+            The robot and ``(nq',)`` long, the coordinates of this robot's ``q`` its ``q``
+            holds.
+
+        Raises:
+            ValueError: a robot without free bodies beside a fixed tree, ``base`` not the
+                index of a floating base, or a joint of the body that mimics one off it.
+        """
+        if not any(j.type == "floating" for j in self.model.joints) or self.base_of(self.root) == 0:
+            raise ValueError(f"{self.name!r} is not a scene of free bodies beside a fixed tree")
+        name = None
+        if base is not None:
+            self.base_link(base)  # a clear error for an index that is not a base's
+            name = self._bases[base].name
+        buffers = (self.lower, self.upper, self.continuous)
+        stamp = tuple((b.data_ptr(), b._version) for b in buffers)
+
+        def build() -> tuple[Robot, Tensor]:
+            model = body_model(self.model, name)
+            part = Robot(model, dtype=self.dtype, backend=self.backend).to(self.device)
+            index = [self.joint_names.index(n) for n in part.joint_names]
+            with torch.no_grad():
+                part.continuous.copy_(self.continuous[index])
+            part._adopt({"lower": self.lower[index], "upper": self.upper[index]})
+            return part, torch.tensor(index, device=self.device)
+
+        return self.tree.cached(("scene_body", base, stamp), build)
 
     @property
     def dof(self) -> int:

@@ -19,6 +19,7 @@ from torchik.geometry.rotations import rpy_to_rotmat
 __all__ = [
     "axis_alignments",
     "base_owners",
+    "body_model",
     "expand_planar",
     "flatten_tree",
     "origin_matrices",
@@ -64,6 +65,27 @@ def path_model(model: URDFModel, base: str, tip: str) -> URDFModel:
                 f"{base!r} and {tip!r}"
             )
     return URDFModel(model.name, base, (base, *(joint.child for joint in path)), tuple(path))
+
+
+def body_model(model: URDFModel, base: str | None) -> URDFModel:
+    """The description of one body of a scene whose free bodies are floating joints from the
+    root beside other joints (a MuJoCo scene): the floating joint ``base`` and the links below
+    it, from the root (a floating robot), or with ``None`` the links that hang from the root
+    through no floating joint (a fixed robot).
+
+    Raises:
+        ValueError: a joint of the body that mimics one off it.
+    """
+    above: dict[str, str | None] = {model.root: None}  # link -> the floating joint above it
+    for joint in model.joints:  # parents first
+        above[joint.child] = joint.name if joint.type == "floating" else above[joint.parent]
+    kept = tuple(joint for joint in model.joints if above[joint.child] == base)
+    names = {joint.name for joint in kept}
+    for joint in kept:
+        if joint.mimic is not None and joint.mimic.joint not in names:
+            raise ValueError(f"joint {joint.name!r} mimics {joint.mimic.joint!r}, which moves "
+                             "another body of the scene")  # fmt: skip
+    return URDFModel(model.name, model.root, (model.root, *(j.child for j in kept)), kept)
 
 
 Vector = tuple[float, float, float]

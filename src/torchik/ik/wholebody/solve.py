@@ -22,7 +22,8 @@ the projection normalises the quaternion, and the posture acts on the joints onl
 (:mod:`torchik.ik.wholebody.seeds`). In a MuJoCo scene with several free bodies, the one that
 carries the target links moves (whichever base it is in ``q``) and the others stay at their
 rest pose (where the file puts them, by default): an object beside a robot, a floating robot
-among objects.
+among objects. On the CPU such a scene is solved as that body alone (:meth:`Robot.scene_body`),
+which the compiled loop takes.
 
 On the CPU the loop runs as compiled code, :func:`torchik.kinematics.native.lm_loop` (this
 module's step, held joints, posture and floating base included; see
@@ -482,9 +483,53 @@ def solve_wholebody(
             robot, targets, weights, active, rest, posture, position_only,
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
-        result = _solve_rows(problem, k, q0, iters, loop, seed_pool, generator, restarts,
-                             posture_iters)  # fmt: skip
+        body = _one_body(problem, loop)
+        if body is not None:  # a scene's body that carries the targets, compiled on its own
+            part, kept = body
+            part_q0 = None if q0 is None else q0[:, kept]
+            result = _solve_rows(part, k, part_q0, iters, loop, seed_pool, generator, restarts,
+                                 posture_iters)  # fmt: skip
+            result = _in_scene(result, problem, kept)
+        else:
+            result = _solve_rows(problem, k, q0, iters, loop, seed_pool, generator, restarts,
+                                 posture_iters)  # fmt: skip
         return _reshape(result, batch)
+
+
+def _one_body(problem: WholeBodyProblem, loop: str) -> tuple[WholeBodyProblem, Tensor] | None:
+    """A scene's problem as that of the one body that carries every target
+    (:meth:`Robot.scene_body`: the moving free body, or the fixed tree), the other free bodies
+    held where they are: ``(that robot's problem, the coordinates of q it keeps)`` where the
+    CPU's compiled loop takes that robot and not the scene (which PyTorch operations solve: a
+    7-joint arm beside two free boxes, one pose, 10 ms a call against 1.4); else ``None``."""
+    robot, solver = problem.robot, _made(MAX_ITERS, loop)
+    if not robot.floating_bases or robot.learnable or solver.compiles_on(robot):
+        return None
+    base = problem.moving_bases[0] if problem.moving_bases else None
+    if any(robot.base_of(t.link) != base for t in problem.targets):
+        return None
+    try:
+        part, kept = robot.scene_body(base)
+    except ValueError:  # not a scene, or a joint that mimics one of another body
+        return None
+    if not solver.compiles_on(part):
+        return None
+    active, own = problem.active[kept], JointLimits.of(part)
+    lower, upper = problem.limits.lower[..., kept], problem.limits.upper[..., kept]
+    if problem.limits.per_row and not bool(((lower == own.lower) & (upper == own.upper)).all()):
+        # boxes of the body's own (held joints, a box per target); else the other bodies' alone
+        own = replace(own, lower=lower, upper=upper, clamped=problem.limits.clamped[kept])
+    coordinates = velocity_coordinates(part.nv, part.floating_bases, part.device)
+    return replace(problem, robot=part, limits=own, active=active, rest=problem.rest[:, kept],
+                   coordinates=coordinates, columns=_columns(part, active)), kept  # fmt: skip
+
+
+def _in_scene(result: WholeBodyResult, problem: WholeBodyProblem, kept: Tensor) -> WholeBodyResult:
+    """``result`` of :func:`_one_body`'s problem with ``q`` of the whole scene: the other
+    coordinates at their held values (``problem.rest``)."""
+    q = problem.rest.view(*result.q.shape[:-1], problem.robot.dof).clone()
+    q[..., kept] = result.q
+    return replace(result, q=q, continuous=problem.robot.continuous)
 
 
 def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int, loop: str,
