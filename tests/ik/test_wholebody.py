@@ -768,6 +768,33 @@ def test_a_scene_is_solved_as_the_body_that_carries_the_targets(carried, monkeyp
     assert bool(held.success.any(-1).all())
 
 
+def test_solve_ik_places_a_link_of_a_scenes_fixed_tree():
+    """``solve_ik`` in a scene (it refused every floating robot): a link of the fixed tree is
+    solved as that tree alone (the same answers bit for bit, with random or given seeds, a box,
+    any batch shape), the free box where the file puts it; a link on a free body is refused,
+    naming solve_wholebody."""
+    scene, alone = _hand_built_scene(carried=False)
+    _, kept = scene.scene_body(None)
+    g = torch.Generator().manual_seed(8)
+    q = scene.random_configuration(6, g)
+    targets = scene.forward_kinematics(q, "hand").view(2, 3, 4, 4)
+    seeds = q.view(2, 3, 1, -1) + 0.05
+    lower = scene.lower.expand(2, 3, -1).clone()
+    lower[..., kept[0]] = q.view(2, 3, -1)[..., kept[0]] - 0.01  # the first joint near its answer
+    for options in ({}, dict(seeds=seeds), dict(lower=lower)):
+        cut = {k: v[..., kept] for k, v in options.items()}
+        out = [solve_ik(robot, targets, "hand", generator=torch.Generator().manual_seed(9),
+                        **given) for robot, given in ((scene, options), (alone, cut))]  # fmt: skip
+        assert out[0].q.shape == (2, 3, out[1].q.shape[-2], scene.dof)
+        assert torch.equal(out[0].q[..., kept], out[1].q) and bool(out[0].success.all(-1).any())
+        assert torch.equal(out[0].success, out[1].success)
+        assert torch.equal(out[0].q[..., :7], scene.neutral()[:7].expand_as(out[0].q[..., :7]))
+    one = solve_ik(scene, targets[0, 0], "hand", generator=g)
+    assert one.q.shape == (2, scene.dof)
+    with pytest.raises(ValueError, match="floating-base.*accepted: solve_wholebody"):
+        solve_ik(scene, targets, "box")
+
+
 def test_away_from_limits_keeps_a_margin_where_a_joint_has_a_range():
     """Each clamped joint within ``margin`` of its range from both limits, the others (a
     full-turn range, a floating base's coordinates) as they were; bad margins refused."""

@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 import math
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
+from typing import Any
 
 import numpy as np
 import torch
@@ -117,6 +118,22 @@ class IKResult:
             An :class:`IKResult` with ``K = k``.
         """
         return self._take(self._order()[..., :k])
+
+    def in_scene(self, scene: Any, kept: Tensor, held: Tensor) -> IKResult:
+        """This result of one body of a scene (:meth:`torchik.robot.Robot.scene_body`) with
+        ``q`` of the whole ``scene``: its coordinates ``kept``, the others at ``held``.
+
+        Args:
+            scene: the scene's robot.
+            kept: ``(nq',)`` long, the coordinates of the scene's ``q`` this result's holds.
+            held: ``(..., K, nq)`` or broadcastable to it: the other coordinates' values.
+
+        Returns:
+            The same result (of the same class) with ``q (..., K, nq)``.
+        """
+        q = held.to(self.q).expand(*self.q.shape[:-1], scene.dof).clone()
+        q[..., kept] = self.q
+        return replace(self, q=q, continuous=scene.continuous)
 
     def _take(self, index: Tensor) -> IKResult:
         def take(x: Tensor) -> Tensor:

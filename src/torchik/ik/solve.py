@@ -137,7 +137,9 @@ def solve_ik(
             MAX_SEED_POOL``, ``1 <= num_threads <= cores``; a floating-base robot with a single
             target (its solvers step additively; :func:`~torchik.ik.wholebody.solve_wholebody`
             solves targets on a floating base, or fix the base with ``robot.chain`` or
-            ``Robot.from_urdf`` without ``floating_base``).
+            ``Robot.from_urdf`` without ``floating_base``). In a MuJoCo scene a link of the
+            fixed tree beside the free bodies is solved (:meth:`Robot.scene_body`), the free
+            bodies held where the file puts them; one on a free body is refused.
 
     Example:
         >>> import torchik
@@ -158,7 +160,14 @@ def solve_ik(
         link = default_link(robot) if link is None else link
         robot.link_index(link)  # a clear error for unknown links
         if getattr(robot, "floating", False):
-            _refuse_floating(robot, link)
+            body = _scene_body(robot, link)
+            if body is None:
+                _refuse_floating(robot, link)
+            options = dict(position_only=position_only, num_seeds=num_seeds, method=method,
+                           tol_position=tol_position, tol_rotation=tol_rotation,
+                           max_iters=max_iters, generator=generator, restarts=restarts,
+                           early_stop=early_stop, seed_pool=seed_pool)  # fmt: skip
+            return _on_scene_body(robot, body, target, link, seeds, lower, upper, options)
         batch, position, rotmat = check_target(robot, target, position_only)
         solver = _make_solver(method, max_iters=max_iters, early_stop=early_stop)
         if seeds is None:
@@ -217,13 +226,37 @@ def _empty_result(problem: IKProblem, k: int) -> IKResult:
     )  # fmt: skip
 
 
+def _scene_body(robot, link: str) -> tuple[Robot, Tensor] | None:
+    """The fixed tree of a scene (:meth:`Robot.scene_body`) where ``link`` is on it (not on a
+    free body), which ``solve_ik`` solves with the free bodies held where the file puts them;
+    else ``None``."""
+    if robot.base_of(link) is not None:
+        return None
+    try:
+        return robot.scene_body(None)
+    except ValueError:  # not a scene, or a joint that mimics one of a free body
+        return None
+
+
+def _on_scene_body(robot, body, target, link, seeds, lower, upper, options) -> IKResult:
+    """``solve_ik`` of a link on a scene's fixed tree: the scene's checks, then the solve of
+    that tree (``body``: :func:`_scene_body`), its ``q`` back in the scene's coordinates, the
+    free bodies at :meth:`Robot.neutral` (where the file puts them)."""
+    part, kept = body
+    batch = check_target(robot, target, options["position_only"])[0]
+    rows = target.reshape(-1, *target.shape[len(batch) :])
+    if seeds is not None:
+        k = seeds.shape[-2]
+        seeds = check_seeds(robot, seeds, batch).view(-1, k, robot.dof)[..., kept]
+    bounds = check_bounds(robot, lower, upper, batch)
+    lower, upper = (None, None) if bounds is None else (b[:, kept] for b in bounds)
+    result = solve_ik(part, rows, link, seeds=seeds, lower=lower, upper=upper, **options)
+    return reshape_result(result.in_scene(robot, kept, robot.neutral()), batch)
+
+
 def _refuse_floating(robot, link: str) -> None:
     """solve_ik's one-line refusal of a robot with floating bases, naming what is accepted."""
-    whole = (
-        ""
-        if robot.base_of(robot.root) is None
-        else f"solve_wholebody(robot, {{{link!r}: target}}), or "
-    )
+    whole = f"solve_wholebody(robot, {{{link!r}: target}}), or "
     raise ValueError(
         f"solve_ik does not take floating-base robots ({robot.name!r} has nq={robot.nq}, "
         f"nv={robot.nv}); accepted: {whole}a fixed base, e.g. robot.chain({robot.root!r}, {link!r})"

@@ -489,7 +489,8 @@ def solve_wholebody(
             part_q0 = None if q0 is None else q0[:, kept]
             result = _solve_rows(part, k, part_q0, iters, loop, seed_pool, generator, restarts,
                                  posture_iters)  # fmt: skip
-            result = _in_scene(result, problem, kept)
+            held = problem.rest.view(*result.q.shape[:-1], robot.dof)
+            result = cast(WholeBodyResult, result.in_scene(robot, kept, held))
         else:
             result = _solve_rows(problem, k, q0, iters, loop, seed_pool, generator, restarts,
                                  posture_iters)  # fmt: skip
@@ -522,14 +523,6 @@ def _one_body(problem: WholeBodyProblem, loop: str) -> tuple[WholeBodyProblem, T
     coordinates = velocity_coordinates(part.nv, part.floating_bases, part.device)
     return replace(problem, robot=part, limits=own, active=active, rest=problem.rest[:, kept],
                    coordinates=coordinates, columns=_columns(part, active)), kept  # fmt: skip
-
-
-def _in_scene(result: WholeBodyResult, problem: WholeBodyProblem, kept: Tensor) -> WholeBodyResult:
-    """``result`` of :func:`_one_body`'s problem with ``q`` of the whole scene: the other
-    coordinates at their held values (``problem.rest``)."""
-    q = problem.rest.view(*result.q.shape[:-1], problem.robot.dof).clone()
-    q[..., kept] = result.q
-    return replace(result, q=q, continuous=problem.robot.continuous)
 
 
 def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int, loop: str,
