@@ -32,6 +32,7 @@ from experiments.wholebody import (
     run_path,
     run_quaternion,
     run_torchik,
+    scene_g1,
     targets,
     wholebody_markdown,
 )
@@ -139,6 +140,7 @@ def main() -> None:
     arms = arm_joints(robot)  # the waist and legs held at the neutral, the targets made so
     rows["torchik, arms alone (2 seeds)"] = run_torchik(robot, targets(robot, args.targets, arms),
                                                         2, active=arms)  # fmt: skip
+    rows["torchik, beside a free box, a scene (2 seeds)"] = run_torchik(scene_g1(), poses, 2)
     rows["torchik, one target per call (2 seeds)"] = run_one_at_a_time(robot, poses, 2)
     for restarts, away in PATH_ROWS:
         rows[_path_row("torchik, one target per call, warm-started", restarts, away)] = run_path(

@@ -23,12 +23,13 @@ from __future__ import annotations
 import math
 import time
 from collections.abc import Callable, Sequence
+from dataclasses import replace
 from typing import Any
 
 import torch
 from torch import Tensor
 
-from torchik.description import bundled_urdf
+from torchik.description import Joint, Origin, bundled_urdf
 from torchik.ik import solve_wholebody
 from torchik.ik.wholebody import away_from_limits
 from torchik.robot import Robot
@@ -48,6 +49,7 @@ __all__ = [
     "run_path",
     "run_quaternion",
     "run_torchik",
+    "scene_g1",
     "success",
     "targets",
     "wholebody_markdown",
@@ -234,6 +236,16 @@ def run_floating(n: int, num_seeds: int) -> dict[str, Any]:
 def quaternion_g1() -> Robot:
     """The G1 on a real floating base (position + quaternion), float64."""
     return Robot.from_urdf(bundled_urdf("g1"), dtype=torch.float64, floating_base=True)
+
+
+def scene_g1() -> Robot:
+    """The G1 (pelvis fixed) beside a free box, float64: a scene as the MJCF reader builds one
+    (a floating joint from the root beside the robot's joints; ``q`` starts with the box's 7
+    coordinates), made from the G1's description without mujoco."""
+    model = Robot.from_urdf(bundled_urdf("g1")).model
+    box = Joint("box_free", "floating", model.root, "box", origin=Origin((0.6, 0.0, 0.0)))
+    scene = replace(model, links=(model.root, "box", *model.links[1:]), joints=(box, *model.joints))
+    return Robot(scene, dtype=torch.float64)
 
 
 def run_quaternion(n: int, num_seeds: int) -> dict[str, Any]:

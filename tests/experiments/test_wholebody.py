@@ -18,6 +18,7 @@ from experiments.wholebody import (
     run_one_at_a_time,
     run_path,
     run_torchik,
+    scene_g1,
     success,
     targets,
     wholebody_markdown,
@@ -68,6 +69,18 @@ def test_the_arms_alone_row_holds_the_waist_and_legs_at_the_neutral():
     assert success(robot, q, poses).all()
     row = run_torchik(robot, poses, num_seeds=2, repeats=1, active=arms)
     assert row["success"] == 1.0 and "14 joints moved" in row["settings"]
+
+
+def test_the_scene_row_is_the_g1_beside_a_free_box():
+    robot, scene = _g1(), scene_g1()
+    assert scene.floating_bases == 1 and scene.dof == robot.dof + 7
+    assert scene.base_of("box") == 0 and scene.base_of(HANDS[0]) is None
+    q = robot.random_configuration(2, torch.Generator().manual_seed(0))
+    full = torch.cat((scene.neutral()[:7].expand(2, 7), q), dim=-1)
+    assert torch.equal(scene.forward_kinematics(full, list(HANDS)),
+                       robot.forward_kinematics(q, list(HANDS)))  # fmt: skip
+    row = run_torchik(scene, targets(robot, 3), num_seeds=2, repeats=1)
+    assert row["success"] == 1.0
 
 
 def test_floating_base_rows_and_markdown():
