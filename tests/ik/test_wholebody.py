@@ -735,7 +735,7 @@ def _hand_built_scene(carried: bool):
 @pytest.mark.parametrize("carried", [False, True], ids=["fixed arm", "free torso"])
 def test_a_scene_is_solved_as_the_body_that_carries_the_targets(carried, monkeypatch):
     """A scene's solve runs the CPU's compiled loop on the body that carries the targets
-    (``Robot.scene_body``; the scene itself ran PyTorch operations, 5-8 times slower): the
+    (``Robot.scene_body``; the scene itself ran PyTorch operations, 8-12 times slower): the
     same answers bit for bit as that body loaded alone, the box held at its rest pose (or
     at a rest per target), with random seeds, given seeds and a posture."""
     from torchik.kinematics import native

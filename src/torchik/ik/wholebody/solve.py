@@ -501,8 +501,8 @@ def _one_body(problem: WholeBodyProblem, loop: str) -> tuple[WholeBodyProblem, T
     """A scene's problem as that of the one body that carries every target
     (:meth:`Robot.scene_body`: the moving free body, or the fixed tree), the other free bodies
     held where they are: ``(that robot's problem, the coordinates of q it keeps)`` where the
-    CPU's compiled loop takes that robot and not the scene (which PyTorch operations solve: a
-    7-joint arm beside two free boxes, one pose, 10 ms a call against 1.4); else ``None``."""
+    CPU's compiled loop takes that robot and not the scene (which PyTorch operations solve: the
+    G1 beside a free box, 1 000 hand poses in 1.3-1.4 s against 0.11 s); else ``None``."""
     robot, solver = problem.robot, _made(MAX_ITERS, loop)
     if not robot.floating_bases or robot.learnable or solver.compiles_on(robot):
         return None
