@@ -111,6 +111,10 @@ def test_a_scene_body_is_a_robot_with_the_scenes_coordinates_and_limits():
     assert float(narrow.scene_body(0)[0].upper[-1]) == pytest.approx(0.2)
     with pytest.raises(ValueError, match="no base 2"):
         scene.scene_body(2)
+    table = Joint("table", "fixed", "world", "table")
+    objects = Robot(_model(table, *_scene().joints[4:]), dtype=torch.float64)  # no moving joint
+    part, kept = objects.scene_body(None)  # beside the free object (its index raised)
+    assert part.dof == 0 and kept.dtype == torch.long and kept.shape == (0,)
     for plain in (Robot(_model(HINGE, root="base")), Robot(_model(BASE, HINGE))):
         with pytest.raises(ValueError, match="is not a scene of free bodies beside a fixed tree"):
             plain.scene_body(None)

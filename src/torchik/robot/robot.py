@@ -337,7 +337,7 @@ class Robot(nn.Module):
             with torch.no_grad():
                 part.continuous.copy_(self.continuous[index])
             part._adopt({"lower": self.lower[index], "upper": self.upper[index]})
-            return part, torch.tensor(index, device=self.device)
+            return part, torch.tensor(index, dtype=torch.long, device=self.device)
 
         return self.tree.cached(("scene_body", base, stamp), build)
 
