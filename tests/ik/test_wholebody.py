@@ -791,7 +791,7 @@ def test_solve_ik_places_a_link_of_a_scenes_fixed_tree():
         assert torch.equal(out[0].q[..., :7], scene.neutral()[:7].expand_as(out[0].q[..., :7]))
     one = solve_ik(scene, targets[0, 0], "hand", generator=g)
     assert one.q.shape == (2, scene.dof)
-    with pytest.raises(ValueError, match="floating-base.*accepted: solve_wholebody"):
+    with pytest.raises(ValueError, match="links of a free body .*accepted: solve_wholebody"):
         solve_ik(scene, targets, "box")
 
 
