@@ -92,6 +92,24 @@ def test_wholebody_goes_to_the_cpu_copy_with_the_same_answers(routed):
     assert len(routed) == 1
 
 
+def test_a_scene_goes_to_the_cpu_copy_as_the_body_that_carries_the_targets(routed):
+    """In a scene, the compiled loop takes the body that carries the targets (not the scene):
+    the call goes to the CPU copy all the same, with the same answers."""
+    from tests.ik.test_wholebody import _hand_built_scene
+
+    scene = _hand_built_scene(carried=False)[0]
+    q = scene.random_configuration(3, torch.Generator().manual_seed(0))
+    targets = {"hand": scene.forward_kinematics(q, "hand")}
+    host.ACCELERATORS, before = ("none",), host.ACCELERATORS
+    direct = solve_wholebody(scene, targets, generator=torch.Generator().manual_seed(1))
+    host.ACCELERATORS = before
+    sent = solve_wholebody(scene, targets, generator=torch.Generator().manual_seed(1))
+    assert routed == [scene.device]
+    _same(sent, direct)
+    solve_wholebody(scene, {"hand": targets["hand"], "box": targets["hand"]})  # two bodies
+    assert len(routed) == 1
+
+
 def test_twin_is_made_once_and_again_after_a_change():
     robot = load_robot("panda", dtype=torch.float64)
     tree = robot.tree  # made, with its caches: not copied

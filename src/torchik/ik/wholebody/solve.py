@@ -503,18 +503,14 @@ def _one_body(problem: WholeBodyProblem, loop: str) -> tuple[WholeBodyProblem, T
     held where they are: ``(that robot's problem, the coordinates of q it keeps)`` where the
     CPU's compiled loop takes that robot and not the scene (which PyTorch operations solve: the
     G1 beside a free box, 1 000 hand poses in 1.3-1.4 s against 0.11 s); else ``None``."""
-    robot, solver = problem.robot, _made(MAX_ITERS, loop)
-    if not robot.floating_bases or robot.learnable or solver.compiles_on(robot):
-        return None
+    robot = problem.robot
     base = problem.moving_bases[0] if problem.moving_bases else None
     if any(robot.base_of(t.link) != base for t in problem.targets):
         return None
-    try:
-        part, kept = robot.scene_body(base)
-    except ValueError:  # not a scene, or a joint that mimics one of another body
+    body = _compiled_body(_made(MAX_ITERS, loop), robot, base)
+    if body is None:
         return None
-    if not solver.compiles_on(part):
-        return None
+    part, kept = body
     active, own = problem.active[kept], JointLimits.of(part)
     lower, upper = problem.limits.lower[..., kept], problem.limits.upper[..., kept]
     if problem.limits.per_row and not bool(((lower == own.lower) & (upper == own.upper)).all()):
@@ -523,6 +519,18 @@ def _one_body(problem: WholeBodyProblem, loop: str) -> tuple[WholeBodyProblem, T
     coordinates = velocity_coordinates(part.nv, part.floating_bases, part.device)
     return replace(problem, robot=part, limits=own, active=active, rest=problem.rest[:, kept],
                    coordinates=coordinates, columns=_columns(part, active)), kept  # fmt: skip
+
+
+def _compiled_body(solver: WholeBodyLM, robot: Robot, base: int | None):
+    """``robot.scene_body(base)`` (``(robot, kept coordinates)``) where the CPU's compiled loop
+    takes that body and not the whole ``robot`` (a scene); else ``None``."""
+    if not robot.floating_bases or robot.learnable or solver.compiles_on(robot):
+        return None
+    try:
+        part, kept = robot.scene_body(base)
+    except ValueError:  # not a scene, or a joint that mimics one of another body
+        return None
+    return (part, kept) if solver.compiles_on(part) else None
 
 
 def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int, loop: str,
@@ -588,7 +596,8 @@ def _on_host(robot, targets, seeds, num_seeds, generator, max_iters: int, loop: 
     """Whether the CPU's compiled loop solves this call on the CPU copy of ``robot``
     (:mod:`torchik.ik.host`): ``loop`` ``"auto"``, at most
     :data:`~torchik.ik.host.HOST_WHOLEBODY_ROWS` rows on CUDA, the compiled loop serving
-    (:meth:`WholeBodyLM.compiles_on`). Malformed inputs count no rows: the checks say why."""
+    (:meth:`WholeBodyLM.compiles_on`; in a scene, on the body that carries the targets).
+    Malformed inputs count no rows: the checks say why."""
     first = next(iter(targets.values()), None) if isinstance(targets, Mapping) else None
     if loop != "auto" or not isinstance(first, Tensor) or first.dim() < 1:
         return False
@@ -597,7 +606,14 @@ def _on_host(robot, targets, seeds, num_seeds, generator, max_iters: int, loop: 
     rows = math.prod(first.shape[:-2] if pose else first.shape[:-1]) * k
     if not host.serves(robot, rows, host.HOST_WHOLEBODY_ROWS, generator):
         return False
-    return _made(max_iters, loop).compiles_on(host.twin(robot))
+    twin, solver = host.twin(robot), _made(max_iters, loop)
+    if solver.compiles_on(twin):
+        return True
+    try:  # a scene: the body that carries the targets (one, else the checks say why)
+        (base,) = {twin.base_of(link) for link in targets}
+    except ValueError:
+        return False
+    return _compiled_body(solver, twin, base) is not None
 
 
 def _problem(robot, targets, weights, active, rest, posture, position_only, seeds, num_seeds,
