@@ -38,6 +38,15 @@ def _pose(robot, n, seed=0):
     return robot.forward_kinematics(robot.random_configuration(n, g), "panda_hand")
 
 
+def _direct_and_sent(solve):
+    """``solve()`` with nothing counted as an accelerator (the device's own route), then
+    routed as the fixture routes it."""
+    host.ACCELERATORS, before = ("none",), host.ACCELERATORS
+    direct = solve()
+    host.ACCELERATORS = before
+    return direct, solve()
+
+
 def _same(a, b):
     for name in ("q", "success", "position_error", "rotation_error", "iterations"):
         assert torch.equal(getattr(a, name), getattr(b, name)), name
@@ -46,10 +55,9 @@ def _same(a, b):
 def test_a_small_solve_goes_to_the_cpu_copy_with_the_same_answers(routed):
     robot = load_robot("panda", dtype=torch.float64)
     target = _pose(robot, 3)
-    host.ACCELERATORS, before = ("none",), host.ACCELERATORS
-    direct = solve_ik(robot, target, generator=torch.Generator().manual_seed(1))
-    host.ACCELERATORS = before
-    sent = solve_ik(robot, target, generator=torch.Generator().manual_seed(1))
+    direct, sent = _direct_and_sent(
+        lambda: solve_ik(robot, target, generator=torch.Generator().manual_seed(1))
+    )
     assert routed == [robot.device]
     _same(sent, direct)
     assert sent.success.any(-1).all()
@@ -80,10 +88,9 @@ def test_wholebody_goes_to_the_cpu_copy_with_the_same_answers(routed):
         robot.random_configuration(4, torch.Generator().manual_seed(0)), hands
     )
     targets = dict(zip(hands, poses.unbind(-3), strict=True))
-    host.ACCELERATORS, before = ("none",), host.ACCELERATORS
-    direct = solve_wholebody(robot, targets, generator=torch.Generator().manual_seed(1))
-    host.ACCELERATORS = before
-    sent = solve_wholebody(robot, targets, generator=torch.Generator().manual_seed(1))
+    direct, sent = _direct_and_sent(
+        lambda: solve_wholebody(robot, targets, generator=torch.Generator().manual_seed(1))
+    )
     assert routed == [robot.device] and isinstance(sent, WholeBodyResult)
     _same(sent, direct)
     for link in hands:
@@ -100,10 +107,9 @@ def test_a_scene_goes_to_the_cpu_copy_as_the_body_that_carries_the_targets(route
     scene = _hand_built_scene(carried=False)[0]
     q = scene.random_configuration(3, torch.Generator().manual_seed(0))
     targets = {"hand": scene.forward_kinematics(q, "hand")}
-    host.ACCELERATORS, before = ("none",), host.ACCELERATORS
-    direct = solve_wholebody(scene, targets, generator=torch.Generator().manual_seed(1))
-    host.ACCELERATORS = before
-    sent = solve_wholebody(scene, targets, generator=torch.Generator().manual_seed(1))
+    direct, sent = _direct_and_sent(
+        lambda: solve_wholebody(scene, targets, generator=torch.Generator().manual_seed(1))
+    )
     assert routed == [scene.device]
     _same(sent, direct)
     solve_wholebody(scene, {"hand": targets["hand"], "box": targets["hand"]})  # two bodies
