@@ -2,7 +2,8 @@
 
 Each call draws one to three arguments from pools of bad and edge values (negative, zero, NaN,
 infinite, huge, wrong types, wrong shapes, unknown links and joints) on top of a small valid
-call (the G1, both hands, two targets, a few iterations). Every call must return a
+call (the G1, or every other call the G1 beside a free box as a MuJoCo scene loads, both hands,
+two targets, a few iterations). Every call must return a
 :class:`~torchik.ik.wholebody.WholeBodyResult` of the right shape or raise a ValueError or
 TypeError with a one-line message, in under a second. ``tests/fuzz/test_wholebody.py`` runs a
 bounded sample in CI; ``make fuzz`` runs ``python -m tests.fuzz.wholebody --n 3000``.
@@ -17,6 +18,7 @@ from functools import cache
 import torch
 
 import torchik
+from experiments.wholebody import scene_g1
 from tests.fuzz.solve_ik import KINDS, NUMBERS, attempt, campaign
 from torchik.ik import solve_wholebody
 
@@ -26,11 +28,13 @@ SMALL = [n for n in NUMBERS if not isinstance(n, int) or n < 64]
 
 
 @cache
-def _problem():
-    robot = torchik.load_robot("g1", dtype=F64)
-    q = robot.random_configuration(2, torch.Generator().manual_seed(0))
-    poses = robot.forward_kinematics(q, list(HANDS))
-    return robot, {HANDS[0]: poses[:, 0], HANDS[1]: poses[:, 1]}
+def _problem(scene: bool = False):
+    """The G1 (``scene``: beside a free box, as a MuJoCo scene loads, its 7 coordinates first)
+    and both hands' targets."""
+    g1 = torchik.load_robot("g1", dtype=F64)
+    q = g1.random_configuration(2, torch.Generator().manual_seed(0))
+    poses = g1.forward_kinematics(q, list(HANDS))
+    return scene_g1() if scene else g1, {HANDS[0]: poses[:, 0], HANDS[1]: poses[:, 1]}
 
 
 def _tensors(dof: int) -> list:
@@ -63,7 +67,7 @@ def _targets() -> list:
 def arguments(seed: int) -> dict:
     """The ``seed``-th set of bad keyword arguments for ``solve_wholebody``."""
     rng = random.Random(seed)
-    robot, _ = _problem()
+    robot, _ = _problem(scene=seed % 2 == 1)
     names = list(robot.joint_names)
     pools = {
         "targets": _targets(),
@@ -96,7 +100,7 @@ def arguments(seed: int) -> dict:
 
 def run_one(seed: int) -> tuple[str, float, str]:
     """``(result, seconds, message)`` of the ``seed``-th call."""
-    robot, targets = _problem()
+    robot, targets = _problem(scene=seed % 2 == 1)
     kwargs = arguments(seed)
     targets = kwargs.pop("targets", targets)
     return attempt(lambda: solve_wholebody(robot, targets, **kwargs), kwargs)

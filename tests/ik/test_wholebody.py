@@ -141,6 +141,9 @@ def test_held_joints_at_one_rest_take_pooled_seeds_within_their_box(robot, monke
                         lambda *a: drawn.append(a) or real_pool(*a))  # fmt: skip
     seeds, problem = first_seeds(per_target, 256)
     assert wholebody_seeds._shared_box(problem.limits) is None and not drawn
+    assert wholebody_seeds._shared_box(problem.limits.rows(torch.arange(0))) is None  # no row
+    none = {"left_hand": targets["left_hand"][:0]}  # no target, a box: an empty answer
+    assert solve_wholebody(robot, none, upper=robot.upper, max_iters=5).q.shape == (0, 2, 10)
     assert torch.equal(seeds[:, held], per_target[:, held])
     calls, real = [], native.lm_loop
     monkeypatch.setattr(native, "lm_loop", lambda *a, **k: calls.append(k) or real(*a, **k))

@@ -137,9 +137,9 @@ def _restart_pools(rows: int) -> int:
 
 def _shared_box(limits: JointLimits) -> JointLimits | None:
     """The box every row of the per-row ``limits`` shares (one row's), or ``None`` where two
-    rows' boxes differ (one host read)."""
+    rows' boxes differ (one host read) or there is no row."""
     lower, upper = limits.lower, limits.upper
-    if not bool(((lower == lower[:1]) & (upper == upper[:1])).all()):
+    if not len(lower) or not bool(((lower == lower[:1]) & (upper == upper[:1])).all()):
         return None
     return replace(limits, lower=lower[:1], upper=upper[:1])
 
