@@ -2,8 +2,9 @@
 
 Each call draws one to three arguments from pools of bad and edge values (negative, zero, NaN,
 infinite, huge, wrong types, wrong shapes) on top of a small valid call (the Panda, two
-targets, a few iterations). Every call must return an :class:`~torchik.ik.IKResult` of the
-right shape or raise a ValueError or TypeError with a one-line message, in under a second.
+targets, a few iterations; every other call the Panda beside a free box, a scene). Every call
+must return an :class:`~torchik.ik.IKResult` of the right shape or raise a ValueError or
+TypeError with a one-line message, in under a second.
 
 ``tests/test_fuzz_solve_ik.py`` runs a bounded sample in CI; ``make fuzz`` runs
 ``python tests/fuzz_solve_ik.py --n 2000``.
@@ -17,12 +18,14 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
+from dataclasses import replace
 from functools import cache
 from typing import Any
 
 import torch
 
 import torchik
+from torchik.description import Joint, Origin
 from torchik.ik import solve_ik
 
 F64 = torch.float64
@@ -32,23 +35,34 @@ KINDS = ["3", None, True, [1], torch.tensor(1.0)]
 
 
 @cache
-def _problem():
+def _problem(scene: bool = False):
+    """The Panda (``scene``: beside a free box, as a MuJoCo scene loads, the box's 7
+    coordinates first) and two targets of its hand."""
     robot = torchik.load_robot("panda", dtype=F64)
     q = robot.random_configuration(2, torch.Generator().manual_seed(0))
-    return robot, robot.forward_kinematics(q, "panda_hand")
+    target = robot.forward_kinematics(q, "panda_hand")
+    if scene:
+        box = Joint("box_free", "floating", robot.root, "box", origin=Origin((0.6, 0.0, 0.0)))
+        model = replace(robot.model, links=(robot.root, "box", *robot.model.links[1:]),
+                        joints=(box, *robot.model.joints))  # fmt: skip
+        robot = torchik.Robot(model, dtype=F64)
+    return robot, target
 
 
-def _tensors(rng: random.Random) -> list:
-    robot, target = _problem()
-    shapes = [(7,), (2, 7), (2, 3, 7), (3, 2, 7), (2, 3, 6), (0, 7), (2, 0, 7), (1, 1, 1, 7)]
+def _tensors(rng: random.Random, dof: int = 7) -> list:
+    _, target = _problem()
+    shapes = [(dof,), (2, dof), (2, 3, dof), (3, 2, dof), (2, 3, dof - 1), (0, dof), (2, 0, dof),
+              (1, 1, 1, dof)]  # fmt: skip
     values = [torch.zeros(s, dtype=F64) for s in shapes]
-    values += [torch.full((2, 3, 7), math.nan, dtype=F64), torch.zeros(2, 3, 7, dtype=torch.long)]
+    values += [torch.full((2, 3, dof), math.nan, dtype=F64),
+               torch.zeros(2, 3, dof, dtype=torch.long)]  # fmt: skip
     return values + [target[:, :3, :], target[0], target.float(), target.tolist(), "pose"]
 
 
 def arguments(seed: int) -> dict:
     """The ``seed``-th set of bad keyword arguments for ``solve_ik``."""
     rng = random.Random(seed)
+    dof = _problem(scene=seed % 2 == 1)[0].dof
     pools = {
         "tol_position": NUMBERS + KINDS,
         "tol_rotation": NUMBERS + KINDS,
@@ -60,10 +74,10 @@ def arguments(seed: int) -> dict:
         "early_stop": [0, 1, "yes", None, True, False],
         "position_only": [True, False, 1, "yes"],
         "method": ["lm", "dls", "jt", "gd", "newton", 3, None],
-        "seeds": _tensors(rng),
-        "lower": _tensors(rng),
-        "target": _tensors(rng),
-        "link": ["panda_hand", "nope", 3, None],
+        "seeds": _tensors(rng, dof),
+        "lower": _tensors(rng, dof),
+        "target": _tensors(rng, dof),
+        "link": ["panda_hand", "nope", 3, None, "box"],
     }
     keys = rng.sample(sorted(pools), rng.randint(1, 3))
     kwargs = {k: rng.choice(pools[k]) for k in keys}
@@ -76,7 +90,7 @@ def arguments(seed: int) -> dict:
 
 def run_one(seed: int) -> tuple[str, float, str]:
     """``(result, seconds, message)`` of the ``seed``-th call."""
-    robot, target = _problem()
+    robot, target = _problem(scene=seed % 2 == 1)
     kwargs = arguments(seed)
     target = kwargs.pop("target", target)
     link = kwargs.pop("link", "panda_hand")

@@ -796,6 +796,11 @@ def test_solve_ik_places_a_link_of_a_scenes_fixed_tree():
     assert one.q.shape == (2, scene.dof)
     with pytest.raises(ValueError, match="links of a free body .*accepted: solve_wholebody"):
         solve_ik(scene, targets, "box")
+    # the scene's checks first (a list or a row of seeds leaked an error from cutting them)
+    with pytest.raises(TypeError, match="seeds must be a floating-point torch.Tensor"):
+        solve_ik(scene, targets, "hand", seeds=[[0.0] * scene.dof])
+    with pytest.raises(ValueError, match=f"seeds must have shape .*, {scene.dof}"):
+        solve_ik(scene, targets, "hand", seeds=torch.zeros(scene.dof, dtype=torch.float64))
 
 
 def test_away_from_limits_keeps_a_margin_where_a_joint_has_a_range():

@@ -246,8 +246,8 @@ def _on_scene_body(robot, body, target, link, seeds, lower, upper, options) -> I
     batch = check_target(robot, target, options["position_only"])[0]
     rows = target.reshape(-1, *target.shape[len(batch) :])
     if seeds is not None:
-        k = seeds.shape[-2]
-        seeds = check_seeds(robot, seeds, batch).view(-1, k, robot.dof)[..., kept]
+        checked = check_seeds(robot, seeds, batch)  # (T K, nq): refused before its shape is read
+        seeds = checked.view(-1, seeds.shape[-2], robot.dof)[..., kept]
     bounds = check_bounds(robot, lower, upper, batch)
     lower, upper = (None, None) if bounds is None else (b[:, kept] for b in bounds)
     result = solve_ik(part, rows, link, seeds=seeds, lower=lower, upper=upper, **options)
