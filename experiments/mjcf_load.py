@@ -182,7 +182,9 @@ def corpus_intro(entries: list[dict[str, Any]], source: str | os.PathLike | None
         f"{where}. Each file MuJoCo compiles is loaded with `Robot.from_mjcf(path, "
         "dtype=torch.float64, free_joint=...)`; `exact`: every body and site pose and the "
         f"Jacobians of the {JACOBIAN_BODIES} deepest bodies and every free body agree with "
-        f"`mj_kinematics` to {TOLERANCE:g} at `qpos0` and {N_RANDOM} random configurations; "
+        f"`mj_kinematics` to {TOLERANCE:g} at `qpos0` and {N_RANDOM} random configurations, "
+        "and in a scene (free bodies beside a fixed tree) each body as a robot of its own "
+        "(`Robot.scene_body`, what IK on a scene solves) has the scene's link poses; "
         "`loads` = exact + wrong; `refused`: a one-line torchik error; `skipped`: MuJoCo cannot "
         "compile the file (a myosuite model that needs myosuite's include resolver is checked "
         "through its resolved copy). Protocol: `experiments/mjcf_load.py`. The packages come "
@@ -240,10 +242,30 @@ def _check_option(model: Any, path: str, option: str) -> dict[str, Any]:
         frame = traceback.extract_tb(err.__traceback__)[-1]
         where = f"{Path(frame.filename).name}:{frame.lineno}"
         return {"status": "crash", "message": f"{type(err).__name__}: {err}"[:400], "where": where}
-    errors = _errors(model, robot)
+    errors = {**_errors(model, robot), **_scene_bodies(robot, _configurations(model, robot))}
     worst = max(errors["position"], errors["rotation"], errors["jacobian"])
     bad = worst >= TOLERANCE or bool(errors["missing_bodies"])
+    bad = bad or errors.get("body_error", 0.0) >= TOLERANCE
     return {"status": "wrong" if bad else "exact", "dof": robot.dof, **errors}
+
+
+def _scene_bodies(robot: Any, q: Any) -> dict[str, Any]:
+    """A scene's (free bodies beside a fixed tree) bodies, each as a robot of its own
+    (:meth:`~torchik.robot.Robot.scene_body`, what IK on a scene solves): ``scene_bodies``, how
+    many, and ``body_error``, the largest difference of their links' poses from the scene's at
+    the configurations ``q``; nothing for another robot."""
+    import torch
+
+    if robot.floating_bases == 0 or robot.base_of(robot.root) == 0:
+        return {}
+    worst, count = 0.0, 0
+    for base in (None, *range(robot.floating_bases)):
+        part, kept = robot.scene_body(base)
+        links = list(part.link_names)
+        with torch.no_grad():
+            error = part.forward_kinematics(q[:, kept], links) - robot.forward_kinematics(q, links)
+        worst, count = max(worst, float(error.abs().max())), count + 1
+    return {"scene_bodies": count, "body_error": worst}
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -468,12 +490,15 @@ def _counts(records: list[dict[str, Any]], option: str) -> dict[str, int]:
     for status in STATUSES:
         out[status] = sum(r[option]["status"] == status for r in checked)
     out["loads"] = out["exact"] + out["wrong"]
+    bodies = [r[option].get("scene_bodies", 0) for r in checked]
+    out["scenes"], out["scene_bodies"] = sum(b > 0 for b in bodies), sum(bodies)
     out["check_s"] = sum(r.get("wall_s", 0.0) for r in records)  # both options, in a worker
     return out
 
 
 def _count_table(results: list[dict[str, Any]], option: str) -> Table:
-    columns = [Column(k, k) for k in ("files", "skipped", "checked", "loads", *STATUSES)]
+    names = ("files", "skipped", "checked", "loads", *STATUSES, "scenes", "scene_bodies")
+    columns = [Column(k, k.replace("_", " ")) for k in names]
     columns.append(Column("check_s", "seconds", lambda s: f"{s:.1f}"))
     title = f"free_joint={option!r}" + (" (the default)" if option == "floating" else "")
     table = Table(f"Files per package, {title}", columns)
@@ -498,6 +523,7 @@ def _file_table(results: list[dict[str, Any]], statuses: tuple[str, ...], title:
                 detail = message or (
                     f"position {got['position']:.2g} m, rotation {got['rotation']:.2g}, "
                     f"Jacobian {got['jacobian']:.2g}; no link: {got['missing_bodies']}"
+                    + (f"; scene bodies {got['body_error']:.2g}" if "body_error" in got else "")
                 )
                 table.add(f"`{r['relpath']}`", package=r["package"], free_joint=option,
                           result=got["status"], message=detail.replace("|", "/")[:240])  # fmt: skip
