@@ -58,6 +58,7 @@ __all__ = [
     "INSTALLED_PACKAGES",
     "JACOBIAN_BODIES",
     "N_RANDOM",
+    "SCENE_IK_TARGETS",
     "STATUSES",
     "TOLERANCE",
     "check_file",
@@ -74,6 +75,8 @@ TOLERANCE = 1e-9
 N_RANDOM = 3
 JACOBIAN_BODIES = 6
 FREE_JOINT_OPTIONS = ("floating", "fixed")
+SCENE_IK_TARGETS = 3
+"""Positions per body of a scene that whole-body IK places (:func:`_scene_ik`)."""
 STATUSES = ("exact", "wrong", "refused", "crash", "timeout")
 INSTALLED_PACKAGES = {  # import folder in site-packages -> the PyPI distribution it comes with
     "dm_control": "dm_control",
@@ -184,7 +187,10 @@ def corpus_intro(entries: list[dict[str, Any]], source: str | os.PathLike | None
         f"Jacobians of the {JACOBIAN_BODIES} deepest bodies and every free body agree with "
         f"`mj_kinematics` to {TOLERANCE:g} at `qpos0` and {N_RANDOM} random configurations, "
         "and in a scene (free bodies beside a fixed tree) each body as a robot of its own "
-        "(`Robot.scene_body`, what IK on a scene solves) has the scene's link poses; "
+        "(`Robot.scene_body`, what IK on a scene solves) has the scene's link poses "
+        f"(`scene IK solved`: of {SCENE_IK_TARGETS} positions of each body's deepest link, "
+        "FK of random configurations of the body, how many `solve_wholebody` on the scene "
+        "solves, 2 random seeds each); "
         "`loads` = exact + wrong; `refused`: a one-line torchik error; `skipped`: MuJoCo cannot "
         "compile the file (a myosuite model that needs myosuite's include resolver is checked "
         "through its resolved copy). Protocol: `experiments/mjcf_load.py`. The packages come "
@@ -252,20 +258,40 @@ def _check_option(model: Any, path: str, option: str) -> dict[str, Any]:
 def _scene_bodies(robot: Any, q: Any) -> dict[str, Any]:
     """A scene's (free bodies beside a fixed tree) bodies, each as a robot of its own
     (:meth:`~torchik.robot.Robot.scene_body`, what IK on a scene solves): ``scene_bodies``, how
-    many, and ``body_error``, the largest difference of their links' poses from the scene's at
-    the configurations ``q``; nothing for another robot."""
+    many, ``body_error``, the largest difference of their links' poses from the scene's at the
+    configurations ``q``, and ``scene_ik``, ``[solved, asked]`` of :func:`_scene_ik`; nothing
+    for another robot."""
     import torch
 
     if robot.floating_bases == 0 or robot.base_of(robot.root) == 0:
         return {}
-    worst, count = 0.0, 0
+    worst, count, solved, asked = 0.0, 0, 0, 0
     for base in (None, *range(robot.floating_bases)):
         part, kept = robot.scene_body(base)
         links = list(part.link_names)
         with torch.no_grad():
             error = part.forward_kinematics(q[:, kept], links) - robot.forward_kinematics(q, links)
         worst, count = max(worst, float(error.abs().max())), count + 1
-    return {"scene_bodies": count, "body_error": worst}
+        if part.dof - 7 * part.floating_bases > 0:  # a body with joints of its own
+            solved, asked = solved + _scene_ik(robot, part, kept), asked + SCENE_IK_TARGETS
+    return {"scene_bodies": count, "body_error": worst, "scene_ik": [solved, asked]}
+
+
+def _scene_ik(scene: Any, part: Any, kept: Any) -> int:
+    """How many of :data:`SCENE_IK_TARGETS` positions of the body's deepest link (FK of random
+    configurations of the body, the others where the file puts them) ``solve_wholebody`` on
+    the whole scene solves (2 random seeds each, the defaults)."""
+    import torch
+
+    from torchik.ik import solve_wholebody
+
+    generator = torch.Generator().manual_seed(0)
+    q = scene.neutral().expand(SCENE_IK_TARGETS, -1).clone()
+    q[:, kept] = part.random_configuration(SCENE_IK_TARGETS, generator)
+    link = part.link_names[-1]
+    targets = {link: scene.link_positions(q, link)}
+    result = solve_wholebody(scene, targets, generator=generator)
+    return int(result.success.any(-1).sum())
 
 
 # --------------------------------------------------------------------------- the comparison
@@ -492,6 +518,8 @@ def _counts(records: list[dict[str, Any]], option: str) -> dict[str, int]:
     out["loads"] = out["exact"] + out["wrong"]
     bodies = [r[option].get("scene_bodies", 0) for r in checked]
     out["scenes"], out["scene_bodies"] = sum(b > 0 for b in bodies), sum(bodies)
+    ik = [r[option].get("scene_ik", [0, 0]) for r in checked]
+    out["scene_ik"] = f"{sum(s for s, _ in ik)} / {sum(a for _, a in ik)}"
     out["check_s"] = sum(r.get("wall_s", 0.0) for r in records)  # both options, in a worker
     return out
 
@@ -499,6 +527,7 @@ def _counts(records: list[dict[str, Any]], option: str) -> dict[str, int]:
 def _count_table(results: list[dict[str, Any]], option: str) -> Table:
     names = ("files", "skipped", "checked", "loads", *STATUSES, "scenes", "scene_bodies")
     columns = [Column(k, k.replace("_", " ")) for k in names]
+    columns.append(Column("scene_ik", "scene IK solved"))
     columns.append(Column("check_s", "seconds", lambda s: f"{s:.1f}"))
     title = f"free_joint={option!r}" + (" (the default)" if option == "floating" else "")
     table = Table(f"Files per package, {title}", columns)

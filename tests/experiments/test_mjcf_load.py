@@ -79,6 +79,7 @@ def test_check_file_classifies_each_free_joint_option(corpus):
     assert beside["floating"]["status"] == beside["fixed"]["status"] == "exact"
     assert beside["floating"]["jacobian"] < 1e-12
     assert beside["floating"]["scene_bodies"] == 2 and beside["floating"]["body_error"] < 1e-12
+    assert beside["floating"]["scene_ik"] == [3, 3]  # the arm's (the object has no joint)
     assert "scene_bodies" not in exact["floating"] and "scene_bodies" not in beside["fixed"]
     ball = check_file(str(corpus / "robots/ball.xml"))
     assert ball["floating"]["status"] == "refused" and "ball joint" in ball["floating"]["message"]
@@ -96,6 +97,7 @@ def test_run_corpus_and_tables(corpus):
     assert (total["files"], total["skipped"], total["exact"], total["refused"]) == (5, 1, 3, 1)
     assert sum(total[s] for s in STATUSES) == total["checked"]
     assert (total["scenes"], total["scene_bodies"]) == (1, 2)  # the arm beside an object
+    assert total["scene_ik"] == "3 / 3"
     assert tables[1].row("total")["exact"] == 3  # free_joint="fixed"
     assert tables[2].notes == ["none"]  # nothing wrong, crashed or timed out
     assert "ball joint" in tables[3].rows[0]["message"] and str(corpus) not in tables[3].markdown()
