@@ -50,3 +50,20 @@ def test_any_dataclass_subclass_keeps_the_summary_unless_it_writes_its_own():
     assert repr(Own(**_fields())) == "own"
     plain = IKResult(**{**_fields(), "tol_rotation": math.inf})
     assert "deg" not in repr(plain) and repr(plain).endswith("position error 0.1 mm)")
+
+
+def test_in_scene_puts_a_bodys_answer_back_into_the_scenes_coordinates():
+    """``in_scene``: the body's ``q`` at the kept coordinates, the held values elsewhere, the
+    scene's continuous mask; the class (and the per-link errors) kept."""
+    links = {"hand": torch.zeros(2, 3)}
+    body = WholeBodyResult(**_fields(dof=4), position_errors=links, rotation_errors=links)
+    scene = type("Scene", (), {"dof": 6, "continuous": torch.tensor([0, 0, 1, 0, 0, 0]).bool()})
+    held = torch.arange(6, dtype=torch.float64) + 10.0
+    kept = torch.tensor([0, 2, 3, 5])
+    whole = body.in_scene(scene, kept, held)
+    assert isinstance(whole, WholeBodyResult) and whole.q.shape == (2, 3, 6)
+    assert torch.equal(whole.q[..., kept], body.q)
+    assert torch.equal(whole.q[..., [1, 4]], held[[1, 4]].expand(2, 3, 2))
+    assert torch.equal(whole.continuous, scene.continuous)
+    assert whole.position_errors is body.position_errors
+    assert torch.equal(whole.success, body.success)
