@@ -47,6 +47,7 @@ def test_an_mjcf_scene_solves_its_arm_and_refuses_a_free_body_in_one_line(tmp_pa
     code, out, err = run(capsys, "info", str(path), "--samples", "10")
     assert code == 0, err
     assert "joints    4 moving of 5; q has 10 coordinates" in out and "obj_free/qz" in out
+    assert "bodies    2: the world's tree (3 joints), free body obj (0 joints); IK moves" in out
     code, _, err = run(capsys, "solve", str(path), "--link", "obj", "--position", "1", "0", "0")
     assert_one_line_error(code, err)
     assert "obj moves with the floating base 'obj_free'" in err and "--link" in err

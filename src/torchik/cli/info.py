@@ -35,8 +35,27 @@ def run(args: argparse.Namespace) -> int:
     for row in _joint_rows(model, robot):
         print("  " + row)
     print(f"links     {len(robot.link_names)}: {', '.join(robot.link_names)}")
+    if robot.floating_bases and robot.base_of(robot.root) is None:
+        print(_bodies_text(robot))
     print(_reach_text(robot, link, args.samples) if link else f"reach     ? ({why})")
     return 0
+
+
+def _bodies_text(robot) -> str:
+    """A scene's bodies (free bodies beside a fixed tree, :meth:`Robot.scene_body`), each with
+    its own joints; IK moves the one that carries its targets."""
+    parts = []
+    for base in (None, *range(robot.floating_bases)):
+        name = "the world's tree" if base is None else f"free body {robot.base_link(base)}"
+        try:
+            body, _ = robot.scene_body(base)
+        except ValueError:  # a joint that mimics one of another body
+            parts.append(f"{name} (a joint mimics another body's)")
+            continue
+        joints = body.dof - 7 * body.floating_bases
+        parts.append(f"{name} ({joints} joint{'s' if joints != 1 else ''})")
+    return (f"bodies    {len(parts)}: {', '.join(parts)}; IK moves the body that carries its "
+            "targets, the others stay where the file puts them")  # fmt: skip
 
 
 def _joint_rows(model, robot) -> list[str]:
