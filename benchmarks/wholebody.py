@@ -109,13 +109,14 @@ def _urdf(mujoco: bool = False) -> Path:
     return path
 
 
-PATH_ROWS = ((None, False), (True, False), (None, True))
-"""The path rows' ``(restarts, away)`` (:func:`experiments.wholebody.run_path`)."""
+PATH_ROWS = ((None, False, False), (True, False, False), (None, True, False), (None, True, True))
+"""The path rows' ``(restarts, away, retry)`` (:func:`experiments.wholebody.run_path`)."""
 
 
-def _path_row(name: str, restarts: bool | None, away: bool) -> str:
+def _path_row(name: str, restarts: bool | None, away: bool, retry: bool) -> str:
     """A path row's name: ``name`` and its settings."""
-    return name + (", restarts" if restarts else "") + (", posture off the limits" if away else "")
+    name += (", restarts" if restarts else "") + (", posture off the limits" if away else "")
+    return name + (", a failure retried near the last answer" if retry else "")
 
 
 def main() -> None:
@@ -142,19 +143,18 @@ def main() -> None:
                                                         2, active=arms)  # fmt: skip
     rows["torchik, beside a free box, a scene (2 seeds)"] = run_torchik(scene_g1(), poses, 2)
     rows["torchik, one target per call (2 seeds)"] = run_one_at_a_time(robot, poses, 2)
-    for restarts, away in PATH_ROWS:
-        rows[_path_row("torchik, one target per call, warm-started", restarts, away)] = run_path(
-            robot, HANDS, args.targets, restarts, away
-        )
+    for restarts, away, retry in PATH_ROWS:
+        name = _path_row("torchik, one target per call, warm-started", restarts, away, retry)
+        rows[name] = run_path(robot, HANDS, args.targets, restarts, away, retry)
     for k in (2, 4):
         rows[f"torchik, floating base, 4 targets ({k} seeds)"] = run_floating(args.targets, k)
     for k in (2, 4):
         rows[f"torchik, quaternion base, 4 targets ({k} seeds)"] = run_quaternion(args.targets, k)
     floating = quaternion_g1()
-    for restarts, away in PATH_ROWS:
+    for restarts, away, retry in PATH_ROWS:
         name = _path_row("torchik, quaternion base, 4 targets, one per call, warm-started",
-                         restarts, away)  # fmt: skip
-        rows[name] = run_path(floating, [*FEET, *HANDS], args.targets, restarts, away)
+                         restarts, away, retry)  # fmt: skip
+        rows[name] = run_path(floating, [*FEET, *HANDS], args.targets, restarts, away, retry)
     for name, make in (("placo", placo_solver), ("mink", mink_solver)):
         try:
             solve_one = make(robot, args.anchor_iters)

@@ -31,13 +31,14 @@ from torch import Tensor
 
 from torchik.description import Joint, Origin, bundled_urdf
 from torchik.ik import solve_wholebody
-from torchik.ik.wholebody import away_from_limits
+from torchik.ik.wholebody import away_from_limits, seeds_near
 from torchik.robot import Robot
 
 __all__ = [
     "FEET",
     "HANDS",
     "PATH_POSTURE",
+    "PATH_RETRY",
     "PATH_STEPS",
     "arm_joints",
     "floating_g1",
@@ -146,29 +147,43 @@ def path_configurations(robot: Any, n: int, seed: int = 0) -> Tensor:
     return q
 
 
+PATH_RETRY = {"n": 8, "scale": 0.5}
+"""The seeds of :func:`run_path`'s ``retry`` (:func:`torchik.ik.wholebody.seeds_near`)."""
+
 PATH_POSTURE = {"posture": 0.5, "posture_iters": 3}
 """The posture of :func:`run_path`'s ``away`` rows, with
 :func:`torchik.ik.wholebody.away_from_limits` of the previous answer as the rest."""
 
 
 def run_path(
-    robot: Any, links: Sequence[str], n: int, restarts: bool | None = None, away: bool = False
+    robot: Any,
+    links: Sequence[str],
+    n: int,
+    restarts: bool | None = None,
+    away: bool = False,
+    retry: bool = False,
 ) -> dict[str, Any]:
     """``solve_wholebody`` of ``n`` targets along a path (:func:`path_configurations`), one
     call each, seeded with the previous call's answer (a control loop's warm start; the
     first call with the path's start), with ``restarts`` (``True``: a stalled slot starts
-    again from fresh seeds) and, with ``away``, the posture :data:`PATH_POSTURE` towards the
-    previous answer kept off the limits: the CPU time of every call, its median and tail in
-    the notes, and the largest joint step between two answers. Success by FK here."""
+    again from fresh seeds), with ``away`` the posture :data:`PATH_POSTURE` towards the
+    previous answer kept off the limits, and with ``retry`` a failed call once more from
+    :data:`PATH_RETRY` seeds near the previous answer (:func:`seeds_near`), the successful
+    one nearest it kept: the CPU time of every call (a retry's included), its median and tail
+    in the notes, and the largest joint step between two answers. Success by FK here."""
     q = path_configurations(robot, n)
     poses = robot.forward_kinematics(q, list(links))
     seed, times, ok, iters, step = q[:1], [], [], [], 0.0
-    joints = slice(7 * robot.floating_bases, None)
+    joints, g = slice(7 * robot.floating_bases, None), torch.Generator().manual_seed(0)
     for pose in poses:
         posture = dict(rest=away_from_limits(robot, seed[0]), **PATH_POSTURE) if away else {}
+        targets = dict(zip(links, pose.unbind(0), strict=True))
         start = time.process_time()
-        result = solve_wholebody(robot, dict(zip(links, pose.unbind(0), strict=True)),
-                                 seeds=seed, restarts=restarts, **posture)  # fmt: skip
+        result = solve_wholebody(robot, targets, seeds=seed, restarts=restarts, **posture)
+        if retry and not bool(result.success.all()):
+            near = seeds_near(robot, seed[0], **PATH_RETRY, generator=g)
+            again = solve_wholebody(robot, targets, seeds=near, restarts=restarts, **posture)
+            result = again.nearest(seed[0]) if bool(again.success.any()) else result
         times.append(time.process_time() - start)
         answer = result.q.reshape(1, -1)
         step = max(step, float((answer - seed)[0, joints].abs().max()))
@@ -177,6 +192,7 @@ def run_path(
         iters.append(int(result.iterations.max()))
     how = ("restarts=True" if restarts else "no restarts") + (", posture away from the limits"
                                                               if away else "")  # fmt: skip
+    how += ", a failed call retried from seeds near the previous answer" if retry else ""
     note = (f"warm-started along a path ({PATH_STEPS} calls between random waypoints), one call "
             f"each, {how}: {_tail(times)}; largest joint step {step:.2f} rad")  # fmt: skip
     return {"targets": n, "success": sum(ok) / n, "cpu_s": sum(times),

@@ -83,6 +83,26 @@ def test_the_scene_row_is_the_g1_beside_a_free_box():
     assert row["success"] == 1.0
 
 
+def test_a_failed_path_call_is_retried_from_seeds_near_the_last_answer(monkeypatch):
+    """``retry``: a call that fails (here: warm starts given no iteration) runs once more from
+    8 seeds near the previous answer, and the successful slot nearest it is kept."""
+    import experiments.wholebody as wholebody
+
+    real, calls = wholebody.solve_wholebody, []
+
+    def warm_starts_fail(robot, targets, seeds, **options):
+        calls.append(seeds.shape[0])
+        if len(seeds) == 1:  # no iteration, no settling: the previous answer as it is
+            options.update(max_iters=0, posture_iters=0)
+        return real(robot, targets, seeds=seeds, **options)
+
+    monkeypatch.setattr(wholebody, "solve_wholebody", warm_starts_fail)
+    row = wholebody.run_path(_g1(), HANDS, 4, away=True, retry=True)
+    assert row["success"] == 1.0 and "retried from seeds near" in row["settings"]
+    assert calls[0] == 1 and calls.count(8) == 3  # the path's start is its first answer
+    assert row["largest_step"] < 1.0
+
+
 def test_floating_base_rows_and_markdown():
     assert floating_g1().dof == _g1().dof + 6
     row = run_floating(3, num_seeds=2)

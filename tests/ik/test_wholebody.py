@@ -803,6 +803,51 @@ def test_solve_ik_places_a_link_of_a_scenes_fixed_tree():
         solve_ik(scene, targets, "hand", seeds=torch.zeros(scene.dof, dtype=torch.float64))
 
 
+def test_seeds_near_scatter_around_q_within_the_limits():
+    """Every joint moved (within its limits), a floating base kept where ``q`` has it, the
+    draw the generator's; bad arguments refused in one line."""
+    from torchik import load_robot
+    from torchik.ik.wholebody import seeds_near
+
+    panda = load_robot("panda", dtype=torch.float64)
+    q = panda.upper - 0.01  # near the upper limits: about half the steps are clamped
+    seeds = seeds_near(panda, q, 64, scale=0.3, generator=torch.Generator().manual_seed(1))
+    assert seeds.shape == (64, 7) and seeds.dtype == torch.float64
+    assert bool(((seeds >= panda.lower) & (seeds <= panda.upper)).all())
+    assert bool((seeds == panda.upper).any()) and bool((seeds < q - 0.05).any())
+    again = seeds_near(panda, q, 64, scale=0.3, generator=torch.Generator().manual_seed(1))
+    assert torch.equal(seeds, again)
+    g1 = load_robot("g1", dtype=torch.float64, floating_base=True)
+    base = g1.random_configuration(1, torch.Generator().manual_seed(2))[0]
+    moved = seeds_near(g1, base, 5, generator=torch.Generator().manual_seed(3))
+    assert torch.equal(moved[:, :7], base[:7].expand(5, 7))
+    assert bool(((moved[:, 7:] - base[7:]).abs() > 0).any(-1).all())
+    for bad, match in ((dict(n=0), "n must be"), (dict(scale=0.0), "scale"),
+                       (dict(q=q[:3]), r"q must be a \(7,\) tensor")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            seeds_near(panda, **{"q": q, **bad})
+    with pytest.raises(TypeError, match="generator"):
+        seeds_near(panda, q, generator=3)
+
+
+def test_nearest_keeps_each_targets_successful_slot_nearest_q():
+    """Of each target's slots the successful one nearest ``q`` (a continuous joint the short
+    way round), else the best (the smallest error)."""
+    from torchik.ik import IKResult
+
+    q = torch.tensor([[[0.0, 3.1], [0.5, 0.0], [0.1, -3.1]],
+                      [[1.0, 0.0], [2.0, 0.0], [3.0, 0.0]]], dtype=torch.float64)  # fmt: skip
+    success = torch.tensor([[True, True, True], [False, False, False]])
+    error = torch.tensor([[1e-4, 1e-4, 1e-4], [0.3, 0.1, 0.2]], dtype=torch.float64)
+    result = IKResult(q, success, error, torch.zeros_like(error), torch.ones_like(success).long(),
+                      1e-3, 0.1, torch.tensor([False, True]))  # fmt: skip
+    near = result.nearest(torch.tensor([0.0, -3.0], dtype=torch.float64))
+    assert near.q.shape == (2, 1, 2)
+    assert near.q[0, 0].tolist() == [0.1, -3.1]  # 3.1 is 0.18 rad the short way round, -3.1 0.1
+    assert near.q[1, 0].tolist() == [2.0, 0.0]  # none solved: the smallest error
+    assert near.success.tolist() == [[True], [False]]
+
+
 def test_away_from_limits_keeps_a_margin_where_a_joint_has_a_range():
     """Each clamped joint within ``margin`` of its range from both limits, the others (a
     full-turn range, a floating base's coordinates) as they were; bad margins refused."""

@@ -119,6 +119,22 @@ class IKResult:
         """
         return self._take(self._order()[..., :k])
 
+    def nearest(self, q: Tensor) -> IKResult:
+        """Each target's successful slot nearest to ``q`` in joint space (continuous joints
+        the short way round); :meth:`best`'s where no slot succeeded. Following a path, the
+        answer that moves the robot least.
+
+        Args:
+            q: ``(..., dof)``, broadcast against each target's slots ``(..., K, dof)``.
+
+        Returns:
+            An :class:`IKResult` with ``K = 1``.
+        """
+        distance = joint_distance(self.q, q.to(self.q)[..., None, :], self.continuous)
+        distance = distance.masked_fill(~self.success, math.inf)
+        index = torch.where(self.success.any(-1), distance.argmin(-1), self._order()[..., 0])
+        return self._take(index[..., None])
+
     def in_scene(self, scene: Any, kept: Tensor, held: Tensor) -> IKResult:
         """This result of one body of a scene (:meth:`torchik.robot.Robot.scene_body`) with
         ``q`` of the whole ``scene``: its coordinates ``kept``, the others at ``held``.

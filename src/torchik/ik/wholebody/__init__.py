@@ -7,6 +7,7 @@ from torchik.ik.wholebody.problem import (
 )
 from torchik.ik.wholebody.rest import (
     away_from_limits,
+    seeds_near,
 )
 from torchik.ik.wholebody.result import (
     WholeBodyResult,
@@ -25,6 +26,7 @@ __all__ = [
     "away_from_limits",
     "evaluate_targets",
     "fit_base",
+    "seeds_near",
     "solve_wholebody",
     "wholebody_seeder",
     "WholeBodyLM",
