@@ -263,7 +263,7 @@ def _scene_bodies(robot: Any, q: Any) -> dict[str, Any]:
     for another robot."""
     import torch
 
-    if robot.floating_bases == 0 or robot.base_of(robot.root) == 0:
+    if not robot.scene:
         return {}
     worst, count, solved, asked = 0.0, 0, 0, 0
     for base in (None, *range(robot.floating_bases)):

@@ -94,6 +94,7 @@ def test_a_scene_body_is_a_robot_with_the_scenes_coordinates_and_limits():
 
     scene = Robot(_scene(), dtype=torch.float64)
     assert scene.floating_bases == 2 and scene.dof == 16  # 2 x 7, the hinge, the post
+    assert scene.scene and not scene.scene_body(0)[0].scene and not scene.scene_body(None)[0].scene
     q = scene.random_configuration(6, torch.Generator().manual_seed(0))
     floating = [*scene.joint_names[:7], "hinge"]
     for base, links, names in ((None, ["post", "cap"], ["post"]), (0, ["base", "arm"], floating)):
@@ -116,5 +117,6 @@ def test_a_scene_body_is_a_robot_with_the_scenes_coordinates_and_limits():
     part, kept = objects.scene_body(None)  # beside the free object (its index raised)
     assert part.dof == 0 and kept.dtype == torch.long and kept.shape == (0,)
     for plain in (Robot(_model(HINGE, root="base")), Robot(_model(BASE, HINGE))):
+        assert not plain.scene
         with pytest.raises(ValueError, match="is not a scene of free bodies beside a fixed tree"):
             plain.scene_body(None)

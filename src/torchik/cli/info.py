@@ -35,7 +35,7 @@ def run(args: argparse.Namespace) -> int:
     for row in _joint_rows(model, robot):
         print("  " + row)
     print(f"links     {len(robot.link_names)}: {', '.join(robot.link_names)}")
-    if robot.floating_bases and robot.base_of(robot.root) is None:
+    if robot.scene:
         print(_bodies_text(robot))
     print(_reach_text(robot, link, args.samples) if link else f"reach     ? ({why})")
     return 0

@@ -258,14 +258,14 @@ def _refuse_floating(robot, link: str) -> None:
     """solve_ik's one-line refusal of a robot with floating bases, naming what is accepted."""
     whole = f"solve_wholebody(robot, {{{link!r}: target}})"
     base = robot.base_of(link)
-    if robot.base_of(robot.root) is None and base is not None:  # a free body of a scene
+    if robot.scene and base is not None:  # a link of a free body
         raise ValueError(
             f"solve_ik does not place links of a free body ({link!r} moves with "
             f"{robot.base_link(base)!r} of {robot.name!r}); accepted: {whole}, or a link of "
             "the fixed tree beside the free bodies"
         )
-    whole += ", or "
     raise ValueError(
         f"solve_ik does not take floating-base robots ({robot.name!r} has nq={robot.nq}, "
-        f"nv={robot.nv}); accepted: {whole}a fixed base, e.g. robot.chain({robot.root!r}, {link!r})"
+        f"nv={robot.nv}); accepted: {whole}, or a fixed base, e.g. "
+        f"robot.chain({robot.root!r}, {link!r})"
     )

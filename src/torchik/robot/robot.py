@@ -321,7 +321,7 @@ class Robot(nn.Module):
             ValueError: a robot without free bodies beside a fixed tree, ``base`` not the
                 index of a floating base, or a joint of the body that mimics one off it.
         """
-        if not any(j.type == "floating" for j in self.model.joints) or self.base_of(self.root) == 0:
+        if not self.scene:
             raise ValueError(f"{self.name!r} is not a scene of free bodies beside a fixed tree")
         name = None
         if base is not None:
@@ -362,6 +362,13 @@ class Robot(nn.Module):
     def floating(self) -> bool:
         """Whether base poses are part of ``q`` (see :mod:`torchik.geometry.floating`)."""
         return bool(self._bases)
+
+    @property
+    def scene(self) -> bool:
+        """Whether this robot is a scene: free bodies (floating joints from the root) beside a
+        fixed tree, as a MuJoCo scene loads; :meth:`scene_body` takes one body of it. A
+        floating robot (its base carries everything) is not one."""
+        return bool(self._bases) and self.base_of(self.root) is None
 
     @property
     def floating_bases(self) -> int:
