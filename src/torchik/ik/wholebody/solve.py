@@ -483,17 +483,14 @@ def solve_wholebody(
             robot, targets, weights, active, rest, posture, position_only,
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
-        body = _one_body(problem, loop)
-        if body is not None:  # a scene's body that carries the targets, compiled on its own
-            part, kept = body
-            part_q0 = None if q0 is None else q0[:, kept]
-            result = _solve_rows(part, k, part_q0, iters, loop, seed_pool, generator, restarts,
-                                 posture_iters)  # fmt: skip
+        body = _one_body(problem, loop)  # a scene's body that carries the targets, or None
+        part, kept = (problem, None) if body is None else body
+        seeds_of_part = q0 if kept is None or q0 is None else q0[:, kept]
+        result = _solve_rows(part, k, seeds_of_part, iters, loop, seed_pool, generator, restarts,
+                             posture_iters)  # fmt: skip
+        if kept is not None:  # back to the scene's q, the other bodies where they were held
             held = problem.rest.view(*result.q.shape[:-1], robot.dof)
             result = cast(WholeBodyResult, result.in_scene(robot, kept, held))
-        else:
-            result = _solve_rows(problem, k, q0, iters, loop, seed_pool, generator, restarts,
-                                 posture_iters)  # fmt: skip
         return _reshape(result, batch)
 
 
