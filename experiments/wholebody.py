@@ -41,6 +41,7 @@ __all__ = [
     "PATH_RETRY",
     "PATH_STEPS",
     "arm_joints",
+    "beside_a_free_box",
     "floating_g1",
     "path_configurations",
     "quaternion_g1",
@@ -254,14 +255,19 @@ def quaternion_g1() -> Robot:
     return Robot.from_urdf(bundled_urdf("g1"), dtype=torch.float64, floating_base=True)
 
 
-def scene_g1() -> Robot:
-    """The G1 (pelvis fixed) beside a free box, float64: a scene as the MJCF reader builds one
-    (a floating joint from the root beside the robot's joints; ``q`` starts with the box's 7
-    coordinates), made from the G1's description without mujoco."""
-    model = Robot.from_urdf(bundled_urdf("g1")).model
+def beside_a_free_box(robot: Robot) -> Robot:
+    """``robot`` (a fixed base) beside a free box, in its dtype: a scene as the MJCF reader
+    builds one (a floating joint from the root beside the robot's joints; ``q`` starts with
+    the box's 7 coordinates), made from the robot's description without mujoco."""
+    model = robot.model
     box = Joint("box_free", "floating", model.root, "box", origin=Origin((0.6, 0.0, 0.0)))
     scene = replace(model, links=(model.root, "box", *model.links[1:]), joints=(box, *model.joints))
-    return Robot(scene, dtype=torch.float64)
+    return Robot(scene, dtype=robot.dtype)
+
+
+def scene_g1() -> Robot:
+    """The G1 (pelvis fixed) beside a free box, float64 (:func:`beside_a_free_box`)."""
+    return beside_a_free_box(Robot.from_urdf(bundled_urdf("g1"), dtype=torch.float64))
 
 
 def run_quaternion(n: int, num_seeds: int) -> dict[str, Any]:

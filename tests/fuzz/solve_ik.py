@@ -18,14 +18,13 @@ import random
 import time
 from collections import Counter
 from collections.abc import Callable
-from dataclasses import replace
 from functools import cache
 from typing import Any
 
 import torch
 
 import torchik
-from torchik.description import Joint, Origin
+from experiments.wholebody import beside_a_free_box
 from torchik.ik import solve_ik
 
 F64 = torch.float64
@@ -41,12 +40,7 @@ def _problem(scene: bool = False):
     robot = torchik.load_robot("panda", dtype=F64)
     q = robot.random_configuration(2, torch.Generator().manual_seed(0))
     target = robot.forward_kinematics(q, "panda_hand")
-    if scene:
-        box = Joint("box_free", "floating", robot.root, "box", origin=Origin((0.6, 0.0, 0.0)))
-        model = replace(robot.model, links=(robot.root, "box", *robot.model.links[1:]),
-                        joints=(box, *robot.model.joints))  # fmt: skip
-        robot = torchik.Robot(model, dtype=F64)
-    return robot, target
+    return beside_a_free_box(robot) if scene else robot, target
 
 
 def _tensors(rng: random.Random, dof: int = 7) -> list:
