@@ -81,7 +81,7 @@ def seeds_near(
     warm-started with a posture :func:`away_from_limits`, a failed call retried once from 8
     such seeds (``scale=0.5``), the answer the successful slot nearest the previous one
     (:meth:`~torchik.ik.IKResult.nearest`): the G1's hands 100 % solved (97.1 % without the
-    retry), the largest joint step 0.68 rad (``restarts=True``: 5.5 rad).
+    retry), the largest joint step 0.77 rad (``restarts=True``: 4.7-5.5 rad).
 
     Args:
         robot: the robot.
