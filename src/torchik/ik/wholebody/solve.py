@@ -519,13 +519,14 @@ def _one_body(problem: WholeBodyProblem, loop: str) -> tuple[WholeBodyProblem, T
 
 
 def _compiled_body(solver: WholeBodyLM, robot: Robot, base: int | None):
-    """``robot.scene_body(base)`` (``(robot, kept coordinates)``) where the CPU's compiled loop
-    takes that body and not the whole ``robot`` (a scene); else ``None``."""
-    if not robot.floating_bases or robot.learnable or solver.compiles_on(robot):
+    """``robot.scene_body(base)`` (``(robot, kept coordinates)``) where ``robot`` is a scene
+    (which the CPU's compiled loop never takes whole) and the compiled loop takes that body;
+    else ``None``."""
+    if not robot.scene or robot.learnable:
         return None
     try:
         part, kept = robot.scene_body(base)
-    except ValueError:  # not a scene, or a joint that mimics one of another body
+    except ValueError:  # a joint that mimics one of another body
         return None
     return (part, kept) if solver.compiles_on(part) else None
 
