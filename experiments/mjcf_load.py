@@ -272,7 +272,7 @@ def _scene_bodies(robot: Any, q: Any) -> dict[str, Any]:
         with torch.no_grad():
             error = part.forward_kinematics(q[:, kept], links) - robot.forward_kinematics(q, links)
         worst, count = max(worst, float(error.abs().max())), count + 1
-        if part.dof - 7 * part.floating_bases > 0:  # a body with joints of its own
+        if part.n_joints > 0:  # a body with joints of its own
             solved, asked = solved + _scene_ik(robot, part, kept), asked + SCENE_IK_TARGETS
     return {"scene_bodies": count, "body_error": worst, "scene_ik": [solved, asked]}
 

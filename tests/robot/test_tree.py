@@ -94,6 +94,8 @@ def test_a_scene_body_is_a_robot_with_the_scenes_coordinates_and_limits():
 
     scene = Robot(_scene(), dtype=torch.float64)
     assert scene.floating_bases == 2 and scene.dof == 16  # 2 x 7, the hinge, the post
+    assert scene.n_joints == 2  # after the bases' 14: the hinge, the post
+    assert [scene.scene_body(b)[0].n_joints for b in (None, 0, 1)] == [1, 1, 0]
     assert scene.scene and not scene.scene_body(0)[0].scene and not scene.scene_body(None)[0].scene
     q = scene.random_configuration(6, torch.Generator().manual_seed(0))
     floating = [*scene.joint_names[:7], "hinge"]

@@ -52,7 +52,7 @@ def _bodies_text(robot) -> str:
         except ValueError:  # a joint that mimics one of another body
             parts.append(f"{name} (a joint mimics another body's)")
             continue
-        joints = body.dof - 7 * body.floating_bases
+        joints = body.n_joints
         parts.append(f"{name} ({joints} joint{'s' if joints != 1 else ''})")
     return (f"bodies    {len(parts)}: {', '.join(parts)}; IK moves the body that carries its "
             "targets, the others stay where the file puts them")  # fmt: skip

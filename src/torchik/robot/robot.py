@@ -359,6 +359,13 @@ class Robot(nn.Module):
         return self.dof - len(self._bases)
 
     @property
+    def n_joints(self) -> int:
+        """The joint coordinates of ``q``, after the floating bases' ``7 K``: ``dof - 7 K``
+        (``dof`` on a fixed base; 0 for a free body alone). ``q[..., -n_joints:]`` are the
+        joints (with ``n_joints`` > 0)."""
+        return self._n_joints
+
+    @property
     def floating(self) -> bool:
         """Whether base poses are part of ``q`` (see :mod:`torchik.geometry.floating`)."""
         return bool(self._bases)
