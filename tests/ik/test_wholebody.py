@@ -735,15 +735,19 @@ def _hand_built_scene(carried: bool):
     return robot(box, *body), robot(*body)
 
 
+@pytest.mark.parametrize("backend", ["auto", "reference"])
 @pytest.mark.parametrize("carried", [False, True], ids=["fixed arm", "free torso"])
-def test_a_scene_is_solved_as_the_body_that_carries_the_targets(carried, monkeypatch):
-    """A scene's solve runs the CPU's compiled loop on the body that carries the targets
-    (``Robot.scene_body``; the scene itself ran PyTorch operations, 8-12 times slower): the
-    same answers bit for bit as that body loaded alone, the box held at its rest pose (or
-    at a rest per target), with random seeds, given seeds and a posture."""
+def test_a_scene_is_solved_as_the_body_that_carries_the_targets(carried, backend, monkeypatch):
+    """A scene's solve runs on the body that carries the targets (``Robot.scene_body``), on
+    the CPU's compiled loop (the scene itself ran PyTorch operations, 8-12 times slower) and
+    where PyTorch operations step it (the reference backend here, CUDA beyond the CPU's
+    route: fewer coordinates, the held bodies without boxes): the same answers bit for bit
+    as that body loaded alone, the box held at its rest pose (or at a rest per target), with
+    random seeds, given seeds and a posture."""
     from torchik.kinematics import native
 
     scene, alone = _hand_built_scene(carried)
+    scene.backend = alone.backend = backend
     assert scene.floating_bases == 2 - (not carried) and alone.floating_bases == carried
     g = torch.Generator().manual_seed(3)
     q = scene.random_configuration(12, g)
@@ -763,7 +767,8 @@ def test_a_scene_is_solved_as_the_body_that_carries_the_targets(carried, monkeyp
         assert torch.equal(out[0].success, out[1].success)
         assert torch.equal(out[0].q[..., :7], scene.neutral()[:7].expand_as(out[0].q[..., :7]))
         assert torch.equal(out[0].continuous, scene.continuous)
-    assert calls and all(shape[-1] == alone.dof for shape in calls)  # the body's, compiled
+    assert all(shape[-1] == alone.dof for shape in calls)  # the body's, compiled
+    assert bool(calls) == (backend == "auto")
     rest = scene.neutral().expand(12, -1).clone()
     rest[:, 0] = torch.arange(12, dtype=rest.dtype)  # the box held somewhere else per target
     held = solve_wholebody(scene, targets, rest=rest, generator=g)

@@ -22,8 +22,9 @@ the projection normalises the quaternion, and the posture acts on the joints onl
 (:mod:`torchik.ik.wholebody.seeds`). In a MuJoCo scene with several free bodies, the one that
 carries the target links moves (whichever base it is in ``q``) and the others stay at their
 rest pose (where the file puts them, by default): an object beside a robot, a floating robot
-among objects. On the CPU such a scene is solved as that body alone (:meth:`Robot.scene_body`),
-which the compiled loop takes.
+among objects. Such a scene is solved as that body alone (:meth:`Robot.scene_body`), which
+the CPU's compiled loop takes, and elsewhere with fewer coordinates and no boxes for the held
+bodies.
 
 On the CPU the loop runs as compiled code, :func:`torchik.kinematics.native.lm_loop` (this
 module's step, held joints, posture and floating base included; see
@@ -483,7 +484,7 @@ def solve_wholebody(
             robot, targets, weights, active, rest, posture, position_only,
             seeds, num_seeds, tol_position, tol_rotation, lower, upper,
         )  # fmt: skip
-        body = _one_body(problem, loop)  # a scene's body that carries the targets, or None
+        body = _one_body(problem)  # a scene's body that carries the targets, or None
         part, kept = (problem, None) if body is None else body
         seeds_of_part = q0 if kept is None or q0 is None else q0[:, kept]
         result = _solve_rows(part, k, seeds_of_part, iters, loop, seed_pool, generator, restarts,
@@ -494,17 +495,19 @@ def solve_wholebody(
         return _reshape(result, batch)
 
 
-def _one_body(problem: WholeBodyProblem, loop: str) -> tuple[WholeBodyProblem, Tensor] | None:
+def _one_body(problem: WholeBodyProblem) -> tuple[WholeBodyProblem, Tensor] | None:
     """A scene's problem as that of the one body that carries every target
     (:meth:`Robot.scene_body`: the moving free body, or the fixed tree), the other free bodies
-    held where they are: ``(that robot's problem, the coordinates of q it keeps)`` where the
-    CPU's compiled loop takes that robot and not the scene (which PyTorch operations solve: the
-    G1 beside a free box, 1 000 hand poses in 1.3-1.4 s against 0.11 s); else ``None``."""
+    held where they are: ``(that robot's problem, the coordinates of q it keeps)``; ``None``
+    where the robot is not a scene (or a joint mimics one of another body). Whatever the loop
+    and device: the CPU's compiled loop takes that body and not the scene (the G1 beside a
+    free box, 1 000 hand poses in 0.11 s against 1.3-1.4 s of PyTorch operations), and other
+    loops step fewer coordinates without the held bodies' boxes."""
     robot = problem.robot
     base = problem.moving_bases[0] if problem.moving_bases else None
     if any(robot.base_of(t.link) != base for t in problem.targets):
         return None
-    body = _compiled_body(_made(MAX_ITERS, loop), robot, base)
+    body = _scene_part(robot, base)
     if body is None:
         return None
     part, kept = body
@@ -518,17 +521,15 @@ def _one_body(problem: WholeBodyProblem, loop: str) -> tuple[WholeBodyProblem, T
                    coordinates=coordinates, columns=_columns(part, active)), kept  # fmt: skip
 
 
-def _compiled_body(solver: WholeBodyLM, robot: Robot, base: int | None):
+def _scene_part(robot: Robot, base: int | None) -> tuple[Robot, Tensor] | None:
     """``robot.scene_body(base)`` (``(robot, kept coordinates)``) where ``robot`` is a scene
-    (which the CPU's compiled loop never takes whole) and the compiled loop takes that body;
-    else ``None``."""
+    (without learnable origins, which its bodies would not share); else ``None``."""
     if not robot.scene or robot.learnable:
         return None
     try:
-        part, kept = robot.scene_body(base)
+        return robot.scene_body(base)
     except ValueError:  # a joint that mimics one of another body
         return None
-    return (part, kept) if solver.compiles_on(part) else None
 
 
 def _solve_rows(problem: WholeBodyProblem, k: int, q0: Tensor | None, iters: int, loop: str,
@@ -611,7 +612,8 @@ def _on_host(robot, targets, seeds, num_seeds, generator, max_iters: int, loop: 
         (base,) = {twin.base_of(link) for link in targets}
     except ValueError:
         return False
-    return _compiled_body(solver, twin, base) is not None
+    body = _scene_part(twin, base)  # the CPU's compiled loop never takes a scene whole
+    return body is not None and solver.compiles_on(body[0])
 
 
 def _problem(robot, targets, weights, active, rest, posture, position_only, seeds, num_seeds,
