@@ -3,7 +3,8 @@
 Commands: ``info``, ``dataset``, ``train``, ``eval``, ``fit-sampler``, ``solve``, ``plot``,
 ``bench``, ``tune``, ``view``; run ``torchik COMMAND --help`` for each. A robot is a bundled
 name (``panda``, ``ur5``, ``digit_arm``, ``snake2``, ``snake4``, ``rail_arm``, ``g1``),
-``planar:L1,L2,...`` (a planar arm with those link lengths) or the path of a URDF file. Errors
+``planar:L1,L2,...`` (a planar arm with those link lengths) or the path of a URDF or an MJCF
+file (MJCF needs ``torchik[mjcf]``). Errors
 print one line on stderr and exit with status 1 (2 for malformed arguments); they never print a
 traceback. ``solve`` exits with 3
 when no solution is within tolerance; an interrupted command (Ctrl-C) exits with 130.
