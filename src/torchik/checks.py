@@ -49,13 +49,14 @@ MAX_LAYERS = 16
 
 
 def short_repr(value: Any) -> str:
-    """``repr(value)`` cut short (nested or long values from a crafted file stay one short line).
+    """``repr(value)`` cut short (nested or long values from a crafted file stay one short line;
+    a tensor's rows too).
 
     Example:
         >>> short_repr(list(range(100)))
         '[0, 1, 2, 3, 4, 5, ...]'
     """
-    return reprlib.repr(value)
+    return reprlib.repr(value).replace("\n", " ")
 
 
 def check_int(name: str, value: Any, minimum: int = 0, maximum: int | None = None) -> int:

@@ -4,8 +4,10 @@ Each call takes one public function or method and replaces one or two of its arg
 values from pools of bad and edge values (negative, zero, NaN, infinite, huge, 1e300, wrong
 types, a seed where a generator belongs, tensors of wrong shapes, dtypes or on the meta
 device) on top of a valid call: ``random_configuration``, ``with_limits``, ``difference``,
-``integrate``, ``forward_kinematics``, ``link_positions``, ``make_dataset``, a model's
-``sample`` and ``log_prob``, ``TrainConfig``, ``TuneConfig`` and ``load_robot``. Passing: a
+``integrate``, ``forward_kinematics``, ``link_positions``, ``jacobian``, ``chain``,
+``make_dataset``, a model's ``sample`` and ``log_prob``, ``TrainConfig``, ``TuneConfig``,
+``load_robot``, an IK result's ``top``, ``nearest`` and ``distinct``, ``seeds_near`` and
+``away_from_limits``. Passing: a
 result, or a one-line ValueError or TypeError, in under a second. Anything else (torch's
 RuntimeError, an AttributeError, a multi-line message) is a finding.
 
@@ -50,6 +52,15 @@ def _model():
     return model.eval(), data
 
 
+@cache
+def _result():
+    import torchik
+
+    robot = _robot()
+    targets = robot.forward_kinematics(robot.random_configuration(2), "panda_hand")
+    return torchik.solve_ik(robot, targets, "panda_hand", num_seeds=3, early_stop=False)
+
+
 def _tensors(rng: random.Random, size: int) -> list:
     shapes = [(size,), (2, size), (size - 1,), (2, size + 1), (0, size), (3, 2, size), ()]
     values: list[Any] = [torch.zeros(s) for s in shapes]
@@ -60,13 +71,15 @@ def _tensors(rng: random.Random, size: int) -> list:
 
 def _calls(rng: random.Random) -> dict[str, tuple[Callable, dict, dict]]:
     """name: (function, valid keyword arguments, pools of bad ones)."""
+    from torchik.ik.wholebody import away_from_limits, seeds_near
     from torchik.learn import make_dataset
     from torchik.robot.robot import load_robot
     from torchik.train import TrainConfig
     from torchik.tune.study import TuneConfig
 
-    robot, (model, data) = _robot(), _model()
+    robot, (model, data), result = _robot(), _model(), _result()
     q, bounds = robot.random_configuration(2), [(a, b) for a in NUMBERS for b in NUMBERS]
+    links = ["nope", 3, "", ["x"], None, torch.zeros(2, 7)]
     return {
         "random_configuration": (robot.random_configuration, {"n": 2, "generator": None},
                                  {"n": NUMBERS + KINDS, "generator": NUMBERS + KINDS}),
@@ -83,6 +96,20 @@ def _calls(rng: random.Random) -> dict[str, tuple[Callable, dict, dict]]:
                                                                 ("panda_hand", "nope")]}),
         "link_positions": (robot.link_positions, {"q": q, "link": "panda_hand"},
                            {"q": _tensors(rng, 7), "link": ["nope", 3, None, []]}),
+        "jacobian": (robot.jacobian, {"q": q, "link": "panda_hand"},
+                     {"q": _tensors(rng, 7), "link": links}),
+        "chain": (robot.chain, {"base": "panda_link2", "link": "panda_hand"},
+                  {"base": links + ["panda_hand", "panda_link0", "panda_link1", "panda_link3"],
+                   "link": links + ["panda_link0", "panda_link5", "panda_link7", "panda_hand"]}),
+        "IKResult.top": (result.top, {"k": 2}, {"k": NUMBERS + KINDS}),
+        "IKResult.nearest": (result.nearest, {"q": q}, {"q": _tensors(rng, 7) + KINDS}),
+        "IKResult.distinct": (result.distinct, {"min_distance": 0.1},
+                              {"min_distance": NUMBERS + KINDS}),
+        "seeds_near": (lambda **kw: seeds_near(robot, **kw), {"q": q[0], "n": 2},
+                       {"q": _tensors(rng, 7), "n": NUMBERS + KINDS,
+                        "scale": NUMBERS + KINDS, "generator": NUMBERS + KINDS}),
+        "away_from_limits": (lambda **kw: away_from_limits(robot, **kw), {"q": q},
+                             {"q": _tensors(rng, 7) + KINDS, "margin": NUMBERS + KINDS}),
         "make_dataset": (lambda **kw: make_dataset(robot, **kw), {"n": 4},
                          {"n": NUMBERS + KINDS, "sampler": ["normal", "nope", 3],
                           "std": NUMBERS + KINDS + [[0.1] * 3], "targets": ["pose", "x", None],

@@ -6,6 +6,7 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
+import pytest
 import torch
 
 from torchik.ik import IKResult
@@ -67,3 +68,34 @@ def test_in_scene_puts_a_bodys_answer_back_into_the_scenes_coordinates():
     assert torch.equal(whole.continuous, scene.continuous)
     assert whole.position_errors is body.position_errors
     assert torch.equal(whole.success, body.success)
+    for kept_, match in ((torch.tensor([0, 2, 3]), r"\(4,\) indices"),
+                         (torch.tensor([0, 2, 3, 6]), r"\(4,\) indices"),
+                         (torch.tensor([0, 2, 2, 5]), "twice")):  # fmt: skip
+        with pytest.raises(ValueError, match=match):
+            body.in_scene(scene, kept_, held)
+    with pytest.raises(TypeError, match="kept must be an int64 tensor, got a torch.float32"):
+        body.in_scene(scene, kept.float(), held)
+    with pytest.raises(ValueError, match=r"held must be \(\.\.\., 6\)"):
+        body.in_scene(scene, kept, held[:5])
+
+
+def test_top_nearest_and_distinct_refuse_bad_arguments_in_one_line():
+    """What a user passes to a result's methods is checked: a number of slots, a
+    configuration of the result's size and batch, a distance."""
+    result = IKResult(**_fields(dof=4))
+    assert result.top(10).q.shape == (2, 3, 4)  # at most K
+    for k, error in ((0, ValueError), (-1, ValueError), (1.5, TypeError), (True, TypeError)):
+        with pytest.raises(error, match="k must be"):
+            result.top(k)
+    q = torch.zeros(4, dtype=torch.float64)
+    assert result.nearest(q).q.shape == result.nearest(q.expand(2, 4)).q.shape == (2, 1, 4)
+    for bad, error, match in (([0.0] * 4, TypeError, "q must be a floating-point tensor"),
+                              (q.long(), TypeError, "got a torch.int64 tensor"),
+                              (q[:3], ValueError, r"\(\.\.\., 4\) for targets of batch"),
+                              (q.expand(3, 4), ValueError, r"got \(3, 4\)"),
+                              (q.to("meta"), ValueError, "meta device")):  # fmt: skip
+        with pytest.raises(error, match=match):
+            result.nearest(bad)
+    for distance, error in ((-0.1, ValueError), (math.nan, ValueError), ("0.1", TypeError)):
+        with pytest.raises(error, match="min_distance"):
+            result.distinct(distance)

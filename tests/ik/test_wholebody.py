@@ -833,6 +833,10 @@ def test_seeds_near_scatter_around_q_within_the_limits():
             seeds_near(panda, **{"q": q, **bad})
     with pytest.raises(TypeError, match="generator"):
         seeds_near(panda, q, generator=3)
+    with pytest.raises(ValueError, match="n must be <= 65536"):
+        seeds_near(panda, q, n=2**63)  # refused before torch is asked for that many
+    with pytest.raises(TypeError, match="q must be a floating-point tensor, got a torch.int64"):
+        seeds_near(panda, q.long())
 
 
 def test_nearest_keeps_each_targets_successful_slot_nearest_q():

@@ -114,6 +114,9 @@ def test_a_scene_body_is_a_robot_with_the_scenes_coordinates_and_limits():
     assert float(narrow.scene_body(0)[0].upper[-1]) == pytest.approx(0.2)
     with pytest.raises(ValueError, match="no base 2"):
         scene.scene_body(2)
+    for k in (True, 1.0, torch.tensor([[0], [1]])):  # not an index: one line, a tensor's too
+        with pytest.raises(ValueError, match=r"^'\w+' has 2 floating bases, no base [^\n]+$"):
+            scene.base_link(k)
     table = Joint("table", "fixed", "world", "table")
     objects = Robot(_model(table, *_scene().joints[4:]), dtype=torch.float64)  # no moving joint
     part, kept = objects.scene_body(None)  # beside the free object (its index raised)

@@ -10,6 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torchik.checks import check_float, check_int, short_repr
 from torchik.geometry.joints import joint_distance
 
 __all__ = ["IKResult"]
@@ -115,8 +116,13 @@ class IKResult:
         normalised by the tolerances).
 
         Returns:
-            An :class:`IKResult` with ``K = k``.
+            An :class:`IKResult` with ``K = min(k, K)``.
+
+        Raises:
+            ValueError: ``k < 1``.
+            TypeError: ``k`` not an int.
         """
+        check_int("k", k, 1)
         return self._take(self._order()[..., :k])
 
     def nearest(self, q: Tensor) -> IKResult:
@@ -129,7 +135,13 @@ class IKResult:
 
         Returns:
             An :class:`IKResult` with ``K = 1``.
+
+        Raises:
+            ValueError: ``q`` of another size than ``dof``, of a batch shape that does not
+                broadcast to the targets', or on the meta device.
+            TypeError: ``q`` not a floating-point tensor.
         """
+        self._check_configuration("q", q)
         distance = joint_distance(self.q, q.to(self.q)[..., None, :], self.continuous)
         distance = distance.masked_fill(~self.success, math.inf)
         index = torch.where(self.success.any(-1), distance.argmin(-1), self._order()[..., 0])
@@ -146,10 +158,45 @@ class IKResult:
 
         Returns:
             The same result (of the same class) with ``q (..., K, nq)``.
+
+        Raises:
+            ValueError: ``kept`` not ``(nq',)`` distinct indices of the scene's ``q`` (its
+                values read on the CPU only), or ``held`` not broadcastable to
+                ``(..., K, nq)``.
+            TypeError: ``kept`` not an int64 tensor, ``held`` not a floating-point tensor.
         """
+        dof, own = scene.dof, self.q.shape[-1]
+        if not isinstance(kept, Tensor) or kept.dtype != torch.long:
+            raise TypeError(f"kept must be an int64 tensor, got {_kind(kept)}")
+        values = kept.tolist() if kept.device.type == "cpu" else []  # no wait on a device
+        if kept.shape != (own,) or not all(0 <= i < dof for i in values):
+            raise ValueError(f"kept must be ({own},) indices of the scene's {dof} coordinates, "
+                             f"got {short_repr(kept)}")  # fmt: skip
+        if len(set(values)) != len(values):
+            raise ValueError(f"kept names a coordinate twice: {short_repr(kept)}")
+        self._check_configuration("held", held, dof, 2)
         q = held.to(self.q).expand(*self.q.shape[:-1], scene.dof).clone()
         q[..., kept] = self.q
         return replace(self, q=q, continuous=scene.continuous)
+
+    def _check_configuration(self, name: str, q: Any, dof: int | None = None,
+                             slots: int = 1) -> None:  # fmt: skip
+        """``q (..., dof)`` (``dof``: this result's by default) a floating-point tensor with
+        values whose batch shape broadcasts to the targets' (with their ``K`` slots where
+        ``slots`` is 2), or one line saying what it is not."""
+        dof = self.q.shape[-1] if dof is None else dof
+        if not isinstance(q, Tensor) or not q.is_floating_point():
+            raise TypeError(f"{name} must be a floating-point tensor, got {_kind(q)}")
+        if q.device.type == "meta":
+            raise ValueError(f"{name} is on the meta device: it has a shape but no values")
+        batch = self.q.shape[: self.q.dim() - 2 + slots - 1]
+        try:
+            fits = q.shape[-1:] == (dof,) and torch.broadcast_shapes(q.shape[:-1], batch) == batch
+        except RuntimeError:
+            fits = False
+        if not fits:
+            raise ValueError(f"{name} must be (..., {dof}) for targets of batch shape "
+                             f"{tuple(batch)}, got {tuple(q.shape)}")  # fmt: skip
 
     def _take(self, index: Tensor) -> IKResult:
         def take(x: Tensor) -> Tensor:
@@ -180,7 +227,12 @@ class IKResult:
             ``q (..., K, dof)`` with the kept solutions first (the rest are repeats of slots that
             were not kept and must be ignored) and ``mask (..., K)`` marking the kept ones;
             ``mask.sum(-1)`` is the number of distinct solutions per target.
+
+        Raises:
+            ValueError: ``min_distance`` negative or not finite.
+            TypeError: ``min_distance`` not a real number.
         """
+        check_float("min_distance", min_distance, 0.0)
         order = self._order()  # gathers, as _take's (take_along_dim adds kernels)
         q = _rows(self.q, order)
         ok = self.success.gather(-1, order)
@@ -207,3 +259,8 @@ def _greedy_distinct(ok: Tensor, close: Tensor) -> Tensor:
 def _rows(q: Tensor, index: Tensor) -> Tensor:
     """``q (..., K, D)``'s slots in the order ``index (..., K')``: ``(..., K', D)``."""
     return q.gather(-2, index[..., None].expand(*index.shape, q.shape[-1]))
+
+
+def _kind(value: Any) -> str:
+    """What ``value`` is, for a refusal: a tensor's dtype, else its type's name."""
+    return f"a {value.dtype} tensor" if isinstance(value, Tensor) else type(value).__name__

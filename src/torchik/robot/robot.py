@@ -10,6 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import short_repr
 from torchik.description.mjcf import is_mjcf, parse_mjcf
 from torchik.description.reading import MAX_URDF_BYTES, looks_like_xml
 from torchik.description.urdf import URDFModel, parse_urdf
@@ -390,8 +391,9 @@ class Robot(nn.Module):
         Raises:
             ValueError: ``k`` is not the index of a floating base.
         """
-        if not isinstance(k, int) or not 0 <= k < len(self._bases):
-            raise ValueError(f"{self.name!r} has {len(self._bases)} floating bases, no base {k!r}")
+        if isinstance(k, bool) or not isinstance(k, int) or not 0 <= k < len(self._bases):
+            raise ValueError(f"{self.name!r} has {len(self._bases)} floating bases, no base "
+                             f"{short_repr(k)}")  # fmt: skip
         return self._bases[k].child
 
     def base_of(self, link: str) -> int | None:
@@ -545,10 +547,18 @@ class Robot(nn.Module):
         return robot_config.check_q(self, q)
 
     def link_index(self, link: str) -> int:
-        """Index of ``link`` in ``link_names``; a clear error for unknown names."""
+        """Index of ``link`` in ``link_names``; a clear error for unknown names.
+
+        Raises:
+            ValueError: an unknown name (the message lists the links).
+            TypeError: ``link`` not a str.
+        """
+        if not isinstance(link, str):
+            raise TypeError(f"a link is named by a str, got {type(link).__name__} "
+                            f"{short_repr(link)}")  # fmt: skip
         try:
             return self._link_index[link]
-        except (KeyError, TypeError):
+        except KeyError:
             raise ValueError(
                 f"unknown link {link!r}; the links of '{self.name}' are {list(self.link_names)}"
             ) from None

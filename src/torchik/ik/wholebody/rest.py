@@ -9,6 +9,7 @@ from torch import Tensor
 
 from torchik.checks import check_float, check_generator, check_int
 from torchik.ik.base import JointLimits
+from torchik.ik.inputs import MAX_SEEDS
 from torchik.robot.robot import Robot
 
 __all__ = ["away_from_limits", "seeds_near"]
@@ -94,7 +95,8 @@ def seeds_near(
         ``(n, nq)``, the dtype and device of ``q``.
 
     Raises:
-        ValueError: ``q`` not ``(nq,)``, ``n < 1`` or ``scale`` not positive.
+        ValueError: ``q`` not ``(nq,)``, ``n`` not in ``[1, MAX_SEEDS]``
+            (:data:`~torchik.ik.inputs.MAX_SEEDS`) or ``scale`` not positive.
         TypeError: an argument of the wrong kind.
 
     Example:
@@ -105,12 +107,15 @@ def seeds_near(
         >>> seeds.shape, bool(((seeds >= robot.lower) & (seeds <= robot.upper)).all())
         (torch.Size([4, 7]), True)
     """
-    check_int("n", n, 1)
+    check_int("n", n, 1, MAX_SEEDS)
     scale = check_float("scale", scale, positive=True)
     check_generator("generator", generator)
-    if not isinstance(q, Tensor) or q.shape != (robot.dof,):
-        got = tuple(q.shape) if isinstance(q, Tensor) else type(q).__name__
-        raise ValueError(f"q must be a ({robot.dof},) tensor, got {got}")
+    if not isinstance(q, Tensor) or not q.is_floating_point():
+        got = f"a {q.dtype} tensor" if isinstance(q, Tensor) else type(q).__name__
+        raise TypeError(f"q must be a floating-point tensor, got {got}")
+    if q.shape != (robot.dof,) or q.device.type == "meta":
+        raise ValueError(f"q must be a ({robot.dof},) tensor with values, got {tuple(q.shape)} "
+                         f"on {q.device}")  # fmt: skip
     device = generator.device if generator is not None else q.device
     step = scale * torch.randn(n, robot.nv, generator=generator, dtype=q.dtype, device=device)
     step[:, : 6 * robot.floating_bases] = 0.0  # the bases stay where q has them
