@@ -610,7 +610,7 @@ def _on_host(robot, targets, seeds, num_seeds, generator, max_iters: int, loop: 
         return True
     try:  # a scene: the body that carries the targets (one, else the checks say why)
         (base,) = {twin.base_of(link) for link in targets}
-    except ValueError:
+    except (ValueError, TypeError):  # two bodies, an unknown link, a name not a str
         return False
     body = _scene_part(twin, base)  # the CPU's compiled loop never takes a scene whole
     return body is not None and solver.compiles_on(body[0])
