@@ -15,6 +15,7 @@ from torchik.checks import (
     check_float,
     check_generator,
     check_int,
+    check_tensor,
     check_threads,
     intra_op_threads,
 )
@@ -119,3 +120,23 @@ def test_check_generator():
     for bad in (5, "seed", 1.5, torch.tensor(1)):
         with pytest.raises(TypeError, match="generator must be a torch.Generator or None, got"):
             check_generator("generator", bad)
+
+
+def test_check_tensor_names_the_argument_in_one_line():
+    q = torch.zeros(2, 3, 7)
+    assert check_tensor("q", q, (7,)) is q and check_tensor("q", q, (None, 7), min_dims=3) is q
+    mask = torch.zeros(7, dtype=torch.bool)
+    assert check_tensor("continuous", mask, (7,), dtype=torch.bool) is mask
+    cases = [
+        (([0.0] * 7, (7,)), {}, TypeError, r"^q must be a torch.Tensor, got list \[0.0, "),
+        ((q.long(), (7,)), {}, TypeError, "^q must be a floating-point tensor, got torch.int64$"),
+        ((q, (7,)), {"dtype": torch.bool}, TypeError, "^q must be a torch.bool tensor"),
+        ((q.to("meta"), (7,)), {}, ValueError, "meta device"),
+        ((q, (6,)), {}, ValueError, r"^q must have shape \(\.\.\., 6\), got \(2, 3, 7\)$"),
+        ((q, (2, None)), {}, ValueError, r"\(\.\.\., 2, \*\)"),
+        ((q[0], ()), {"min_dims": 3}, ValueError, r"\(\.\.\.\) and 3 dimensions at least"),
+        ((torch.zeros(()), (7,)), {}, ValueError, r"got \(\)$"),
+    ]
+    for args, kwargs, error, match in cases:
+        with pytest.raises(error, match=match):
+            check_tensor("q", *args, **kwargs)

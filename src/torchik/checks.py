@@ -36,6 +36,7 @@ __all__ = [
     "check_float",
     "check_generator",
     "check_int",
+    "check_tensor",
     "check_threads",
     "intra_op_threads",
     "short_repr",
@@ -234,3 +235,51 @@ def check_device(name: str, device: Any) -> torch.device:
     elif out.type not in ("cpu", "cuda", "mps"):
         raise ValueError(f"{name} {text!r} cannot run torchik (use cpu, cuda, cuda:N or mps)")
     return out
+
+
+def check_tensor(
+    name: str,
+    value: Any,
+    shape: tuple[int | None, ...] = (),
+    *,
+    min_dims: int = 0,
+    dtype: torch.dtype | None = None,
+) -> torch.Tensor:
+    """``value`` if it is a tensor with values (not on the meta device) whose last dimensions
+    are ``shape`` (``None``: any size), with at least ``min_dims`` dimensions, of ``dtype``
+    (``None``: any floating-point dtype). The one check of a tensor argument of a metric or an
+    entry point, before torch meets it (whose messages name no argument, or span lines).
+
+    Example:
+        >>> import torch
+        >>> check_tensor("q", torch.zeros(2, 7), (7,)).shape
+        torch.Size([2, 7])
+        >>> check_tensor("q", torch.zeros(2, 6), (7,))
+        Traceback (most recent call last):
+        ...
+        ValueError: q must have shape (..., 7), got (2, 6)
+
+    Raises:
+        TypeError: not a tensor, or of another dtype.
+        ValueError: on the meta device, or of another shape.
+    """
+    import torch
+
+    if not isinstance(value, torch.Tensor):
+        raise TypeError(f"{name} must be a torch.Tensor, got {type(value).__name__} "
+                        f"{short_repr(value)}")  # fmt: skip
+    if dtype is None and not value.is_floating_point():
+        raise TypeError(f"{name} must be a floating-point tensor, got {value.dtype}")
+    if dtype is not None and value.dtype != dtype:
+        raise TypeError(f"{name} must be a {dtype} tensor, got {value.dtype}")
+    if value.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device: it has a shape but no values")
+    dims = max(min_dims, len(shape))
+    if value.dim() < dims or not all(
+        w is None or w == g
+        for w, g in zip(shape, value.shape[value.dim() - len(shape) :], strict=True)
+    ):
+        sizes = ", ".join(["...", *("*" if w is None else str(w) for w in shape)])
+        least = f" and {dims} dimensions at least" if dims > len(shape) else ""
+        raise ValueError(f"{name} must have shape ({sizes}){least}, got {tuple(value.shape)}")
+    return value
