@@ -101,3 +101,80 @@ def test_best_of_n():
 def test_timed():
     result, seconds = m.timed(torch.ones, 3, repeat=3, warmup=1)
     assert result.shape == (3,) and 0.0 <= seconds < 1.0
+
+
+def test_metrics_refuse_bad_arguments_in_one_line(panda):
+    """What torch would meet with a message naming no argument (or an AttributeError for a
+    list) is refused first, naming the argument."""
+    q = panda.random_configuration(4, torch.Generator().manual_seed(0))
+    pose = panda.forward_kinematics(q, "panda_hand")
+    samples = q.view(2, 2, 7)
+    cases = [
+        (
+            lambda: m.position_error(panda, q.tolist(), pose[:, :3, 3], "panda_hand"),
+            TypeError,
+            r"^q must be a torch.Tensor, got list",
+        ),
+        (lambda: m.position_error(panda, q, pose[:2, None, :3, 3], "panda_hand"), None, None),
+        (
+            lambda: m.position_error(panda, q, pose[:2, :3, 3], "panda_hand"),
+            ValueError,
+            r"q's batch shape \(4,\) and target_pos's \(2,\) do not broadcast",
+        ),
+        (lambda: m.position_error(panda, q, pose[:, :3, 3], None), TypeError, "a link is named"),
+        (
+            lambda: m.position_error(panda, q, pose[:, :4, 3], "panda_hand"),
+            ValueError,
+            r"target_pos must have shape \(\.\.\., 3\) or \(\.\.\., 2\)",
+        ),
+        (
+            lambda: m.rotation_error(panda, q[:, :6], pose[:, :3, :3], "panda_hand"),
+            ValueError,
+            r"q must have shape \(\.\.\., 7\)",
+        ),
+        (
+            lambda: m.rotation_error(panda, q, pose[:, :3, :3].to("meta"), "panda_hand"),
+            ValueError,
+            "target_rot is on the meta device",
+        ),
+        (lambda: m.accuracy(None, 0.1), TypeError, "errors must be a torch.Tensor"),
+        (lambda: m.accuracy(q, math.nan), ValueError, "threshold"),
+        (
+            lambda: m.limit_violations(q, panda.lower[:3], panda.upper),
+            ValueError,
+            r"lower must have shape \(\.\.\., 7\)",
+        ),
+        (lambda: m.limit_violations(q, panda.lower, panda.upper, tol=-1.0), ValueError, "tol"),
+        (lambda: m.mean_pairwise_distance(q[0]), ValueError, "2 dimensions at least"),
+        (
+            lambda: m.mean_pairwise_distance(samples, panda.lower),
+            TypeError,
+            "continuous must be a torch.bool tensor",
+        ),
+        (lambda: m.best_of_n(torch.zeros(()), 1), ValueError, "1 dimensions at least"),
+        (lambda: m.best_of_n(torch.zeros(3), 1.5), TypeError, "n must be an int"),
+        (lambda: m.mmd(samples, samples, 3), TypeError, "bandwidths must be a non-empty tuple"),
+        (lambda: m.mmd(samples, samples, (-0.1,)), ValueError, "bandwidth"),
+        (lambda: m.mmd("x", samples), TypeError, "x must be a torch.Tensor"),
+        (
+            lambda: m.resimulation_error(lambda x: x[..., :3], samples, q[:3, :3]),
+            ValueError,
+            "do not broadcast",
+        ),
+        (
+            lambda: m.resimulation_error(lambda x: x[..., :3], samples, q[:2]),
+            ValueError,
+            r"targets must have shape \(\.\.\., 3\)",
+        ),
+        (lambda: m.convex_hull_area(torch.zeros(3, 3)), ValueError, r"\(\.\.\., \*, 2\)"),
+        (lambda: m.convex_hull_area(torch.zeros(5, 2), torch.tensor(1.0)), TypeError, "percentile"),
+        (lambda: m.convex_hull_area(torch.zeros(5, 2), 0.0), ValueError, "percentile"),
+    ]
+    for call, error, match in cases:
+        if error is None:
+            call()  # broadcasts
+            continue
+        with pytest.raises(error, match=match) as caught:
+            call()
+        assert "\n" not in str(caught.value)
+    assert m.convex_hull_area(torch.zeros(2, 0, 2)).tolist() == [0.0, 0.0]  # no points

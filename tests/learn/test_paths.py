@@ -275,3 +275,36 @@ def test_follow_path_names_the_models_that_follow_paths():
     targets = data.target[:3]
     with pytest.raises(TypeError, match=r"IKNet models do \(.*'digit_arm_iknet'.*'mlp' model does"):
         follow_path(MLP(data.spec, MLPConfig(depth=1, width=8)), targets, 2, 0.1)
+
+
+def test_path_metrics_refuse_bad_arguments_in_one_line():
+    """Paths and masks are checked before torch meets them (it said "where expected condition
+    to be a boolean tensor", "too many indices", or an AttributeError for a list)."""
+    robot = load_robot("panda", dtype=torch.float64)
+    paths = robot.random_configuration(12, torch.Generator().manual_seed(0)).view(2, 6, 7)
+    mask = robot.continuous
+    cases = [
+        (lambda: joint_jumps(paths, mask.double()), TypeError, "continuous must be a torch.bool"),
+        (lambda: joint_jumps(paths[0, 0], mask), ValueError, "2 dimensions at least"),
+        (lambda: joint_jumps(paths, mask[:3]), ValueError, r"continuous must have shape"),
+        (lambda: path_distance(paths, paths[:, :4], mask), ValueError, "do not broadcast"),
+        (lambda: path_distance(None, paths, mask), TypeError, "a must be a torch.Tensor"),
+        (lambda: count_distinct_paths(paths[0], mask), ValueError, "3 dimensions at least"),
+        (lambda: count_distinct_paths(paths, mask, -1.0), ValueError, "tol"),
+        (lambda: count_distinct_paths(paths.long(), mask), TypeError, "floating-point"),
+        (
+            lambda: sequential_ik_path(robot, paths[0, :0, :3], paths[0, 0]),
+            ValueError,
+            r"targets must be \(S, 3\) with S >= 1",
+        ),
+        (lambda: sequential_ik_path(robot, "x", paths[0, 0]), TypeError, "targets must be a"),
+    ]
+    for call, error, match in cases:
+        with pytest.raises(error, match=match) as caught:
+            call()
+        assert "\n" not in str(caught.value)
+    assert joint_jumps(paths, mask).shape == (2, 5, 7)
+    assert path_distance(paths, paths[:1], mask).tolist() == [
+        0.0,
+        path_distance(paths[1], paths[0], mask).item(),
+    ]

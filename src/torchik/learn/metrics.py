@@ -10,6 +10,7 @@ from typing import TYPE_CHECKING, Any, TypeVar, cast
 import torch
 from torch import Tensor
 
+from torchik.checks import check_float, check_int, check_tensor
 from torchik.geometry.joints import joint_difference
 from torchik.geometry.rotations import geodesic_distance
 
@@ -39,6 +40,25 @@ def _fk(robot: Robot, q: Tensor, link: str) -> Tensor:
     return robot.forward_kinematics(q.to(robot.device, robot.dtype), link)
 
 
+def _broadcast(names: tuple[str, str], a: Tensor, b: Tensor, tail: tuple[int, int]) -> None:
+    """The batch shapes of ``a`` and ``b`` (without their last ``tail`` dims) broadcast, or
+    one line naming them."""
+    shapes = a.shape[: a.dim() - tail[0]], b.shape[: b.dim() - tail[1]]
+    try:
+        torch.broadcast_shapes(*shapes)
+    except RuntimeError:
+        raise ValueError(f"{names[0]}'s batch shape {tuple(shapes[0])} and {names[1]}'s "
+                         f"{tuple(shapes[1])} do not broadcast") from None  # fmt: skip
+
+
+def _mask(name: str, mask: Tensor | None, size: int) -> None:
+    """``mask`` a ``(size,)`` bool tensor (or ``None``)."""
+    if mask is not None:
+        check_tensor(name, mask, (size,), dtype=torch.bool)
+        if mask.dim() != 1:
+            raise ValueError(f"{name} must have shape ({size},), got {tuple(mask.shape)}")
+
+
 def position_error(robot: Robot, q: Tensor, target_pos: Tensor, link: str) -> Tensor:
     """Distance between the origin of ``link`` at ``q`` and a target position.
 
@@ -52,7 +72,19 @@ def position_error(robot: Robot, q: Tensor, target_pos: Tensor, link: str) -> Te
 
     Returns:
         ``(...)`` distances in metres, in the robot's dtype.
+
+    Raises:
+        ValueError: shapes other than these, batch shapes that do not broadcast, an unknown
+            link.
+        TypeError: arguments not floating-point tensors, a link not named by a str.
     """
+    robot.link_index(link)  # one link, named
+    check_tensor("q", q, (robot.dof,))
+    check_tensor("target_pos", target_pos, (None,))
+    if target_pos.shape[-1] not in (2, 3):
+        raise ValueError(f"target_pos must have shape (..., 3) or (..., 2), got "
+                         f"{tuple(target_pos.shape)}")  # fmt: skip
+    _broadcast(("q", "target_pos"), q, target_pos, (1, 1))
     position = _fk(robot, q, link)[..., :3, 3]
     target = target_pos.to(position)
     return (position[..., : target.shape[-1]] - target).norm(dim=-1)
@@ -69,7 +101,16 @@ def rotation_error(robot: Robot, q: Tensor, target_rot: Tensor, link: str) -> Te
 
     Returns:
         ``(...)`` angles in ``[0, pi]`` radians.
+
+    Raises:
+        ValueError: shapes other than these, batch shapes that do not broadcast, an unknown
+            link.
+        TypeError: arguments not floating-point tensors, a link not named by a str.
     """
+    robot.link_index(link)  # one link, named
+    check_tensor("q", q, (robot.dof,))
+    check_tensor("target_rot", target_rot, (3, 3))
+    _broadcast(("q", "target_rot"), q, target_rot, (1, 2))
     rotmat = _fk(robot, q, link)[..., :3, :3]
     return geodesic_distance(rotmat, target_rot.to(rotmat))
 
@@ -81,6 +122,8 @@ def accuracy(errors: Tensor, threshold: float) -> float:
         >>> accuracy(torch.tensor([0.01, 0.2, 0.05]), 0.1)
         0.6666666666666666
     """
+    check_tensor("errors", errors)
+    threshold = check_float("threshold", threshold)
     if errors.numel() == 0:
         raise ValueError("accuracy of no errors is undefined")
     return (errors < threshold).double().mean().item()
@@ -97,7 +140,17 @@ def limit_violations(q: Tensor, lower: Tensor, upper: Tensor, tol: float = 0.0) 
     Returns:
         ``(...)`` int64 counts; ``(limit_violations(q, lo, hi) > 0).double().mean()`` is the
         fraction of configurations with any violation. NaN joints count as violations.
+
+    Raises:
+        ValueError: ``q`` not ``(..., D)`` with ``(D,)`` limits, ``tol`` negative.
+        TypeError: arguments not floating-point tensors, ``tol`` not a number.
     """
+    check_tensor("q", q, (None,))
+    for name, limit in (("lower", lower), ("upper", upper)):
+        check_tensor(name, limit, (q.shape[-1],))
+        if limit.dim() != 1:
+            raise ValueError(f"{name} must have shape ({q.shape[-1]},), got {tuple(limit.shape)}")
+    tol = check_float("tol", tol, 0.0)
     lower, upper = lower.to(q), upper.to(q)
     inside = (q >= lower - tol) & (q <= upper + tol)
     return (~inside).sum(dim=-1)
@@ -124,7 +177,13 @@ def mean_pairwise_distance(samples: Tensor, continuous: Tensor | None = None) ->
 
     Returns:
         ``(...)``; zero where ``n < 2``.
+
+    Raises:
+        ValueError: ``samples`` of fewer than 2 dimensions, ``continuous`` not ``(D,)``.
+        TypeError: ``samples`` not a floating-point tensor, ``continuous`` not bool.
     """
+    check_tensor("samples", samples, min_dims=2)
+    _mask("continuous", continuous, samples.shape[-1])
     n, d = samples.shape[-2:]
     if n < 2:
         return samples.new_zeros(samples.shape[:-2])
@@ -145,9 +204,14 @@ def best_of_n(errors: Tensor, n: int | None = None) -> Tensor:
 
     Returns:
         ``(...)``.
+
+    Raises:
+        ValueError: ``n`` outside ``[1, N]``, ``errors`` without a dimension.
+        TypeError: ``errors`` not a floating-point tensor, ``n`` not an int.
     """
+    check_tensor("errors", errors, min_dims=1)
     total = errors.shape[-1]
-    n = total if n is None else n
+    n = total if n is None else check_int("n", n)
     if not 1 <= n <= total:
         raise ValueError(f"n must be in [1, {total}], got {n}")
     return errors[..., :n].amin(dim=-1)
@@ -228,13 +292,25 @@ def mmd(
     Returns:
         ``(...)`` squared MMD, in the samples' dtype; leading dims are processed in blocks.
 
+    Raises:
+        ValueError: ``x`` and ``y`` not ``(..., n, D)`` and ``(..., m, D)``, a width not
+            positive, fewer than 2 samples for the unbiased estimator.
+        TypeError: samples not floating-point tensors, ``bandwidths`` not a sequence of
+            numbers.
+
     Example:
         >>> x = torch.randn(3, 100, 2)
         >>> mmd(x, x).abs().max() == 0
         tensor(True)
     """
+    check_tensor("x", x, min_dims=2)
+    check_tensor("y", y, min_dims=2)
     if x.shape[:-2] != y.shape[:-2] or x.shape[-1] != y.shape[-1]:
         raise ValueError(f"x {tuple(x.shape)} and y {tuple(y.shape)} must be (..., n, D)")
+    if not isinstance(bandwidths, tuple | list) or not bandwidths:
+        raise TypeError(f"bandwidths must be a non-empty tuple of widths, got "
+                        f"{type(bandwidths).__name__}")  # fmt: skip
+    bandwidths = tuple(check_float("bandwidth", h, positive=True) for h in bandwidths)
     (n, d), m = x.shape[-2:], y.shape[-2]
     if unbiased and min(n, m) < 2:
         raise ValueError("the unbiased estimator needs at least 2 samples in each set")
@@ -261,8 +337,19 @@ def resimulation_error(
 
     Returns:
         ``(...)`` (square units of the targets).
+
+    Raises:
+        ValueError: ``samples`` of fewer than 2 dimensions, ``targets`` of another size
+            than ``forward``'s output or of a batch shape that does not broadcast.
+        TypeError: arguments not floating-point tensors.
     """
+    check_tensor("samples", samples, min_dims=2)
+    check_tensor("targets", targets, min_dims=1)
     end = forward(samples)
+    if end.shape[-1] != targets.shape[-1]:
+        raise ValueError(f"targets must have shape (..., {end.shape[-1]}) as forward's "
+                         f"output, got {tuple(targets.shape)}")  # fmt: skip
+    _broadcast(("samples", "targets"), samples, targets, (2, 1))
     return (end - targets[..., None, :].to(end)).square().sum(dim=-1).mean(dim=-1)
 
 
@@ -279,11 +366,19 @@ def convex_hull_area(points: Tensor, percentile: float = 97.0) -> Tensor:
 
     Returns:
         ``(...)`` float64 areas; 0 where fewer than 3 points are kept or they are collinear.
+
+    Raises:
+        ValueError: ``points`` not ``(..., n, 2)``, ``percentile`` outside ``(0, 100]``.
+        TypeError: ``points`` not a floating-point tensor, ``percentile`` not a number.
     """
     from scipy.spatial import ConvexHull, QhullError
 
-    if points.shape[-1] != 2 or not 0 < percentile <= 100:
-        raise ValueError(f"need points (..., n, 2) and percentile in (0, 100], got {percentile}")
+    check_tensor("points", points, (None, 2))
+    percentile = check_float("percentile", percentile, 0.0, 100.0)
+    if percentile == 0.0:
+        raise ValueError("percentile must be in (0, 100], got 0.0")
+    if points.shape[-2] == 0:  # no points: no area
+        return torch.zeros(points.shape[:-2], dtype=torch.float64)
     flat = points.detach().to("cpu", torch.float64).reshape(-1, *points.shape[-2:])
     dist = (flat - flat.median(dim=-2, keepdim=True).values).norm(dim=-1)
     limit = dist.quantile(percentile / 100.0, dim=-1, keepdim=True)

@@ -28,6 +28,7 @@ from functools import partial
 import torch
 from torch import Tensor
 
+from torchik.checks import check_float, check_tensor
 from torchik.geometry.joints import joint_distance, wrap_angle
 from torchik.ik.solve import solve_ik
 from torchik.learn.metrics import position_error
@@ -49,7 +50,13 @@ __all__ = [
 # ---------------------------------------------------------------------------- metrics
 def joint_jumps(q: Tensor, continuous: Tensor) -> Tensor:
     """``(..., S - 1, D)`` absolute joint changes between consecutive steps of paths
-    ``q (..., S, D)``; continuous joints' changes wrapped to ``[0, pi]``."""
+    ``q (..., S, D)``; continuous joints' changes wrapped to ``[0, pi]``.
+
+    Raises:
+        ValueError: ``q`` of fewer than 2 dimensions, ``continuous`` not ``(D,)``.
+        TypeError: ``q`` not a floating-point tensor, ``continuous`` not bool.
+    """
+    _check_paths(q, continuous, 2)
     diff = q[..., 1:, :] - q[..., :-1, :]
     return torch.where(continuous.to(q.device), wrap_angle(diff), diff).abs()
 
@@ -61,8 +68,30 @@ DISTINCT_TOL = 0.5
 
 def path_distance(a: Tensor, b: Tensor, continuous: Tensor) -> Tensor:
     """``(...)`` mean over the steps of the joint-space distance between paths ``a (..., S, D)``
-    and ``b`` (broadcast; continuous joints wrapped, see :func:`torchik.ik.joint_distance`)."""
+    and ``b`` (broadcast; continuous joints wrapped, see :func:`torchik.ik.joint_distance`).
+
+    Raises:
+        ValueError: paths of fewer than 2 dimensions, of other sizes ``D`` or shapes that do
+            not broadcast, ``continuous`` not ``(D,)``.
+        TypeError: paths not floating-point tensors, ``continuous`` not bool.
+    """
+    _check_paths(a, continuous, 2, "a")
+    check_tensor("b", b, (a.shape[-1],), min_dims=2)
+    try:
+        torch.broadcast_shapes(a.shape, b.shape)
+    except RuntimeError:
+        raise ValueError(f"paths a {tuple(a.shape)} and b {tuple(b.shape)} do not "
+                         "broadcast") from None  # fmt: skip
     return joint_distance(a, b, continuous.to(a.device)).mean(dim=-1)
+
+
+def _check_paths(q: Tensor, continuous: Tensor, dims: int, name: str = "q") -> None:
+    """``q (..., D)`` paths of ``dims`` dimensions at least and ``continuous (D,)`` bool."""
+    check_tensor(name, q, min_dims=dims)
+    check_tensor("continuous", continuous, (q.shape[-1],), dtype=torch.bool)
+    if continuous.dim() != 1:
+        raise ValueError(f"continuous must have shape ({q.shape[-1]},), got "
+                         f"{tuple(continuous.shape)}")  # fmt: skip
 
 
 def count_distinct_paths(q: Tensor, continuous: Tensor, tol: float = DISTINCT_TOL) -> int:
@@ -72,7 +101,16 @@ def count_distinct_paths(q: Tensor, continuous: Tensor, tol: float = DISTINCT_TO
     joint-space distance: paths that differ only by per-step noise (windowed samples of the same
     motion) are one path, paths that differ along most of their length are distinct. Paths are
     kept greedily in order, so the count is that of a ``tol``-separated subset (rad or m).
+
+    Raises:
+        ValueError: ``q`` not ``(P, S, D)``, ``continuous`` not ``(D,)``, ``tol`` negative.
+        TypeError: ``q`` not a floating-point tensor, ``continuous`` not bool, ``tol`` not a
+            number.
     """
+    _check_paths(q, continuous, 3)
+    if q.dim() != 3:
+        raise ValueError(f"q must be (P, S, D) paths, got {tuple(q.shape)}")
+    tol = check_float("tol", tol, 0.0)
     dist = path_distance(q[:, None], q[None, :], continuous)
     kept = torch.zeros(q.shape[0], dtype=torch.bool, device=q.device)
     for i in range(q.shape[0]):
@@ -398,10 +436,20 @@ def sequential_ik_path(
 
     Returns:
         A :class:`PathResult` with ``q (P, S, D)``.
+
+    Raises:
+        ValueError: ``targets`` not ``(S, 3)`` with ``S >= 1``, ``start`` not ``(D,)`` or
+            ``(P, D)``, an unknown link, bad solver settings.
+        TypeError: arguments of the wrong kind.
     """
     from torchik.ik.solve import default_link
 
     link = default_link(robot) if link is None else link
+    check_tensor("targets", targets, (3,))
+    check_tensor("start", start, (robot.dof,))
+    if targets.dim() != 2 or not len(targets) or start.dim() > 2:
+        raise ValueError(f"targets must be (S, 3) with S >= 1 and start (D,) or (P, D), got "
+                         f"{tuple(targets.shape)} and {tuple(start.shape)}")  # fmt: skip
     q = start.to(robot.dtype).reshape(-1, robot.dof)
     targets = targets.to(robot.dtype)
     path = []
