@@ -156,6 +156,7 @@ def test_metrics_refuse_bad_arguments_in_one_line(panda):
         (lambda: m.mmd(samples, samples, 3), TypeError, "bandwidths must be a non-empty tuple"),
         (lambda: m.mmd(samples, samples, (-0.1,)), ValueError, "bandwidth"),
         (lambda: m.mmd("x", samples), TypeError, "x must be a torch.Tensor"),
+        (lambda: m.mmd(samples[:, :0], samples), ValueError, "a sample each at least, got 0"),
         (
             lambda: m.resimulation_error(lambda x: x[..., :3], samples, q[:3, :3]),
             ValueError,

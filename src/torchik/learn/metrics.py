@@ -312,6 +312,8 @@ def mmd(
                         f"{type(bandwidths).__name__}")  # fmt: skip
     bandwidths = tuple(check_float("bandwidth", h, positive=True) for h in bandwidths)
     (n, d), m = x.shape[-2:], y.shape[-2]
+    if min(n, m) < 1:
+        raise ValueError(f"x and y need a sample each at least, got {n} and {m}")
     if unbiased and min(n, m) < 2:
         raise ValueError("the unbiased estimator needs at least 2 samples in each set")
     xf, yf = x.reshape(-1, n, d), y.reshape(-1, m, d).to(x)
