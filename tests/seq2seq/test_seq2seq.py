@@ -82,6 +82,22 @@ def test_config_checks():
         SequenceIKConfig(positional="rotary")
     with pytest.raises(ValueError, match="embed_dim"):
         SequenceIK(6, TINY, embed=CountingEmbedding())
+    # every field by its own rule, one line naming it (1.5 layers, NaN epochs, a negative lr
+    # or weight decay and a None device were accepted)
+    bad_sizes = (("layers", 1.5, TypeError), ("feedforward", math.nan, TypeError),
+                 ("max_length", 2**63, ValueError), ("heads", True, TypeError),
+                 ("dropout", 1.0, ValueError), ("d_model", 0, ValueError))  # fmt: skip
+    for field, value, error in bad_sizes:
+        with pytest.raises(error, match=f"^{field} must"):
+            SequenceIKConfig(**{field: value})
+    for field, value, error in (("epochs", math.nan, TypeError), ("lr", -5.0, ValueError),
+                                ("weight_decay", -1.0, ValueError), ("seed", "3", TypeError),
+                                ("warmup_steps", -1, ValueError), ("device", None, TypeError),
+                                ("min_lr_ratio", 2.0, ValueError), ("grad_clip", 0.0, ValueError),
+                                ("progress", 1, TypeError)):  # fmt: skip
+        with pytest.raises(error, match=f"^{field}"):
+            SequenceTrainConfig(**{field: value})
+    assert SequenceTrainConfig(grad_clip=None).grad_clip is None
 
 
 # ---------------------------------------------------------------------------- data

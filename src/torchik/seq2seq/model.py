@@ -35,6 +35,8 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_float, check_int
+
 __all__ = [
     "ModelEmbedding",
     "SequenceIK",
@@ -45,6 +47,10 @@ __all__ = [
 ]
 
 _POSITIONAL = ("sinusoidal", "learned")
+
+MAX_LENGTH = 1 << 16
+"""The longest ``max_length`` a :class:`SequenceIKConfig` accepts (its positional encoding is a
+``(max_length, d_model)`` table)."""
 
 
 # ---------------------------------------------------------------------------- the model
@@ -71,13 +77,16 @@ class SequenceIKConfig:
     positional: str = "sinusoidal"
 
     def __post_init__(self) -> None:
-        sizes = (self.d_model, self.heads, self.layers, self.feedforward, self.max_length)
-        if min(sizes) < 1 or self.d_model % self.heads:
-            raise ValueError(f"sizes must be positive and heads divide d_model, got {self}")
-        if not 0 <= self.dropout < 1:
-            raise ValueError(f"dropout must be in [0, 1), got {self.dropout}")
-        if self.positional not in _POSITIONAL:
-            raise ValueError(f"positional must be one of {_POSITIONAL}, got {self.positional!r}")
+        for name in ("d_model", "heads", "feedforward"):
+            check_int(name, getattr(self, name), 1, MAX_WIDTH)
+        check_int("layers", self.layers, 1, MAX_LAYERS)
+        check_int("max_length", self.max_length, 1, MAX_LENGTH)
+        if self.d_model % self.heads:
+            raise ValueError(f"heads must divide d_model, got {self.heads} and {self.d_model}")
+        check_float("dropout", self.dropout, 0.0, 1.0)
+        if self.dropout == 1.0:
+            raise ValueError("dropout must be in [0, 1), got 1.0")
+        check_choice("positional", self.positional, _POSITIONAL)
 
 
 def sinusoidal_encoding(length: int, width: int, dtype: torch.dtype | None = None) -> Tensor:

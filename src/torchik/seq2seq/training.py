@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import check_bool, check_device, check_float, check_int
 from torchik.geometry.joints import wrap_angle
 from torchik.learn.metrics import position_error
 from torchik.robot.robot import Robot
@@ -63,8 +64,19 @@ class SequenceTrainConfig:
     progress: bool = False
 
     def __post_init__(self) -> None:
-        if min(self.epochs, self.batch_size, self.eval_batch_size) < 1 or self.lr <= 0:
-            raise ValueError(f"epochs, batch sizes and lr must be positive, got {self}")
+        """Each field checked as :class:`torchik.train.TrainConfig` checks its own: one line
+        naming the field otherwise."""
+        for name in ("epochs", "batch_size", "eval_batch_size"):
+            check_int(name, getattr(self, name), 1)
+        check_int("warmup_steps", self.warmup_steps, 0)
+        check_int("seed", self.seed, 0)
+        check_float("lr", self.lr, positive=True)
+        check_float("weight_decay", self.weight_decay, 0.0)
+        check_float("min_lr_ratio", self.min_lr_ratio, 0.0, 1.0)
+        if self.grad_clip is not None:
+            check_float("grad_clip", self.grad_clip, positive=True)
+        check_device("device", self.device)
+        check_bool("progress", self.progress)
 
 
 @dataclass
