@@ -102,3 +102,59 @@ def test_benchmark(tmp_path, name, tables):
     fig = plot.plot_benchmark(path)
     assert len(fig.axes) == tables
     save(fig, tmp_path, name)
+
+
+def test_plots_refuse_bad_inputs_in_one_line():
+    """What matplotlib or NumPy would meet (a meta tensor, a list of configurations, points
+    of three coordinates, labels too few) is refused first, naming the argument."""
+    arm, g = torchik.PlanarArm(2, [0.5, 0.5]), torch.Generator().manual_seed(0)
+    q = torch.randn(6, 2, generator=g)
+    points, target = torch.rand(20, 2, generator=g), [0.5, 0.5]
+    spec = ProblemSpec.from_robot(torchik.load_robot("snake2"))
+    model, size = MLP(spec, MLP.tiny_config()), spec.target_dim
+    cases = [
+        (lambda: plot.plot_arm_samples(arm, q.tolist(), target), TypeError, "q_samples must be"),
+        (lambda: plot.plot_arm_samples(arm, q[:0], target), ValueError, "a configuration at"),
+        (lambda: plot.plot_arm_samples(arm, q, [1.0]), ValueError, r"target must be \(2,\)"),
+        (
+            lambda: plot.plot_arm_samples(arm, q, target, probs=torch.rand(3)),
+            ValueError,
+            "probs must be 6 weights",
+        ),
+        (lambda: plot.plot_arm_samples(arm, q, target, start=q), ValueError, r"start must be"),
+        (lambda: plot.plot_resimulation(points.to("meta"), target), ValueError, "points is on"),
+        (
+            lambda: plot.plot_resimulation(torch.rand(5, 3), target),
+            ValueError,
+            r"points must be \(n, 2\)",
+        ),
+        (lambda: plot.plot_resimulation(points, target, 0.0), ValueError, "hull_percentile"),
+        (
+            lambda: plot.plot_resimulation(points, target, ground_truth=[1, 2, 3]),
+            ValueError,
+            "ground_truth",
+        ),
+        (lambda: plot.plot_resimulation(points, "x"), TypeError, "target must be numbers"),
+        (lambda: plot.plot_posterior(points, points, ["a"]), ValueError, "labels must be 2"),
+        (
+            lambda: plot.plot_posterior(points, torch.rand(4, 3)),
+            ValueError,
+            r"ground_truth_samples must be \(n, 2\)",
+        ),
+        (lambda: plot.plot_joint_densities(model, None), TypeError, "target must be a"),
+        (lambda: plot.plot_joint_densities(model, torch.zeros(2, size)), ValueError, "one"),
+        (
+            lambda: plot.plot_joint_densities(model, torch.zeros(size), grid=10**9),
+            ValueError,
+            "grid",
+        ),
+        (
+            lambda: plot.plot_joint_densities(model, torch.zeros(size), generator=3),
+            TypeError,
+            "generator",
+        ),
+    ]
+    for call, error, match in cases:
+        with pytest.raises(error, match=match) as caught:
+            call()
+        assert "\n" not in str(caught.value)

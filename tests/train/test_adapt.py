@@ -10,6 +10,7 @@ import torch
 from torchik import load_robot, make_dataset
 from torchik.learn import robot_hash
 from torchik.models import IKNet, IKNetConfig
+from torchik.seq2seq import make_sequence_dataset
 from torchik.train import (
     FINETUNE_CONFIG,
     TrainConfig,
@@ -18,6 +19,7 @@ from torchik.train import (
     finetune,
     perturbed_robot,
     train,
+    with_origins,
 )
 
 F64 = torch.float64
@@ -113,3 +115,35 @@ def test_finetune_reduces_the_loss_on_the_new_robot():
     assert all(v.equal(model.state_dict()[k]) for k, v in before.items())  # input untouched
     with pytest.raises(ValueError, match="differ"):
         finetune(model, make_dataset(load_robot("snake4"), 300, targets="planar"))
+
+
+def test_adapt_functions_refuse_bad_arguments_in_one_line():
+    """Checked before torch meets them: a seed that is not an int (manual_seed's RuntimeError
+    before), a string generator (torch's multi-line message), origins of other shapes, a list
+    of configurations, no link."""
+    robot = load_robot("planar", link_lengths=[0.5, 0.3], dtype=F64)
+    q = robot.random_configuration(4, _gen())
+    measured = robot.link_positions(q, "ee")
+    joints = len(robot.model.joints)
+    cases = [
+        (lambda: perturbed_robot(robot, 0.1, "3"), TypeError, "generator"),
+        (lambda: perturbed_robot(robot, 1.0), ValueError, r"scale must be in \[0, 1\)"),
+        (lambda: perturbed_robot(robot, "0.1"), TypeError, "scale"),
+        (
+            lambda: with_origins(robot, torch.zeros(joints + 1, 3, dtype=F64)),
+            ValueError,
+            rf"xyz must be \({joints}, 3\)",
+        ),
+        (lambda: with_origins(robot, "q"), TypeError, "xyz must be a torch.Tensor"),
+        (lambda: family_dataset(robot, 4, seed="3"), TypeError, "seed must be an int"),
+        (lambda: family_dataset(robot, 4, per_arm=0), ValueError, "per_arm must be >= 1"),
+        (lambda: calibrate(robot, None, measured, "ee"), TypeError, "q must be a torch.Tensor"),
+        (lambda: calibrate(robot, q, measured[:2], "ee"), ValueError, r"measured \(N, 3\)"),
+        (lambda: calibrate(robot, q, measured, None), TypeError, "a link is named"),
+        (lambda: calibrate(robot, q, measured, "ee", steps=0), ValueError, "steps"),
+        (lambda: make_sequence_dataset(robot, 2, 4, seed=1e300), TypeError, "seed must be an int"),
+    ]
+    for call, error, match in cases:
+        with pytest.raises(error, match=match) as caught:
+            call()
+        assert "\n" not in str(caught.value)

@@ -22,6 +22,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
+from torchik.checks import check_float, check_generator, check_int, check_tensor, short_repr
 from torchik.plot.results import _SAMPLE_COLOR, _figure
 
 if TYPE_CHECKING:
@@ -40,10 +41,38 @@ _PROJECTIONS = (("x", "y", 0, 1, "top (x-y)"), ("x", "z", 0, 2, "front (x-z)"),
 _TRUTH_COLOR = "tab:orange"
 
 
-def _numpy(x: Any) -> np.ndarray:
+MAX_GRID = 4096
+"""The most mesh points per joint :func:`plot_joint_densities` evaluates (``grid``)."""
+
+
+def _numpy(x: Any, name: str = "values") -> np.ndarray:
+    """``x`` (a tensor, an array, nested numbers) as a float64 array, or one line naming it."""
     if isinstance(x, Tensor):
+        if x.device.type == "meta":
+            raise ValueError(f"{name} is on the meta device: it has a shape but no values")
         return x.detach().cpu().double().numpy()
-    return np.asarray(x, dtype=float)
+    try:
+        return np.asarray(x, dtype=float)
+    except (TypeError, ValueError):
+        raise TypeError(f"{name} must be numbers (a tensor or an array), got "
+                        f"{short_repr(x)}") from None  # fmt: skip
+
+
+def _rows(x: Any, name: str, width: int) -> np.ndarray:
+    """``x`` as ``(n, width)`` float64 rows, ``n >= 1``, or one line naming it."""
+    values = _numpy(x, name)
+    if values.ndim == 0 or values.shape[-1] != width or values.size == 0:
+        raise ValueError(f"{name} must be (n, {width}) with n >= 1, got {values.shape}")
+    return values.reshape(-1, width)
+
+
+def _point(x: Any, name: str, sizes: tuple[int, ...]) -> np.ndarray:
+    """``x`` as one point of one of ``sizes`` coordinates, or one line naming it."""
+    values = _numpy(x, name).reshape(-1)
+    if values.size not in sizes:
+        want = " or ".join(f"({k},)" for k in sizes)
+        raise ValueError(f"{name} must be {want}, got {values.size} values")
+    return values
 
 
 # ---------------------------------------------------------------------------- arms
@@ -114,11 +143,25 @@ def plot_arm_samples(
     Returns:
         A Figure: one x-y axes for planar arms (and robots whose chain stays in z = 0), else
         three orthogonal projections (top, front, side) of the chain of link origins.
+
+    Raises:
+        ValueError: configurations not ``(n, D)`` with ``n >= 1``, a target of another size,
+            ``probs`` not ``n`` weights, ``start`` not ``(D,)``, an unknown link.
+        TypeError: arguments of the wrong kind.
     """
-    q = q_samples.reshape(-1, q_samples.shape[-1])
+    dof = robot_or_arm.dof
+    q = check_tensor("q_samples", q_samples, (dof,)).reshape(-1, dof)
+    if not len(q):
+        raise ValueError(
+            f"q_samples must hold a configuration at least, got {tuple(q_samples.shape)}"
+        )
+    if start is not None and check_tensor("start", start, (dof,)).dim() != 1:
+        raise ValueError(f"start must be ({dof},), got {tuple(start.shape)}")
+    goal = _point(target, "target", (2, 3))
+    if probs is not None and _numpy(probs, "probs").size != len(q):
+        raise ValueError(f"probs must be {len(q)} weights, one per configuration")
     points = _arm_points(robot_or_arm, q, link)
     start_points = None if start is None else _arm_points(robot_or_arm, start[None], link)[0]
-    goal = _numpy(target).reshape(-1)
     planar = points.shape[-1] == 2 or np.abs(points[..., 2]).max() < 1e-9
     if points.shape[-1] == 2:  # a PlanarArm: pad z
         points = np.concatenate((points, np.zeros_like(points[..., :1])), axis=-1)
@@ -186,7 +229,18 @@ def plot_joint_densities(
 
     Returns:
         A Figure with one axes per joint.
+
+    Raises:
+        ValueError: ``target`` not one target of the model's size, ``grid`` or ``n`` out of
+            range.
+        TypeError: arguments of the wrong kind.
     """
+    size = model.spec.target_dim
+    if check_tensor("target", target, (size,)).numel() != size:
+        raise ValueError(f"target must be one ({size},) target, got {tuple(target.shape)}")
+    check_int("grid", grid, 2, MAX_GRID)
+    check_int("n", n, 1, 1 << 24)
+    check_generator("generator", generator)
     target = target.reshape(-1)
     exact = None
     if model.spec.dof <= 2:
@@ -246,8 +300,17 @@ def plot_resimulation(
 
     Returns:
         A Figure with one axes. Without SciPy the hull is skipped and the title says so.
+
+    Raises:
+        ValueError: points not ``(n, 2)`` with ``n >= 1``, a target not ``(2,)``,
+            ``hull_percentile`` outside ``(0, 100]``.
+        TypeError: arguments of the wrong kind.
     """
-    pts, goal = _numpy(points).reshape(-1, 2), _numpy(target).reshape(2)
+    pts, goal = _rows(points, "points", 2), _point(target, "target", (2,))
+    hull_percentile = check_float("hull_percentile", hull_percentile, 0.0, 100.0)
+    if hull_percentile == 0.0:
+        raise ValueError("hull_percentile must be in (0, 100], got 0.0")
+    truth = None if ground_truth is None else _rows(ground_truth, "ground_truth", 2)
     distance = np.linalg.norm(pts - goal, axis=1)
     cutoff = np.percentile(distance, hull_percentile)
     fig = _figure(5.5, 5.0)
@@ -255,8 +318,7 @@ def plot_resimulation(
     ax.scatter(pts[:, 0], pts[:, 1], s=4, color=_SAMPLE_COLOR, alpha=0.35, linewidths=0,
                label=f"{len(pts)} re-simulated end points")  # fmt: skip
     drawn = _hull(ax, pts[distance <= cutoff], f"convex hull of the closest {hull_percentile:g} %")
-    if ground_truth is not None:
-        truth = _numpy(ground_truth).reshape(-1, 2)
+    if truth is not None:
         ax.scatter(truth[:, 0], truth[:, 1], s=30, marker="x", color=_TRUTH_COLOR,
                    label="ground truth")  # fmt: skip
     ax.plot(*goal, "*", color="tab:red", ms=15, mec="k", label="target")
@@ -281,10 +343,18 @@ def plot_posterior(
     Returns:
         For ``D <= 4`` a ``D x D`` grid: marginal histograms on the diagonal, pairwise scatter
         below it (the upper triangle is removed). For ``D > 4`` one marginal axes per joint.
+
+    Raises:
+        ValueError: samples not ``(n, D)`` and ``(m, D)`` with ``n, m >= 1``, not ``D``
+            labels.
+        TypeError: arguments of the wrong kind, labels not strings.
     """
-    ours, truth = _numpy(samples), _numpy(ground_truth_samples)
-    d = ours.shape[-1]
+    first = _numpy(samples, "samples")
+    d = first.shape[-1] if first.ndim else 0
+    ours, truth = _rows(first, "samples", d), _rows(ground_truth_samples, "ground_truth_samples", d)
     labels = list(labels) if labels is not None else [f"q{j + 1}" for j in range(d)]
+    if len(labels) != d or not all(isinstance(label, str) for label in labels):
+        raise ValueError(f"labels must be {d} joint names, got {short_repr(labels)}")
     if d > 4:
         return _marginals(ours, truth, labels)
     fig = _figure(2.6 * d + 1, 2.6 * d)

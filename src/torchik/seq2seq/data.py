@@ -11,6 +11,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchik.checks import check_int
 from torchik.robot.robot import Robot
 
 __all__ = ["SequenceDataset", "make_sequence_dataset"]
@@ -64,9 +65,16 @@ def make_sequence_dataset(
 
     Returns:
         A :class:`SequenceDataset` with ``q (N, S, D)`` and ``positions (N, S, 3)``.
+
+    Raises:
+        ValueError: a count, ``max_move`` or ``margin`` out of range, ``seed`` negative, an
+            unknown link.
+        TypeError: arguments of the wrong kind.
     """
     from torchik.ik.solve import default_link
     from torchik.learn.paths import make_smooth_targets
+
+    check_int("seed", seed, 0, 2**63 - 1)
 
     if robot.dtype != torch.float64:
         robot = copy.deepcopy(robot).to(torch.float64)  # float64 masters: full precision

@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from torchik.checks import check_bool, check_float, check_generator, check_int, check_tensor
 from torchik.description.urdf import Origin
 from torchik.learn.data import DATA_FORMAT_VERSION, IKDataset, make_dataset
 from torchik.learn.spec import ProblemSpec
@@ -58,7 +59,17 @@ pretrained model's normalisation kept (its weights were learned with it)."""
 
 def with_origins(robot: Robot, xyz: Tensor, rpy: Tensor | None = None) -> Robot:
     """A new robot whose joint origins are ``xyz (N, 3)`` (and ``rpy (N, 3)``) over every URDF
-    joint in ``robot.origin_xyz`` order, built from a modified description (same dtype)."""
+    joint in ``robot.origin_xyz`` order, built from a modified description (same dtype).
+
+    Raises:
+        ValueError: ``xyz`` or ``rpy`` not ``(N, 3)`` for the robot's ``N`` joints.
+        TypeError: not floating-point tensors.
+    """
+    count = len(robot.model.joints)
+    for name, value in (("xyz", xyz), ("rpy", rpy)):
+        if value is not None and tuple(check_tensor(name, value, (3,)).shape) != (count, 3):
+            raise ValueError(f"{name} must be ({count}, 3), one row per joint of "
+                             f"{robot.name!r}, got {tuple(value.shape)}")  # fmt: skip
     xyz_rows = xyz.detach().double().cpu().tolist()
     rpy_rows = (robot.origin_rpy if rpy is None else rpy).detach().double().cpu().tolist()
     joints = tuple(
@@ -80,8 +91,16 @@ def perturbed_robot(
         robot: the nominal robot.
         scale: largest relative change, ``0 <= scale < 1``.
         generator: random generator (CPU).
+
+    Raises:
+        ValueError: ``scale`` outside ``[0, 1)``.
+        TypeError: ``scale`` not a number, ``generator`` not a CPU generator.
     """
-    if not 0 <= scale < 1:
+    check_generator("generator", generator)
+    scale = check_float("scale", scale, 0.0, 1.0)
+    if generator is not None and generator.device.type != "cpu":
+        raise TypeError(f"generator must be a CPU generator, got one on {generator.device}")
+    if scale == 1.0:
         raise ValueError(f"scale must be in [0, 1), got {scale}")
     n = robot.origin_xyz.shape[0]
     u = torch.rand(n, 1, generator=generator, dtype=torch.float64)
@@ -112,14 +131,20 @@ def family_dataset(
         seed: seeds the arms and their joint samples (the global RNG is untouched).
         link, targets: as in :func:`torchik.learn.make_dataset`.
 
+    Raises:
+        ValueError: ``n`` negative, ``per_arm`` under 1, ``seed`` negative, bad ``scale``,
+            ``link`` or ``targets``.
+        TypeError: arguments of the wrong kind.
+
     Example:
         >>> arm = torchik.load_robot("digit_arm")
         >>> data = family_dataset(arm, 500, per_arm=100)
         >>> len(data), data.meta["family"]["arms"], data.spec.robot == arm.name
         (500, 5, True)
     """
-    if per_arm < 1 or n < 0:
-        raise ValueError(f"per_arm must be >= 1 and n >= 0, got per_arm={per_arm}, n={n}")
+    check_int("n", n, 0)
+    check_int("per_arm", per_arm, 1)
+    check_int("seed", seed, 0, 2**63 - 1)
     spec = ProblemSpec.from_robot(robot, link, targets)
     gen = torch.Generator().manual_seed(seed)
     qs, ts = [], []
@@ -184,7 +209,21 @@ def calibrate(
 
     Returns:
         A :class:`CalibrationResult`.
+
+    Raises:
+        ValueError: ``q`` not ``(N, D)`` and ``measured`` ``(N, 3)`` with ``N >= 1``, an
+            unknown link, ``steps < 1``, ``lr`` not positive.
+        TypeError: arguments of the wrong kind.
     """
+    robot.link_index(link)
+    check_tensor("q", q, (robot.dof,))
+    check_tensor("measured", measured, (3,))
+    if q.dim() != 2 or not len(q) or tuple(measured.shape) != (len(q), 3):
+        raise ValueError(f"q must be (N, {robot.dof}) with N >= 1 and measured (N, 3), got "
+                         f"{tuple(q.shape)} and {tuple(measured.shape)}")  # fmt: skip
+    check_int("steps", steps, 1)
+    lr = check_float("lr", lr, positive=True)
+    check_bool("fit_rotations", fit_rotations)
     fit = Robot(with_origins(robot, robot.origin_xyz, robot.origin_rpy).model, torch.float64)
     q, measured = q.detach().double().cpu(), measured.detach().double().cpu()
     with torch.no_grad():
