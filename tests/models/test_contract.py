@@ -101,6 +101,9 @@ def test_log_prob_shape_where_supported(family, problem):
     grid = model.log_prob(q.reshape(2, 3, -1), target.reshape(2, 3, -1))
     assert grid.shape == (2, 3)
     torch.testing.assert_close(grid.reshape(6), lp)
+    # no rows: no densities (IKNet, the flow and the RNN raised reshape errors)
+    assert model.log_prob(q[:0], target[0]).shape == (0,)
+    assert model.log_prob(q[:2, None], target[:0]).shape == (2, 0)
 
 
 @pytest.mark.parametrize(("family", "problem"), _pairs())

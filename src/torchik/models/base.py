@@ -24,6 +24,7 @@ from __future__ import annotations
 import dataclasses
 import functools
 import inspect
+import math
 import os
 from collections.abc import Callable
 from typing import Any, ClassVar
@@ -272,6 +273,14 @@ class IKModel(nn.Module):
         mode, values are checked to be finite with ``finite`` or ``n`` (a host read, which a
         training step never makes)."""
         self._check_inputs((("q", q), ("target", target)), n, generator, finite)
+
+    @staticmethod
+    def _no_rows(q: Tensor, target: Tensor) -> Tensor | None:
+        """The ``(...)`` log densities of an empty broadcast batch (zeros of no element), which
+        a subclass's ``log_prob`` returns as they are (its reshapes of no rows fail); ``None``
+        where there are rows."""
+        shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
+        return q.new_zeros(shape) if math.prod(shape) == 0 else None
 
     def _check_target(self, target: Tensor, n: int | None = None, generator: Any = None) -> None:
         """:meth:`_check` of a ``target (..., T)`` alone (``sample``: ``n`` given)."""

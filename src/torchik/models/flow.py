@@ -156,6 +156,8 @@ class Flow(JointModel):
     def log_prob(self, q: Tensor, target: Tensor) -> Tensor:
         """Exact log density ``(...)`` of ``q (..., D)`` inside the limits given ``target``."""
         self._check(q, target, finite=True)
+        if (empty := self._no_rows(q, target)) is not None:
+            return empty
         return self._log_prob(q, target, None)
 
     def loss(self, q: Tensor, target: Tensor) -> Tensor:

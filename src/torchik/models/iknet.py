@@ -371,6 +371,8 @@ class IKNet(IKModel):
         """Exact log density ``(...)`` of ``q (..., D)`` given ``target (..., T)`` (broadcast);
         ``-inf`` where a limited joint is outside its limits."""
         self._check(q, target, finite=True)
+        if (empty := self._no_rows(q, target)) is not None:
+            return empty
         shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
         q = q.expand(*shape, q.shape[-1]).reshape(-1, q.shape[-1])
         maps = self._maps(target.expand(*shape, target.shape[-1]).reshape(-1, target.shape[-1]))

@@ -157,6 +157,8 @@ class RNN(JointModel):
         self._check(q, target, finite=True)
         if self.config.output == "point":
             raise NotImplementedError("the 'rnn' model with point outputs has no log_prob")
+        if (empty := self._no_rows(q, target)) is not None:
+            return empty
         shape = torch.broadcast_shapes(q.shape[:-1], target.shape[:-1])
         q = q.expand(*shape, q.shape[-1]).reshape(-1, q.shape[-1])
         outs = self._teacher_forced(q, target.expand(*shape, target.shape[-1]).reshape(len(q), -1))
