@@ -53,10 +53,19 @@ def test_gradients_finite_for_straight_arm():
 def test_bad_arguments():
     with pytest.raises(ValueError, match="positive"):
         PlanarArm(3, [1.0, -1.0, 1.0])
-    with pytest.raises(ValueError, match="at least one"):
+    with pytest.raises(ValueError, match="n must be >= 1, got 0"):
         PlanarArm(0)
     with pytest.raises(ValueError, match=r"shape \(\.\.\., 3\)"):
         PlanarArm(3)(torch.zeros(2, 4))
+    # lengths torch cannot read, a list for n, a rail that is no bool: one line each (torch's
+    # "Could not infer dtype of NoneType" and "'<' not supported" before)
+    for args, error, match in (((2, [1.0, None]), ValueError, "2 positive finite numbers"),
+                               ((2, [torch.float64, 1.0]), ValueError, "positive finite"),
+                               (([1.0, 1.0],), TypeError, "n must be an int"),
+                               ((2, None, "yes"), TypeError, "rail must be")):  # fmt: skip
+        with pytest.raises(error, match=match):
+            PlanarArm(*args)
+    assert PlanarArm(2, [1, 2]).link_lengths.tolist() == [1.0, 2.0]  # ints are lengths
 
 
 def test_load_robot_planar_and_options():
@@ -66,6 +75,13 @@ def test_load_robot_planar_and_options():
         load_robot("panda", link_lengths=[1.0])
     with pytest.raises(ValueError, match="panda"):
         load_robot("no_such_robot")
+    with pytest.raises(TypeError, match="name must be a robot's name or a file's path, got int"):
+        load_robot(2**63)  # an OverflowError ("fd is greater than maximum") before
+    for bad in ("yes", 1, None):  # any value was read as true or false
+        with pytest.raises(TypeError, match="floating_base must be True or False"):
+            load_robot("panda", floating_base=bad)
+    with pytest.raises(TypeError, match="enabled must be True or False"):
+        robot.learnable_origins("no")
 
 
 def test_load_robot_reads_urdf_and_mjcf_files(tmp_path):

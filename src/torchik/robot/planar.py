@@ -13,6 +13,7 @@ from collections.abc import Sequence
 import torch
 from torch import Tensor, nn
 
+from torchik.checks import MAX_WIDTH, check_bool, check_int, short_repr
 from torchik.description.bundled import RAIL_ARM_LENGTHS
 
 __all__ = ["PlanarArm"]
@@ -38,12 +39,18 @@ class PlanarArm(nn.Module):
 
     def __init__(self, n: int, link_lengths: Sequence[float] | None = None, rail: bool = False):
         super().__init__()
-        if n < 1:
-            raise ValueError(f"a planar arm needs at least one joint, got n={n}")
-        lengths = torch.ones(n) if link_lengths is None else torch.as_tensor(link_lengths).float()
+        check_int("n", n, 1, MAX_WIDTH)
+        check_bool("rail", rail)
+        try:
+            lengths = torch.ones(n) if link_lengths is None else torch.as_tensor(link_lengths)
+        except (RuntimeError, TypeError, ValueError):  # None, a dtype, a ragged list
+            lengths = torch.zeros(0)
+        if not lengths.is_floating_point() and lengths.dtype not in (torch.long, torch.int32):
+            lengths = torch.zeros(0)
+        lengths = lengths.float()
         if lengths.shape != (n,) or not torch.isfinite(lengths).all() or (lengths <= 0).any():
             raise ValueError(
-                f"link_lengths must be {n} positive finite numbers, got {link_lengths}"
+                f"link_lengths must be {n} positive finite numbers, got {short_repr(link_lengths)}"
             )
         self.rail = rail
         self.register_buffer("link_lengths", lengths.to(torch.get_default_dtype()))

@@ -10,7 +10,7 @@ from typing import Any
 import torch
 from torch import Tensor, nn
 
-from torchik.checks import short_repr
+from torchik.checks import check_bool, short_repr
 from torchik.description.mjcf import is_mjcf, parse_mjcf
 from torchik.description.reading import MAX_URDF_BYTES, looks_like_xml
 from torchik.description.urdf import URDFModel, parse_urdf
@@ -156,6 +156,7 @@ class Robot(nn.Module):
         ``floating_base=True`` adds a floating joint ``root_joint`` above the root link (a
         chain to ``link`` always has a fixed base: its first link); ``backend``: see
         :attr:`backend`."""
+        check_bool("floating_base", floating_base)
         model = parse_urdf(source, root=root, max_bytes=max_bytes)
         if floating_base and link is None:
             text = isinstance(source, str) and looks_like_xml(source)
@@ -424,6 +425,7 @@ class Robot(nn.Module):
         """Turn the joint origins (``origin_xyz``, ``origin_rpy``, ``(N, 3)`` over every URDF
         joint in topological order) into parameters, so gradients reach link lengths and offsets;
         ``enabled=False`` freezes their current values again. Returns ``self``."""
+        check_bool("enabled", enabled)
         if enabled == self.learnable:
             return self
         for name in ("origin_xyz", "origin_rpy"):
@@ -753,7 +755,8 @@ def load_robot(
     Raises:
         ValueError: an unknown name that is no file either (the message lists the bundled
             names), or a planar arm without ``link_lengths``.
-        TypeError: planar options for another robot.
+        TypeError: planar options for another robot, a name that is not a str or a path,
+            ``floating_base`` not a bool.
 
     Example:
         >>> load_robot("planar", link_lengths=[1.0, 0.5]).dof
@@ -761,6 +764,10 @@ def load_robot(
     """
     from torchik.description import bundled
 
+    if not isinstance(name, str | os.PathLike):
+        raise TypeError(f"name must be a robot's name or a file's path, got "
+                        f"{type(name).__name__} {short_repr(name)}")  # fmt: skip
+    check_bool("floating_base", floating_base)
     planar = link_lengths is not None or (lower, upper, limits) != (-math.pi, math.pi, True)
     if planar and name != "planar":
         raise TypeError(f"robot {name!r} takes no options: link_lengths, lower, upper, limits are "
