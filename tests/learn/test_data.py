@@ -77,6 +77,16 @@ def test_bad_arguments(panda):
         make_dataset(panda, 10, targets="quaternion")
     with pytest.raises(ValueError, match="unknown link"):
         make_dataset(panda, 10, link="nope")
+    data = make_dataset(panda, 4)
+    kinds = [
+        ((data.q.tolist(), data.target, data.spec), "q must be a torch.Tensor"),
+        ((data.q, data.target.long(), data.spec), "target must be a floating"),
+        ((data.q, data.target, None), "spec must be a ProblemSpec"),
+        ((data.q, data.target, data.spec, None), "meta must be a dict"),
+    ]
+    for args, match in kinds:
+        with pytest.raises(TypeError, match=match):
+            IKDataset(*args)
 
 
 def test_split_parts_never_overlap(panda):

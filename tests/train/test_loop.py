@@ -19,7 +19,7 @@ from tests.paths import REPO
 from torchik import load_robot, models
 from torchik.learn import make_dataset
 from torchik.models import MLP, MLPConfig
-from torchik.train import TrainConfig, lr_factor, train
+from torchik.train import TrainConfig, finetune, lr_factor, train
 
 QUIET = {"progress": False, "batch_size": 64, "seed": 3}
 
@@ -98,6 +98,22 @@ def test_refuses_mismatches(tmp_path):
         train(model, train_set, robot=load_robot("snake4"))
     with pytest.raises(ValueError, match="batch_size"):
         train(model, train_set.subset(slice(0, 10)), config=TrainConfig(**QUIET))
+    # arguments of the wrong kind, one line each (None for the model: AttributeError before)
+    kinds = [
+        ({"model": None}, "model must be an IKModel, got NoneType"),
+        ({"config": {"steps": 2}}, "config must be a TrainConfig, got dict"),
+        ({"val_set": {"steps": 2}}, "val_set must be an IKDataset or None"),
+        ({"robot": "panda"}, "robot must be a Robot or None, got str"),
+    ]
+    for kwargs, match in kinds:
+        with pytest.raises(TypeError, match=match):
+            train(**{"model": model, "train_set": train_set, **kwargs})
+    with pytest.raises(TypeError, match="model must be IKModel, got NoneType"):
+        finetune(None, train_set)
+    with pytest.raises(TypeError, match="q must be a torch.Tensor, got NoneType"):
+        model.set_normalization(None, train_set.target)
+    with pytest.raises(ValueError, match="N >= 1"):  # the means of no row would be NaN
+        model.set_normalization(train_set.q[:0], train_set.target[:0])
 
 
 # ---------------------------------------------------------------------------- kill and resume

@@ -19,7 +19,7 @@ import torch
 from torch import Tensor
 
 from torchik._version import __version__
-from torchik.checks import check_device, check_int
+from torchik.checks import check_device, check_int, check_tensor
 from torchik.files import atomic_save, load_tensors
 from torchik.geometry.rotations import rotmat_to_6d, sixd_to_rotmat
 from torchik.geometry.transforms import pose_to_matrix
@@ -145,6 +145,12 @@ class IKDataset:
     meta: dict[str, Any] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.spec, ProblemSpec):
+            raise TypeError(f"spec must be a ProblemSpec, got {type(self.spec).__name__}")
+        check_tensor("q", self.q, min_dims=1)
+        check_tensor("target", self.target, min_dims=1)
+        if not isinstance(self.meta, dict):
+            raise TypeError(f"meta must be a dict, got {type(self.meta).__name__}")
         n, t = self.q.shape[0], self.spec.target_dim
         if self.q.shape != (n, self.spec.dof) or self.target.shape != (n, t):
             raise ValueError(

@@ -32,7 +32,7 @@ from typing import Any, ClassVar
 import torch
 from torch import Tensor, nn
 
-from torchik.checks import check_generator, check_int
+from torchik.checks import check_generator, check_int, check_tensor
 from torchik.geometry.joints import joint_difference, project_to_limits
 from torchik.learn.data import as_target
 from torchik.learn.spec import ProblemSpec
@@ -212,8 +212,17 @@ class IKModel(nn.Module):
 
         Standard deviations are floored at 1e-6 so constant columns (e.g. a planar arm's z)
         normalise to 0 instead of dividing by zero.
+
+        Raises:
+            ValueError: shapes other than these, or no row (the means would be NaN).
+            TypeError: not floating-point tensors.
         """
+        check_tensor("q", q, (self.spec.dof,))
+        check_tensor("target", target, (self.spec.target_dim,))
         self._check_shapes(q, target)
+        if q.dim() != 2 or target.dim() != 2 or not len(q) or len(q) != len(target):
+            raise ValueError(f"q and target must be (N, D) and (N, T) with N >= 1, got "
+                             f"{tuple(q.shape)} and {tuple(target.shape)}")  # fmt: skip
         for name, x in (("q", q), ("target", target)):
             x = x.to(self.target_mean)
             std = x.std(dim=0) if x.shape[0] > 1 else torch.ones_like(x[0])

@@ -283,7 +283,15 @@ def finetune(
 
     Returns:
         The :class:`~torchik.train.TrainResult` (its ``model`` is the fine-tuned copy).
+
+    Raises:
+        TypeError: ``model``, ``data`` or ``config`` of the wrong kind.
+        ValueError: data of another problem than the model's (beyond the robot's geometry).
     """
+    for name, value, kind in (("model", model, IKModel), ("data", data, IKDataset),
+                              ("config", config, TrainConfig)):  # fmt: skip
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be {kind.__name__}, got {type(value).__name__}")
     new = copy.deepcopy(model) if model.spec == data.spec else _transfer(model, data)
     if config.batch_size > len(data):
         config = dataclasses.replace(config, batch_size=len(data))

@@ -294,9 +294,22 @@ def _due(step: int, every: int, last: int) -> bool:
     return step == last or (every > 0 and step % every == 0)
 
 
-def _prepare(model: IKModel, source: IKDataset | FKStream, robot: Robot | None, config):
-    if not isinstance(source, IKDataset | FKStream):
-        raise TypeError(f"train_set must be an IKDataset or an FKStream, got {type(source)}")
+def _prepare(model: IKModel, source: IKDataset | FKStream, robot: Robot | None, config,
+             val_set: Any = None):  # fmt: skip
+    """The checked arguments of :func:`train` and the rows it draws batches from."""
+    for name, value, kind, what in (
+        ("model", model, IKModel, "an IKModel"),
+        ("config", config, TrainConfig, "a TrainConfig"),
+        ("train_set", source, IKDataset | FKStream, "an IKDataset or an FKStream"),
+    ):
+        if not isinstance(value, kind):
+            raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
+    if val_set is not None and not isinstance(val_set, IKDataset):
+        raise TypeError(f"val_set must be an IKDataset or None, got {type(val_set).__name__}")
+    from torchik.robot.robot import Robot
+
+    if robot is not None and not isinstance(robot, Robot):
+        raise TypeError(f"robot must be a Robot or None, got {type(robot).__name__}")
     if model.spec != source.spec:
         raise ValueError(f"the model's spec {model.spec} differs from the data's {source.spec}")
     if robot is not None and robot_hash(robot) != model.spec.robot_hash:
@@ -352,7 +365,7 @@ def train(
         TrainingInterrupted: Ctrl-C or SIGTERM (after writing ``out_dir/checkpoint.pt``, if any).
         FloatingPointError: the loss became NaN or infinite.
     """
-    rows = _prepare(model, train_set, robot, config)
+    rows = _prepare(model, train_set, robot, config, val_set)
     out = Path(out_dir) if out_dir is not None else None
     if out is not None:
         out.mkdir(parents=True, exist_ok=True)
