@@ -272,6 +272,28 @@ def test_planar_arm_rejects_bad_limits(lower, upper):
         planar_arm_urdf([1.0, 1.0], lower, upper)
 
 
+def test_planar_arm_refuses_arguments_of_the_wrong_kind_in_one_line():
+    """A name that is not a str (None raised an AttributeError), lengths that are no sequence
+    or beyond the floats (an OverflowError), limits that are no numbers or no bool."""
+    cases = [
+        ({"name": None}, TypeError, "name must be a str, got NoneType None"),
+        ({"link_lengths": 5}, TypeError, "link_lengths must be a sequence of numbers, got 5"),
+        ({"link_lengths": np.array(1.0)}, TypeError, "link_lengths must be a sequence"),
+        ({"link_lengths": "12"}, TypeError, "link_lengths must be a sequence"),
+        ({"link_lengths": [10**400]}, ValueError, "link length 0 is not a number"),
+        ({"lower": "3"}, TypeError, "lower must be a number, got str '3'"),
+        ({"upper": None}, TypeError, "upper must be a number"),
+        ({"upper": 10**400}, ValueError, "joint limits must be finite"),
+        ({"limits": 1}, TypeError, "limits must be True or False"),
+    ]
+    for bad, error, match in cases:
+        with pytest.raises(error, match=match) as caught:
+            planar_arm_urdf(**{"link_lengths": [1.0, 0.5], **bad})
+        assert "\n" not in str(caught.value)
+    assert '<robot name="">' in planar_arm_urdf([1.0], name="")
+    assert 'type="continuous"' in planar_arm_urdf([1.0], None, None, limits=False)
+
+
 def test_planar_arm_without_limits_has_continuous_joints():
     model = parse_urdf(planar_arm_urdf([1.0, 2.0], math.nan, math.nan, limits=False))
     joints = _actuated(model)

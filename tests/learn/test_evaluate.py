@@ -147,3 +147,31 @@ def test_shapes_are_checked(arm):
         evaluate_samples(robot, torch.zeros(3, 2, dtype=F64), torch.zeros(3, 2), spec)
     with pytest.raises(ValueError, match="samples"):
         evaluate_samples(robot, torch.zeros(3, 1, 2, dtype=F64), torch.zeros(2, 2), spec)
+
+
+def test_evaluate_model_refuses_bad_arguments_in_one_line():
+    """Targets, ``n`` and ``seed`` are checked before torch meets them (a tuple seed said
+    "manual_seed expected a long", meta targets "Cannot copy out of meta tensor", a str an
+    AttributeError)."""
+    model = load_pretrained("snake2")
+    robot = load_robot("snake2", dtype=F64)
+    targets = robot.link_positions(robot.random_configuration(2), model.spec.link).float()
+    cases = [
+        ({"seed": (1.0, 2.0, 3.0)}, TypeError, "seed must be an int, got tuple"),
+        ({"seed": 2**64}, ValueError, "seed must be <="),
+        ({"targets": targets.to("meta")}, ValueError, "targets is on the meta device"),
+        ({"targets": "q"}, TypeError, "targets must be a torch.Tensor, got str"),
+        ({"targets": targets[0]}, ValueError, r"targets must have shape \(B, 3\), got \(3,\)"),
+        ({"targets": targets[:, :2]}, ValueError, r"targets must have shape \(\.\.\., 3\)"),
+        ({"targets": targets.long()}, TypeError, "floating-point"),
+        ({"n": -math.inf}, TypeError, "n must be an int, got float -inf"),
+        ({"n": 0}, ValueError, "n must be >= 1"),
+        ({"n": 1 << 21}, ValueError, "n must be <= 1048576"),
+        ({"sample_options": [1]}, TypeError, "sample_options must be a mapping"),
+    ]
+    for bad, error, match in cases:
+        with pytest.raises(error, match=match) as caught:
+            evaluate_model(model, **{"targets": targets, "robot": robot, "n": 2, **bad})
+        assert "\n" not in str(caught.value)
+    report = evaluate_model(model, targets.double(), robot, n=2, seed=-1)  # as manual_seed takes
+    assert report.targets == 2 and report.samples_per_target == 2

@@ -308,3 +308,27 @@ def test_path_metrics_refuse_bad_arguments_in_one_line():
         0.0,
         path_distance(paths[1], paths[0], mask).item(),
     ]
+
+
+def test_smooth_targets_refuse_bad_arguments_in_one_line():
+    """A seed where the generator belongs (torch: "rand() received an invalid combination of
+    arguments", over many lines), counts that are not ints or too large, a margin of half the
+    range or more: one line naming the argument."""
+    robot = load_robot("snake2", dtype=F64)
+    cases = [
+        ({"generator": "3"}, TypeError, "generator must be a torch.Generator or None"),
+        ({"steps": 1}, ValueError, "steps must be >= 2"),
+        ({"steps": 2.5}, TypeError, "steps must be an int"),
+        ({"n_paths": math.inf}, TypeError, "n_paths must be an int"),
+        ({"n_paths": 10**9}, ValueError, "n_paths must be <="),
+        ({"max_move": math.nan}, ValueError, "max_move must be finite"),
+        ({"margin": 0.5}, ValueError, "margin must be < 0.5"),
+        ({"margin": "0.1"}, TypeError, "margin must be a number"),
+        ({"link": 3}, TypeError, "link must be a link name"),
+    ]
+    for bad, error, match in cases:
+        with pytest.raises(error, match=match) as caught:
+            make_smooth_targets(robot, **{"steps": 3, **bad})
+        assert "\n" not in str(caught.value)
+    q, targets = make_smooth_targets(robot, steps=3, n_paths=2, margin=0, generator=_gen(1))
+    assert q.shape == (2, 3, 2) and targets.shape == (2, 3, 3)

@@ -158,3 +158,79 @@ def test_convex_hull_area_of_the_unit_square_trims_an_outlier():
     torch.testing.assert_close(areas, torch.tensor([1.0, 4.0], dtype=F64))
     line = torch.stack([grid, grid], dim=-1)
     assert m.convex_hull_area(line, 100.0) == 0
+
+
+def _refused(call, error, match):
+    with pytest.raises(error, match=match) as caught:
+        call()
+    assert "\n" not in str(caught.value)
+
+
+def test_rejection_sampling_refuses_bad_arguments_in_one_line():
+    """Counts, targets, radii and priors are checked before torch meets them (chunk=inf and
+    NaN, a list of targets: torch's errors, an AttributeError)."""
+    arm = PlanarArm(2).double()
+    targets = torch.tensor([[1.5, 0.5]], dtype=F64)
+    run = {"prior_std": [0.5, 0.5], "targets": targets, "n_accept": 4, "radius": 0.1,
+           "generator": _gen(0), "max_draws": 1 << 12, "chunk": 1 << 10}  # fmt: skip
+    cases = [
+        ({"chunk": math.inf}, TypeError, "chunk must be an int, got float inf"),
+        ({"chunk": math.nan}, TypeError, "chunk must be an int, got float nan"),
+        ({"chunk": 0}, ValueError, "chunk must be >= 1"),
+        ({"targets": [0.0, 0.0, 0.0]}, TypeError, "targets must be a torch.Tensor, got list"),
+        ({"targets": targets[0]}, ValueError, r"targets must have shape \(M, T\)"),
+        ({"targets": targets.to("meta")}, ValueError, "targets is on the meta device"),
+        ({"targets": targets * math.nan}, ValueError, "targets contain NaN"),
+        ({"targets": torch.zeros(1, 3, dtype=F64)}, ValueError, r"forward must map q"),
+        ({"n_accept": 0}, ValueError, "n_accept must be >= 1"),
+        ({"n_accept": 10**12}, ValueError, "n_accept must be <="),
+        ({"max_draws": -1}, ValueError, "max_draws must be >= 0"),
+        ({"generator": 5}, TypeError, "generator must be a torch.Generator"),
+        ({"radius": math.inf}, ValueError, "radius must be finite"),
+        ({"targets": targets.float(), "radius": 1e300}, ValueError, "finite in torch.float32"),
+        ({"radius": 0.0}, ValueError, "radius must be positive"),
+        ({"radius": torch.ones(3, dtype=F64)}, ValueError, r"radius must be one number or \(1,\)"),
+        ({"radius": "a"}, TypeError, "radius must be numbers"),
+        ({"prior_std": [-0.5, 0.5]}, ValueError, "prior_std must be"),
+        ({"prior_std": 0.5}, ValueError, r"prior_std must be \(D,\)"),
+        ({"prior_std": ["a", 0.5]}, TypeError, "prior_std must be numbers"),
+        ({"prior_mean": [0.0]}, ValueError, r"prior_mean must have shape \(2,\)"),
+        ({"prior_mean": [math.nan, 0.0]}, ValueError, "prior_mean must be finite"),
+    ]
+    for bad, error, match in cases:
+        _refused(lambda bad=bad: rejection_sample(arm, **{**run, **bad}), error, match)
+    _refused(lambda: rejection_sample(3, **run), TypeError, "forward must be a callable")
+    wide = {key: run[key] for key in ("prior_std", "targets", "n_accept", "radius")}
+    widening = [
+        ({"targets": [[1.5, 0.5]]}, TypeError, "targets must be a torch"),
+        ({"growth": 0.5}, ValueError, "growth must be in"),
+        ({"max_rounds": 0}, ValueError, "max_rounds must be >= 1"),
+        ({"radius": None}, TypeError, "radius must be a number"),
+        ({"chunk": math.inf}, TypeError, "chunk must be an int"),
+    ]
+    for bad, error, match in widening:
+        _refused(lambda bad=bad: rejection_sample_widening(arm, **{**wide, **bad}), error, match)
+    post = rejection_sample(arm, **{**run, "radius": torch.tensor([0.1], dtype=F64)})
+    assert post.samples.shape == (1, 4, 2) and post.radius.tolist() == [0.1]
+
+
+def test_one_joint_posterior_refuses_bad_arguments_in_one_line():
+    """Values whose squares overflow (prior_std=-0.001 with length=1e300 raised OverflowError)
+    or that are not numbers are refused, one line naming them."""
+    good = {"target": [0.9, 0.3], "prior_std": 0.4, "radius": 0.2}
+    cases = [
+        ({"prior_std": -0.001, "length": 1e300}, ValueError, "prior_std must be in"),
+        ({"length": 1e300}, ValueError, r"length must be in \[1e-100, 1e\+100\], got 1e\+300"),
+        ({"length": 0}, ValueError, "length must be in"),
+        ({"radius": None}, TypeError, "radius must be a number"),
+        ({"prior_std": math.inf}, ValueError, "prior_std must be finite"),
+        ({"target": "ab"}, ValueError, r"target must be two numbers \(x, y\)"),
+        ({"target": [1.0, 2.0, 3.0]}, ValueError, "target must be two numbers"),
+        ({"target": [math.nan, 0.0]}, ValueError, "target x must be finite"),
+        ({"target": [0.0, 1e300]}, ValueError, "target y must be in"),
+        ({"target": torch.zeros(2, device="meta")}, ValueError, "meta device"),
+    ]
+    for bad, error, match in cases:
+        _refused(lambda bad=bad: one_joint_posterior(**{**good, **bad}), error, match)
+    exact = one_joint_posterior(torch.tensor([0.9, 0.3], dtype=F64), 0.4, 0.2)
+    assert exact == one_joint_posterior(**good) and 0 < exact.mass < 1

@@ -3,6 +3,8 @@ what ``model.sample`` and ``refine_samples`` give apart; the model is checked ag
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -85,3 +87,52 @@ def test_solutions_with_model_gathers_as_many_exact_solutions_as_asked(panda, mo
     assert (placed[:, :3, 3] - pose[:3, 3]).norm(dim=-1).max() <= 1e-3
     with pytest.raises(ValueError, match=r"one target, a \(4, 4\) pose, got shape \(2, 4, 4\)"):
         solutions_with_model(panda, model, _poses(panda, 2, 5), 4)
+
+
+def _refused(call, error, match):
+    """``call()`` raises ``error`` matching ``match``, its message one line."""
+    with pytest.raises(error, match=match) as caught:
+        call()
+    assert "\n" not in str(caught.value)
+
+
+def test_bad_arguments_are_refused_in_one_line_naming_them(panda, model):
+    """Targets, counts and settings are checked before the model or torch meet them (a meta
+    target said "Cannot copy out of meta tensor", None an AttributeError, a (2,) position
+    "The expanded size of the tensor (3) must match", count=inf an OverflowError)."""
+    from torchik.models import solutions_with_model
+
+    position_model, pose = load_pretrained("panda_position"), _poses(panda, 1, 5)[0]
+    position = pose[:3, 3]
+    cases = [
+        (lambda: solve_with_model(panda, model, torch.zeros(4, 4, device="meta"), 2),
+         ValueError, "target is on the meta device"),
+        (lambda: solve_with_model(panda, model, None, 2), TypeError, "target must be a torch"),
+        (lambda: solve_with_model(panda, model, [[0.0] * 4] * 4, 2), TypeError, "target must be"),
+        (lambda: solve_with_model(panda, position_model, position[:2], 2, position_only=True),
+         ValueError, r"target must have shape \(\.\.\., 3\), got \(2,\)"),
+        (lambda: solve_with_model(panda, model, pose[:3], 2), ValueError, r"\(\.\.\., 4, 4\)"),
+        (lambda: solve_with_model(panda, model, pose.long(), 2), TypeError, "floating-point"),
+        (lambda: solve_with_model(panda, model, pose, 0), ValueError, "n must be >= 1"),
+        (lambda: solve_with_model(panda, model, pose, 2.0), TypeError, "n must be an int"),
+        (lambda: solve_with_model(panda, model, pose, 2, generator=3), TypeError, "generator"),
+        (lambda: solve_with_model(panda, model, pose, 2, position_only="yes"), TypeError,
+         "position_only must be True or False"),
+        (lambda: solve_with_model(panda, model, pose, 2, sample_options=[1]), TypeError,
+         "sample_options must be a mapping"),
+        (lambda: solutions_with_model(panda, model, None, 5), TypeError, "target must be"),
+        (lambda: solutions_with_model(panda, model, pose, math.inf), TypeError,
+         "count must be an int, got float inf"),
+        (lambda: solutions_with_model(panda, model, pose, 5, rounds=(1.0, 2.0, 3.0)), TypeError,
+         "rounds must be an int"),
+        (lambda: solutions_with_model(panda, model, pose, 5, rounds=1000), ValueError,
+         "rounds must be <= 100"),
+        (lambda: solutions_with_model(panda, model, pose, 5, margin=math.nan), ValueError,
+         "margin must be finite"),
+        (lambda: solutions_with_model(panda, model, pose, 1 << 20), ValueError,
+         "count must be <= 524288"),
+        (lambda: solutions_with_model(panda, model, pose, 100_000, margin=100.0), ValueError,
+         r"count \* \(1 \+ margin\) must be <= 1048576"),
+    ]  # fmt: skip
+    for call, error, match in cases:
+        _refused(call, error, match)

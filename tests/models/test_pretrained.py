@@ -25,6 +25,24 @@ def test_unknown_name_lists_the_available_ones():
         load_pretrained("nope")
 
 
+def test_map_location_is_a_device_torchik_runs_on_a_dict_or_a_callable():
+    """A meta ``map_location`` (torch: "Cannot copy out of meta tensor"), an unknown device or
+    another kind of value is refused in one line naming it; the kinds ``torch.load`` takes
+    still load."""
+    cases = [
+        ("meta", ValueError, "map_location 'meta' cannot run torchik"),
+        ("banana", ValueError, "map_location 'banana' is not a device"),
+        (torch.device("meta"), ValueError, "cannot run torchik"),
+        (3, TypeError, "map_location must be a device, a dict or a callable, got int 3"),
+    ]
+    for where, error, match in cases:
+        with pytest.raises(error, match=match) as caught:
+            load_pretrained("snake2", map_location=where)
+        assert "\n" not in str(caught.value)
+    for where in (None, "cpu", torch.device("cpu"), {"cpu": "cpu"}, lambda storage, _: storage):
+        assert load_pretrained("snake2", map_location=where).target_mean.device.type == "cpu"
+
+
 @pytest.mark.parametrize("name", sorted(PRETRAINED))
 def test_loads_and_samples_within_limits(name):
     model = load_pretrained(name)

@@ -14,9 +14,12 @@ them on limited joints; torchik reads the position limits alone.
 from __future__ import annotations
 
 import math
+import numbers
 from collections.abc import Sequence
 from importlib import resources
 from xml.sax.saxutils import quoteattr
+
+from torchik.checks import check_bool, short_repr
 
 __all__ = [
     "BUNDLED",
@@ -136,6 +139,8 @@ def planar_arm_urdf(
     Raises:
         ValueError: no lengths, a length that is not positive and finite, or (with ``limits``)
             limits that are not finite with ``lower < upper``.
+        TypeError: ``link_lengths`` not a sequence, ``name`` not a str, ``limits`` not a bool,
+            (with ``limits``) ``lower`` or ``upper`` not a number.
 
     Example:
         >>> text = planar_arm_urdf([1.0, 1.0, 0.5], name="three_link")
@@ -143,7 +148,9 @@ def planar_arm_urdf(
         3
     """
     lengths = _check_lengths(link_lengths)
-    if limits:
+    if not isinstance(name, str):
+        raise TypeError(f"name must be a str, got {type(name).__name__} {short_repr(name)}")
+    if check_bool("limits", limits):
         _check_limits(lower, upper)
     bounds = (lower, upper) if limits else None
     links, joints = _planar_chain(lengths, "base", bounds)
@@ -179,25 +186,46 @@ def rail_arm_urdf() -> str:
 
 
 def _check_lengths(link_lengths: Sequence[float]) -> tuple[float, ...]:
-    """The lengths as floats, or a ValueError naming the first bad one."""
-    lengths = tuple(link_lengths)
+    """The lengths as floats, or a ValueError naming the first bad one (a TypeError: not a
+    sequence)."""
+    try:
+        if isinstance(link_lengths, str | bytes):  # not read as characters
+            raise TypeError
+        lengths = tuple(link_lengths)
+    except TypeError:  # not iterable (a number, a 0-d tensor)
+        raise TypeError(
+            f"link_lengths must be a sequence of numbers, got {short_repr(link_lengths)}"
+        ) from None
     if not lengths:
         raise ValueError("a planar arm needs at least one link length")
     for i, length in enumerate(lengths):
         try:
             value = float(length)
-        except (TypeError, ValueError):
-            raise ValueError(f"link length {i} is not a number: {length!r}") from None
+        except (TypeError, ValueError, OverflowError):
+            raise ValueError(f"link length {i} is not a number: {short_repr(length)}") from None
         if not (math.isfinite(value) and value > 0.0):
             raise ValueError(f"link length {i} must be positive and finite, got {length!r}")
     return tuple(float(length) for length in lengths)
 
 
 def _check_limits(lower: float, upper: float) -> None:
-    if not (math.isfinite(lower) and math.isfinite(upper) and lower < upper):
+    for name, value in (("lower", lower), ("upper", upper)):
+        if isinstance(value, bool) or not isinstance(value, numbers.Real):
+            raise TypeError(
+                f"{name} must be a number, got {type(value).__name__} {short_repr(value)}"
+            )
+    if not (_finite(lower) and _finite(upper) and lower < upper):
         raise ValueError(
             f"joint limits must be finite with lower < upper, got lower={lower!r}, upper={upper!r}"
         )
+
+
+def _finite(value: float) -> bool:
+    """Whether ``value`` is finite (an int beyond the floats' range is not)."""
+    try:
+        return math.isfinite(value)
+    except OverflowError:
+        return False
 
 
 def _planar_chain(

@@ -20,13 +20,14 @@ Example:
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 import torch
 from torch import Tensor
 
+from torchik.checks import check_int, check_tensor
 from torchik.learn import metrics
 
 if TYPE_CHECKING:
@@ -208,13 +209,31 @@ def evaluate_model(
         targets: ``(B, T)`` encoded targets, moved to the model's device and dtype.
         robot: the robot (see :func:`evaluate_samples`).
         n: samples per target.
-        seed: seed of a generator on the model's device.
+        seed: seed of a generator on the model's device (an int that ``manual_seed`` takes).
         sample_options: keyword arguments of ``model.sample`` (e.g. ``temperature``).
         **options: for :func:`evaluate_sampler` (dtype) and :func:`evaluate_samples`.
 
     Returns:
         The :class:`SampleReport`.
+
+    Raises:
+        TypeError: ``targets`` not a floating-point tensor, ``n`` or ``seed`` not an int,
+            ``sample_options`` not a mapping.
+        ValueError: ``targets`` without values (on the meta device) or not ``(B, T)`` of the
+            model's target size ``T``, ``n`` out of ``[1, MAX_SAMPLES]``
+            (:data:`torchik.models.base.MAX_SAMPLES`, checked by ``model.sample``), ``seed``
+            out of torch's range.
     """
+    check_tensor("targets", targets, (model.spec.target_dim,))
+    if targets.dim() != 2:
+        raise ValueError(f"targets must have shape (B, {model.spec.target_dim}), got "
+                         f"{tuple(targets.shape)}")  # fmt: skip
+    check_int("n", n, 1)  # model.sample refuses more than its MAX_SAMPLES
+    check_int("seed", seed, -(2**63), 2**64 - 1)  # what manual_seed takes
+    if not isinstance(sample_options, Mapping | None):
+        raise TypeError(
+            f"sample_options must be a mapping or None, got {type(sample_options).__name__}"
+        )
     target = targets.to(model.target_mean)
     gen = torch.Generator(target.device).manual_seed(seed)
 

@@ -209,11 +209,29 @@ def make_smooth_targets(
 
     Returns:
         ``q (n_paths, steps, D)`` and ``targets (n_paths, steps, 3)``, in the robot's dtype.
-    """
-    from torchik.ik.solve import default_link
 
-    if steps < 2 or n_paths < 1 or not 0 <= margin < 0.5:
-        raise ValueError("need steps >= 2, n_paths >= 1 and 0 <= margin < 0.5")
+    Raises:
+        TypeError: ``steps`` or ``n_paths`` not an int, ``max_move`` or ``margin`` not a
+            number, ``generator`` not a ``torch.Generator``, ``link`` not a str.
+        ValueError: ``steps < 2``, ``n_paths < 1``, more than ``MAX_CONFIGURATIONS``
+            configurations in all (:data:`torchik.robot.configuration.MAX_CONFIGURATIONS`),
+            ``max_move`` negative or not finite, ``margin`` out of ``[0, 0.5)``, a generator
+            of another device than the CPU.
+    """
+    from torchik.checks import check_float, check_generator, check_int
+    from torchik.ik.solve import default_link
+    from torchik.robot.configuration import MAX_CONFIGURATIONS
+
+    check_int("steps", steps, 2, MAX_CONFIGURATIONS)
+    check_int("n_paths", n_paths, 1, MAX_CONFIGURATIONS // steps)
+    check_float("max_move", max_move, 0.0)
+    if not check_float("margin", margin, 0.0, 0.5) < 0.5:
+        raise ValueError(f"margin must be < 0.5, a fraction kept free at both ends, got {margin}")
+    check_generator("generator", generator)
+    if generator is not None and generator.device.type != "cpu":
+        raise ValueError(f"generator must be a CPU generator, got one on {generator.device}")
+    if link is not None and not isinstance(link, str):
+        raise TypeError(f"link must be a link name (str) or None, got {type(link).__name__}")
     link = default_link(robot) if link is None else link
     lower, upper = robot.lower.cpu().double(), robot.upper.cpu().double()
     lo, hi = lower + margin * (upper - lower), upper - margin * (upper - lower)

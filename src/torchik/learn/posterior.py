@@ -31,7 +31,15 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchik.checks import intra_op_threads
+from torchik.checks import (
+    check_float,
+    check_generator,
+    check_int,
+    check_tensor,
+    intra_op_threads,
+    short_repr,
+)
+from torchik.robot.configuration import MAX_CONFIGURATIONS
 
 __all__ = [
     "OneJointPosterior",
@@ -111,24 +119,82 @@ def rejection_sample(
 
     Returns:
         A :class:`PosteriorSamples`; a target's samples do not depend on the other targets.
+
+    Raises:
+        TypeError: ``forward`` not callable, ``targets`` not a floating-point tensor,
+            ``n_accept``, ``max_draws`` or ``chunk`` not an int, ``prior_std``, ``prior_mean``
+            or ``radius`` not numbers, ``generator`` not a ``torch.Generator``.
+        ValueError: ``targets`` not ``(M, T)`` finite values, ``n_accept`` or ``chunk`` out of
+            ``[1, MAX_CONFIGURATIONS]`` (:data:`torchik.robot.configuration.MAX_CONFIGURATIONS`),
+            ``max_draws`` negative, ``prior_std`` not ``(D,)`` finite and ``>= 0``,
+            ``prior_mean`` not ``(D,)`` finite, ``radius`` not positive and finite in the
+            targets' dtype or not one or ``(M,)``, ``forward`` not giving ``(C, T)``.
     """
     with intra_op_threads(num_threads):
-        return _rejection_sample(
-            forward, prior_std, targets, n_accept, radius, generator, max_draws, prior_mean, chunk
+        checked = _check_sampling(forward, prior_std, targets, n_accept, radius, generator,
+                                  max_draws, prior_mean, chunk)  # fmt: skip
+        return _rejection_sample(forward, targets, n_accept, generator, max_draws, chunk, *checked)
+
+
+def _check_sampling(
+    forward, prior_std, targets, n_accept, radius, generator, max_draws, prior_mean, chunk
+) -> tuple[Tensor, Tensor, Tensor]:
+    """The arguments of :func:`rejection_sample`, one line per refusal: ``(radii (M,), std
+    (D,), mean (D,))``, in the targets' dtype and on their device."""
+    if not callable(forward):
+        raise TypeError(f"forward must be a callable q (C, D) -> (C, T), got {short_repr(forward)}")
+    _check_targets(targets)
+    check_int("n_accept", n_accept, 1, MAX_CONFIGURATIONS)
+    check_int("chunk", chunk, 1, MAX_CONFIGURATIONS)
+    check_int("max_draws", max_draws, 0)
+    check_generator("generator", generator)
+    like = {"dtype": targets.dtype, "device": targets.device}
+    radii = _values("radius", radius, lambda r: torch.as_tensor(r, **like))
+    if radii.dim() > 1 or (radii.dim() and len(radii) not in (1, len(targets))):
+        raise ValueError(
+            f"radius must be one number or ({len(targets)},), got {tuple(radii.shape)}"
         )
+    radii = radii.expand(targets.shape[0]).clone()  # never an alias of the caller's tensor
+    if not (radii > 0).all():
+        raise ValueError(f"the radius must be positive, got {short_repr(radius)}")
+    std = _values("prior_std", prior_std, lambda s: torch.as_tensor(s, **like))
+    if std.dim() != 1 or not len(std) or (std < 0).any():
+        raise ValueError(
+            f"prior_std must be (D,) standard deviations >= 0, got {short_repr(prior_std)}"
+        )
+    if prior_mean is None:
+        return radii, std, torch.zeros_like(std)
+    mean = _values("prior_mean", prior_mean, lambda m: torch.as_tensor(m).to(std))
+    if mean.shape != std.shape:
+        raise ValueError(f"prior_mean must have shape {tuple(std.shape)}, got {tuple(mean.shape)}")
+    return radii, std, mean
+
+
+def _check_targets(targets: Any) -> None:
+    """``targets``: ``(M, T)`` finite values with ``T >= 1``."""
+    check_tensor("targets", targets)
+    if targets.dim() != 2 or not targets.shape[1]:
+        raise ValueError(f"targets must have shape (M, T) with T >= 1, got {tuple(targets.shape)}")
+    if not bool(torch.isfinite(targets).all()):
+        raise ValueError("targets contain NaN or infinite values")
+
+
+def _values(name: str, value: Any, convert: Callable[[Any], Tensor]) -> Tensor:
+    """``convert(value)`` if it holds finite values; else one line naming ``name``."""
+    if isinstance(value, Tensor) and value.device.type == "meta":
+        raise ValueError(f"{name} is on the meta device: it has a shape but no values")
+    try:
+        out = convert(value)
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        raise TypeError(f"{name} must be numbers, got {short_repr(value)}") from None
+    if not bool(torch.isfinite(out).all()):
+        raise ValueError(f"{name} must be finite in {out.dtype}, got {short_repr(value)}")
+    return out
 
 
 def _rejection_sample(
-    forward, prior_std, targets, n_accept, radius, generator, max_draws, prior_mean, chunk
+    forward, targets, n_accept, generator, max_draws, chunk, radii, std, mean
 ) -> PosteriorSamples:
-    if targets.dim() != 2 or n_accept < 1 or chunk < 1:
-        raise ValueError("need targets (M, T), n_accept >= 1 and chunk >= 1")
-    radii = torch.as_tensor(radius, dtype=targets.dtype, device=targets.device)
-    radii = radii.expand(targets.shape[0]).clone()  # never an alias of the caller's tensor
-    if not (radii > 0).all():
-        raise ValueError(f"the radius must be positive, got {radius}")
-    std = torch.as_tensor(prior_std, dtype=targets.dtype, device=targets.device)
-    mean = torch.zeros_like(std) if prior_mean is None else torch.as_tensor(prior_mean).to(std)
     m, d = targets.shape[0], std.shape[0]
     samples = targets.new_full((m, n_accept, d), math.nan)
     accepted = torch.zeros(m, dtype=torch.long, device=targets.device)
@@ -140,6 +206,10 @@ def _rejection_sample(
         q = mean + std * noise
         with torch.no_grad():
             y = forward(q)
+        if not isinstance(y, Tensor) or y.shape != (size, targets.shape[1]):
+            got = tuple(y.shape) if isinstance(y, Tensor) else type(y).__name__
+            raise ValueError(f"forward must map q ({size}, {d}) to ({size}, "
+                             f"{targets.shape[1]}) like the targets, got {got}")  # fmt: skip
         rows, cols = _pairs_within(y, targets[active], radii[active])
         _store(samples, accepted, q, rows, active[cols])
         draws[active] += size
@@ -166,8 +236,16 @@ def rejection_sample_widening(
     Each target's samples come from a single radius, reported per target in ``radius``; targets
     in the prior's tails get wider ones. ``draws`` and ``accepted`` are those of the round that
     was kept. ``options`` go to :func:`rejection_sample` (``generator``, ``num_threads``, ...).
+
+    Raises:
+        TypeError, ValueError: as :func:`rejection_sample`; ``radius`` not positive and
+            finite, ``growth`` not in ``[1, 1000]``, ``max_rounds`` not in ``[1, 100]``.
     """
-    radii = targets.new_full((targets.shape[0],), float(radius))
+    _check_targets(targets)
+    radius = check_float("radius", radius, positive=True)
+    check_float("growth", growth, 1.0, 1000.0)
+    check_int("max_rounds", max_rounds, 1, 100)
+    radii = targets.new_full((targets.shape[0],), radius)
     result = rejection_sample(
         forward, prior_std, targets, n_accept, radii, max_draws=max_draws, **options
     )
@@ -331,6 +409,9 @@ class OneJointPosterior:
         return total / self.mass
 
 
+_SCALE = 1e100  # the largest magnitude one_joint_posterior takes (1 / _SCALE: the least)
+
+
 def one_joint_posterior(
     target: Sequence[float], prior_std: float, radius: float, length: float = 1.0
 ) -> OneJointPosterior:
@@ -340,10 +421,18 @@ def one_joint_posterior(
     ``y*`` and ``cos α = (l² + |y*|² - radius²) / (2 l |y*|)``; copies ``k = -1, 0, 1`` are kept
     (farther ones have prior mass below ``Φ(-π / prior_std)``; use ``prior_std < 1``).
 
+    ``target``, ``prior_std``, ``radius`` and ``length`` are finite, of magnitudes up to
+    ``1e100`` (the last three in ``[1e-100, 1e100]``): their squares and products stay finite
+    nonzero floats.
+
     Raises:
-        ValueError: no angle reaches the target within ``radius``, or the ball holds the base.
+        ValueError: no angle reaches the target within ``radius``, or the ball holds the base;
+            ``target`` not two numbers, a value out of range.
+        TypeError: ``prior_std``, ``radius`` or ``length`` not a number.
     """
-    x, y = (float(v) for v in target)
+    x, y = _point(target)
+    for name, value in (("prior_std", prior_std), ("radius", radius), ("length", length)):
+        check_float(name, value, 1 / _SCALE, _SCALE)
     rho, phi = math.hypot(x, y), math.atan2(y, x)
     if rho <= radius:
         raise ValueError("the acceptance ball contains the base: every angle is accepted")
@@ -353,3 +442,15 @@ def one_joint_posterior(
     alpha = math.acos(max(-1.0, cos_alpha))
     spans = [(phi - alpha + 2 * math.pi * k, phi + alpha + 2 * math.pi * k) for k in (-1, 0, 1)]
     return OneJointPosterior(float(prior_std), tuple(spans))
+
+
+def _point(target: Any) -> tuple[float, float]:
+    """``target`` as ``(x, y)``, two finite floats of magnitude up to ``_SCALE``."""
+    if isinstance(target, Tensor) and target.device.type == "meta":
+        raise ValueError("target is on the meta device: it has a shape but no values")
+    try:
+        x, y = (float(v) for v in ([] if isinstance(target, str | bytes) else target))
+    except (TypeError, ValueError, OverflowError, RuntimeError):
+        raise ValueError(f"target must be two numbers (x, y), got {short_repr(target)}") from None
+    span = (-_SCALE, _SCALE)
+    return check_float("target x", x, *span), check_float("target y", y, *span)

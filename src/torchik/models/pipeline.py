@@ -23,12 +23,13 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from torchik.checks import check_bool, check_float, check_generator, check_int, check_tensor
 from torchik.ik.base import IKSolver
 from torchik.ik.refine import MARGIN, Collected, collect_solutions, refine_samples
 from torchik.ik.result import IKResult
 from torchik.learn.data import encode_target
 from torchik.learn.spec import robot_hash
-from torchik.models.base import IKModel
+from torchik.models.base import MAX_SAMPLES, IKModel
 from torchik.robot.robot import Robot
 
 __all__ = [
@@ -78,7 +79,10 @@ def check_model_fits(model: IKModel, robot: Robot, link: str | None = None) -> s
 
     Raises:
         ValueError: the model is for another robot (:func:`torchik.learn.robot_hash`) or link.
+        TypeError: ``link`` not a str (nor None).
     """
+    if link is not None and not isinstance(link, str):
+        raise TypeError(f"link must be a link name (str) or None, got {type(link).__name__}")
     link = model.spec.link if link is None else link
     if model.spec.robot_hash != robot_hash(robot) or model.spec.link != link:
         differs = "; ".join(model.spec.differences(robot, link))
@@ -127,7 +131,12 @@ def solve_with_model(
 
     Raises:
         ValueError: the model is for another robot or link, or for full poses when
-            ``position_only``.
+            ``position_only``; ``target`` without values (on the meta device) or of another
+            shape; ``n`` out of ``[1, MAX_SAMPLES]``
+            (:data:`torchik.models.base.MAX_SAMPLES`).
+        TypeError: ``target`` not a floating-point tensor, ``n`` not an int,
+            ``position_only`` not a bool, ``generator`` not a ``torch.Generator``,
+            ``sample_options`` not a mapping.
 
     Example:
         >>> import torch, torchik
@@ -139,6 +148,8 @@ def solve_with_model(
         (torch.Size([2, 8, 7]), torch.Size([2, 8, 7]), True)
     """
     link = check_model_fits(model, robot, link)
+    _check_request(target, position_only, generator, sample_options)
+    check_int("n", n, 1, MAX_SAMPLES)
     encoded = model_targets(model, target, position_only)
     with torch.no_grad():
         samples = model.sample(encoded, n, generator=generator, **(sample_options or {}))
@@ -183,7 +194,12 @@ def solutions_with_model(
         when the rounds ran out), the samples refined and the rounds run.
 
     Raises:
-        ValueError: more than one target (a batch: call :func:`solve_with_model`).
+        ValueError: more than one target (a batch: call :func:`solve_with_model`), ``count``
+            out of ``[1, MAX_SAMPLES / 2]`` or more than ``MAX_SAMPLES`` samples in the first
+            round (``count * (1 + margin)``), ``margin`` out of ``[0, 100]``, ``rounds`` out of
+            ``[1, 100]``; and as :func:`solve_with_model`.
+        TypeError: ``count`` or ``rounds`` not an int, ``margin`` not a number; and as
+            :func:`solve_with_model`.
 
     Example:
         >>> import torchik
@@ -195,9 +211,15 @@ def solutions_with_model(
         >>> got.q.shape
         torch.Size([50, 7])
     """
+    _check_request(target, position_only, generator, sample_options)
     if target.dim() != (1 if position_only else 2):
         one = "(3,) position" if position_only else "(4, 4) pose"
         raise ValueError(f"one target, a {one}, got shape {tuple(target.shape)}")
+    check_int("count", count, 1, MAX_SAMPLES // 2)  # later rounds ask for 1.5 x the shortfall
+    margin, rounds = check_float("margin", margin, 0.0, 100.0), check_int("rounds", rounds, 1, 100)
+    if math.ceil(count * (1.0 + margin)) > MAX_SAMPLES:
+        raise ValueError(f"count * (1 + margin) must be <= {MAX_SAMPLES}, the samples of the "
+                         f"first round; got {count} * (1 + {margin})")  # fmt: skip
 
     def solve(n: int, round_: int) -> IKResult:
         return solve_with_model(robot, model, target, n, link, position_only=position_only,
@@ -205,3 +227,14 @@ def solutions_with_model(
                                 **refine_options).result  # fmt: skip
 
     return collect_solutions(solve, count, margin=margin, rounds=rounds)
+
+
+def _check_request(target: Any, position_only: Any, generator: Any, sample_options: Any) -> None:
+    """The arguments :func:`solve_with_model` and :func:`solutions_with_model` share, one line
+    per refusal: a target of values, ``(..., 3)`` with ``position_only``, else ``(..., 4, 4)``."""
+    check_bool("position_only", position_only)
+    check_tensor("target", target, (3,) if position_only else (4, 4))
+    check_generator("generator", generator)
+    if sample_options is not None and not isinstance(sample_options, Mapping):
+        raise TypeError(f"sample_options must be a mapping of model.sample's keywords or None, "
+                        f"got {type(sample_options).__name__}")  # fmt: skip

@@ -53,7 +53,8 @@ def load_pretrained(name: str, map_location: Any = None, sampler: str = "fast") 
 
     Args:
         name: a name of :data:`PRETRAINED`.
-        map_location: as :func:`torch.load`'s.
+        map_location: as :func:`torch.load`'s: ``None``, a device this machine has
+            (:func:`torchik.checks.check_device`), a dict or a callable.
         sampler: how a flow-matching model samples when a call names no sampler:
 
             - ``"fast"``: with few network passes (:func:`few_pass_samplers`), in bfloat16
@@ -68,8 +69,10 @@ def load_pretrained(name: str, map_location: Any = None, sampler: str = "fast") 
             Other families have no sampler to choose.
 
     Raises:
-        ValueError: no model of that name is bundled (the message lists the names), or an
-            unknown ``sampler``.
+        ValueError: no model of that name is bundled (the message lists the names), an
+            unknown ``sampler``, or a ``map_location`` device torchik cannot run on (``meta``,
+            an unknown one, a GPU absent here).
+        TypeError: a ``map_location`` of another kind.
 
     Example:
         >>> model = load_pretrained("snake2")
@@ -80,9 +83,14 @@ def load_pretrained(name: str, map_location: Any = None, sampler: str = "fast") 
         >>> load_pretrained("panda", sampler="own").default_sampler is None
         True
     """
-    from torchik.checks import check_choice
+    from torchik.checks import check_choice, check_device, short_repr
 
     check_choice("sampler", sampler, ("fast", "float32", "own"))
+    if isinstance(map_location, str | torch.device):
+        check_device("map_location", map_location)
+    elif not (map_location is None or isinstance(map_location, dict) or callable(map_location)):
+        raise TypeError(f"map_location must be a device, a dict or a callable, got "
+                        f"{type(map_location).__name__} {short_repr(map_location)}")  # fmt: skip
     if name not in PRETRAINED:
         raise ValueError(
             f"no pretrained model named {name!r} is bundled; available: {', '.join(PRETRAINED)}"
