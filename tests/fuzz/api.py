@@ -6,8 +6,10 @@ types, a seed where a generator belongs, tensors of wrong shapes, dtypes or on t
 device) on top of a valid call: ``random_configuration``, ``with_limits``, ``difference``,
 ``integrate``, ``forward_kinematics``, ``link_positions``, ``jacobian``, ``chain``,
 ``make_dataset``, a model's ``sample`` and ``log_prob``, ``TrainConfig``, ``TuneConfig``,
-``load_robot``, an IK result's ``top``, ``nearest`` and ``distinct``, ``seeds_near`` and
-``away_from_limits``. Passing: a
+``load_robot``, an IK result's ``top``, ``nearest`` and ``distinct``, ``seeds_near``,
+``away_from_limits``, a learned model's ``solve_with_model``, ``solutions_with_model`` and
+``evaluate_model``, ``make_smooth_targets``, ``rejection_sample``, ``one_joint_posterior`` and
+``planar_arm_urdf``; the first call of each is its valid call as it is. Passing: a
 result, or a one-line ValueError or TypeError, in under a second. Anything else (torch's
 RuntimeError, an AttributeError, a multi-line message) is a finding.
 
@@ -71,8 +73,16 @@ def _tensors(rng: random.Random, size: int) -> list:
 
 def _calls(rng: random.Random) -> dict[str, tuple[Callable, dict, dict]]:
     """name: (function, valid keyword arguments, pools of bad ones)."""
+    from torchik.description import planar_arm_urdf
     from torchik.ik.wholebody import away_from_limits, seeds_near
-    from torchik.learn import make_dataset
+    from torchik.learn import (
+        evaluate_model,
+        make_dataset,
+        make_smooth_targets,
+        one_joint_posterior,
+        rejection_sample,
+    )
+    from torchik.models import solutions_with_model, solve_with_model
     from torchik.robot.robot import load_robot
     from torchik.train import TrainConfig
     from torchik.tune.study import TuneConfig
@@ -129,15 +139,81 @@ def _calls(rng: random.Random) -> dict[str, tuple[Callable, dict, dict]]:
         "load_robot": (load_robot, {"name": "snake2"},
                        {"name": ["nope", 3, None, "planar", "snake4"],
                         "dtype": [torch.long, "f", 3, torch.float64]}),
+        "solve_with_model": (lambda **kw: solve_with_model(robot, model, **kw),
+                             {"target": data.target[0], "n": 2, "position_only": True},
+                             {"target": _tensors(rng, 3) + KINDS + [torch.eye(4), data.target[1],
+                                                                data.target[2:4].double()],
+                              "n": NUMBERS + KINDS,
+                              "generator": NUMBERS + KINDS + [None, torch.Generator()],
+                              "position_only": [False, 1, "yes", None, True],
+                              "link": links + ["panda_hand", None],
+                              "sample_options": [{"nope": 1}, [1], "x", 3, {}, None]}),
+        "solutions_with_model": (lambda **kw: solutions_with_model(robot, model, **kw),
+                                 {"target": data.target[0], "count": 2, "position_only": True},
+                                 {"target": _tensors(rng, 3) + KINDS
+                                  + [data.target[1], data.target[2], data.target[3].double()],
+                                  "count": [-5, 0, 1.5, math.nan, math.inf, 10**9, 2**63]
+                                  + KINDS + [1, 2, 3, 5],
+                                  "margin": NUMBERS + KINDS,
+                                  "rounds": [-1, 0, 1.5, math.inf, 10**9] + KINDS + [1, 2, 3, 4],
+                                  "generator": KINDS + [-1, 1.5, torch.Generator()]}),
+        "evaluate_model": (lambda **kw: evaluate_model(model, robot=robot, **kw),
+                           {"targets": data.target[:2], "n": 2},
+                           {"targets": _tensors(rng, 3) + KINDS + [data.target[2:5]],
+                            "n": NUMBERS + KINDS, "seed": NUMBERS + KINDS,
+                            "sample_options": [{"nope": 1}, [1], "x", 3, {}, None]}),
+        "make_smooth_targets": (lambda **kw: make_smooth_targets(robot, **kw), {"steps": 3},
+                                {k: NUMBERS + KINDS for k in ("steps", "n_paths", "max_move",
+                                                              "margin")}
+                                | {"link": ["nope", 3, "panda_link3", ["x"], None],
+                                   "generator": NUMBERS + KINDS + [None, torch.Generator()]}),
+        "rejection_sample": (lambda **kw: rejection_sample(
+                                 lambda x: robot.link_positions(x, "panda_hand"), **kw),
+                             {"prior_std": [0.3] * 7, "n_accept": 2, "radius": 0.1,
+                              "targets": robot.link_positions(torch.zeros(1, 7), "panda_hand"),
+                              "max_draws": 20000, "chunk": 4096},
+                             {"targets": _tensors(rng, 3) + KINDS
+                              + [robot.link_positions(torch.full((2, 7), 0.1), "panda_hand")],
+                              "n_accept": NUMBERS + KINDS + [3, 4],
+                              "radius": NUMBERS + KINDS + [torch.zeros(3), torch.ones(1, 1), 0.2],
+                              "chunk": NUMBERS + KINDS + [1024, 8192],
+                              "generator": NUMBERS + KINDS + [None, torch.Generator()],
+                              "max_draws": [-5, -1, 0, 1, 1.5, math.nan, math.inf] + KINDS
+                              + [5000, 10000],
+                              "prior_std": [[x] * 7 for x in NUMBERS] + [[0.3] * 3, [], 0.3]
+                              + KINDS + [torch.zeros(7, device="meta"), [0.2] * 7, [0.4] * 7],
+                              "prior_mean": [[x] * 7 for x in NUMBERS] + [[0.0] * 3, None]
+                              + KINDS,
+                              "num_threads": NUMBERS + KINDS}),
+        "one_joint_posterior": (one_joint_posterior,
+                                {"target": [0.8, 0.5], "prior_std": 0.5, "radius": 0.1},
+                                {"target": [[x, 0.5] for x in (math.nan, math.inf, 1e300, 2**63)]
+                                 + [[1.0, 2.0, 3.0], "ab", torch.zeros(2, device="meta")] + KINDS
+                                 + [[0.9, 0.3], [0.0, -1.05], [-0.7, 0.6], (1.0, 0.2),
+                                    torch.tensor([0.8, 0.5]), [0.8, -0.5]],
+                                 "prior_std": NUMBERS + KINDS + [0.2, 0.3, 0.4, 0.6],
+                                 "radius": [-1, 0, -1e-3, math.nan, math.inf, 1e300, 1, 10**9]
+                                 + KINDS + [0.05, 0.1, 0.15, 0.2],
+                                 "length": [-1, 0, math.nan, math.inf, -math.inf, 1e300, 10**9]
+                                 + KINDS + [0.9, 1.0, 1.1]}),
+        "planar_arm_urdf": (planar_arm_urdf, {"link_lengths": [1.0, 0.5]},
+                            {"link_lengths": [[x] for x in NUMBERS] + KINDS + [[], [10**400]],
+                             "lower": NUMBERS + KINDS, "upper": NUMBERS + KINDS,
+                             "name": [None, 3, "", "a<b>", b"x", ["x"]],
+                             "limits": [None, 1, "no", False, True]}),
     }  # fmt: skip
 
 
 def arguments(seed: int) -> tuple[str, Callable, dict]:
-    """The ``seed``-th call: ``(name, function, keyword arguments)``."""
+    """The ``seed``-th call: ``(name, function, keyword arguments)``. The first call of each
+    function (``seed < len(calls)``) is its valid call as it is: every sample of a call per
+    function or more holds a result of each, whatever the pools."""
     rng = random.Random(seed)
     calls = _calls(rng)
     name = sorted(calls)[seed % len(calls)]
     function, kwargs, pools = calls[name]
+    if seed < len(calls):
+        return name, function, dict(kwargs)
     keys = rng.sample(sorted(pools), min(len(pools), rng.randint(1, 2)))
     return name, function, {**kwargs, **{k: rng.choice(pools[k]) for k in keys}}
 
