@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import math
 import pickle
 
 import pytest
@@ -10,6 +11,7 @@ import torch
 from torchik import load_robot
 from torchik.description import RAIL_ARM_PRIOR_STD
 from torchik.learn import (
+    FKStream,
     IKDataset,
     decode_target,
     encode_target,
@@ -148,6 +150,24 @@ def test_encode_decode_pose(panda):
     assert rotmat is None and torch.equal(position[..., 2], torch.zeros(5, dtype=pose.dtype))
     with pytest.raises(ValueError, match="kind"):
         encode_target(pose, "euler")
+    # shapes and kinds torch would index wrongly: one line naming the argument
+    cases = [
+        (lambda: encode_target(pose[:, :3], "pose"), ValueError, r"pose must have shape"),
+        (lambda: encode_target(pose.tolist(), "position"), TypeError, "pose must be a"),
+        (lambda: decode_target(target[:, :8], "pose"), ValueError, r"\(\.\.\., 9\)"),
+        (lambda: decode_target(target, 3), ValueError, "kind must be"),
+        (lambda: robot_hash("panda"), TypeError, "robot must be a Robot, got str"),
+    ]
+    for call, error, match in cases:
+        with pytest.raises(error, match=match):
+            call()
+    stream = FKStream(panda)
+    for call, error, match in ((lambda: FKStream(panda, seed=math.inf), TypeError, "seed"),
+                               (lambda: FKStream(panda, seed=-1), ValueError, "seed"),
+                               (lambda: stream.draw(2, seed=1.5), TypeError, "seed"),
+                               (lambda: stream.next(0), ValueError, "batch_size")):  # fmt: skip
+        with pytest.raises(error, match=match):
+            call()
 
 
 def test_dataset_checks_shapes(panda):
@@ -172,6 +192,8 @@ def test_as_target_takes_poses_positions_and_encoded_targets():
         as_target(pose[:, :3, 3], "pose")  # a position has no rotation
     with pytest.raises(ValueError, match="kind must be"):
         as_target(pose, "joint")
+    with pytest.raises(TypeError, match="target must be a torch.Tensor, got list"):
+        as_target([0.0, 0.0, 0.0], "position")
 
 
 def test_a_model_samples_from_poses_as_from_its_targets():

@@ -19,11 +19,11 @@ import torch
 from torch import Tensor
 
 from torchik._version import __version__
-from torchik.checks import check_device, check_int, check_tensor
+from torchik.checks import check_device, check_int, check_tensor, short_repr
 from torchik.files import atomic_save, load_tensors
 from torchik.geometry.rotations import rotmat_to_6d, sixd_to_rotmat
 from torchik.geometry.transforms import pose_to_matrix
-from torchik.learn.spec import ProblemSpec, robot_hash
+from torchik.learn.spec import TARGET_DIMS, ProblemSpec, robot_hash
 from torchik.robot.configuration import MAX_CONFIGURATIONS
 
 if TYPE_CHECKING:
@@ -43,6 +43,9 @@ __all__ = [
 DATA_FORMAT_VERSION = 1
 """Version of the layout that :meth:`IKDataset.save` writes."""
 
+MAX_SEED = 2**63 - 1
+"""The largest seed of a stream (a ``torch.Generator`` takes 64 bits)."""
+
 _CHUNK = 65536  # FK batch: bounds peak memory (~L * 16 doubles per row) at any n
 
 
@@ -57,7 +60,13 @@ def encode_target(pose: Tensor, kind: str) -> Tensor:
 
     Returns:
         ``(..., T)``.
+
+    Raises:
+        ValueError: an unknown ``kind``, ``pose`` not ``(..., 4, 4)``.
+        TypeError: ``pose`` not a floating-point tensor.
     """
+    _target_size(kind)
+    check_tensor("pose", pose, (4, 4))
     if kind == "position":
         return pose[..., :3, 3]
     if kind == "pose":
@@ -88,9 +97,8 @@ def as_target(target: Tensor, kind: str) -> Tensor:
         tensor([[0., 0., 0.],
                 [0., 0., 0.]])
     """
-    size = {"position": 3, "pose": 9, "planar": 2}.get(kind)
-    if size is None:
-        raise ValueError(f"kind must be 'position', 'pose' or 'planar', got {kind!r}")
+    size = _target_size(kind)
+    check_tensor("target", target, min_dims=1)
     if target.dim() >= 2 and target.shape[-2:] == (4, 4):
         return encode_target(target, kind)
     if target.dim() >= 1 and target.shape[-1] == size:
@@ -109,7 +117,12 @@ def decode_target(target: Tensor, kind: str) -> tuple[Tensor, Tensor | None]:
 
     Planar targets get ``z = 0``; only ``"pose"`` targets have a rotation (orthonormalised by
     :func:`torchik.geometry.sixd_to_rotmat`, so any network output decodes to a rotation).
+
+    Raises:
+        ValueError: an unknown ``kind``, ``target`` not ``(..., T)`` of its size.
+        TypeError: ``target`` not a floating-point tensor.
     """
+    check_tensor("target", target, (_target_size(kind),))
     if kind == "position":
         return target, None
     if kind == "pose":
@@ -117,6 +130,13 @@ def decode_target(target: Tensor, kind: str) -> tuple[Tensor, Tensor | None]:
     if kind == "planar":
         return torch.cat((target, torch.zeros_like(target[..., :1])), dim=-1), None
     raise ValueError(f"kind must be 'position', 'pose' or 'planar', got {kind!r}")
+
+
+def _target_size(kind: Any) -> int:
+    """``T`` of targets of ``kind`` (:data:`~torchik.learn.spec.TARGET_DIMS`), or one line."""
+    if not isinstance(kind, str) or kind not in TARGET_DIMS:
+        raise ValueError(f"kind must be 'position', 'pose' or 'planar', got {short_repr(kind)}")
+    return TARGET_DIMS[kind]
 
 
 def decode_pose(target: Tensor) -> Tensor:
@@ -385,7 +405,7 @@ class FKStream:
             _check_std(std, robot.dof)
         if fk_dtype not in (torch.float32, torch.float64):
             raise TypeError(f"fk_dtype must be torch.float32 or torch.float64, got {fk_dtype}")
-        self.sampler, self.std, self.seed = sampler, std, int(seed)
+        self.sampler, self.std, self.seed = sampler, std, check_int("seed", seed, 0, MAX_SEED)
         self._fk_dtype = fk_dtype
         device = robot.device if device is None else check_device("device", device)
         self._robot = _fk_copy(robot, fk_dtype, device)
@@ -416,8 +436,7 @@ class FKStream:
 
     def next(self, batch_size: int) -> tuple[Tensor, Tensor]:
         """The next ``batch_size`` pairs: ``q (B, D)`` and ``target (B, T)``, float32."""
-        if batch_size < 1:
-            raise ValueError(f"batch_size must be >= 1, got {batch_size}")
+        check_int("batch_size", batch_size, 1)
         self.drawn += batch_size
         return self._make(batch_size, self.generator)
 
@@ -428,8 +447,8 @@ class FKStream:
         Returns:
             An :class:`IKDataset` on the CPU.
         """
-        if n < 1:
-            raise ValueError(f"n must be >= 1, got {n}")
+        check_int("n", n, 1)
+        check_int("seed", seed, 0, MAX_SEED)
         gen = torch.Generator(self.device).manual_seed(int(seed))
         parts = [self._make(min(_CHUNK, n - start), gen) for start in range(0, n, _CHUNK)]
         q, target = (torch.cat(p).cpu() for p in zip(*parts, strict=True))

@@ -53,7 +53,14 @@ def robot_hash(robot: Robot) -> str:
     The same description gives the same hash whatever the robot's dtype or device; renaming a
     link or moving an origin by any amount changes it. Origins trained with
     :meth:`Robot.learnable_origins` are not included (the hash names the description).
+
+    Raises:
+        TypeError: ``robot`` not a :class:`~torchik.Robot`.
     """
+    from torchik.robot.robot import Robot
+
+    if not isinstance(robot, Robot):
+        raise TypeError(f"robot must be a Robot, got {type(robot).__name__}")
     return hashlib.sha256(_canonical_text(robot).encode()).hexdigest()
 
 
