@@ -140,3 +140,8 @@ def test_check_tensor_names_the_argument_in_one_line():
     for args, kwargs, error, match in cases:
         with pytest.raises(error, match=match):
             check_tensor("q", *args, **kwargs)
+
+
+def test_check_float_refuses_an_int_beyond_a_float_in_one_line():
+    with pytest.raises(ValueError, match=r"^x must be finite, got 1000"):  # OverflowError before
+        check_float("x", 10**400)

@@ -94,7 +94,10 @@ def check_float(
     """
     if isinstance(value, bool) or not isinstance(value, numbers.Real):
         raise TypeError(f"{name} must be a number, got {type(value).__name__} {short_repr(value)}")
-    value = float(value)
+    try:
+        value = float(value)
+    except OverflowError:  # an int beyond a float's range
+        raise ValueError(f"{name} must be finite, got {short_repr(value)}") from None
     if not math.isfinite(value):
         raise ValueError(f"{name} must be finite, got {value}")
     if positive and not value > 0:

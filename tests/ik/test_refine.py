@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 import torch
 
@@ -104,6 +106,11 @@ def test_collect_solutions_stops_after_its_rounds_and_checks_its_arguments():
 
     got = collect_solutions(lambda n, r: _Refined(n, 0.0, r), 10, rounds=2, margin=0.0)
     assert got.q.shape == (0, 2) and got.seeds == 10 + 15 and got.rounds == 2
-    for bad in ({"count": 0}, {"count": 5, "rounds": 0}, {"count": 5, "margin": -0.1}):
-        with pytest.raises(ValueError, match="count and rounds must be positive"):
-            collect_solutions(lambda n, r: _Refined(n, 1.0, r), **bad)
+    bad = [({"count": 0}, ValueError, "count must be >= 1"),
+           ({"count": 5, "rounds": 0}, ValueError, "rounds must be >= 1"),
+           ({"count": 5, "margin": -0.1}, ValueError, "margin must be in"),
+           ({"count": math.inf}, TypeError, "count must be an int"),  # OverflowError before
+           ({"count": 5, "rounds": 1.5}, TypeError, "rounds must be an int")]  # fmt: skip
+    for kwargs, error, match in bad:
+        with pytest.raises(error, match=match):
+            collect_solutions(lambda n, r: _Refined(n, 1.0, r), **kwargs)

@@ -172,6 +172,8 @@ def test_bad_inputs_give_clear_errors():
         robot.forward_kinematics(torch.zeros(4, 3, dtype=torch.float64), "nope")
     with pytest.raises(ValueError, match="unknown link"):
         robot.jacobian(torch.zeros(3, dtype=torch.float64), "nope")
+    with pytest.raises(TypeError, match="link must be a link's name, a sequence of names"):
+        robot.link_positions(torch.zeros(3, dtype=torch.float64), 3)  # "'int' is not iterable"
     for link in (3, None, torch.zeros(2, 3)):  # one line, a tensor's rows too
         with pytest.raises(TypeError, match=r"^a link is named by a str, got \w+ [^\n]+$"):
             robot.jacobian(torch.zeros(3, dtype=torch.float64), link)

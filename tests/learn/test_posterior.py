@@ -232,5 +232,10 @@ def test_one_joint_posterior_refuses_bad_arguments_in_one_line():
     ]
     for bad, error, match in cases:
         _refused(lambda bad=bad: one_joint_posterior(**{**good, **bad}), error, match)
+    # reachable, but beyond what the prior's density holds in floats: no posterior to describe
+    tail = one_joint_posterior([-1.0, 0.0], 1e-3, 0.01)
+    assert tail.mass == 0.0
+    for moment in ("mean", "std"):
+        _refused(lambda moment=moment: getattr(tail, moment), ValueError, "no mass")
     exact = one_joint_posterior(torch.tensor([0.9, 0.3], dtype=F64), 0.4, 0.2)
     assert exact == one_joint_posterior(**good) and 0 < exact.mass < 1

@@ -9,6 +9,7 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
+from torchik.checks import check_float, check_int
 from torchik.ik.base import IKSolver
 from torchik.ik.result import IKResult
 from torchik.ik.solve import solve_ik
@@ -119,11 +120,9 @@ def collect_solutions(
         >>> got.q.shape, got.seeds >= 21
         (torch.Size([20, 7]), True)
     """
-    if count < 1 or rounds < 1 or not 0.0 <= margin <= 100.0:
-        raise ValueError(
-            f"count and rounds must be positive and margin in [0, 100], got {count}, {rounds}, "
-            f"{margin}"
-        )
+    check_int("count", count, 1)
+    check_int("rounds", rounds, 1)
+    margin = check_float("margin", margin, 0.0, 100.0)
     found: list[Tensor] = []
     solved = seeds = round_ = 0
     while round_ < rounds and solved < count:

@@ -387,17 +387,33 @@ class OneJointPosterior:
 
     @property
     def mean(self) -> float:
+        """The posterior's mean angle (rad).
+
+        Raises:
+            ValueError: the prior has no mass on the accepted angles (no posterior).
+        """
         return (
             self.prior_std**2
             * sum(self._pdf(a) - self._pdf(b) for a, b in self.intervals)
-            / (self.mass)
+            / self._some_mass()
         )
+
+    def _some_mass(self) -> float:
+        """:attr:`mass`, refused where it is 0 (the target out of reach, or the accepted
+        angles beyond what the prior's density holds in floats): one line, not a division by
+        zero."""
+        mass = self.mass
+        if not mass > 0.0:
+            raise ValueError("the prior has no mass on the accepted angles: no posterior "
+                             "(the target is out of reach within radius, or too far out in "
+                             "the prior's tail)")  # fmt: skip
+        return mass
 
     @property
     def std(self) -> float:
         s2 = self.prior_std**2
         edges = sum(a * self._pdf(a) - b * self._pdf(b) for a, b in self.intervals)
-        return math.sqrt(s2 * (1.0 + edges / self.mass) - self.mean**2)
+        return math.sqrt(s2 * (1.0 + edges / self._some_mass()) - self.mean**2)
 
     def cdf(self, theta: Tensor) -> Tensor:
         """The posterior CDF at ``theta (...)``, in ``theta``'s dtype."""
@@ -406,7 +422,7 @@ class OneJointPosterior:
         for a, b in self.intervals:
             inside = theta.clamp(a, b)
             total += torch.special.ndtr(inside / s) - self._phi(a)
-        return total / self.mass
+        return total / self._some_mass()
 
 
 _SCALE = 1e100  # the largest magnitude one_joint_posterior takes (1 / _SCALE: the least)

@@ -570,6 +570,9 @@ class Robot(nn.Module):
             return tuple(range(len(self.link_names))), False
         if isinstance(link, str):
             return (self.link_index(link),), True
+        if not isinstance(link, Sequence | set):
+            raise TypeError(f"link must be a link's name, a sequence of names or None, got "
+                            f"{type(link).__name__} {short_repr(link)}")  # fmt: skip
         idx = tuple(self.link_index(name) for name in link)
         if not idx:
             raise ValueError("link must name at least one link")
