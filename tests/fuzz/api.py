@@ -8,8 +8,11 @@ device) on top of a valid call: ``random_configuration``, ``with_limits``, ``dif
 ``make_dataset``, a model's ``sample`` and ``log_prob``, ``TrainConfig``, ``TuneConfig``,
 ``load_robot``, an IK result's ``top``, ``nearest`` and ``distinct``, ``seeds_near``,
 ``away_from_limits``, a learned model's ``solve_with_model``, ``solutions_with_model`` and
-``evaluate_model``, ``make_smooth_targets``, ``rejection_sample``, ``one_joint_posterior`` and
-``planar_arm_urdf``; the first call of each is its valid call as it is. Passing: a
+``evaluate_model``, ``make_smooth_targets``, ``rejection_sample``, ``one_joint_posterior``,
+``planar_arm_urdf``, the metrics and path metrics of :mod:`torchik.learn`
+(:func:`_metric_calls`), and targets, data sets, streams, a robot's family and calibration,
+``collect_solutions`` (:func:`_data_calls`); the first call of each is its valid call as it
+is. Passing: a
 result, or a one-line ValueError or TypeError, in under a second. Anything else (torch's
 RuntimeError, an AttributeError, a multi-line message) is a finding.
 
@@ -120,6 +123,8 @@ def _calls(rng: random.Random) -> dict[str, tuple[Callable, dict, dict]]:
                         "scale": NUMBERS + KINDS, "generator": NUMBERS + KINDS}),
         "away_from_limits": (lambda **kw: away_from_limits(robot, **kw), {"q": q},
                              {"q": _tensors(rng, 7) + KINDS, "margin": NUMBERS + KINDS}),
+        **_metric_calls(rng, robot, q),
+        **_data_calls(rng, robot, data),
         "make_dataset": (lambda **kw: make_dataset(robot, **kw), {"n": 4},
                          {"n": NUMBERS + KINDS, "sampler": ["normal", "nope", 3],
                           "std": NUMBERS + KINDS + [[0.1] * 3], "targets": ["pose", "x", None],
@@ -202,6 +207,120 @@ def _calls(rng: random.Random) -> dict[str, tuple[Callable, dict, dict]]:
                              "name": [None, 3, "", "a<b>", b"x", ["x"]],
                              "limits": [None, 1, "no", False, True]}),
     }  # fmt: skip
+
+
+def _metric_calls(rng: random.Random, robot: Any, q: torch.Tensor) -> dict:
+    """The metrics of :mod:`torchik.learn` (errors, limits, diversity, MMD, paths)."""
+    from torchik.learn import metrics as m
+    from torchik.learn import paths
+
+    pose, paths_q = robot.forward_kinematics(q, "panda_hand"), q.view(1, 2, 7)
+    samples, mask = torch.stack((q, q.flip(0))), robot.continuous
+    masks = [
+        mask,
+        mask.float(),
+        mask[:3],
+        mask[None],
+        None,
+        [False] * 7,
+        torch.zeros(7, device="meta"),
+    ]
+    links = ["panda_hand", "nope", None, 3]
+    return {
+        "position_error": (lambda **kw: m.position_error(robot, **kw),
+                           {"q": q, "target_pos": pose[:, :3, 3], "link": "panda_hand"},
+                           {"q": _tensors(rng, 7), "target_pos": _tensors(rng, 3), "link": links}),
+        "rotation_error": (lambda **kw: m.rotation_error(robot, **kw),
+                           {"q": q, "target_rot": pose[:, :3, :3], "link": "panda_hand"},
+                           {"q": _tensors(rng, 7), "target_rot": [pose[:1, :3, :3], pose[:, :3]]
+                            + _tensors(rng, 3), "link": links}),
+        "accuracy": (m.accuracy, {"errors": q[0], "threshold": 0.5},
+                     {"errors": _tensors(rng, 3), "threshold": NUMBERS + KINDS}),
+        "limit_violations": (m.limit_violations,
+                             {"q": q, "lower": robot.lower, "upper": robot.upper},
+                             {"q": _tensors(rng, 7), "lower": _tensors(rng, 7),
+                              "tol": NUMBERS + KINDS}),
+        "mean_pairwise_distance": (m.mean_pairwise_distance, {"samples": samples},
+                                   {"samples": _tensors(rng, 7), "continuous": masks}),
+        "best_of_n": (m.best_of_n, {"errors": q},
+                      {"errors": _tensors(rng, 7), "n": NUMBERS + KINDS}),
+        "mmd": (m.mmd, {"x": samples, "y": samples},
+                {"x": _tensors(rng, 7), "y": _tensors(rng, 7),
+                 "bandwidths": [(0.1,), (), (-1.0,), (math.nan,), "a", 3, [0.2, 0.9]]}),
+        "resimulation_error": (lambda **kw: m.resimulation_error(lambda x: x[..., :3], **kw),
+                               {"samples": samples, "targets": q[:2, :3]},
+                               {"samples": _tensors(rng, 7), "targets": _tensors(rng, 3)}),
+        "convex_hull_area": (m.convex_hull_area, {"points": q[:, :2]},
+                             {"points": _tensors(rng, 2), "percentile": NUMBERS + KINDS}),
+        "joint_jumps": (paths.joint_jumps, {"q": paths_q, "continuous": mask},
+                        {"q": _tensors(rng, 7), "continuous": masks}),
+        "path_distance": (paths.path_distance, {"a": paths_q, "b": paths_q, "continuous": mask},
+                          {"a": _tensors(rng, 7), "b": _tensors(rng, 7), "continuous": masks}),
+        "count_distinct_paths": (paths.count_distinct_paths, {"q": paths_q, "continuous": mask},
+                                 {"q": _tensors(rng, 7) + [samples], "continuous": masks,
+                                  "tol": NUMBERS + KINDS}),
+        "sequential_ik_path": (lambda **kw: paths.sequential_ik_path(robot, **kw, max_iters=5),
+                               {"targets": pose[:2, :3, 3], "start": q[0]},
+                               {"targets": _tensors(rng, 3), "start": _tensors(rng, 7),
+                                "link": links, "tol_position": NUMBERS + KINDS}),
+    }  # fmt: skip
+
+
+def _data_calls(rng: random.Random, robot: Any, data: Any) -> dict:
+    """Targets, data sets, streams, a robot's family and its calibration."""
+    from torchik import learn, train
+    from torchik.ik import collect_solutions
+
+    pose = robot.forward_kinematics(data.q[:2], "panda_hand")
+    kinds = ["position", "pose", "planar", "euler", 3, None]
+    planar = learn.make_dataset(train.perturbed_robot(_planar(), 0.0), 4)
+    arm, joints = _planar(), len(_planar().model.joints)
+    return {
+        "encode_target": (learn.encode_target, {"pose": pose, "kind": "pose"},
+                          {"pose": [pose[:, :3]] + _tensors(rng, 4), "kind": kinds}),
+        "decode_target": (learn.decode_target, {"target": data.target, "kind": "position"},
+                          {"target": _tensors(rng, 9) + _tensors(rng, 3), "kind": kinds}),
+        "as_target": (learn.as_target, {"target": pose, "kind": "position"},
+                      {"target": _tensors(rng, 3) + [pose[:, :3]], "kind": kinds}),
+        "IKDataset": (learn.IKDataset, {"q": data.q, "target": data.target, "spec": data.spec},
+                      {"q": _tensors(rng, 7), "target": _tensors(rng, 3),
+                       "spec": [None, "panda", planar.spec], "meta": [None, [1], {"a": 1}]}),
+        "FKStream.draw": (lambda n, seed: learn.FKStream(robot, seed=seed).draw(n, seed),
+                          {"n": 2, "seed": 0}, {"n": NUMBERS + KINDS, "seed": NUMBERS + KINDS}),
+        "robot_hash": (learn.robot_hash, {"robot": robot}, {"robot": KINDS + [data, robot]}),
+        "perturbed_robot": (lambda **kw: train.perturbed_robot(arm, **kw), {"scale": 0.1},
+                            {"scale": NUMBERS + KINDS, "generator": NUMBERS + KINDS}),
+        "with_origins": (lambda **kw: train.with_origins(arm, **kw),
+                         {"xyz": arm.origin_xyz}, {"xyz": _tensors(rng, 3)
+                                                   + [torch.zeros(joints, 3)],
+                                                   "rpy": _tensors(rng, 3)}),
+        "family_dataset": (lambda **kw: train.family_dataset(arm, **kw), {"n": 4, "per_arm": 2},
+                           {"n": NUMBERS + KINDS, "per_arm": NUMBERS + KINDS,
+                            "scale": NUMBERS + KINDS, "seed": NUMBERS + KINDS}),
+        "calibrate": (lambda **kw: train.calibrate(arm, **kw),
+                      {"q": planar.q, "measured": arm.link_positions(planar.q.double(), "ee"),
+                       "link": "ee", "steps": 2},
+                      {"q": _tensors(rng, 2), "measured": _tensors(rng, 3),
+                       "link": ["nope", None, 3], "steps": NUMBERS + KINDS,
+                       "lr": NUMBERS + KINDS}),
+        "collect_solutions": (lambda **kw: collect_solutions(_Solved, **kw), {"count": 2},
+                              {"count": NUMBERS + KINDS, "margin": NUMBERS + KINDS,
+                               "rounds": NUMBERS + KINDS}),
+    }  # fmt: skip
+
+
+@cache
+def _planar():
+    import torchik
+
+    return torchik.load_robot("planar", link_lengths=[0.5, 0.3], dtype=torch.float64)
+
+
+class _Solved:
+    """A refinement of ``n`` seeds that solves each: what ``collect_solutions`` reads."""
+
+    def __init__(self, n: int, round_: int):
+        self.q, self.success = torch.zeros(n, 2), torch.ones(n, dtype=torch.bool)
 
 
 def arguments(seed: int) -> tuple[str, Callable, dict]:

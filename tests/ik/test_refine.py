@@ -110,7 +110,8 @@ def test_collect_solutions_stops_after_its_rounds_and_checks_its_arguments():
            ({"count": 5, "rounds": 0}, ValueError, "rounds must be >= 1"),
            ({"count": 5, "margin": -0.1}, ValueError, "margin must be in"),
            ({"count": math.inf}, TypeError, "count must be an int"),  # OverflowError before
-           ({"count": 5, "rounds": 1.5}, TypeError, "rounds must be an int")]  # fmt: skip
+           ({"count": 5, "rounds": 1.5}, TypeError, "rounds must be an int"),
+           ({"count": 10**9}, ValueError, "seeds must be at most")]  # fmt: skip
     for kwargs, error, match in bad:
         with pytest.raises(error, match=match):
             collect_solutions(lambda n, r: _Refined(n, 1.0, r), **kwargs)

@@ -162,10 +162,14 @@ def test_encode_decode_pose(panda):
         with pytest.raises(error, match=match):
             call()
     stream = FKStream(panda)
-    for call, error, match in ((lambda: FKStream(panda, seed=math.inf), TypeError, "seed"),
-                               (lambda: FKStream(panda, seed=-1), ValueError, "seed"),
-                               (lambda: stream.draw(2, seed=1.5), TypeError, "seed"),
-                               (lambda: stream.next(0), ValueError, "batch_size")):  # fmt: skip
+    streams = [
+        (lambda: FKStream(panda, seed=math.inf), TypeError, "seed"),
+        (lambda: FKStream(panda, seed=-1), ValueError, "seed"),
+        (lambda: stream.draw(2, seed=1.5), TypeError, "seed"),
+        (lambda: stream.next(0), ValueError, "batch_size"),
+        (lambda: stream.draw(10**9, 0), ValueError, "n must be <="),
+    ]
+    for call, error, match in streams:
         with pytest.raises(error, match=match):
             call()
 

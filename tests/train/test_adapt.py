@@ -137,6 +137,8 @@ def test_adapt_functions_refuse_bad_arguments_in_one_line():
         (lambda: with_origins(robot, "q"), TypeError, "xyz must be a torch.Tensor"),
         (lambda: family_dataset(robot, 4, seed="3"), TypeError, "seed must be an int"),
         (lambda: family_dataset(robot, 4, per_arm=0), ValueError, "per_arm must be >= 1"),
+        (lambda: family_dataset(robot, 10**9), ValueError, r"n must be <= 268435456"),
+        (lambda: with_origins(robot, None), TypeError, "xyz must be a torch.Tensor"),
         (lambda: calibrate(robot, None, measured, "ee"), TypeError, "q must be a torch.Tensor"),
         (lambda: calibrate(robot, q, measured[:2], "ee"), ValueError, r"measured \(N, 3\)"),
         (lambda: calibrate(robot, q, measured, None), TypeError, "a link is named"),

@@ -13,6 +13,7 @@ from torchik.checks import check_float, check_int
 from torchik.ik.base import IKSolver
 from torchik.ik.result import IKResult
 from torchik.ik.solve import solve_ik
+from torchik.robot.configuration import MAX_CONFIGURATIONS
 from torchik.robot.robot import Robot
 
 __all__ = ["MARGIN", "Collected", "collect_solutions", "refine_samples"]
@@ -109,6 +110,11 @@ def collect_solutions(
     each later one for 1.5 times the shortfall (at least 8), until ``count`` succeed or
     ``rounds`` have run. One host read per round (the successes counted).
 
+    Raises:
+        ValueError: ``count`` or ``rounds`` under 1, ``margin`` outside ``[0, 100]``, or
+            more first seeds than :data:`~torchik.robot.configuration.MAX_CONFIGURATIONS`.
+        TypeError: counts that are not ints, a margin that is not a number.
+
     Example:
         >>> import torch, torchik
         >>> robot = torchik.load_robot("panda", dtype=torch.float64)
@@ -123,6 +129,9 @@ def collect_solutions(
     check_int("count", count, 1)
     check_int("rounds", rounds, 1)
     margin = check_float("margin", margin, 0.0, 100.0)
+    if math.ceil(count * (1.0 + margin)) > MAX_CONFIGURATIONS:
+        raise ValueError(f"count * (1 + margin) seeds must be at most {MAX_CONFIGURATIONS}, "
+                         f"got {count} and {margin}")  # fmt: skip
     found: list[Tensor] = []
     solved = seeds = round_ = 0
     while round_ < rounds and solved < count:

@@ -447,7 +447,7 @@ class FKStream:
         Returns:
             An :class:`IKDataset` on the CPU.
         """
-        check_int("n", n, 1)
+        check_int("n", n, 1, MAX_CONFIGURATIONS)
         check_int("seed", seed, 0, MAX_SEED)
         gen = torch.Generator(self.device).manual_seed(int(seed))
         parts = [self._make(min(_CHUNK, n - start), gen) for start in range(0, n, _CHUNK)]

@@ -36,6 +36,7 @@ from torchik.description.urdf import Origin
 from torchik.learn.data import DATA_FORMAT_VERSION, IKDataset, make_dataset
 from torchik.learn.spec import ProblemSpec
 from torchik.models.base import IKModel
+from torchik.robot.configuration import MAX_CONFIGURATIONS
 from torchik.robot.robot import Robot
 from torchik.train.engine import TrainConfig
 from torchik.train.loop import TrainResult, train
@@ -67,7 +68,9 @@ def with_origins(robot: Robot, xyz: Tensor, rpy: Tensor | None = None) -> Robot:
     """
     count = len(robot.model.joints)
     for name, value in (("xyz", xyz), ("rpy", rpy)):
-        if value is not None and tuple(check_tensor(name, value, (3,)).shape) != (count, 3):
+        if value is None and name == "rpy":  # the robot's own rotations
+            continue
+        if tuple(check_tensor(name, value, (3,)).shape) != (count, 3):
             raise ValueError(f"{name} must be ({count}, 3), one row per joint of "
                              f"{robot.name!r}, got {tuple(value.shape)}")  # fmt: skip
     xyz_rows = xyz.detach().double().cpu().tolist()
@@ -132,7 +135,9 @@ def family_dataset(
         link, targets: as in :func:`torchik.learn.make_dataset`.
 
     Raises:
-        ValueError: ``n`` negative, ``per_arm`` under 1, ``seed`` negative, bad ``scale``,
+        ValueError: ``n`` negative or over
+            :data:`~torchik.robot.configuration.MAX_CONFIGURATIONS`, ``per_arm`` under 1,
+            ``seed`` negative, bad ``scale``,
             ``link`` or ``targets``.
         TypeError: arguments of the wrong kind.
 
@@ -142,7 +147,7 @@ def family_dataset(
         >>> len(data), data.meta["family"]["arms"], data.spec.robot == arm.name
         (500, 5, True)
     """
-    check_int("n", n, 0)
+    check_int("n", n, 0, MAX_CONFIGURATIONS)
     check_int("per_arm", per_arm, 1)
     check_int("seed", seed, 0, 2**63 - 1)
     spec = ProblemSpec.from_robot(robot, link, targets)
