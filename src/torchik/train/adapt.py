@@ -70,9 +70,10 @@ def with_origins(robot: Robot, xyz: Tensor, rpy: Tensor | None = None) -> Robot:
     for name, value in (("xyz", xyz), ("rpy", rpy)):
         if value is None and name == "rpy":  # the robot's own rotations
             continue
-        if tuple(check_tensor(name, value, (3,)).shape) != (count, 3):
+        shape = tuple(check_tensor(name, value, (3,)).shape)
+        if shape != (count, 3):
             raise ValueError(f"{name} must be ({count}, 3), one row per joint of "
-                             f"{robot.name!r}, got {tuple(value.shape)}")  # fmt: skip
+                             f"{robot.name!r}, got {shape}")  # fmt: skip
     xyz_rows = xyz.detach().double().cpu().tolist()
     rpy_rows = (robot.origin_rpy if rpy is None else rpy).detach().double().cpu().tolist()
     joints = tuple(
