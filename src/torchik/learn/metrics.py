@@ -51,6 +51,16 @@ def _broadcast(names: tuple[str, str], a: Tensor, b: Tensor, tail: tuple[int, in
                          f"{tuple(shapes[1])} do not broadcast") from None  # fmt: skip
 
 
+def _check_link_targets(robot: Robot, q: Tensor, link: str, name: str, target: Tensor,
+                        shape: tuple[int | None, ...]) -> None:  # fmt: skip
+    """The arguments of an error of one ``link`` at ``q (..., D)`` against ``target`` (named
+    ``name``, trailing sizes ``shape``), whose batch shapes broadcast."""
+    robot.link_index(link)  # one link, named
+    check_tensor("q", q, (robot.dof,))
+    check_tensor(name, target, shape)
+    _broadcast(("q", name), q, target, (1, len(shape)))
+
+
 def _mask(name: str, mask: Tensor | None, size: int) -> None:
     """``mask`` a ``(size,)`` bool tensor (or ``None``)."""
     if mask is not None:
@@ -78,13 +88,10 @@ def position_error(robot: Robot, q: Tensor, target_pos: Tensor, link: str) -> Te
             link.
         TypeError: arguments not floating-point tensors, a link not named by a str.
     """
-    robot.link_index(link)  # one link, named
-    check_tensor("q", q, (robot.dof,))
-    check_tensor("target_pos", target_pos, (None,))
+    _check_link_targets(robot, q, link, "target_pos", target_pos, (None,))
     if target_pos.shape[-1] not in (2, 3):
         raise ValueError(f"target_pos must have shape (..., 3) or (..., 2), got "
                          f"{tuple(target_pos.shape)}")  # fmt: skip
-    _broadcast(("q", "target_pos"), q, target_pos, (1, 1))
     position = _fk(robot, q, link)[..., :3, 3]
     target = target_pos.to(position)
     return (position[..., : target.shape[-1]] - target).norm(dim=-1)
@@ -107,10 +114,7 @@ def rotation_error(robot: Robot, q: Tensor, target_rot: Tensor, link: str) -> Te
             link.
         TypeError: arguments not floating-point tensors, a link not named by a str.
     """
-    robot.link_index(link)  # one link, named
-    check_tensor("q", q, (robot.dof,))
-    check_tensor("target_rot", target_rot, (3, 3))
-    _broadcast(("q", "target_rot"), q, target_rot, (1, 2))
+    _check_link_targets(robot, q, link, "target_rot", target_rot, (3, 3))
     rotmat = _fk(robot, q, link)[..., :3, :3]
     return geodesic_distance(rotmat, target_rot.to(rotmat))
 
