@@ -118,6 +118,11 @@ def test_parse_space_overrides_fixes_and_drops():
         ({"lr": {"low": 0.0, "high": 1.0, "log": True}}, "low must be > 0"),
         ({"width": []}, "non-empty list"),
         ({"lr": {"low": 1e-3}}, "must be"),
+        # values the configs refuse, up front (a trial found them out when it built its config)
+        ({"width": -5}, "a fixed value is refused: width must be >= 1, got -5"),
+        ({"lr": [0.1, -1.0]}, "a choice of 'lr' is refused: lr must be > 0, got -1.0"),
+        ({"latent": [4, 0]}, "a choice of 'latent' is refused"),
+        ({"batch_size": 2.5}, "a fixed value is refused: batch_size must be an int"),
     ],
 )
 def test_parse_space_refuses(entry, message):

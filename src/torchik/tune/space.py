@@ -162,7 +162,8 @@ def parse_space(
     """``base`` (default: :func:`default_space`) with ``overrides`` applied (module notes).
 
     Raises:
-        ValueError: an unknown setting name, a malformed entry, or an empty range.
+        ValueError: an unknown setting name, a malformed entry, an empty range, or a fixed
+            value or choice that the family's config or ``TrainConfig`` refuses.
     """
     if not isinstance(overrides, dict):
         raise ValueError("a search-space file must hold a mapping of setting names")
@@ -182,7 +183,36 @@ def parse_space(
     for name, param in space.items():
         if isinstance(param, Float | Int | Choice):
             _check(name, param)
+    _check_values(space, family)
     return space
+
+
+def _check_values(space: dict[str, Param | Any], family: str) -> None:
+    """The fixed values (together) and each choice's options as the family's config or
+    :class:`~torchik.train.TrainConfig` checks them, up front: a trial would otherwise find a
+    refused value out only when it builds its config (every trial of a fixed one)."""
+    model_cls, train_cls = _config_classes(family)
+    model_fields, _ = _names(family)
+    for cls, mine in ((model_cls, lambda k: k in model_fields),
+                      (train_cls, lambda k: k not in model_fields)):  # fmt: skip
+        fixed = {k: v for k, v in space.items() if mine(k) and not isinstance(v, Param)}
+        _build(cls, fixed, None)
+        for name, param in space.items():
+            if mine(name) and isinstance(param, Choice):
+                for option in param.choices:
+                    _build(cls, {**fixed, name: option}, name)
+
+
+def _build(cls: type, values: dict[str, Any], choice: str | None) -> None:
+    """``cls(**values)``, its refusal as the search space's; for a ``choice``'s option, only
+    a refusal of that setting (another setting's default may not suit the option alone)."""
+    try:
+        cls(**values)
+    except (TypeError, ValueError) as err:
+        if choice is not None and not str(err).startswith(choice):
+            return
+        what = f"choice of {choice!r}" if choice is not None else "fixed value"
+        raise ValueError(f"search space: a {what} is refused: {err}") from None
 
 
 def read_mapping(path: str | Path) -> dict[str, Any]:
