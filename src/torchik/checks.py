@@ -38,6 +38,7 @@ __all__ = [
     "check_int",
     "check_tensor",
     "check_threads",
+    "check_values",
     "intra_op_threads",
     "short_repr",
 ]
@@ -275,8 +276,7 @@ def check_tensor(
         raise TypeError(f"{name} must be a floating-point tensor, got {value.dtype}")
     if dtype is not None and value.dtype != dtype:
         raise TypeError(f"{name} must be a {dtype} tensor, got {value.dtype}")
-    if value.device.type == "meta":
-        raise ValueError(f"{name} is on the meta device: it has a shape but no values")
+    check_values(name, value)
     dims = max(min_dims, len(shape))
     if value.dim() < dims or not all(
         w is None or w == g
@@ -286,3 +286,11 @@ def check_tensor(
         least = f" and {dims} dimensions at least" if dims > len(shape) else ""
         raise ValueError(f"{name} must have shape ({sizes}){least}, got {tuple(value.shape)}")
     return value
+
+
+def check_values(name: str, value: Any) -> None:
+    """A tensor on the meta device has a shape but no values to compute with: refused, one
+    line naming it (torch's NotImplementedError otherwise); anything else passes."""
+    device = getattr(value, "device", None)
+    if getattr(device, "type", None) == "meta":
+        raise ValueError(f"{name} is on the meta device: it has a shape but no values")

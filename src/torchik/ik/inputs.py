@@ -9,7 +9,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torchik.checks import check_bool, check_float, check_int
+from torchik.checks import check_bool, check_float, check_int, check_values
 from torchik.robot.robot import Robot
 
 __all__ = [
@@ -49,7 +49,7 @@ def check_target(robot: Robot, target: Tensor, position_only: bool, values: bool
         raise TypeError(f"target must be a torch.Tensor, got {type(target).__name__}")
     if not target.is_floating_point():
         raise TypeError(f"target must be a floating-point tensor, got {target.dtype}")
-    _check_values("target", target)
+    check_values("target", target)
     is_pose = target.dim() >= 2 and target.shape[-2:] == (4, 4)
     if position_only and target.dim() >= 1 and target.shape[-1] == 3:
         batch, position, rotmat = target.shape[:-1], target, None
@@ -147,18 +147,12 @@ def _finite(values: Tensor) -> bool:
     return bool(torch.isfinite(values).all())
 
 
-def _check_values(name: str, value: Tensor) -> None:
-    """A tensor on the meta device has a shape but no values to solve for."""
-    if value.device.type == "meta":
-        raise ValueError(f"{name} is on the meta device: it has a shape but no values")
-
-
 def check_seeds(robot: Robot, seeds: Tensor, batch: torch.Size) -> Tensor:
     """Seeds ``(..., K, dof)`` (or ``(K, dof)`` for every target) -> ``(T * K, dof)``."""
     if not isinstance(seeds, Tensor) or not seeds.is_floating_point():
         kind = seeds.dtype if isinstance(seeds, Tensor) else type(seeds).__name__
         raise TypeError(f"seeds must be a floating-point torch.Tensor, got {kind}")
-    _check_values("seeds", seeds)
+    check_values("seeds", seeds)
     if seeds.dim() < 2 or seeds.shape[-1] != robot.dof:
         want = f"(..., K, {robot.dof}) or (K, {robot.dof})"
         raise ValueError(f"seeds must have shape {want}, got {tuple(seeds.shape)}")
@@ -182,7 +176,7 @@ def check_bounds(robot: Robot, lower, upper, batch: torch.Size):
     corners = []
     for name, value, default in (("lower", lower, robot.lower), ("upper", upper, robot.upper)):
         value = default if value is None else torch.as_tensor(value)
-        _check_values(name, value)
+        check_values(name, value)
         try:
             value = value.to(robot.device, robot.dtype).expand(*batch, robot.dof)
         except RuntimeError as err:

@@ -10,7 +10,7 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torchik.checks import check_float, check_int, short_repr
+from torchik.checks import check_float, check_int, check_values, short_repr
 from torchik.geometry.joints import joint_distance
 
 __all__ = ["IKResult"]
@@ -187,8 +187,7 @@ class IKResult:
         dof = self.q.shape[-1] if dof is None else dof
         if not isinstance(q, Tensor) or not q.is_floating_point():
             raise TypeError(f"{name} must be a floating-point tensor, got {_kind(q)}")
-        if q.device.type == "meta":
-            raise ValueError(f"{name} is on the meta device: it has a shape but no values")
+        check_values(name, q)
         batch = self.q.shape[: self.q.dim() - 2 + slots - 1]
         try:
             fits = q.shape[-1:] == (dof,) and torch.broadcast_shapes(q.shape[:-1], batch) == batch

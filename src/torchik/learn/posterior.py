@@ -36,6 +36,7 @@ from torchik.checks import (
     check_generator,
     check_int,
     check_tensor,
+    check_values,
     intra_op_threads,
     short_repr,
 )
@@ -181,8 +182,7 @@ def _check_targets(targets: Any) -> None:
 
 def _values(name: str, value: Any, convert: Callable[[Any], Tensor]) -> Tensor:
     """``convert(value)`` if it holds finite values; else one line naming ``name``."""
-    if isinstance(value, Tensor) and value.device.type == "meta":
-        raise ValueError(f"{name} is on the meta device: it has a shape but no values")
+    check_values(name, value)
     try:
         out = convert(value)
     except (TypeError, ValueError, OverflowError, RuntimeError):
@@ -462,8 +462,7 @@ def one_joint_posterior(
 
 def _point(target: Any) -> tuple[float, float]:
     """``target`` as ``(x, y)``, two finite floats of magnitude up to ``_SCALE``."""
-    if isinstance(target, Tensor) and target.device.type == "meta":
-        raise ValueError("target is on the meta device: it has a shape but no values")
+    check_values("target", target)
     try:
         x, y = (float(v) for v in ([] if isinstance(target, str | bytes) else target))
     except (TypeError, ValueError, OverflowError, RuntimeError):

@@ -22,7 +22,14 @@ import numpy as np
 import torch
 from torch import Tensor
 
-from torchik.checks import check_float, check_generator, check_int, check_tensor, short_repr
+from torchik.checks import (
+    check_float,
+    check_generator,
+    check_int,
+    check_tensor,
+    check_values,
+    short_repr,
+)
 from torchik.plot.results import _SAMPLE_COLOR, _figure
 
 if TYPE_CHECKING:
@@ -47,9 +54,8 @@ MAX_GRID = 4096
 
 def _numpy(x: Any, name: str = "values") -> np.ndarray:
     """``x`` (a tensor, an array, nested numbers) as a float64 array, or one line naming it."""
+    check_values(name, x)
     if isinstance(x, Tensor):
-        if x.device.type == "meta":
-            raise ValueError(f"{name} is on the meta device: it has a shape but no values")
         return x.detach().cpu().double().numpy()
     try:
         return np.asarray(x, dtype=float)
