@@ -145,3 +145,12 @@ def test_check_tensor_names_the_argument_in_one_line():
 def test_check_float_refuses_an_int_beyond_a_float_in_one_line():
     with pytest.raises(ValueError, match=r"^x must be finite, got 1000"):  # OverflowError before
         check_float("x", 10**400)
+
+
+def test_check_tensor_without_batch_dims_is_the_shape_exactly():
+    mask = torch.zeros(7, dtype=torch.bool)
+    assert check_tensor("m", mask, (7,), dtype=torch.bool, batch=False) is mask
+    with pytest.raises(ValueError, match=r"^m must have shape \(7,\), got \(1, 7\)$"):
+        check_tensor("m", mask[None], (7,), dtype=torch.bool, batch=False)
+    with pytest.raises(ValueError, match=r"^m must have shape \(\*, 2\), got \(2, 3, 2\)$"):
+        check_tensor("m", torch.zeros(2, 3, 2), (None, 2), batch=False)

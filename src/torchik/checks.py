@@ -248,11 +248,13 @@ def check_tensor(
     *,
     min_dims: int = 0,
     dtype: torch.dtype | None = None,
+    batch: bool = True,
 ) -> torch.Tensor:
     """``value`` if it is a tensor with values (not on the meta device) whose last dimensions
     are ``shape`` (``None``: any size), with at least ``min_dims`` dimensions, of ``dtype``
-    (``None``: any floating-point dtype). The one check of a tensor argument of a metric or an
-    entry point, before torch meets it (whose messages name no argument, or span lines).
+    (``None``: any floating-point dtype); ``batch=False``: no dimension before ``shape`` (a
+    mask or limits ``(D,)``). The one check of a tensor argument of a metric or an entry point,
+    before torch meets it (whose messages name no argument, or span lines).
 
     Example:
         >>> import torch
@@ -278,13 +280,18 @@ def check_tensor(
         raise TypeError(f"{name} must be a {dtype} tensor, got {value.dtype}")
     check_values(name, value)
     dims = max(min_dims, len(shape))
-    if value.dim() < dims or not all(
-        w is None or w == g
-        for w, g in zip(shape, value.shape[value.dim() - len(shape) :], strict=True)
+    if (
+        value.dim() < dims
+        or (not batch and value.dim() != len(shape))
+        or not all(
+            w is None or w == g
+            for w, g in zip(shape, value.shape[value.dim() - len(shape) :], strict=True)
+        )
     ):
-        sizes = ", ".join(["...", *("*" if w is None else str(w) for w in shape)])
-        least = f" and {dims} dimensions at least" if dims > len(shape) else ""
-        raise ValueError(f"{name} must have shape ({sizes}){least}, got {tuple(value.shape)}")
+        sizes = ", ".join(["..."] * batch + ["*" if w is None else str(w) for w in shape])
+        want = f"({sizes}{',' if len(shape) == 1 and not batch else ''})"
+        least = f" and {dims} dimensions at least" if batch and dims > len(shape) else ""
+        raise ValueError(f"{name} must have shape {want}{least}, got {tuple(value.shape)}")
     return value
 
 

@@ -64,9 +64,7 @@ def _check_link_targets(robot: Robot, q: Tensor, link: str, name: str, target: T
 def _mask(name: str, mask: Tensor | None, size: int) -> None:
     """``mask`` a ``(size,)`` bool tensor (or ``None``)."""
     if mask is not None:
-        check_tensor(name, mask, (size,), dtype=torch.bool)
-        if mask.dim() != 1:
-            raise ValueError(f"{name} must have shape ({size},), got {tuple(mask.shape)}")
+        check_tensor(name, mask, (size,), dtype=torch.bool, batch=False)
 
 
 def position_error(robot: Robot, q: Tensor, target_pos: Tensor, link: str) -> Tensor:
@@ -151,9 +149,7 @@ def limit_violations(q: Tensor, lower: Tensor, upper: Tensor, tol: float = 0.0) 
     """
     check_tensor("q", q, (None,))
     for name, limit in (("lower", lower), ("upper", upper)):
-        check_tensor(name, limit, (q.shape[-1],))
-        if limit.dim() != 1:
-            raise ValueError(f"{name} must have shape ({q.shape[-1]},), got {tuple(limit.shape)}")
+        check_tensor(name, limit, (q.shape[-1],), batch=False)
     tol = check_float("tol", tol, 0.0)
     lower, upper = lower.to(q), upper.to(q)
     inside = (q >= lower - tol) & (q <= upper + tol)

@@ -88,10 +88,7 @@ def path_distance(a: Tensor, b: Tensor, continuous: Tensor) -> Tensor:
 def _check_paths(q: Tensor, continuous: Tensor, dims: int, name: str = "q") -> None:
     """``q (..., D)`` paths of ``dims`` dimensions at least and ``continuous (D,)`` bool."""
     check_tensor(name, q, min_dims=dims)
-    check_tensor("continuous", continuous, (q.shape[-1],), dtype=torch.bool)
-    if continuous.dim() != 1:
-        raise ValueError(f"continuous must have shape ({q.shape[-1]},), got "
-                         f"{tuple(continuous.shape)}")  # fmt: skip
+    check_tensor("continuous", continuous, (q.shape[-1],), dtype=torch.bool, batch=False)
 
 
 def count_distinct_paths(q: Tensor, continuous: Tensor, tol: float = DISTINCT_TOL) -> int:
