@@ -358,3 +358,16 @@ def test_other_joints_compiled_give_the_rounds_answers(urdf, link, monkeypatch):
                             **options)  # fmt: skip
         assert torch.equal(got.q, want.q) and torch.equal(got.success, want.success)
         assert got.success_rate > 0.9
+
+
+def test_float32_takes_tolerances_beyond_its_range():
+    """A tolerance beyond float32's range (1e300: anything goes) is its largest value in the
+    compiled round, without NumPy's overflow warning; every target is solved at once."""
+    import warnings
+
+    robot = load_robot("panda")
+    targets = _targets(robot, 4, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        result = solve_ik(robot, targets, tol_position=1e300, tol_rotation=1e300)
+    assert bool(result.success.any(dim=-1).all())

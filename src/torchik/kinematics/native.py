@@ -766,7 +766,8 @@ def ik_round(
     limits, bounds = _round_limits(x, lower, upper, continuous, full_turn, joint_limits)
     box = limits[4]
     scale = tol_rotation if math.isfinite(tol_rotation) else 1.0
-    tols = np.asarray([tol_position, tol_rotation, scale], x.dtype)
+    # a tolerance beyond float32's range (1e300) is its largest value, not an overflow's inf
+    tols = np.minimum([tol_position, tol_rotation, scale], np.finfo(x.dtype).max).astype(x.dtype)
     reals = (float(damping), float(damping_floor), float(tol_position), float(tol_rotation))
     ints = (slots, iters + 1, iters, int(order), chunk or iters + 1, int(early_stop))
     q, success, *errors, iterations = outputs = _round_outputs(n_targets, slots, dof, x.dtype)
