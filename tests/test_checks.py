@@ -15,6 +15,7 @@ from torchik.checks import (
     check_float,
     check_generator,
     check_int,
+    check_kind,
     check_tensor,
     check_threads,
     intra_op_threads,
@@ -120,6 +121,18 @@ def test_check_generator():
     for bad in (5, "seed", 1.5, torch.tensor(1)):
         with pytest.raises(TypeError, match="generator must be a torch.Generator or None, got"):
             check_generator("generator", bad)
+
+
+def test_check_kind():
+    assert check_kind("n", 3, int) == 3 and check_kind("n", None, int, optional=True) is None
+    with pytest.raises(TypeError, match="^n must be an int, got str$"):
+        check_kind("n", "3", int)
+    with pytest.raises(TypeError, match="^n must be an int or None, got float$"):
+        check_kind("n", 1.5, int, optional=True)
+    with pytest.raises(TypeError, match="^x must be a Tensor, got NoneType$"):
+        check_kind("x", None, torch.Tensor)
+    with pytest.raises(TypeError, match="^x must be a list or a tuple, got dict$"):
+        check_kind("x", {}, list | tuple, "a list or a tuple")
 
 
 def test_check_tensor_names_the_argument_in_one_line():

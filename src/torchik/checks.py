@@ -36,6 +36,7 @@ __all__ = [
     "check_float",
     "check_generator",
     "check_int",
+    "check_kind",
     "check_tensor",
     "check_threads",
     "check_values",
@@ -130,6 +131,36 @@ def check_bool(name: str, value: Any) -> bool:
             f"{name} must be True or False, got {type(value).__name__} {short_repr(value)}"
         )
     return value
+
+
+def check_kind(name: str, value: Any, kind: Any, what: str | None = None,
+               optional: bool = False) -> Any:  # fmt: skip
+    """``value`` if it is an instance of ``kind`` (a class or a union), or ``None`` where
+    ``optional``.
+
+    Args:
+        name: the argument's name, for the message.
+        value: the argument.
+        kind: what ``isinstance`` accepts.
+        what: the kind in words (default ``kind``'s name with an article).
+        optional: whether ``None`` passes.
+
+    Raises:
+        TypeError: anything else, naming the kind it got.
+
+    Example:
+        >>> check_kind("model", 3, dict, "a dict of settings")
+        Traceback (most recent call last):
+        ...
+        TypeError: model must be a dict of settings, got int
+    """
+    if (value is None and optional) or isinstance(value, kind):
+        return value
+    if what is None:
+        label = getattr(kind, "__name__", str(kind))
+        what = f"{'an' if label[:1].lower() in 'aeiou' else 'a'} {label}"
+    raise TypeError(f"{name} must be {what}{' or None' if optional else ''}, "
+                    f"got {type(value).__name__}")  # fmt: skip
 
 
 def check_generator(name: str, value: Any) -> Any:

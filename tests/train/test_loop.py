@@ -108,7 +108,7 @@ def test_refuses_mismatches(tmp_path):
     for kwargs, match in kinds:
         with pytest.raises(TypeError, match=match):
             train(**{"model": model, "train_set": train_set, **kwargs})
-    with pytest.raises(TypeError, match="model must be IKModel, got NoneType"):
+    with pytest.raises(TypeError, match="model must be an IKModel, got NoneType"):
         finetune(None, train_set)
     with pytest.raises(TypeError, match="q must be a torch.Tensor, got NoneType"):
         model.set_normalization(None, train_set.target)

@@ -27,7 +27,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from torchik.checks import check_int, check_tensor
+from torchik.checks import check_int, check_kind, check_tensor
 from torchik.learn import metrics
 
 if TYPE_CHECKING:
@@ -230,10 +230,8 @@ def evaluate_model(
                          f"{tuple(targets.shape)}")  # fmt: skip
     check_int("n", n, 1)  # model.sample refuses more than its MAX_SAMPLES
     check_int("seed", seed, -(2**63), 2**64 - 1)  # what manual_seed takes
-    if not isinstance(sample_options, Mapping | None):
-        raise TypeError(
-            f"sample_options must be a mapping or None, got {type(sample_options).__name__}"
-        )
+    check_kind("sample_options", sample_options, Mapping, "a mapping of model.sample's keywords",
+               optional=True)  # fmt: skip
     target = targets.to(model.target_mean)
     gen = torch.Generator(target.device).manual_seed(seed)
 

@@ -23,7 +23,14 @@ from typing import Any
 import torch
 from torch import Tensor
 
-from torchik.checks import check_bool, check_float, check_generator, check_int, check_tensor
+from torchik.checks import (
+    check_bool,
+    check_float,
+    check_generator,
+    check_int,
+    check_kind,
+    check_tensor,
+)
 from torchik.ik.base import IKSolver
 from torchik.ik.refine import MARGIN, Collected, collect_solutions, refine_samples
 from torchik.ik.result import IKResult
@@ -235,6 +242,5 @@ def _check_request(target: Any, position_only: Any, generator: Any, sample_optio
     check_bool("position_only", position_only)
     check_tensor("target", target, (3,) if position_only else (4, 4))
     check_generator("generator", generator)
-    if sample_options is not None and not isinstance(sample_options, Mapping):
-        raise TypeError(f"sample_options must be a mapping of model.sample's keywords or None, "
-                        f"got {type(sample_options).__name__}")  # fmt: skip
+    check_kind("sample_options", sample_options, Mapping, "a mapping of model.sample's keywords",
+               optional=True)  # fmt: skip

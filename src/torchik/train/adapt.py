@@ -31,7 +31,14 @@ from dataclasses import dataclass
 import torch
 from torch import Tensor
 
-from torchik.checks import check_bool, check_float, check_generator, check_int, check_tensor
+from torchik.checks import (
+    check_bool,
+    check_float,
+    check_generator,
+    check_int,
+    check_kind,
+    check_tensor,
+)
 from torchik.description.urdf import Origin
 from torchik.learn.data import DATA_FORMAT_VERSION, IKDataset, make_dataset
 from torchik.learn.spec import ProblemSpec
@@ -294,10 +301,9 @@ def finetune(
         TypeError: ``model``, ``data`` or ``config`` of the wrong kind.
         ValueError: data of another problem than the model's (beyond the robot's geometry).
     """
-    for name, value, kind in (("model", model, IKModel), ("data", data, IKDataset),
-                              ("config", config, TrainConfig)):  # fmt: skip
-        if not isinstance(value, kind):
-            raise TypeError(f"{name} must be {kind.__name__}, got {type(value).__name__}")
+    check_kind("model", model, IKModel)
+    check_kind("data", data, IKDataset)
+    check_kind("config", config, TrainConfig)
     new = copy.deepcopy(model) if model.spec == data.spec else _transfer(model, data)
     if config.batch_size > len(data):
         config = dataclasses.replace(config, batch_size=len(data))

@@ -30,6 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
+from torchik.checks import check_kind
 from torchik.learn.data import FKStream, IKDataset, decode_target
 from torchik.learn.metrics import position_error
 from torchik.learn.spec import robot_hash
@@ -297,19 +298,13 @@ def _due(step: int, every: int, last: int) -> bool:
 def _prepare(model: IKModel, source: IKDataset | FKStream, robot: Robot | None, config,
              val_set: Any = None):  # fmt: skip
     """The checked arguments of :func:`train` and the rows it draws batches from."""
-    for name, value, kind, what in (
-        ("model", model, IKModel, "an IKModel"),
-        ("config", config, TrainConfig, "a TrainConfig"),
-        ("train_set", source, IKDataset | FKStream, "an IKDataset or an FKStream"),
-    ):
-        if not isinstance(value, kind):
-            raise TypeError(f"{name} must be {what}, got {type(value).__name__}")
-    if val_set is not None and not isinstance(val_set, IKDataset):
-        raise TypeError(f"val_set must be an IKDataset or None, got {type(val_set).__name__}")
     from torchik.robot.robot import Robot
 
-    if robot is not None and not isinstance(robot, Robot):
-        raise TypeError(f"robot must be a Robot or None, got {type(robot).__name__}")
+    check_kind("model", model, IKModel)
+    check_kind("config", config, TrainConfig)
+    check_kind("train_set", source, IKDataset | FKStream, "an IKDataset or an FKStream")
+    check_kind("val_set", val_set, IKDataset, optional=True)
+    check_kind("robot", robot, Robot, optional=True)
     if model.spec != source.spec:
         raise ValueError(f"the model's spec {model.spec} differs from the data's {source.spec}")
     if robot is not None and robot_hash(robot) != model.spec.robot_hash:
