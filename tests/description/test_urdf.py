@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from tests.paths import DATA
-from torchik.description import Joint, Mimic, Origin, URDFError, URDFModel, parse_urdf
+from torchik.description import Joint, Mimic, Origin, URDFError, URDFModel, URDFWarning, parse_urdf
 
 DATA = DATA
 GOOD = DATA / "urdf"
@@ -401,7 +401,8 @@ def test_mimic_defaults_and_chain_resolution() -> None:
         joint("jd", "revolute", "d", "e", '<mimic joint="ja"/>'),
         links="a b c d e",
     )
-    ja, jb, jc, jd = parse_urdf(text).joints
+    with pytest.warns(URDFWarning, match="'jc' mimics 'ja': its own limits"):
+        ja, jb, jc, jd = parse_urdf(text).joints
     assert ja.mimic is None
     assert jb.mimic == Mimic("ja", 2.0, 1.0)
     # q_c = 3 * q_b - 0.5 = 3 * (2 * q_a + 1) - 0.5
@@ -531,3 +532,29 @@ def test_messages_stay_short_whatever_the_names() -> None:
         with pytest.raises(URDFError) as info:
             parse_urdf(text)
         assert len(str(info.value)) < 300 and "\n" not in str(info.value)
+
+
+def test_a_mimic_joints_own_limits_beyond_its_drivers_range_are_noted():
+    """A mimic joint's value is its driver's map, bounded by the driver's limits only: a
+    ``<limit>`` of its own that the driver's range leaves is named in a URDFWarning; one that
+    holds the range is not."""
+    import warnings
+
+    def urdf(follow_limit: str, multiplier: str = "1") -> str:
+        return (
+            '<robot name="grip"><link name="b"/><link name="f1"/><link name="f2"/>'
+            '<joint name="drive" type="revolute"><parent link="b"/><child link="f1"/>'
+            '<limit lower="0" upper="1"/></joint>'
+            '<joint name="follow" type="revolute"><parent link="f1"/><child link="f2"/>'
+            f'{follow_limit}<mimic joint="drive" multiplier="{multiplier}"/></joint></robot>'
+        )
+
+    with pytest.warns(URDFWarning, match=r"'follow' mimics 'drive': its own limits \[0, 0.2\] "
+                      r"are not enforced, the driver's limits give it \[0, 1\]"):  # fmt: skip
+        parse_urdf(urdf('<limit lower="0" upper="0.2"/>'))
+    with pytest.warns(URDFWarning, match=r"give it \[-1, -0\]|give it \[-1, 0\]"):
+        parse_urdf(urdf('<limit lower="0" upper="1"/>', multiplier="-1"))
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        parse_urdf(urdf('<limit lower="-1" upper="0"/>', multiplier="-1"))
+        parse_urdf(urdf('<limit lower="0" upper="1.5"/>'))

@@ -73,3 +73,31 @@ def test_a_draw_is_three_operations_and_follows_the_limits(panda):
     wide = narrow.to(torch.float64)
     assert wide.random_configuration(500).dtype == torch.float64
     assert wide.random_configuration(500)[:, 0].abs().max() <= 0.1
+
+
+def test_limits_edited_in_place_hold_for_draws_the_neutral_and_a_change_of_dtype():
+    """``robot.lower[0] = ...`` under no_grad: the uniform draw and the neutral configuration
+    (kept with the tree) follow it, and a change of dtype keeps it (the float64 masters were
+    restoring the file's limits)."""
+    robot = torchik.load_robot("panda")
+    robot.random_configuration(1), robot.neutral()  # the kept box and neutral exist
+    with torch.no_grad():
+        robot.lower[0], robot.upper[0] = 0.5, 0.6
+    q = robot.random_configuration(500, torch.Generator().manual_seed(0))
+    assert float(q[:, 0].min()) >= 0.5 and float(q[:, 0].max()) <= 0.6
+    assert float(robot.neutral()[0]) == pytest.approx(0.55)
+    wide = robot.to(torch.float64)
+    assert float(wide.lower[0]) == pytest.approx(0.5) and float(wide.upper[0]) == pytest.approx(0.6)
+    assert float(wide.random_configuration(200)[:, 0].min()) >= 0.5 - 1e-7
+
+
+def test_a_chain_keeps_the_robots_limits():
+    """``Robot.chain`` takes this robot's limits, also where ``with_limits`` changed them."""
+    robot = torchik.load_robot("panda", dtype=torch.float64)
+    narrow = robot.with_limits({"panda_joint1": (-0.1, 0.1), "panda_joint3": (0.2, 0.3)})
+    arm = narrow.chain(narrow.root, "panda_hand")
+    assert torch.equal(arm.lower, narrow.lower) and torch.equal(arm.upper, narrow.upper)
+    part = narrow.chain("panda_link2", "panda_hand")
+    assert part.joint_names[0] == "panda_joint3"
+    assert (float(part.lower[0]), float(part.upper[0])) == (0.2, 0.3)
+    assert torch.equal(robot.chain(robot.root, "panda_hand").lower, robot.lower)

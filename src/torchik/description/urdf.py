@@ -121,7 +121,9 @@ def parse_urdf(
             errors start with the path.
 
     Warns:
-        URDFWarning: limits loaded leniently (see ``_parse_limits``), one warning per file.
+        URDFWarning: limits loaded leniently (see ``_parse_limits``), or a mimic joint's own
+            limits that its driver's range leaves (not enforced: the driver's limits bound
+            it), one warning per file.
 
     Example:
         >>> model = parse_urdf('<robot name="r"><link name="a"/><link name="b"/>'
@@ -171,6 +173,7 @@ def _build_model(robot: ET.Element, root: str | None, notes: list[str]) -> URDFM
     kept = tuple(
         replace(joint, mimic=resolved[joint.name]) if joint.mimic else joint for joint in order
     )
+    _note_mimic_limits(kept, notes)
     return URDFModel(name, root, (root, *(joint.child for joint in kept)), kept)
 
 
@@ -468,6 +471,27 @@ def _resolve_mimics(joints: dict[str, Joint], kept: list[Joint]) -> dict[str, Mi
             _check_composed_mimic(name, done)
             resolved[name] = done
     return resolved
+
+
+def _note_mimic_limits(kept: tuple[Joint, ...], notes: list[str]) -> None:
+    """Note each mimic joint whose own ``<limit>`` its driver's range can leave: a mimic
+    joint's value is the driver's map (outside ``q``), so only the driver's limits bound it
+    (as in urdfdom's and Pinocchio's models), and IK's answers may put it beyond its own."""
+    by_name = {joint.name: joint for joint in kept}
+    for joint in kept:
+        if joint.mimic is None or joint.lower is None or joint.upper is None:
+            continue
+        driver, m, o = by_name[joint.mimic.joint], joint.mimic.multiplier, joint.mimic.offset
+        low = -math.inf if driver.lower is None else driver.lower
+        high = math.inf if driver.upper is None else driver.upper
+        ends = (o, o) if m == 0 else sorted((m * low + o, m * high + o))
+        slack = 1e-9 * max(1.0, abs(joint.lower), abs(joint.upper))
+        if ends[0] < joint.lower - slack or ends[1] > joint.upper + slack:
+            notes.append(
+                f"joint {brief(joint.name)} mimics {brief(driver.name)}: its own limits "
+                f"[{joint.lower:g}, {joint.upper:g}] are not enforced, the driver's limits "
+                f"give it [{ends[0]:g}, {ends[1]:g}]"
+            )
 
 
 def _check_composed_mimic(name: str, mimic: Mimic) -> None:

@@ -85,7 +85,7 @@ def neutral(robot) -> Tensor:
             q[7 * k + 3] = 1.0
         return q
 
-    return robot.tree.cached(("configuration", "neutral"), build).clone()
+    return robot.tree.cached(("configuration", "neutral", robot._limits_stamp()), build).clone()
 
 
 def random_configuration(robot, n: int, generator: torch.Generator | None = None) -> Tensor:
@@ -112,16 +112,16 @@ def random_configuration(robot, n: int, generator: torch.Generator | None = None
 
 def _uniform_box(robot) -> tuple[Tensor, Tensor]:
     """``(lower, span)`` ``(nq,)`` of :func:`random_configuration`'s uniform draw: the limits
-    where both are finite, ``(0, 0)`` elsewhere. Kept with the robot's flattened tree, which a
-    change of limits rebuilds: a draw is then three operations, not seventeen (``isfinite``
-    alone dispatches four)."""
+    where both are finite, ``(0, 0)`` elsewhere. Kept with the robot's flattened tree under the
+    limits' stamp (an edit in place makes a new one): a draw is then three operations, not
+    seventeen (``isfinite`` alone dispatches four)."""
 
     def build() -> tuple[Tensor, Tensor]:
         lower, upper = robot.lower, robot.upper
         finite = torch.isfinite(lower) & torch.isfinite(upper)
         return torch.where(finite, lower, 0.0), torch.where(finite, upper - lower, 0.0)
 
-    return robot.tree.cached(("configuration", "uniform box"), build)
+    return robot.tree.cached(("configuration", "uniform box", robot._limits_stamp()), build)
 
 
 def with_limits(robot, limits: Mapping[str, tuple[float, float]]):

@@ -114,6 +114,7 @@ class Robot(nn.Module):
         super().__init__()
         self._master: dict[str, Tensor] = {}  # float64 CPU truth of every floating buffer
         self._tree_cache: kin.KinematicTree | None = None  # derived; see _derive
+        self._derived_limits: tuple = ()  # _limits_stamp() at the last _derive
         self._backend = _check_backend(backend)
         self.model = model
         fixed, self._bases = split_floating(expand_planar(model), floating_base)
@@ -134,6 +135,7 @@ class Robot(nn.Module):
             for name, buf in self.named_buffers()
             if buf.is_floating_point()
         }
+        self._derived_limits = self._limits_stamp()
         dtype = dtype or torch.get_default_dtype()
         _check_dtype(dtype)
         self.to(dtype)
@@ -287,8 +289,8 @@ class Robot(nn.Module):
         The sub-robot is rooted at ``base``; its ``q`` holds the actuated joints on the path,
         in this robot's order, and its FK of any link on the path equals
         ``inv(T_root_base) @ T_root_link`` of this robot. It is built from :attr:`model` (the
-        description: learned origins are not carried over), with this robot's dtype, device and
-        backend.
+        description: learned origins are not carried over), with this robot's dtype, device,
+        backend and limits (also where :meth:`with_limits` changed them).
 
         Raises:
             ValueError: an unknown link, ``base`` not on the path from the root to ``link``, or
@@ -301,8 +303,18 @@ class Robot(nn.Module):
         """
         for name in (base, link):
             self.link_index(name)  # a clear error for an unknown name
-        sub = Robot(path_model(self.model, base, link), dtype=self.dtype, backend=self.backend)
-        return sub.to(self.device)
+        return self._part(path_model(self.model, base, link))[0]
+
+    def _part(self, model: URDFModel) -> tuple[Robot, list[int]]:
+        """A robot of ``model``, a part of this robot's description, with this robot's dtype,
+        device, backend and limits (also where :meth:`with_limits` or an edit changed them),
+        and the coordinates of this robot's ``q`` its ``q`` holds."""
+        part = Robot(model, dtype=self.dtype, backend=self.backend).to(self.device)
+        index = [self.joint_names.index(n) for n in part.joint_names]
+        with torch.no_grad():
+            part.continuous.copy_(self.continuous[index])
+        part._adopt({"lower": self.lower[index], "upper": self.upper[index]})
+        return part, index
 
     def scene_body(self, base: int | None) -> tuple[Robot, Tensor]:
         """One body of a scene (free bodies beside a fixed tree: a MuJoCo scene) as a robot
@@ -329,19 +341,19 @@ class Robot(nn.Module):
         if base is not None:
             self.base_link(base)  # a clear error for an index that is not a base's
             name = self._bases[base].name
-        buffers = (self.lower, self.upper, self.continuous)
-        stamp = tuple((b.data_ptr(), b._version) for b in buffers)
 
         def build() -> tuple[Robot, Tensor]:
-            model = body_model(self.model, name)
-            part = Robot(model, dtype=self.dtype, backend=self.backend).to(self.device)
-            index = [self.joint_names.index(n) for n in part.joint_names]
-            with torch.no_grad():
-                part.continuous.copy_(self.continuous[index])
-            part._adopt({"lower": self.lower[index], "upper": self.upper[index]})
+            part, index = self._part(body_model(self.model, name))
             return part, torch.tensor(index, dtype=torch.long, device=self.device)
 
-        return self.tree.cached(("scene_body", base, stamp), build)
+        return self.tree.cached(("scene_body", base, self._limits_stamp()), build)
+
+    def _limits_stamp(self) -> tuple:
+        """What tells a change of :attr:`lower`, :attr:`upper` or :attr:`continuous` apart,
+        in place too (``robot.lower[0] = 0.5``): their storage and version counters. What is
+        made of the limits and kept with the tree (the uniform draw's box, the neutral
+        configuration, a scene's bodies) is kept under it."""
+        return tuple((b.data_ptr(), b._version) for b in (self.lower, self.upper, self.continuous))
 
     @property
     def dof(self) -> int:
@@ -467,6 +479,15 @@ class Robot(nn.Module):
             if name not in params:
                 buf = getattr(self, name)
                 setattr(self, name, value.to(buf.device, buf.dtype))
+        self._derived_limits = self._limits_stamp()
+
+    def _keep_edited_limits(self) -> None:
+        """Limits edited in place since :meth:`_derive` (``robot.lower[0] = 0.5``) become the
+        float64 truth, so that a change of dtype keeps them rather than restoring the old."""
+        if self.lower.device.type == "meta" or self._limits_stamp() == self._derived_limits:
+            return
+        for name in ("lower", "upper"):
+            self._master[name] = getattr(self, name).detach().to("cpu", torch.float64, copy=True)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Load as ``nn.Module`` does, refusing non-finite values, then rebuild the cached
@@ -486,6 +507,7 @@ class Robot(nn.Module):
     def _apply(self, fn, recurse=True):
         _check_dtype(fn(self.lower).dtype)  # refuse float16 & co. before anything is converted
         before = self.lower.dtype
+        self._keep_edited_limits()
         out = super()._apply(fn, recurse)
         if self.lower.dtype != before and not self.learnable:
             self._derive()  # values from the float64 masters, not roundings of the old dtype
