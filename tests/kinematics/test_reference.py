@@ -429,6 +429,30 @@ def test_robot_without_moving_joints():
     assert robot.random_configuration(2).shape == (2, 0)
 
 
+def test_the_robot_is_callable_and_functional_call_takes_its_origins():
+    """``robot(q, link)`` is FK; ``torch.func.functional_call`` with other origins (and vmap
+    over them: a calibration per sample) gives FK of those origins, not of the kept ones."""
+    robot = load_robot("panda", dtype=torch.float64)
+    q = robot.random_configuration(3, generator=torch.Generator().manual_seed(1))
+    torch.testing.assert_close(robot(q, "panda_hand"), robot.forward_kinematics(q, "panda_hand"))
+    robot.learnable_origins()
+    params = {name: value.detach() for name, value in robot.named_parameters()}
+    moved = {name: value + 0.01 for name, value in params.items()}
+    other = load_robot("panda", dtype=torch.float64).learnable_origins()
+    with torch.no_grad():
+        other.origin_xyz += 0.01
+        other.origin_rpy += 0.01
+    want = other.forward_kinematics(q, "panda_hand")
+    got = torch.func.functional_call(robot, moved, (q, "panda_hand"))
+    torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
+    stacked = {name: torch.stack((params[name], moved[name])) for name in params}
+    per_sample = torch.func.vmap(
+        lambda p: torch.func.functional_call(robot, p, (q, "panda_hand"))
+    )(stacked)
+    torch.testing.assert_close(per_sample[1], want, atol=1e-12, rtol=0)
+    torch.testing.assert_close(per_sample[0], robot(q, "panda_hand"), atol=1e-12, rtol=0)
+
+
 def test_calibration_survives_load_state_dict():
     calibrated = load_robot("panda", dtype=torch.float64).learnable_origins()
     with torch.no_grad():

@@ -89,7 +89,7 @@ class IKResult:
 
     @property
     def success_rate(self) -> float:
-        """Fraction of targets with at least one successful slot."""
+        """Fraction of targets with at least one successful slot (NaN for no targets)."""
         return self.success.any(dim=-1).double().mean().item()
 
     def _order(self) -> Tensor:

@@ -115,6 +115,7 @@ class Robot(nn.Module):
         self._master: dict[str, Tensor] = {}  # float64 CPU truth of every floating buffer
         self._tree_cache: kin.KinematicTree | None = None  # derived; see _derive
         self._derived_limits: tuple = ()  # _limits_stamp() at the last _derive
+        self._learnable = False  # the origins are parameters (learnable_origins)
         self._backend = _check_backend(backend)
         self.model = model
         fixed, self._bases = split_floating(expand_planar(model), floating_base)
@@ -430,8 +431,10 @@ class Robot(nn.Module):
 
     @property
     def learnable(self) -> bool:
-        """Whether the joint origins are parameters (see :meth:`learnable_origins`)."""
-        return isinstance(self.origin_xyz, nn.Parameter)
+        """Whether the joint origins are parameters (see :meth:`learnable_origins`); also
+        while ``torch.func.functional_call`` puts plain tensors in their place."""
+        flag = self.__dict__.get("_learnable")  # None: a robot pickled before the flag
+        return isinstance(self.origin_xyz, nn.Parameter) if flag is None else flag
 
     def learnable_origins(self, enabled: bool = True) -> Robot:
         """Turn the joint origins (``origin_xyz``, ``origin_rpy``, ``(N, 3)`` over every URDF
@@ -447,6 +450,7 @@ class Robot(nn.Module):
                 self.register_parameter(name, nn.Parameter(value))
             else:
                 self.register_buffer(name, value)
+        self._learnable = enabled
         if not enabled:  # the learned values are the truth now: new float64 constants
             self._adopt({"origin_xyz": self.origin_xyz, "origin_rpy": self.origin_rpy})
         self._tree_cache = None
@@ -663,6 +667,18 @@ class Robot(nn.Module):
         return native if wanted and native.serves(q, tree) else kin
 
     # ---------------------------------------------------------------- kinematics
+    def forward(self, q: Tensor, link: LinkSpec = None) -> Tensor:
+        """:meth:`forward_kinematics`: ``robot(q, link)``, and what
+        ``torch.func.functional_call(robot, params, (q, link))`` calls (a calibration's
+        origins per sample, with :meth:`learnable_origins`).
+
+        Example:
+            >>> robot = load_robot("panda")
+            >>> robot(robot.neutral(), "panda_hand").shape
+            torch.Size([4, 4])
+        """
+        return self.forward_kinematics(q, link)
+
     def forward_kinematics(self, q: Tensor, link: LinkSpec = None) -> Tensor:
         """Poses of links in the root frame, ``T_root_link``.
 
