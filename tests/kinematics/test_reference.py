@@ -446,9 +446,9 @@ def test_the_robot_is_callable_and_functional_call_takes_its_origins():
     got = torch.func.functional_call(robot, moved, (q, "panda_hand"))
     torch.testing.assert_close(got, want, atol=1e-12, rtol=0)
     stacked = {name: torch.stack((params[name], moved[name])) for name in params}
-    per_sample = torch.func.vmap(
-        lambda p: torch.func.functional_call(robot, p, (q, "panda_hand"))
-    )(stacked)
+    per_sample = torch.func.vmap(lambda p: torch.func.functional_call(robot, p, (q, "panda_hand")))(
+        stacked
+    )
     torch.testing.assert_close(per_sample[1], want, atol=1e-12, rtol=0)
     torch.testing.assert_close(per_sample[0], robot(q, "panda_hand"), atol=1e-12, rtol=0)
 
