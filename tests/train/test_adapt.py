@@ -117,6 +117,27 @@ def test_finetune_reduces_the_loss_on_the_new_robot():
         finetune(model, make_dataset(load_robot("snake4"), 300, targets="planar"))
 
 
+def test_finetune_keeps_the_models_normalisation_and_takes_float64_data():
+    """Whatever ``config.normalize`` says (the guide passes a plain TrainConfig), fine-tuning
+    keeps the normalisation the weights were learned with: at lr 0 the model is unchanged.
+    Data of the robot in float64 fits a model of it in float32 (the specs' limits agree)."""
+    arm = load_robot("planar", link_lengths=[0.5, 0.3])
+    data = make_dataset(arm, 600, targets="planar", seed=0)
+    torch.manual_seed(0)
+    model = IKNet(data.spec, IKNetConfig.small(components=2, hyper_width=16))
+    model = train(model, data, config=TrainConfig(steps=3, batch_size=64, progress=False)).model
+    few = make_dataset(perturbed_robot(arm, 0.2, _gen(3)), 50, targets="planar", seed=1)
+    config = TrainConfig(steps=1, batch_size=64, lr=1e-30, warmup_steps=0, progress=False)
+    tuned = finetune(model, few, config).model
+    for name in ("target_mean", "target_std", "q_mean", "q_std"):
+        assert torch.equal(getattr(tuned, name), getattr(model, name)), name
+    arm64 = load_robot("planar", link_lengths=[0.5, 0.3], dtype=F64)
+    data64 = make_dataset(arm64, 100, targets="planar", seed=2)
+    assert data64.spec == data.spec
+    finetune(model, data64, dataclasses.replace(config, steps=1))
+    train(model, data64, config=config)
+
+
 def test_adapt_functions_refuse_bad_arguments_in_one_line():
     """Checked before torch meets them: a seed that is not an int (manual_seed's RuntimeError
     before), a string generator (torch's multi-line message), origins of other shapes, a list

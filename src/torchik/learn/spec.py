@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import struct
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
@@ -65,6 +66,13 @@ def robot_hash(robot: Robot) -> str:
 
 
 # ---------------------------------------------------------------------------- problem spec
+def _single(x: float) -> float:
+    """``x`` rounded to float32 precision (infinite beyond its range)."""
+    if not abs(x) < 3.4e38:  # also inf; NaN is refused before
+        return math.copysign(math.inf, x)
+    return struct.unpack("f", struct.pack("f", x))[0]
+
+
 @dataclass(frozen=True)
 class ProblemSpec:
     """What a model needs to know about the robot; saved in every checkpoint.
@@ -76,7 +84,9 @@ class ProblemSpec:
         link: the end link whose pose is the target.
         dof: number of actuated joints ``D``.
         targets: ``"position"``, ``"pose"`` or ``"planar"`` (see :data:`TARGET_DIMS`).
-        lower, upper: ``D`` joint limits; continuous joints have ``(-pi, pi]``.
+        lower, upper: ``D`` joint limits; continuous joints have ``(-pi, pi]``. Kept at
+            float32 precision, so that the robot in float32 and in float64 makes one spec
+            (a model trained on one takes data of the other).
         continuous: ``D`` flags marking continuous (wrapping) joints.
     """
 
@@ -103,6 +113,8 @@ class ProblemSpec:
                 )
             check = check_bool if name == "continuous" else check_float
             value = tuple(check(f"{name}[{j}]", x) for j, x in enumerate(value))
+            if name != "continuous":
+                value = tuple(_single(x) for x in value)
             object.__setattr__(self, name, value)  # lists (from a checkpoint) become tuples
         if any(lo > hi for lo, hi in zip(self.lower, self.upper, strict=True)):
             raise ValueError(f"lower {self.lower} exceeds upper {self.upper}")

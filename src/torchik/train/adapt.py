@@ -290,7 +290,8 @@ def finetune(
         model: the trained model.
         data: the new training pairs.
         config: training settings (default :data:`FINETUNE_CONFIG`; ``batch_size`` is capped
-            at the size of ``data``).
+            at the size of ``data``; the model's normalisation is kept whatever
+            ``config.normalize`` says: its weights were learned with it).
         **train_kwargs: passed to :func:`~torchik.train.train` (``val_set``, ``robot``,
             ``out_dir``, ...).
 
@@ -305,6 +306,7 @@ def finetune(
     check_kind("data", data, IKDataset)
     check_kind("config", config, TrainConfig)
     new = copy.deepcopy(model) if model.spec == data.spec else _transfer(model, data)
-    if config.batch_size > len(data):
-        config = dataclasses.replace(config, batch_size=len(data))
+    # the weights were learned with the model's normalisation: new statistics would move them
+    config = dataclasses.replace(config, normalize=False, batch_size=min(config.batch_size,
+                                                                         len(data)))  # fmt: skip
     return train(new, data, config=config, **train_kwargs)
