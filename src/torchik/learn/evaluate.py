@@ -207,7 +207,9 @@ def evaluate_model(
     Args:
         model: a :class:`torchik.models.IKModel`; its ``spec`` names the link and target kind.
         targets: ``(B, T)`` encoded targets, moved to the model's device and dtype.
-        robot: the robot (see :func:`evaluate_samples`).
+        robot: the robot whose FK measures the samples (see :func:`evaluate_samples`); not
+            checked against the model's robot hash, so that a model is measured on another
+            robot of its joints and link too (a perturbed arm before fine-tuning).
         n: samples per target.
         seed: seed of a generator on the model's device (an int that ``manual_seed`` takes).
         sample_options: keyword arguments of ``model.sample`` (e.g. ``temperature``).
