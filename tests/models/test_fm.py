@@ -45,6 +45,14 @@ def test_sampler_is_validated(bad):
         FMSampler(**bad)
 
 
+def test_sample_refuses_a_sampler_that_is_not_one_in_one_line():
+    """``sampler="euler"`` (the docs name solvers by string) said AttributeError on
+    ``bf16_until``; now a TypeError saying how to make one."""
+    model, target = _model(), torch.zeros(1, 3)
+    with pytest.raises(TypeError, match=r"^sampler must be an FMSampler .*solver='midpoint'"):
+        model.sample(target, 2, sampler="euler")
+
+
 def test_the_config_names_its_sampler_and_old_configs_keep_theirs():
     """A config saved before ``schedule`` and ``bf16_until`` existed loads with the uniform
     grid in full precision: the sampler it always had."""

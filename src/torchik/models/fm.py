@@ -89,6 +89,7 @@ from torchik.checks import (
     check_choice,
     check_float,
     check_int,
+    check_kind,
 )
 from torchik.ik.fixed import on_side_stream
 from torchik.learn.spec import ProblemSpec
@@ -424,7 +425,8 @@ class FlowMatching(JointModel):
         (:attr:`default_sampler_bf16` where it is set and bfloat16 is fast there, else
         :attr:`default_sampler`), else the config's."""
         if sampler is not None:
-            return sampler
+            what = "an FMSampler (a solver by name: FMSampler(solver='midpoint'))"
+            return check_kind("sampler", sampler, FMSampler, what)
         if steps is not None:
             return self.config.sampler
         low = self.default_sampler_bf16
