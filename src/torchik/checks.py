@@ -37,6 +37,7 @@ __all__ = [
     "check_generator",
     "check_int",
     "check_kind",
+    "check_map_location",
     "check_tensor",
     "check_threads",
     "check_values",
@@ -229,6 +230,24 @@ def _set_threads(n: int) -> None:
     import torch
 
     torch.set_num_threads(n)
+
+
+def check_map_location(name: str, value: Any) -> Any:
+    """``value`` if ``torch.load`` may take it as a ``map_location`` torchik can run with:
+    ``None``, a dict, a callable, or a device :func:`check_device` accepts.
+
+    Raises:
+        ValueError: a device this machine lacks or torchik cannot run on (``meta``).
+        TypeError: anything else.
+    """
+    import torch
+
+    if isinstance(value, str | torch.device):
+        check_device(name, value)
+    elif not (value is None or isinstance(value, dict) or callable(value)):
+        raise TypeError(f"{name} must be a device, a dict or a callable, got "
+                        f"{type(value).__name__} {short_repr(value)}")  # fmt: skip
+    return value
 
 
 def check_device(name: str, device: Any) -> torch.device:

@@ -35,10 +35,17 @@ def test_map_location_is_a_device_torchik_runs_on_a_dict_or_a_callable():
         (torch.device("meta"), ValueError, "cannot run torchik"),
         (3, TypeError, "map_location must be a device, a dict or a callable, got int 3"),
     ]
+    from importlib import resources
+
+    from torchik.models import load
+
+    path = resources.files("torchik.models.pretrained").joinpath("snake2.pt")
     for where, error, match in cases:
-        with pytest.raises(error, match=match) as caught:
-            load_pretrained("snake2", map_location=where)
-        assert "\n" not in str(caught.value)
+        for loader in (lambda m: load_pretrained("snake2", map_location=m),
+                       lambda m: load(str(path), map_location=m)):  # fmt: skip
+            with pytest.raises(error, match=match) as caught:
+                loader(where)
+            assert "\n" not in str(caught.value)
     for where in (None, "cpu", torch.device("cpu"), {"cpu": "cpu"}, lambda storage, _: storage):
         assert load_pretrained("snake2", map_location=where).target_mean.device.type == "cpu"
 

@@ -14,6 +14,7 @@ from typing import Any, TypeVar
 
 import torch
 
+from torchik.checks import check_map_location
 from torchik.files import load_tensors
 from torchik.learn.spec import ProblemSpec
 from torchik.models.base import IKModel
@@ -120,8 +121,11 @@ def load(path: str | os.PathLike, map_location: Any = None) -> IKModel:
         FileNotFoundError: no such file.
         ValueError: the file is corrupt, not a torchik checkpoint, damaged (content hash,
             NaN/inf weights), of a newer format, of an unknown family, too large, or
-            inconsistent with its model class; the message names the file.
+            inconsistent with its model class; the message names the file. A
+            ``map_location`` device torchik cannot run on (``meta``, a GPU this machine lacks).
+        TypeError: a ``map_location`` of another kind than ``torch.load`` takes.
     """
+    check_map_location("map_location", map_location)
     ckpt = load_tensors(path, map_location)
     try:
         return from_checkpoint(ckpt).eval()

@@ -83,14 +83,10 @@ def load_pretrained(name: str, map_location: Any = None, sampler: str = "fast") 
         >>> load_pretrained("panda", sampler="own").default_sampler is None
         True
     """
-    from torchik.checks import check_choice, check_device, short_repr
+    from torchik.checks import check_choice, check_map_location
 
     check_choice("sampler", sampler, ("fast", "float32", "own"))
-    if isinstance(map_location, str | torch.device):
-        check_device("map_location", map_location)
-    elif not (map_location is None or isinstance(map_location, dict) or callable(map_location)):
-        raise TypeError(f"map_location must be a device, a dict or a callable, got "
-                        f"{type(map_location).__name__} {short_repr(map_location)}")  # fmt: skip
+    check_map_location("map_location", map_location)
     if name not in PRETRAINED:
         raise ValueError(
             f"no pretrained model named {name!r} is bundled; available: {', '.join(PRETRAINED)}"
