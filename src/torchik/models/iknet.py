@@ -433,7 +433,8 @@ class IKNet(IKModel):
         radius: float | Tensor,
         generator: torch.Generator | None = None,
     ) -> Tensor:
-        """``n`` solutions per target with every joint within ``radius`` of ``center``.
+        """``n`` solutions per target with every joint within ``radius`` of ``center`` (of its
+        projection onto the limits).
 
         Joint ``j`` is drawn from its mixture (given the joints already drawn) restricted to
         ``[center_j - radius_j, center_j + radius_j]`` and the limits, renormalised (see
@@ -444,7 +445,9 @@ class IKNet(IKModel):
         Args:
             target: ``(..., T)`` targets.
             n: samples per target.
-            center: ``(..., n, D)`` window centres (e.g. each path's previous configuration).
+            center: ``(..., n, D)`` window centres (e.g. each path's previous configuration);
+                a centre outside the limits is projected onto them first, and the window is
+                around the projected centre.
             radius: window half-width ``> 0``: a number or ``(D,)`` per joint (rad or m).
             generator: random generator on the model's device.
 
