@@ -193,3 +193,35 @@ def test_a_run_says_its_first_step_and_that_it_resumed_and_leaves_no_empty_log(t
     err = capsys.readouterr().err
     assert err.startswith(f"resumed at step 3 of 20 from {tmp_path / 'checkpoint.pt'}\n")
     assert [row["step"] for row in _read(tmp_path / "log.csv")] == ["20"]
+
+
+# ---------------------------------------------------------------------------- resumed settings
+def _rates_used(monkeypatch) -> list[tuple[float, float]]:
+    """Record ``(lr, weight_decay)`` of the optimizer as each step runs."""
+    from torchik.train.engine import Stepper
+
+    used, step = [], Stepper.eager_step
+
+    def recording(self, q, target):
+        group = self.optimizer.param_groups[0]
+        used.append((float(group["lr"]), group["weight_decay"]))
+        return step(self, q, target)
+
+    monkeypatch.setattr(Stepper, "eager_step", recording)
+    return used
+
+
+def test_a_resumed_run_takes_the_new_lr_and_weight_decay(tmp_path, monkeypatch):
+    _, model, train_set, _ = _problem()
+    first = TrainConfig(steps=4, lr=1e-3, warmup_steps=2, min_lr_ratio=0.1, **QUIET)
+    train(model, train_set, config=first, out_dir=tmp_path)
+    used = _rates_used(monkeypatch)
+    new = TrainConfig(steps=8, lr=5e-2, weight_decay=0.1, warmup_steps=2, min_lr_ratio=0.1,
+                      **QUIET)  # fmt: skip
+    train(_problem()[1], train_set, config=new, out_dir=tmp_path, resume=True)
+    expected = [(5e-2 * lr_factor(step, new), 0.1) for step in range(4, 8)]
+    assert used == expected  # the schedule of the new lr from the step reached
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    group = ckpt["training"]["optimizer"]["param_groups"][0]
+    assert group["initial_lr"] == 5e-2 and group["weight_decay"] == 0.1
+    assert group["lr"] == pytest.approx(5e-2 * lr_factor(8, new))

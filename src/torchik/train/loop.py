@@ -178,8 +178,9 @@ class _Run:
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        self.optimizer.load_state_dict(state["optimizer"])
-        self.scheduler.load_state_dict(state["scheduler"])
+        optimizer, scheduler = _with_config(state, self.config)
+        self.optimizer.load_state_dict(optimizer)
+        self.scheduler.load_state_dict(scheduler)
         if self.stepper.graph is not None:  # its graph holds the optimiser's old state tensors
             self.stepper.graph.forget()
         torch.set_rng_state(distributed.pick(state["torch_rng"]))
@@ -200,6 +201,30 @@ class _Run:
 
 
 _SCALARS = ("step", "elapsed", "best_val", "best_step", "bad_checks")
+
+
+def _with_config(state: dict[str, Any], config: TrainConfig) -> tuple[dict, dict]:
+    """The saved optimiser and scheduler states with ``config``'s learning rate and weight
+    decay: a run resumed with a new ``lr`` (after a non-finite loss, say) or ``weight_decay``
+    takes them, its schedule at the step reached (the saved ones were kept before).
+
+    Args:
+        state: the ``"training"`` entry of a checkpoint (already checked).
+        config: the settings of the resumed run.
+
+    Returns:
+        The optimiser's and the scheduler's ``state_dict`` to load.
+    """
+    step, lr = state["step"], config.lr
+    rate = lr * lr_factor(step, config)  # what LambdaLR sets after ``step`` steps
+    groups = [
+        {**group, "lr": rate, "initial_lr": lr, "weight_decay": config.weight_decay}
+        for group in state["optimizer"]["param_groups"]
+    ]
+    optimizer = {**state["optimizer"], "param_groups": groups}
+    scheduler = {**state["scheduler"], "base_lrs": [lr] * len(groups),
+                 "_last_lr": [rate] * len(groups), "last_epoch": step}  # fmt: skip
+    return optimizer, scheduler
 
 
 def _save_checkpoint(run: _Run, out_dir: Path) -> Path:
