@@ -225,3 +225,35 @@ def test_a_resumed_run_takes_the_new_lr_and_weight_decay(tmp_path, monkeypatch):
     group = ckpt["training"]["optimizer"]["param_groups"][0]
     assert group["initial_lr"] == 5e-2 and group["weight_decay"] == 0.1
     assert group["lr"] == pytest.approx(5e-2 * lr_factor(8, new))
+
+
+def test_a_run_that_stopped_early_stays_stopped_on_resume(tmp_path, monkeypatch):
+    values = iter([0.5, 0.4, 0.45, 0.41, 0.42, 0.3, 0.2])
+    monkeypatch.setattr(train_module, "validate", lambda *a, **k: {"val_loss": next(values)})
+    _, model, train_set, val_set = _problem()
+    config = TrainConfig(steps=100, val_every=5, patience=3, **QUIET)
+    first = train(model, train_set, val_set, config, out_dir=tmp_path)
+    assert first.stopped_early and first.steps == 25
+    saved = (tmp_path / "checkpoint.pt").read_bytes()
+    for _ in range(2):  # trained one more step on every resume
+        again = train(_problem()[1], train_set, val_set, config, out_dir=tmp_path, resume=True)
+        assert again.stopped_early and again.steps == 25 and again.best_step == first.best_step
+        state, ref = again.model.state_dict(), first.model.state_dict()
+        assert all(torch.equal(state[k], ref[k]) for k in ref)
+        assert (tmp_path / "checkpoint.pt").read_bytes() == saved
+    assert [r["step"] for r in again.history] == [r["step"] for r in first.history]
+
+
+def test_a_checkpoint_without_the_early_stop_resumes(tmp_path):
+    """Checkpoints of format 3 had no ``stopped_early``: they resume as they did."""
+    from torchik.models.checkpoint import save_checkpoint
+
+    _, model, train_set, _ = _problem()
+    train(model, train_set, config=TrainConfig(steps=2, **QUIET), out_dir=tmp_path)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    del ckpt["training"]["stopped_early"]
+    ckpt["training"]["format_version"] = 3
+    save_checkpoint(ckpt, tmp_path / "checkpoint.pt")
+    config = TrainConfig(steps=4, **QUIET)
+    result = train(_problem()[1], train_set, config=config, out_dir=tmp_path, resume=True)
+    assert result.steps == 4 and not result.stopped_early

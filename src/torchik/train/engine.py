@@ -201,6 +201,7 @@ def check_training_state(state: dict[str, Any]) -> None:
     if state["best_step"] is not None:
         check_int("best_step", state["best_step"], 0, step)
     check_int("bad_checks", state["bad_checks"], 0)
+    check_bool("stopped_early", state.get("stopped_early", False))
     window = state["window"]
     if not isinstance(window, list | tuple) or len(window) != 2:
         raise ValueError(f"window must be [loss sum, steps], got {type(window).__name__}")

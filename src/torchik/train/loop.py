@@ -59,9 +59,9 @@ __all__ = [
     "validate",
 ]
 
-TRAIN_FORMAT_VERSION = 3
+TRAIN_FORMAT_VERSION = 4
 """Version of the training state in ``checkpoint.pt`` (1: before streams and EMA; 2: a fixed
-data set's epoch order saved whole, 8 bytes a row; both still read)."""
+data set's epoch order saved whole, 8 bytes a row; 3: no ``stopped_early``; all still read)."""
 CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
 LOG = "log.csv"
@@ -153,6 +153,7 @@ class _Run:
         self.best_val: float | None = None
         self.best_step: int | None = None
         self.bad_checks, self.logged = 0, 0
+        self.stopped_early = False  # saved: a resumed run that stopped early stays stopped
         self.loss_sum = torch.zeros((), dtype=torch.float64, device=device)
         self.best_state: dict[str, Tensor] | None = None
 
@@ -175,6 +176,7 @@ class _Run:
             "window": [float(self.loss_sum), self.step - self.logged],
             "best_state": self.best_state,
             "ema": self.ema.state_dict() if self.ema is not None else None,
+            "stopped_early": self.stopped_early,
         }
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
@@ -194,6 +196,7 @@ class _Run:
         self.loss_sum.fill_(total)
         self.logged = self.step - int(count)
         self.best_state = state["best_state"]
+        self.stopped_early = state.get("stopped_early", False)  # absent before version 4
         if self.ema is not None:
             if state.get("ema") is None:
                 raise ValueError("the checkpoint has no EMA of the weights: resume without one")
@@ -392,8 +395,9 @@ def train(
     run = _Run(model, rows, config)
     if resume and out is not None and _resume(run, out):
         if config.progress and distributed.is_main():
-            print(f"resumed at step {run.step} of {config.steps} from {out / CHECKPOINT}",
-                  file=sys.stderr, flush=True)  # fmt: skip
+            stopped = " (it stopped early: no more steps)" if run.stopped_early else ""
+            print(f"resumed at step {run.step} of {config.steps} from {out / CHECKPOINT}"
+                  f"{stopped}", file=sys.stderr, flush=True)  # fmt: skip
     else:
         torch.manual_seed(config.seed)
         if config.normalize:
@@ -424,13 +428,14 @@ def _title(run: _Run) -> str:
 
 
 def _loop(run, val, robot, out, history, callback, ctrl_c) -> bool:
-    """Steps until ``config.steps`` or early stopping; True where patience ran out."""
+    """Steps until ``config.steps`` or early stopping; True where patience ran out (now or
+    in the run resumed, which then steps no more)."""
     config = run.config
     shown = config.progress and distributed.is_main()
     progress = Progress(config.steps, run.step, config.batch_size, shown, _title(run))
     t0, elapsed0 = time.perf_counter(), run.elapsed
     try:
-        while run.step < config.steps:
+        while run.step < config.steps and not run.stopped_early:
             if distributed.any_rank(ctrl_c.requested):  # every rank stops at the same step
                 _stop_for_ctrl_c(run, out)
             q, target = run.rows.next()
@@ -441,9 +446,8 @@ def _loop(run, val, robot, out, history, callback, ctrl_c) -> bool:
                 run.ema.update(run.model, run.step)
             run.elapsed = elapsed0 + time.perf_counter() - t0
             progress.advance(run.step)
-            if _after_step(run, val, robot, out, history, callback, progress):
-                return True
-        return False
+            _after_step(run, val, robot, out, history, callback, progress)
+        return run.stopped_early
     finally:
         progress.close()
 
@@ -455,8 +459,9 @@ def _stop_for_ctrl_c(run: _Run, out: Path | None) -> None:
     raise TrainingInterrupted(run.step, path)
 
 
-def _after_step(run, val, robot, out, history, callback, progress) -> bool:
-    """Validation, log row, checkpoint and callback due after a step; True to stop early."""
+def _after_step(run, val, robot, out, history, callback, progress) -> None:
+    """Validation, log row, checkpoint and callback due after a step; sets
+    ``run.stopped_early`` where patience ran out."""
     config, step = run.config, run.step
     validate_now = val is not None and _due(step, config.val_every, config.steps)
     log_now = validate_now or _due(step, config.log_every, config.steps)
@@ -469,12 +474,12 @@ def _after_step(run, val, robot, out, history, callback, progress) -> bool:
         if out is not None and distributed.is_main():
             write_log(out / LOG, history[-1:], append=True)
     stop = config.patience is not None and run.bad_checks >= config.patience
+    run.stopped_early = stop
     if out is not None and (save_now or stop):
         _save_checkpoint(run, out)
     if callback is not None and distributed.is_main():
         loss = {"loss": history[-1]["loss"]} if log_now else {}
         callback(step, {**loss, **metrics})
-    return stop
 
 
 def _row(run: _Run, metrics: dict[str, float], total: float) -> dict[str, float]:
