@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import math
 
 import pytest
@@ -14,6 +15,7 @@ from torchik.learn import ProblemSpec
 from torchik.models import IKNet, IKNetConfig
 from torchik.seq2seq import (
     ModelEmbedding,
+    SequenceDataset,
     SequenceIK,
     SequenceIKConfig,
     SequenceTrainConfig,
@@ -21,11 +23,13 @@ from torchik.seq2seq import (
     direction_to_angle,
     evaluate_sequence_model,
     make_sequence_dataset,
+    revolute_limits,
     sinusoidal_encoding,
     train_sequence_model,
 )
 
 TINY = SequenceIKConfig(d_model=16, heads=2, layers=1, feedforward=32, max_length=32)
+F64 = torch.float64
 
 
 @pytest.fixture(scope="module")
@@ -36,6 +40,20 @@ def ur5():
 @pytest.fixture(scope="module")
 def data(ur5):
     return make_sequence_dataset(ur5, n_sequences=12, length=16, seed=3)
+
+
+@pytest.fixture(scope="module")
+def panda():
+    return torchik.load_robot("panda", dtype=F64)
+
+
+@pytest.fixture(scope="module")
+def panda_data(panda):
+    return make_sequence_dataset(panda, n_sequences=12, length=16, seed=1)
+
+
+def _in_limits(q, lower, upper, atol=0.0):
+    return bool(((q >= lower - atol) & (q <= upper + atol)).all())
 
 
 def _iknet(robot) -> IKNet:
@@ -73,6 +91,61 @@ def test_direction_round_trip_wraps():
     back = direction_to_angle(3.0 * angle_to_direction(q))  # any length reads the same angle
     assert wrap_angle(back - q).abs().max() < 1e-12
     assert back.abs().max() <= math.pi
+
+
+def test_direction_reads_the_angle_inside_the_limits(panda, panda_data):
+    """Panda's joint 6 (limits [-0.0175, 3.7525]) at 3.3 rad read as atan2's 3.3 - 2 pi, outside
+    the limits: even a perfect model's joints left them (the data hold joint 6 up to 3.37)."""
+    lower, upper = revolute_limits(panda)
+    q = torch.tensor([3.3], dtype=F64)
+    assert direction_to_angle(angle_to_direction(q), lower[5:6], upper[5:6]).item() == (
+        pytest.approx(3.3, abs=1e-12)
+    )
+    assert panda_data.q[..., 5].max() > math.pi
+    back = direction_to_angle(angle_to_direction(panda_data.q), lower, upper)
+    assert torch.allclose(back, panda_data.q, atol=1e-5)  # the true directions read the data
+    # a grid of angles on every joint: the angle + 2 pi k inside the limits where one is, else
+    # (Panda's joints 1-5 and 7 have gaps) the limit nearest around the circle
+    angles = torch.linspace(-10.0, 10.0, 4001, dtype=F64)[:, None].expand(-1, 7)
+    d = 5.0 * angle_to_direction(angles)  # any length
+    out = direction_to_angle(d, lower, upper)
+    assert _in_limits(out, lower, upper)
+    first = angles + 2 * math.pi * torch.ceil((lower - angles) / (2 * math.pi))
+    has_turn = first <= upper
+    assert wrap_angle(out - angles)[has_turn].abs().max() < 1e-12
+    gap = wrap_angle(torch.stack((lower, upper)) - angles[..., None, :]).abs()  # (N, 2, D)
+    nearest = torch.where(gap[:, 0] < gap[:, 1], lower, upper)
+    assert torch.equal(out[~has_turn], nearest[~has_turn])
+    # joints on the circle, (-pi, pi], and atan2's angle wherever the limits hold it: as before
+    circle = torch.full((7,), math.pi, dtype=F64)
+    assert torch.equal(direction_to_angle(d, -circle, circle), direction_to_angle(d))
+    plain = direction_to_angle(d)
+    assert not _in_limits(plain, lower, upper)  # atan2 left the limits; kept where it did not
+    held = (plain >= lower) & (plain <= upper)
+    assert torch.equal(out[held], plain[held])
+    with pytest.raises(ValueError, match="both lower and upper"):
+        direction_to_angle(d, lower)
+    # the gradient is atan2's inside the limits
+    point = torch.tensor([[0.3, 0.8], [-0.9, 0.2]], dtype=F64, requires_grad=True)
+    limits = torch.tensor([-0.5, 0.0], dtype=F64), torch.tensor([2.0, 4.0], dtype=F64)
+    assert torch.autograd.gradcheck(lambda x: direction_to_angle(x, *limits), (point,))
+
+
+def test_prismatic_joints_are_refused_in_one_line(ur5):
+    """rail_arm's prismatic 'rail' (metres, +-3) was taken for an angle and its error wrapped
+    by 2 pi."""
+    rail = torchik.load_robot("rail_arm", dtype=F64)
+    data = SequenceDataset(torch.zeros(2, 4, 4), torch.zeros(2, 4, 3), "ee")
+    model = SequenceIK(4, TINY)
+    config = SequenceTrainConfig(epochs=1)
+    for call in (lambda: make_sequence_dataset(rail, 2, 4), lambda: revolute_limits(rail),
+                 lambda: train_sequence_model(model, data, data, rail, config),
+                 lambda: evaluate_sequence_model(model, data, rail)):  # fmt: skip
+        with pytest.raises(ValueError, match="revolute joints only.*'rail'") as caught:
+            call()
+        assert "\n" not in str(caught.value)
+    lower, upper = revolute_limits(ur5)
+    assert torch.equal(lower, ur5.lower) and lower is not ur5.lower
 
 
 def test_config_checks():
@@ -140,6 +213,37 @@ def test_loss_is_chord_distance_of_directions(data):
         direction = model.directions(model.features(positions))
     expected = (direction - angle_to_direction(q)).square().sum(-1).mean()
     assert torch.allclose(model.loss(positions, q), expected, rtol=1e-12)
+
+
+def test_limits_are_buffers_and_old_state_dicts_load(panda, panda_data):
+    """A state dict saved before the limits (no lower/upper) loads strictly into a model built
+    with them; its angles move by whole turns into the limits, or to the nearest limit."""
+    torch.manual_seed(0)
+    old = SequenceIK(7, TINY)
+    state = {k: v for k, v in old.state_dict().items() if k not in ("lower", "upper")}
+    buffer = io.BytesIO()
+    torch.save(state, buffer)
+    buffer.seek(0)
+    lower, upper = revolute_limits(panda)
+    new = SequenceIK(7, TINY, limits=(lower, upper))
+    new.load_state_dict(torch.load(buffer, weights_only=True))
+    assert torch.equal(new.lower, lower.float()) and torch.equal(new.upper, upper.float())
+    with torch.no_grad():
+        before, after = old(panda_data.positions), new(panda_data.positions)
+        direction = old.directions(old.features(panda_data.positions))
+    assert torch.equal(before, direction_to_angle(direction))  # no limits: atan2's, as before
+    assert _in_limits(after, new.lower, new.upper)
+    held = (before >= new.lower) & (before <= new.upper)
+    assert torch.equal(after[held], before[held])
+    assert torch.allclose(after, direction_to_angle(direction, lower, upper).float())
+    # the limits travel in the state dict now
+    fresh = SequenceIK(7, TINY)
+    fresh.load_state_dict(new.state_dict())
+    assert torch.equal(fresh.upper, new.upper)
+    with pytest.raises(ValueError, match=r"lower must have shape \(7,\)"):
+        fresh.set_limits(lower[:6], upper)
+    with pytest.raises(ValueError, match="exceeds upper"):
+        fresh.set_limits(upper, lower)
 
 
 def test_too_long_sequences_are_refused():
@@ -228,6 +332,27 @@ def test_tiny_model_loss_decreases(ur5, data):
     final = evaluate_sequence_model(result.model, data.subset(slice(8, 12)), ur5)
     assert final["position_error"] == pytest.approx(result.history[-1]["test_position_error"])
     assert final["joint_error"] == pytest.approx(result.history[-1]["test_joint_error"], rel=1e-6)
+
+
+def test_trained_model_decodes_within_limits(panda, panda_data):
+    """A tiny model trained on a Panda: every decoded joint within the robot's limits (atan2's
+    reading left them), and the joint error plain, not wrapped, on its ranges of less than a
+    turn."""
+    torch.manual_seed(0)
+    model = SequenceIK(7, TINY)
+    config = SequenceTrainConfig(epochs=4, batch_size=4, lr=3e-3, warmup_steps=1)
+    train, test = panda_data.subset(slice(0, 8)), panda_data.subset(slice(8, 12))
+    result = train_sequence_model(model, train, test, panda, config)
+    assert torch.equal(model.lower, panda.lower.float())  # training set the robot's limits
+    with torch.no_grad():
+        pred = model(test.positions)
+        direction = model.directions(model.features(test.positions))
+    assert _in_limits(pred.double(), panda.lower, panda.upper, atol=1e-6)
+    assert not _in_limits(direction_to_angle(direction).double(), panda.lower, panda.upper)
+    final = evaluate_sequence_model(model, test, panda)
+    assert final["joint_error"] == pytest.approx((pred - test.q).abs().mean().item(), rel=1e-5)
+    assert final["joint_error"] != pytest.approx(wrap_angle(pred - test.q).abs().mean().item())
+    assert final["joint_error"] == pytest.approx(result.history[-1]["test_joint_error"])
 
 
 def test_frozen_embedding_training_is_seeded_and_leaves_embedding_alone(ur5, data):

@@ -3,6 +3,7 @@
 from torchik.seq2seq.data import (
     SequenceDataset,
     make_sequence_dataset,
+    revolute_limits,
 )
 from torchik.seq2seq.model import (
     ModelEmbedding,
@@ -25,6 +26,7 @@ __all__ = [
     "evaluate_sequence_model",
     "make_sequence_dataset",
     "ModelEmbedding",
+    "revolute_limits",
     "SequenceDataset",
     "SequenceIK",
     "SequenceIKConfig",

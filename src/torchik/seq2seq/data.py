@@ -1,5 +1,5 @@
-"""The data of :mod:`torchik.seq2seq` (which re-exports both names): smooth joint paths of a
-robot and the end-link positions along them.
+"""The data of :mod:`torchik.seq2seq` (which re-exports every name): smooth joint paths of a
+robot, the end-link positions along them, and the limits of its (revolute) joints.
 """
 
 from __future__ import annotations
@@ -14,10 +14,33 @@ from torch import Tensor
 from torchik.checks import check_int
 from torchik.robot.robot import Robot
 
-__all__ = ["SequenceDataset", "make_sequence_dataset"]
+__all__ = ["SequenceDataset", "make_sequence_dataset", "revolute_limits"]
 
 
 # ---------------------------------------------------------------------------- data
+def revolute_limits(robot: Robot) -> tuple[Tensor, Tensor]:
+    """The joint limits of a robot whose joints all turn, for :class:`~torchik.seq2seq.SequenceIK`.
+
+    The sequence model predicts a direction per joint, which a prismatic joint's value in
+    metres is not: such a robot is refused here, before data are drawn or a model trained.
+
+    Args:
+        robot: the robot.
+
+    Returns:
+        ``(lower (D,), upper (D,))`` (rad), copies in the robot's dtype and device.
+
+    Raises:
+        ValueError: a prismatic joint, named.
+    """
+    prismatic = [n for n, p in zip(robot.joint_names, robot.prismatic.tolist(), strict=True) if p]
+    if prismatic:
+        names = ", ".join(map(repr, prismatic))
+        raise ValueError(f"seq2seq models revolute joints only; {robot.name!r} has the prismatic "
+                         f"joint(s) {names}")  # fmt: skip
+    return robot.lower.clone(), robot.upper.clone()
+
+
 @dataclass
 class SequenceDataset:
     """Joint paths and the end-link positions along them, float32.
@@ -68,13 +91,14 @@ def make_sequence_dataset(
 
     Raises:
         ValueError: a count, ``max_move`` or ``margin`` out of range, ``seed`` negative, an
-            unknown link.
+            unknown link, a prismatic joint (:func:`revolute_limits`).
         TypeError: arguments of the wrong kind.
     """
     from torchik.ik.solve import default_link
     from torchik.learn.paths import make_smooth_targets
 
     check_int("seed", seed, 0, 2**63 - 1)
+    revolute_limits(robot)
 
     if robot.dtype != torch.float64:
         robot = copy.deepcopy(robot).to(torch.float64)  # float64 masters: full precision

@@ -11,16 +11,23 @@ is that encoder, with an ``embed`` hook for the representation (for IKNet:
 :func:`~torchik.seq2seq.training.train_sequence_model` trains and returns the test error after
 every epoch.
 
-Joint angles are predicted as one direction ``(cos, sin)`` per joint and read with ``atan2``:
-no seam at ``+-pi``, and the loss, the squared distance between the predicted and the true
-direction (``2 - 2 cos(error)`` for a unit prediction), does not care about wrap-around.
+Joint angles are predicted as one direction ``(cos, sin)`` per joint: no seam at ``+-pi``, and
+the loss, the squared distance between the predicted and the true direction (``2 - 2 cos(error)``
+for a unit prediction), does not care about wrap-around. A direction is read as the angle
+``atan2(sin, cos) + 2 pi k`` inside the joint's limits, or the nearest limit
+(:func:`direction_to_angle`): a Panda's joint 6 at 3.3 rad (limits ``[-0.0175, 3.7525]``) reads
+3.3, not ``3.3 - 2 pi``. The model keeps
+the limits as buffers; :func:`~torchik.seq2seq.training.train_sequence_model` sets them from the
+robot. Only revolute joints are modelled (a prismatic joint is refused by
+:func:`~torchik.seq2seq.data.revolute_limits`).
 
 Example:
     >>> import torch, torchik
-    >>> from torchik.seq2seq import make_sequence_dataset
+    >>> from torchik.seq2seq import make_sequence_dataset, revolute_limits
     >>> robot = torchik.load_robot("ur5", dtype=torch.float64)
     >>> data = make_sequence_dataset(robot, n_sequences=4, length=10)
-    >>> model = SequenceIK(robot.dof, SequenceIKConfig(d_model=16, heads=2, layers=1))
+    >>> model = SequenceIK(robot.dof, SequenceIKConfig(d_model=16, heads=2, layers=1),
+    ...                    limits=revolute_limits(robot))
     >>> model(data.positions).shape
     torch.Size([4, 10, 6])
 """
@@ -35,7 +42,14 @@ from typing import Any, cast
 import torch
 from torch import Tensor, nn
 
-from torchik.checks import MAX_LAYERS, MAX_WIDTH, check_choice, check_float, check_int
+from torchik.checks import (
+    MAX_LAYERS,
+    MAX_WIDTH,
+    check_choice,
+    check_float,
+    check_int,
+    check_tensor,
+)
 
 __all__ = [
     "ModelEmbedding",
@@ -128,7 +142,14 @@ class SequenceIK(nn.Module):
     set's statistics, or ``embed(positions)``), a linear input projection makes it a token,
     a positional encoding is added, ``layers`` pre-norm encoder layers attend over the whole
     sequence (no mask: the path is known in advance) and a linear head gives a direction
-    ``(cos, sin)`` per joint.
+    ``(cos, sin)`` per joint, read as the angle inside the joint's limits
+    (:func:`direction_to_angle` with the buffers ``lower`` and ``upper``).
+
+    The limits are persistent buffers. A state dict saved before the model had them (no
+    ``lower`` and ``upper`` keys) still loads and keeps the limits the model was built with:
+    its predictions differ from the old ones only where ``atan2``'s angle in ``[-pi, pi]``
+    lies outside the limits: whole turns move it into them, or (in the gap of a range shorter
+    than a turn) it becomes the nearest limit.
 
     Args:
         dof: joints ``D``.
@@ -141,6 +162,10 @@ class SequenceIK(nn.Module):
             it: it runs without gradients and stays in eval mode (batch-norm statistics too),
             and :meth:`trainable_parameters` leaves it out.
         input_dim: size of one position (3).
+        limits: ``(lower (D,), upper (D,))``, the joints' limits (rad), e.g.
+            :func:`~torchik.seq2seq.data.revolute_limits` of the robot; ``None``:
+            ``[-pi, pi]`` for every joint until :meth:`set_limits` (which
+            :func:`~torchik.seq2seq.training.train_sequence_model` calls).
 
     Example:
         >>> model = SequenceIK(6, SequenceIKConfig(d_model=16, heads=2, layers=1))
@@ -151,6 +176,8 @@ class SequenceIK(nn.Module):
     position_mean: Tensor
     position_std: Tensor
     positional: Tensor
+    lower: Tensor
+    upper: Tensor
 
     def __init__(
         self,
@@ -161,6 +188,7 @@ class SequenceIK(nn.Module):
         *,
         train_embed: bool = False,
         input_dim: int = 3,
+        limits: tuple[Tensor, Tensor] | None = None,
     ):
         super().__init__()
         if embed is not None and embed_dim is None:
@@ -170,6 +198,10 @@ class SequenceIK(nn.Module):
         cfg = self.config
         self.register_buffer("position_mean", torch.zeros(input_dim))
         self.register_buffer("position_std", torch.ones(input_dim))
+        self.register_buffer("lower", torch.full((dof,), -math.pi))
+        self.register_buffer("upper", torch.full((dof,), math.pi))
+        if limits is not None:
+            self.set_limits(*limits)
         layer = nn.TransformerEncoderLayer(
             cfg.d_model, cfg.heads, cfg.feedforward, cfg.dropout, batch_first=True,
             norm_first=True,
@@ -196,6 +228,24 @@ class SequenceIK(nn.Module):
         self.position_mean.copy_(flat.mean(dim=0))
         self.position_std.copy_(flat.std(dim=0).clamp_min(1e-6))
 
+    @torch.no_grad()
+    def set_limits(self, lower: Tensor, upper: Tensor) -> None:
+        """Decode within the joint limits ``lower (D,)`` and ``upper (D,)`` (rad)."""
+        for name, value in (("lower", lower), ("upper", upper)):
+            check_tensor(name, value, shape=(self.dof,), batch=False)
+            if not bool(torch.isfinite(value).all()):
+                raise ValueError(f"{name} must be finite, got {value.tolist()}")
+        if bool((lower > upper).any()):
+            raise ValueError(f"lower {lower.tolist()} exceeds upper {upper.tolist()}")
+        self.lower.copy_(lower)
+        self.upper.copy_(upper)
+
+    def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs) -> None:
+        # a state dict saved before the limits were buffers has none: keep the model's own
+        for name in ("lower", "upper"):
+            state_dict.setdefault(prefix + name, getattr(self, name))
+        super()._load_from_state_dict(state_dict, prefix, *args, **kwargs)
+
     def features(self, positions: Tensor) -> Tensor:
         """Per-step input features ``(..., S, F)`` of positions ``(..., S, 3)`` (metres)."""
         if self.embed is None:
@@ -215,8 +265,13 @@ class SequenceIK(nn.Module):
         return out.reshape(*batch, steps, self.dof, 2)
 
     def forward(self, positions: Tensor) -> Tensor:
-        """Joint angles ``(..., S, D)`` in ``[-pi, pi]`` for positions ``(..., S, 3)``."""
-        return direction_to_angle(self.directions(self.features(positions)))
+        """Joint angles ``(..., S, D)`` within the model's limits for positions ``(..., S, 3)``
+        (:func:`direction_to_angle`)."""
+        return self.angles(self.directions(self.features(positions)))
+
+    def angles(self, directions: Tensor) -> Tensor:
+        """``(..., D, 2)`` directions -> ``(..., D)`` angles within the model's limits."""
+        return direction_to_angle(directions, self.lower, self.upper)
 
     def loss_from_features(self, features: Tensor, q: Tensor) -> Tensor:
         """Mean squared distance between predicted and true directions ``(cos q, sin q)``."""
@@ -245,7 +300,57 @@ def angle_to_direction(q: Tensor) -> Tensor:
     return torch.stack((torch.cos(q), torch.sin(q)), dim=-1)
 
 
-def direction_to_angle(direction: Tensor) -> Tensor:
-    """``(..., D, 2)`` directions (any length) -> ``(..., D)`` angles in ``[-pi, pi]``
-    (``atan2``)."""
-    return torch.atan2(direction[..., 1], direction[..., 0])
+def direction_to_angle(
+    direction: Tensor, lower: Tensor | None = None, upper: Tensor | None = None
+) -> Tensor:
+    """``(..., D, 2)`` directions (any length) -> ``(..., D)`` angles, within the limits if
+    given.
+
+    A direction stands for every angle ``a + 2 pi k``, ``a = atan2(sin, cos)``. Without limits
+    the angle is ``a``, in ``[-pi, pi]``. With limits it is
+
+    - ``a`` where ``a`` is inside them (a continuous joint, whose limits are ``(-pi, pi]``,
+      reads as before, and so does a range of more than a turn that holds ``a``);
+    - else the ``a + 2 pi k`` inside them (Panda's joint 6, ``[-0.0175, 3.7525]``: the
+      direction of 3.3 reads 3.3, where ``atan2`` gives ``3.3 - 2 pi``);
+    - else (a direction in the gap of a range shorter than a turn) the ``a + 2 pi k``
+      nearest to the range, clamped: the limit nearest to the direction around the circle.
+      Every angle returned is a joint value of the robot, as the other models of torchik
+      return (:func:`torchik.geometry.project_to_limits`).
+
+    Args:
+        direction: ``(..., D, 2)`` ``(cos, sin)`` up to a positive factor.
+        lower, upper: ``(D,)`` joint limits (rad), broadcast against ``(..., D)``; both or
+            neither.
+
+    Returns:
+        ``(..., D)`` angles; the gradient is ``atan2``'s (the turns added carry none), zero
+        where a direction in a gap is clamped.
+
+    Example:
+        >>> q = torch.tensor([3.3, 1.0])  # joint 6 of a Panda, and its joint 4 in its gap
+        >>> lower, upper = torch.tensor([-0.0175, -3.0718]), torch.tensor([3.7525, -0.0698])
+        >>> direction_to_angle(angle_to_direction(q), lower, upper)
+        tensor([ 3.3000, -0.0698])
+    """
+    angle = torch.atan2(direction[..., 1], direction[..., 0])
+    if lower is None and upper is None:
+        return angle
+    if lower is None or upper is None:
+        raise ValueError("pass both lower and upper, or neither")
+    return _angle_into_limits(angle, lower.to(angle), upper.to(angle))
+
+
+def _angle_into_limits(angle: Tensor, lower: Tensor, upper: Tensor) -> Tensor:
+    """``angle`` where it is inside ``[lower, upper]``, else ``angle + 2 pi k`` inside, else
+    the limit nearest to it around the circle."""
+    # whole turns added to angle itself (not wrap_into's lower + remainder), so that k = 0
+    # returns angle exactly; the turns carry no gradient
+    turns = torch.ceil((lower - angle) / (2 * math.pi)).detach()
+    above = angle + 2 * math.pi * turns  # the first a + 2 pi k not below lower
+    below = above - 2 * math.pi  # the last one below lower
+    # above - upper <= 0 when above is inside; in a gap, the nearer end of the range wins
+    # (minimum, not clamp: rounding of above + 2 pi k must not leave the range either)
+    nearest = torch.where(above - upper <= lower - below, torch.minimum(above, upper), lower)
+    inside = (angle >= lower) & (angle <= upper)
+    return torch.where(inside, angle, torch.maximum(nearest, lower))

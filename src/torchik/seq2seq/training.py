@@ -17,11 +17,11 @@ import torch
 from torch import Tensor, nn
 
 from torchik.checks import check_bool, check_device, check_float, check_int
-from torchik.geometry.joints import wrap_angle
+from torchik.geometry.joints import circular_joints, joint_difference
 from torchik.learn.metrics import position_error
 from torchik.robot.robot import Robot
-from torchik.seq2seq.data import SequenceDataset
-from torchik.seq2seq.model import SequenceIK, angle_to_direction, direction_to_angle
+from torchik.seq2seq.data import SequenceDataset, revolute_limits
+from torchik.seq2seq.model import SequenceIK, angle_to_direction
 
 __all__ = [
     "SequenceTrainConfig",
@@ -87,8 +87,9 @@ class SequenceTrainResult:
         model: the trained model, in eval mode.
         history: one row per epoch, epoch 0 being before training: ``epoch``, ``train_loss``
             (mean over the epoch's steps; NaN at epoch 0), ``test_loss``,
-            ``test_position_error`` (m), ``test_joint_error`` (rad) and ``seconds`` (training
-            time so far, evaluations excluded).
+            ``test_position_error`` (m), ``test_joint_error`` (rad; see
+            :func:`evaluate_sequence_model`) and ``seconds`` (training time so far,
+            evaluations excluded).
         seconds: total training time.
     """
 
@@ -115,18 +116,29 @@ def evaluate_sequence_model(
 ) -> dict[str, float]:
     """Test errors of ``model`` on ``data``.
 
+    The predicted joints are the model's (read within its limits, which
+    :func:`train_sequence_model` sets from the robot).
+
     Args:
         model: the sequence model.
         data: test sequences.
-        robot: FK of the predicted joints (in the robot's dtype and device; use float64).
+        robot: FK of the predicted joints (in the robot's dtype and device; use float64) and
+            the joints' ranges.
         batch_size: sequences per batch.
         features: ``model.features(data.positions)`` if already computed.
 
     Returns:
         ``loss``; ``position_error``: mean distance (m) over every step between the target
-        and FK of the predicted joints; ``joint_error``: mean absolute joint difference (rad,
-        wrapped to ``(-pi, pi]``) from the true joints.
+        and FK of the predicted joints; ``joint_error``: mean absolute joint difference (rad)
+        from the true joints, wrapped to ``(-pi, pi]`` for a joint on a circle (continuous or
+        limited to a full turn or more: :func:`torchik.geometry.circular_joints`) and plain
+        for a joint limited to less, which cannot turn through the gap of its range.
+
+    Raises:
+        ValueError: a prismatic joint (:func:`~torchik.seq2seq.data.revolute_limits`).
     """
+    lower, upper = revolute_limits(robot)
+    circular = circular_joints(lower, upper, robot.continuous)
     was_training = model.training
     model.eval()
     device = next(model.parameters()).device
@@ -136,9 +148,9 @@ def evaluate_sequence_model(
         feats = model.features(pos.to(device)) if features is None else features[i : i + len(q)]
         direction = model.directions(feats)
         loss = (direction - angle_to_direction(q)).square().sum(-1).mean()
-        pred = direction_to_angle(direction)
+        pred = model.angles(direction)
         dist = position_error(robot, pred, pos.to(robot.device), data.link)
-        joint = wrap_angle(pred - q).abs()
+        joint = joint_difference(pred, q, circular.to(device)).abs()
         totals += torch.tensor([loss.item() * len(q), dist.mean().item() * len(q),
                                 joint.mean().item() * len(q)], dtype=torch.float64)  # fmt: skip
     model.train(was_training)
@@ -187,7 +199,8 @@ def train_sequence_model(
 
     A frozen embedding (or none) is computed once for every sequence instead of at every
     step: the numbers are the same, the cost is one pass. Raw inputs are standardised with
-    the training set's statistics (:meth:`SequenceIK.set_normalization`).
+    the training set's statistics (:meth:`SequenceIK.set_normalization`), and the model reads
+    its angles within the robot's limits (:meth:`SequenceIK.set_limits`).
 
     Args:
         model: the sequence model (moved to ``config.device``).
@@ -199,8 +212,12 @@ def train_sequence_model(
 
     Returns:
         A :class:`SequenceTrainResult`.
+
+    Raises:
+        ValueError: a prismatic joint (:func:`~torchik.seq2seq.data.revolute_limits`).
     """
     device = torch.device(config.device)
+    model.set_limits(*revolute_limits(robot))
     model.to(device).set_normalization(train_set.positions)
     q, test_features = train_set.q.to(device), None
     inputs = train_set.positions.to(device)
