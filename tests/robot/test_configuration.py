@@ -89,6 +89,12 @@ def test_limits_edited_in_place_hold_for_draws_the_neutral_and_a_change_of_dtype
     wide = robot.to(torch.float64)
     assert float(wide.lower[0]) == pytest.approx(0.5) and float(wide.upper[0]) == pytest.approx(0.6)
     assert float(wide.random_configuration(200)[:, 0].min()) >= 0.5 - 1e-7
+    assert torch.equal(wide.lower[1:], torchik.load_robot("panda", dtype=torch.float64).lower[1:])
+    # unedited limits of a copy come back as their float64 values, not float32 roundings
+    import copy
+
+    exact = torchik.load_robot("panda", dtype=torch.float64).lower
+    assert torch.equal(copy.deepcopy(torchik.load_robot("panda")).double().lower, exact)
 
 
 def test_a_chain_keeps_the_robots_limits():

@@ -114,7 +114,6 @@ class Robot(nn.Module):
         super().__init__()
         self._master: dict[str, Tensor] = {}  # float64 CPU truth of every floating buffer
         self._tree_cache: kin.KinematicTree | None = None  # derived; see _derive
-        self._derived_limits: tuple = ()  # _limits_stamp() at the last _derive
         self._learnable = False  # the origins are parameters (learnable_origins)
         self._backend = _check_backend(backend)
         self.model = model
@@ -136,7 +135,6 @@ class Robot(nn.Module):
             for name, buf in self.named_buffers()
             if buf.is_floating_point()
         }
-        self._derived_limits = self._limits_stamp()
         dtype = dtype or torch.get_default_dtype()
         _check_dtype(dtype)
         self.to(dtype)
@@ -483,15 +481,19 @@ class Robot(nn.Module):
             if name not in params:
                 buf = getattr(self, name)
                 setattr(self, name, value.to(buf.device, buf.dtype))
-        self._derived_limits = self._limits_stamp()
 
     def _keep_edited_limits(self) -> None:
-        """Limits edited in place since :meth:`_derive` (``robot.lower[0] = 0.5``) become the
-        float64 truth, so that a change of dtype keeps them rather than restoring the old."""
-        if self.lower.device.type == "meta" or self._limits_stamp() == self._derived_limits:
+        """Limits edited in place (``robot.lower[0] = 0.5``): the entries that differ from
+        their float64 truth in the robot's dtype become the truth, so that a change of dtype
+        keeps them rather than restoring the old (the others keep their float64 values)."""
+        if self.lower.device.type == "meta":
             return
         for name in ("lower", "upper"):
-            self._master[name] = getattr(self, name).detach().to("cpu", torch.float64, copy=True)
+            value = getattr(self, name).detach().to("cpu")
+            master = self._master[name]
+            edited = value != master.to(value.dtype)
+            if bool(edited.any()):
+                self._master[name] = torch.where(edited, value.to(torch.float64), master)
 
     def _load_from_state_dict(self, state_dict, prefix, *args, **kwargs):
         """Load as ``nn.Module`` does, refusing non-finite values, then rebuild the cached
