@@ -100,12 +100,18 @@ def test_training_on_a_stream_learns_and_resumes_exactly(tmp_path):
     assert clean.history[-1]["loss"] < clean.history[0]["loss"]
 
 
-def test_resuming_a_stream_run_from_a_data_set_checkpoint_is_refused(tmp_path):
+def test_resuming_on_the_other_kind_of_training_data_is_refused_in_one_line(tmp_path):
+    """A stream's checkpoint resumed on a data set said 'damaged training state'."""
     data = make_dataset(load_robot("snake2", dtype=torch.float64), 500, seed=0)
-    train(_mlp(data.spec), data, config=TrainConfig(steps=2, **QUIET), out_dir=tmp_path)
-    with pytest.raises(ValueError, match="fixed data set"):
-        train(_mlp(data.spec), _stream(), config=TrainConfig(steps=4, **QUIET), out_dir=tmp_path,
-              resume=True)  # fmt: skip
+    stream, fixed = r"a stream \(FKStream\)", r"a fixed data set \(IKDataset\)"
+    cases = [(data, _stream(), fixed, stream), (_stream(), data, stream, fixed)]
+    for saved, passed, trained, other in cases:
+        out = tmp_path / type(saved).__name__
+        train(_mlp(data.spec), saved, config=TrainConfig(steps=2, **QUIET), out_dir=out)
+        message = f"^cannot resume from .*: it was trained on {trained}, and this call passes "
+        with pytest.raises(ValueError, match=f"{message}{other}$"):
+            train(_mlp(data.spec), passed, config=TrainConfig(steps=4, **QUIET), out_dir=out,
+                  resume=True)  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- the step

@@ -43,6 +43,7 @@ __all__ = [
     "StreamRows",
     "TrainConfig",
     "autocast",
+    "batches_kind",
     "check_training_state",
     "lr_factor",
     "matmul_precision",
@@ -318,6 +319,8 @@ class Rows:
     """Shuffled minibatches of a fixed data set, epoch after epoch. The order is drawn on the
     CPU by a private generator and copied to the device once per epoch, not once per step."""
 
+    kind = "a fixed data set (IKDataset)"
+
     def __init__(self, data: IKDataset, batch_size: int, seed: int, like: Tensor):
         n = len(data)
         if n < batch_size:
@@ -367,6 +370,8 @@ class Rows:
 class StreamRows:
     """Minibatches of a :class:`~torchik.learn.FKStream` on the training device."""
 
+    kind = "a stream (FKStream)"
+
     def __init__(self, stream: FKStream, batch_size: int, like: Tensor):
         world = distributed.world()[1]
         _check_divisible(batch_size, world)
@@ -384,6 +389,24 @@ class StreamRows:
         if "stream" not in state:
             raise ValueError("the checkpoint was trained on a fixed data set, not on a stream")
         self.stream.load_state_dict(state["stream"])
+
+
+def batches_kind(state: Any) -> str | None:
+    """What a checkpoint's batch state was drawn from.
+
+    Args:
+        state: the ``"batches"`` entry of a training state (every rank's under DDP).
+
+    Returns:
+        :attr:`Rows.kind` or :attr:`StreamRows.kind`; ``None`` for neither (a damaged state).
+    """
+    ranks = state.get("ranks") if isinstance(state, dict) else None
+    first = ranks[0] if isinstance(ranks, list) and ranks else state
+    if not isinstance(first, dict):
+        return None
+    if "stream" in first:
+        return StreamRows.kind
+    return Rows.kind if "order_drawn_from" in first or "order" in first else None
 
 
 def _check_divisible(batch_size: int, world: int) -> None:

@@ -43,6 +43,7 @@ from torchik.train.engine import (
     Stepper,
     StreamRows,
     TrainConfig,
+    batches_kind,
     check_training_state,
     lr_factor,
     matmul_precision,
@@ -270,6 +271,10 @@ def _resume(run: _Run, out_dir: Path) -> bool:
             )
     if state.get("format_version", math.inf) > TRAIN_FORMAT_VERSION:
         raise ValueError(f"{str(path)!r} was written by a newer torchik")
+    saved = batches_kind(state["batches"])
+    if saved is not None and saved != run.rows.kind:
+        raise ValueError(f"cannot resume from {str(path)!r}: it was trained on {saved}, and this "
+                         f"call passes {run.rows.kind}")  # fmt: skip
     try:
         check_training_state(state)
         run.model.load_state_dict(state.get("model_state", ckpt["state_dict"]))
