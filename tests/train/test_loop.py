@@ -257,3 +257,15 @@ def test_a_checkpoint_without_the_early_stop_resumes(tmp_path):
     config = TrainConfig(steps=4, **QUIET)
     result = train(_problem()[1], train_set, config=config, out_dir=tmp_path, resume=True)
     assert result.steps == 4 and not result.stopped_early
+
+
+def test_each_log_row_has_the_lr_its_step_ran_at(tmp_path, monkeypatch):
+    """Rows had the next step's rate: 8.5e-4 for step 1 at 1e-3, 0.0 for the last."""
+    used = _rates_used(monkeypatch)
+    _, model, train_set, _ = _problem()
+    config = TrainConfig(steps=4, lr=1e-3, warmup_steps=0, log_every=1, **QUIET)
+    result = train(model, train_set, config=config, out_dir=tmp_path)
+    rates = [lr for lr, _ in used]
+    assert rates[0] == 1e-3 and rates[-1] > 0
+    assert [row["lr"] for row in result.history] == rates
+    assert [float(row["lr"]) for row in _read(tmp_path / "log.csv")] == rates

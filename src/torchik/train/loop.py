@@ -496,11 +496,18 @@ def _row(run: _Run, metrics: dict[str, float], total: float) -> dict[str, float]
     return {
         "step": float(run.step),
         "loss": total / max(count, 1),
-        "lr": float(run.scheduler.get_last_lr()[0]),  # a device tensor under cuda_graph
+        "lr": _rate_of_last_step(run),
         "val_loss": metrics.get("val_loss", math.nan),
         "val_position_error": metrics.get("val_position_error", math.nan),
         "seconds": run.elapsed,
     }
+
+
+def _rate_of_last_step(run: _Run) -> float:
+    """The learning rate the last step ran at, as LambdaLR computed it before that step (its
+    ``get_last_lr`` is the next step's rate, and a device tensor under cuda_graph)."""
+    scheduler = run.scheduler
+    return float(scheduler.base_lrs[0]) * scheduler.lr_lambdas[0](run.step - 1)
 
 
 def _finish(run: _Run, out: Path | None, history: list, stopped: bool) -> TrainResult:

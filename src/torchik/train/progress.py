@@ -19,7 +19,7 @@ from torchik.files import MAX_DATA_BYTES, output_file, read_text, write_text
 __all__ = ["LOG_COLUMNS", "Progress", "clock", "read_log", "write_log"]
 
 LOG_COLUMNS = ("step", "loss", "lr", "val_loss", "val_position_error", "seconds")
-"""The columns of a training log (``log.csv``)."""
+"""The columns of a training log (``log.csv``); ``lr`` is the rate the row's step ran at."""
 
 
 def clock(seconds: float) -> str:
