@@ -100,6 +100,17 @@ def test_training_on_a_stream_learns_and_resumes_exactly(tmp_path):
     assert clean.history[-1]["loss"] < clean.history[0]["loss"]
 
 
+def test_training_on_a_stream_leaves_the_callers_stream_where_it_was():
+    """On the CPU train drew from the caller's stream (elsewhere from a copy restarted at its
+    seed): the same call twice trained two models, and the stream moved."""
+    stream, config = _stream(4), TrainConfig(steps=3, **QUIET)
+    stream.next(10)  # as on another device, the training starts at the stream's seed
+    first, second, fresh = (train(_mlp(stream.spec), s, config=config).model.state_dict()
+                            for s in (stream, stream, _stream(4)))  # fmt: skip
+    assert stream.drawn == 10
+    assert all(torch.equal(first[k], second[k]) and torch.equal(first[k], fresh[k]) for k in first)
+
+
 def test_resuming_on_the_other_kind_of_training_data_is_refused_in_one_line(tmp_path):
     """A stream's checkpoint resumed on a data set said 'damaged training state'."""
     data = make_dataset(load_robot("snake2", dtype=torch.float64), 500, seed=0)

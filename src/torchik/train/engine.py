@@ -11,6 +11,7 @@ run resumed from a checkpoint continues exactly.
 from __future__ import annotations
 
 import contextlib
+import copy
 import math
 import signal
 import threading
@@ -368,14 +369,16 @@ class Rows:
 
 
 class StreamRows:
-    """Minibatches of a :class:`~torchik.learn.FKStream` on the training device."""
+    """Minibatches of a :class:`~torchik.learn.FKStream` on the training device, drawn from a
+    copy restarted at the stream's seed (as :meth:`FKStream.to` moves one to another device):
+    the caller's stream does not move, and the same call trains the same model, on any device."""
 
     kind = "a stream (FKStream)"
 
     def __init__(self, stream: FKStream, batch_size: int, like: Tensor):
         world = distributed.world()[1]
         _check_divisible(batch_size, world)
-        self.stream = distributed.shard_stream(stream.to(like.device))
+        self.stream = distributed.shard_stream(_restarted(stream, like.device))
         self.batch_size, self.dtype = batch_size // world, like.dtype
 
     def next(self) -> tuple[Tensor, Tensor]:
@@ -389,6 +392,17 @@ class StreamRows:
         if "stream" not in state:
             raise ValueError("the checkpoint was trained on a fixed data set, not on a stream")
         self.stream.load_state_dict(state["stream"])
+
+
+def _restarted(stream: FKStream, device: torch.device) -> FKStream:
+    """``stream`` on ``device`` restarted at its seed: :meth:`FKStream.to`'s copy, or where the
+    stream is on ``device`` already (``to`` returns it then), the same copy made here."""
+    moved = stream.to(device)
+    if moved is not stream:
+        return moved
+    own = copy.copy(stream)
+    own.generator, own.drawn = torch.Generator(stream.device).manual_seed(stream.seed), 0
+    return own
 
 
 def batches_kind(state: Any) -> str | None:

@@ -373,7 +373,8 @@ def train(
     Args:
         model: any registered :class:`~torchik.models.IKModel` (moved to ``config.device``).
         train_set: training pairs with the model's spec: a fixed :class:`IKDataset`, or an
-            :class:`~torchik.learn.FKStream` that makes fresh pairs on the device every step.
+            :class:`~torchik.learn.FKStream` that makes fresh pairs on the device every step
+            (from a copy restarted at its seed, on every device: the stream does not move).
         val_set: validation pairs (its first ``config.val_targets`` rows are used); for a
             stream, e.g. ``stream.draw(1000, seed=...)``.
         config: the settings.
