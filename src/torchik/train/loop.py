@@ -401,9 +401,9 @@ def train(
     run = _Run(model, rows, config)
     if resume and out is not None and _resume(run, out):
         if config.progress and distributed.is_main():
-            stopped = " (it stopped early: no more steps)" if run.stopped_early else ""
+            note = " (it stopped early: no more steps)" if run.stopped_early else ""
             print(f"resumed at step {run.step} of {config.steps} from {out / CHECKPOINT}"
-                  f"{stopped}", file=sys.stderr, flush=True)  # fmt: skip
+                  f"{note}", file=sys.stderr, flush=True)  # fmt: skip
     else:
         torch.manual_seed(config.seed)
         if config.normalize:
