@@ -125,6 +125,24 @@ def test_resuming_on_the_other_kind_of_training_data_is_refused_in_one_line(tmp_
                   resume=True)  # fmt: skip
 
 
+def test_resuming_with_a_stream_of_another_seed_or_processes_is_not_called_damage(tmp_path):
+    """Another run's settings, not a damaged file: the message says which."""
+    from torchik.train import distributed
+
+    data = make_dataset(load_robot("snake2", dtype=torch.float64), 500, seed=0)
+    train(_mlp(data.spec), _stream(), config=TrainConfig(steps=2, **QUIET), out_dir=tmp_path)
+    other = _stream(seed=5)
+    with pytest.raises(ValueError, match=r"^cannot resume from .*: it was trained on a stream "
+                                         r"of seed 0, this one has 5$"):  # fmt: skip
+        train(_mlp(data.spec), other, config=TrainConfig(steps=4, **QUIET), out_dir=tmp_path,
+              resume=True)  # fmt: skip
+    two = {"ranks": [{"stream": {}}, {"stream": {}}]}
+    assert distributed.other_world(two) == (
+        "the checkpoint was written by 2 process(es), this run has 1: resume with --nproc 2"
+    )
+    assert distributed.other_world({"stream": {}}) is None
+
+
 # ---------------------------------------------------------------------------- the step
 def _batch():
     data = make_dataset(load_robot("snake2", dtype=torch.float64), 256, seed=0)

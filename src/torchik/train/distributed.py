@@ -178,18 +178,24 @@ def gather(obj: Any) -> Any:
     return {"ranks": out}
 
 
+def other_world(saved: Any) -> str | None:
+    """Why what :func:`gather` saved cannot be resumed in this run's processes (it was written
+    by another number of them), or ``None``."""
+    ranks = saved.get("ranks") if isinstance(saved, dict) else None
+    written, size = len(ranks) if isinstance(ranks, list) else 1, world()[1]
+    if written == size:
+        return None
+    return (f"the checkpoint was written by {written} process(es), this run has {size}: "
+            f"resume with --nproc {written}")  # fmt: skip
+
+
 def pick(saved: Any) -> Any:
     """This rank's part of what :func:`gather` saved; a clear error where the checkpoint was
     written by another number of processes."""
-    rank, size = world()
+    if (why := other_world(saved)) is not None:
+        raise ValueError(why)
     ranks = saved.get("ranks") if isinstance(saved, dict) else None
-    written = len(ranks) if isinstance(ranks, list) else 1
-    if written != size:
-        raise ValueError(
-            f"the checkpoint was written by {written} process(es), this run has {size}: "
-            f"resume with --nproc {written}"
-        )
-    return ranks[rank] if isinstance(ranks, list) else saved
+    return ranks[world()[0]] if isinstance(ranks, list) else saved
 
 
 @contextlib.contextmanager

@@ -275,6 +275,8 @@ def _resume(run: _Run, out_dir: Path) -> bool:
     if saved is not None and saved != run.rows.kind:
         raise ValueError(f"cannot resume from {str(path)!r}: it was trained on {saved}, and this "
                          f"call passes {run.rows.kind}")  # fmt: skip
+    if (other := _other_run(state, run)) is not None:  # not damage: another run's settings
+        raise ValueError(f"cannot resume from {str(path)!r}: {other}")
     try:
         check_training_state(state)
         run.model.load_state_dict(state.get("model_state", ckpt["state_dict"]))
@@ -285,6 +287,21 @@ def _resume(run: _Run, out_dir: Path) -> bool:
             f"cannot resume from {str(path)!r}: damaged training state: {first}"
         ) from err
     return True
+
+
+def _other_run(state: dict[str, Any], run: _Run) -> str | None:
+    """Why a sound training state belongs to another run than ``run``: another number of
+    processes, or a stream of another seed; ``None`` where neither."""
+    if (why := distributed.other_world(state["batches"])) is not None:
+        return why
+    ranks = state["batches"].get("ranks") if isinstance(state["batches"], dict) else None
+    first = ranks[0] if isinstance(ranks, list) and ranks else state["batches"]
+    saved = first.get("stream") if isinstance(first, dict) else None
+    if isinstance(run.rows, StreamRows) and isinstance(saved, dict):
+        seed = run.rows.stream.seed
+        if saved.get("seed") != seed:
+            return f"it was trained on a stream of seed {saved.get('seed')!r}, this one has {seed}"
+    return None
 
 
 def _report(progress: Progress, row: dict[str, float]) -> None:
