@@ -92,10 +92,16 @@ def test_refuses_mismatches(tmp_path):
     other = MLP(train_set.spec, MLPConfig(depth=1, width=8))
     with pytest.raises(ValueError, match="config"):
         train(other, train_set, config=TrainConfig(steps=4, **QUIET), out_dir=tmp_path, resume=True)
-    with pytest.raises(ValueError, match="spec"):
+    with pytest.raises(ValueError, match=r"^the model's spec differs from the data's: robot "
+                                         r"'snake4' vs 'snake2'; .*dof 4 vs 2"):  # fmt: skip
         train(MLP(make_dataset(load_robot("snake4"), 100).spec), train_set)
-    with pytest.raises(ValueError, match="not the robot"):
+    with pytest.raises(ValueError, match="the model is for robot 'snake2', link .*: name"):
         train(model, train_set, robot=load_robot("snake4"))
+    # two robots of one name: the message says what differs (it said 'not the robot')
+    arm = load_robot("planar", link_lengths=[0.5, 0.3])
+    arm_model = MLP(make_dataset(arm, 100).spec, MLPConfig(depth=1, width=8))
+    with pytest.raises(ValueError, match=r"not for this one: the geometry"):
+        train(arm_model, make_dataset(arm, 100), robot=load_robot("planar", link_lengths=[1, 1]))
     with pytest.raises(ValueError, match="batch_size"):
         train(model, train_set.subset(slice(0, 10)), config=TrainConfig(**QUIET))
     # arguments of the wrong kind, one line each (None for the model: AttributeError before)

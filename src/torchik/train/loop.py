@@ -33,7 +33,6 @@ from torch import Tensor
 from torchik.checks import check_kind
 from torchik.learn.data import FKStream, IKDataset, decode_target
 from torchik.learn.metrics import position_error
-from torchik.learn.spec import robot_hash
 from torchik.models.base import IKModel
 from torchik.models.checkpoint import read_checkpoint, save_checkpoint
 from torchik.train import distributed
@@ -356,9 +355,14 @@ def _prepare(model: IKModel, source: IKDataset | FKStream, robot: Robot | None, 
     check_kind("val_set", val_set, IKDataset, optional=True)
     check_kind("robot", robot, Robot, optional=True)
     if model.spec != source.spec:
-        raise ValueError(f"the model's spec {model.spec} differs from the data's {source.spec}")
-    if robot is not None and robot_hash(robot) != model.spec.robot_hash:
-        raise ValueError(f"robot {robot.name!r} is not the robot the model is for")
+        mine, theirs = dataclasses.asdict(model.spec), dataclasses.asdict(source.spec)
+        shown = [f"{key} {mine[key]!r} vs {theirs[key]!r}" for key in mine
+                 if mine[key] != theirs[key]]  # fmt: skip
+        raise ValueError(f"the model's spec differs from the data's: {'; '.join(shown)}")
+    if robot is not None:
+        from torchik.models.pipeline import check_model_fits
+
+        check_model_fits(model, robot)  # names what differs
     model.to(config.device).train()
     like = model.target_mean
     if isinstance(source, FKStream):
