@@ -160,6 +160,27 @@ def test_bad_inputs_fail_before_any_server_starts(tmp_path, monkeypatch):
         Viewer("panda", link="no_such_link")
     with pytest.raises(ValueError, match="n must be"):
         Viewer("panda", n=0)
+    for port in (99999, -1, 1.5, True):
+        with pytest.raises(ValueError, match="port must be a whole number from 0 to 65535"):
+            Viewer("snake2", port=port)
+
+
+def test_a_server_that_does_not_start_is_one_line_not_a_hang(monkeypatch):
+    """A busy port 65535 (viser then tries 65536) printed viser's thread's traceback
+    (OverflowError) and the constructor waited forever; so did any start whose thread failed."""
+    import threading
+
+    import viser
+
+    from torchik.viewer.app import _serve
+
+    hook = threading.excepthook
+    with pytest.raises(RuntimeError, match="did not start on .*ValueError: embedded null"):
+        Viewer("snake2", host="127.0.0.1\0", port=0, n=1)  # viser's thread fails to bind
+    monkeypatch.setattr(viser, "ViserServer", lambda **_: threading.Event().wait())
+    with pytest.raises(RuntimeError, match="did not start on 127.0.0.1:0: no answer within"):
+        _serve("127.0.0.1", 0, timeout=0.2)
+    assert threading.excepthook is hook  # restored
 
 
 def test_cli_errors_are_one_line(tmp_path, monkeypatch, capsys):
@@ -172,7 +193,10 @@ def test_cli_errors_are_one_line(tmp_path, monkeypatch, capsys):
     (tmp_path / "s.json").write_text('[{"x": 1}]')
     assert main(["view", "panda", "--play", str(tmp_path / "s.json")]) == 1
     assert "not solutions of panda" in capsys.readouterr().err
-    assert main(["view", "panda", "--port", "x"]) == 2
+    for port in ("x", "99999", "-1"):
+        assert main(["view", "panda", f"--port={port}"]) == 2
+        err = capsys.readouterr().err
+        assert "--port" in err and err.count("\n") == 1, err
 
 
 def test_torchik_view_is_lazy():

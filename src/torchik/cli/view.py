@@ -28,7 +28,9 @@ def add_parser(sub) -> None:
         help="'pretrained', a bundled model's name or a checkpoint file (default: numerical IK)",
     )
     p.add_argument("--link", help="link to place (default: the model's, else the end link)")
-    p.add_argument("--port", type=int, default=8080, help="port (default 8080; next free if busy)")
+    p.add_argument(
+        "--port", type=_port, default=8080, help="0 to 65535 (default 8080; next free if busy)"
+    )
     p.add_argument("-n", type=_positive_int, default=20, help="ghost solutions (default 20)")
     p.add_argument("--raw", action="store_true", help="show the model's samples unrefined")
     target = p.add_mutually_exclusive_group()
@@ -63,6 +65,17 @@ def add_parser(sub) -> None:
     )
     p.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
     p.set_defaults(func=run)
+
+
+def _port(text: str) -> int:
+    """``--port``: a whole number in [0, 65535]."""
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
+    if not 0 <= value <= 65535:
+        raise argparse.ArgumentTypeError(f"must be from 0 to 65535, got {text}")
+    return value
 
 
 def _target(args: argparse.Namespace):

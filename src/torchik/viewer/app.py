@@ -14,6 +14,7 @@ import contextlib
 import io
 import os
 import threading
+import time
 from pathlib import Path
 from typing import Any
 
@@ -51,6 +52,85 @@ def _viser() -> Any:
     except ImportError:
         raise ImportError("the viewer needs viser: pip install 'torchik[view]'") from None
     return viser
+
+
+def check_port(port: Any) -> int:
+    """``port``, checked to be a TCP port: a whole number in [0, 65535] (0: any free one).
+
+    Raises:
+        ValueError: anything else (viser's server thread failed on it, and its start hung).
+    """
+    if isinstance(port, bool) or not isinstance(port, int) or not 0 <= port <= 65535:
+        raise ValueError(f"port must be a whole number from 0 to 65535 (0: any free one), "
+                         f"got {port!r}")  # fmt: skip
+    return port
+
+
+def _serve(host: str, port: int, timeout: float = 60.0) -> Any:
+    """A started ``viser.ViserServer`` on ``host`` at ``port`` (or the next free one).
+
+    viser binds in a thread of its own and its constructor waits for that thread's signal,
+    which a failed start never gives (a busy 65535 makes it try 65536: the thread dies with a
+    traceback and the constructor waits forever). The constructor runs here in a helper
+    thread, watched: the failure of viser's thread (told by viser's frames in its traceback)
+    or no start within ``timeout`` seconds is raised as one line.
+
+    Raises:
+        ValueError: a port outside [0, 65535].
+        RuntimeError: the server did not start.
+    """
+    viser, where = _viser(), f"{host}:{check_port(port)}"
+    started: list[Any] = []
+    failed: list[BaseException] = []
+    previous = threading.excepthook
+
+    def construct() -> None:
+        try:
+            started.append(viser.ViserServer(host=host, port=port, verbose=False))
+        except BaseException as err:  # noqa: BLE001 - raised again in the caller's thread
+            failed.append(err)
+
+    def hook(args: threading.ExceptHookArgs) -> None:  # viser's server thread failing
+        if args.exc_value is not None and _from_viser(args.exc_traceback):
+            failed.append(args.exc_value)
+        else:
+            previous(args)
+
+    helper = threading.Thread(target=construct, name="torchik-viewer-start", daemon=True)
+    threading.excepthook = hook
+    try:  # viser prints a banner (we print the url); restored here, whatever the helper does
+        with contextlib.redirect_stdout(io.StringIO()):
+            helper.start()
+            _wait(helper, failed, timeout)
+    finally:
+        threading.excepthook = previous
+    if started:
+        return started[0]
+    if failed and not isinstance(failed[0], Exception):  # KeyboardInterrupt, SystemExit
+        raise failed[0]
+    reason = _one_line(failed[0]) if failed else f"no answer within {timeout:g} s"
+    raise RuntimeError(f"the viewer's server did not start on {where}: {reason}")
+
+
+def _wait(helper: threading.Thread, failed: list[BaseException], timeout: float) -> None:
+    """Until ``helper`` ends, something fails or ``timeout`` seconds pass."""
+    deadline = time.monotonic() + timeout
+    while helper.is_alive() and not failed and time.monotonic() < deadline:
+        helper.join(0.05)
+
+
+def _from_viser(trace: Any) -> bool:
+    """Whether a traceback passes through viser's code."""
+    while trace is not None:
+        if f"{os.sep}viser{os.sep}" in trace.tb_frame.f_code.co_filename:
+            return True
+        trace = trace.tb_next
+    return False
+
+
+def _one_line(err: BaseException) -> str:
+    text = " ".join(str(err).split()) or type(err).__name__
+    return f"{type(err).__name__}: {text}" if text != type(err).__name__ else text
 
 
 def open_robot(robot: Robot | str | os.PathLike, urdf: str | os.PathLike | None = None):
@@ -182,14 +262,13 @@ class Viewer:
         self.robot.link_index(self.link)  # a clear error for unknown links
         if not isinstance(n, int) or n < 1:
             raise ValueError(f"n must be a positive number of ghosts, got {n!r}")
+        check_port(port)
         self.visuals, self.skipped = read_visuals(urdf) if urdf is not None else ([], [])
         self.sticks, self.n, self.refine, self.seed = not self.visuals, n, refine, seed
         self.position_only = self._positions_only()
         self._meshes: dict[Path, Any] = {}
         self._lock, self._pending = threading.Lock(), False
-        viser = _viser()
-        with contextlib.redirect_stdout(io.StringIO()):  # viser prints a banner; we print the url
-            self.server = viser.ViserServer(host=host, port=port, verbose=False)
+        self.server = _serve(host, port)
         self.server.gui.configure_theme(show_share_button=False)  # no tunnels: localhost only
         self.url = f"http://{host}:{self.server.get_port()}"
         try:
@@ -415,7 +494,10 @@ def view(robot: Robot | str, model: Any = None, **options: Any) -> Viewer:
         The :class:`Viewer`; ``viewer.url`` is the page, ``viewer.server`` the viser server.
 
     Raises:
-        URDFError, ValueError: a bad robot, model, link or ``n``, before any server starts.
+        URDFError, ValueError: a bad robot, model, link, ``n`` or ``port``, before any server
+            starts.
+        RuntimeError: the server did not start (no free port from ``port`` up, an unknown
+            ``host``).
         ImportError: viser is not installed.
 
     Example:
