@@ -186,10 +186,26 @@ def _launch(args: argparse.Namespace) -> int:
         return _INTERRUPTED
 
 
-def _train(args: argparse.Namespace) -> int:
-    from torchik.train import distributed
+@dataclasses.dataclass
+class _Setup:
+    """What ``torchik train`` checked and built before training: nothing in ``out`` changes
+    before every one of these holds."""
+
+    config: Any
+    source: Any
+    val: Any
+    robot: Any
+    rows: str
+    provenance: dict
+    out: Path
+    preset: str
+    model: Any
+    found: list[str]
+
+
+def _settings(args: argparse.Namespace) -> tuple[type, dict, Any]:
+    """``(model family, model config kwargs, TrainConfig)`` of the options and --config."""
     from torchik.train.engine import TrainConfig
-    from torchik.train.loop import train
 
     files, pairs = _config_files(args)
     cls = _family(args.model)
@@ -201,32 +217,67 @@ def _train(args: argparse.Namespace) -> int:
     config = TrainConfig(**{**train_kw, "device": args.device, "seed": args.seed})
     if not 0 <= args.val_fraction < 1:
         raise ValueError(f"--val-fraction must be in [0, 1), got {args.val_fraction}")
+    return cls, model_kw, config
+
+
+def _setup(args: argparse.Namespace) -> _Setup:
+    """Every setting checked, the data read, the model built and ``--out`` claimed; the files
+    of an earlier run that ``--overwrite`` replaces are listed in ``found``, not yet deleted."""
+    from torchik.train import distributed
+
+    cls, model_kw, config = _settings(args)
     source, val, robot, rows, provenance = _training_data(args, config)
     spec = source.spec
     out = Path(args.out or f"runs/{args.model}_{spec.robot}")
-    _claim_on_rank_0(out, args.resume, args.overwrite)
+    found = _claim_on_rank_0(out, args.resume, args.overwrite)
     preset, model_config = _model_config(cls, args.preset, model_kw, spec.dof)
     torch.manual_seed(args.seed)  # the initial weights: one --seed, one run, bit for bit
     model = cls(spec, model_config)
+    _check_batches(source, config, max(args.nproc, distributed.world()[1]))
     if args.minutes is not None:
         config = _fit_minutes(args, model, source, config)
-    size = sum(p.numel() for p in model.parameters())
-    main = distributed.is_main()
+    return _Setup(config, source, val, robot, rows, provenance, out, preset, model, found)
+
+
+def _check_batches(source: Any, config: Any, processes: int) -> None:
+    """Refuse a batch that the training set cannot fill or the processes cannot share (what
+    :func:`torchik.train.train` refuses, checked before an earlier run is replaced)."""
+    from torchik.learn.data import IKDataset
+
+    if isinstance(source, IKDataset) and len(source) < config.batch_size:
+        raise ValueError(
+            f"the training set has {len(source)} rows, fewer than batch_size={config.batch_size}"
+        )
+    if config.batch_size % processes:
+        raise ValueError(
+            f"batch_size={config.batch_size} must be a multiple of the {processes} processes"
+        )
+
+
+def _train(args: argparse.Namespace) -> int:
+    from torchik.train import distributed
+    from torchik.train.loop import train
+
+    setup = _setup(args)
+    main, out, config = distributed.is_main(), setup.out, setup.config
     if main:
-        print(f"training {args.model} ({preset}, {size:,} parameters) on {rows} for "
+        for name in setup.found:  # --overwrite: only now that everything is checked
+            (out / name).unlink()
+        size = sum(p.numel() for p in setup.model.parameters())
+        print(f"training {args.model} ({setup.preset}, {size:,} parameters) on {setup.rows} for "
               f"{config.steps} steps; run folder {out}", file=sys.stderr, flush=True)  # fmt: skip
     step = [0]
     try:
-        result = train(model, source, val, config, out, resume=args.resume, robot=robot,
-                       callback=lambda n, _: step.__setitem__(0, n))  # fmt: skip
+        result = train(setup.model, setup.source, setup.val, config, out, resume=args.resume,
+                       robot=setup.robot, callback=lambda n, _: step.__setitem__(0, n))  # fmt: skip
     except KeyboardInterrupt:
         if main:
             print(_interrupted(out, step[0], args.argv), file=sys.stderr)
         return _INTERRUPTED
     if main:
         result.model.save(out / "model.pt")
-        write_text(out / "train_data.json", json.dumps(provenance) + "\n")
-        print(_train_summary(result, robot is not None, out))
+        write_text(out / "train_data.json", json.dumps(setup.provenance) + "\n")
+        print(_train_summary(result, setup.robot is not None, out))
     return 0
 
 
@@ -268,19 +319,21 @@ def _replace_option(argv: Sequence[str], option: str, replacement: list[str]) ->
     return out
 
 
-def _claim_on_rank_0(out: Path, resume: bool, overwrite: bool) -> None:
-    """:func:`_claim_out` on rank 0 alone; its verdict reaches every rank."""
+def _claim_on_rank_0(out: Path, resume: bool, overwrite: bool) -> list[str]:
+    """:func:`_claim_out` on rank 0 alone (the files to replace; none on the other ranks); its
+    verdict reaches every rank."""
     from torchik.train import distributed
 
-    error = None
+    error, found = None, []
     if distributed.is_main():
         try:
-            _claim_out(out, resume, overwrite)
+            found = _claim_out(out, resume, overwrite)
         except ValueError as err:
             error = str(err)
     error = distributed.broadcast(error)
     if error is not None:
         raise ValueError(error)
+    return found
 
 
 def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str, dict]:
@@ -327,9 +380,10 @@ def _model_config(cls, preset: str | None, overrides: dict, dof: int) -> tuple[s
     return f"{preset} preset", makers[preset](**overrides)
 
 
-def _claim_out(out: Path, resume: bool, overwrite: bool) -> None:
-    """Refuse to train over an earlier run in ``out`` unless asked to resume or overwrite it
-    (overwriting deletes its files first, so no stale checkpoint outlives the new run)."""
+def _claim_out(out: Path, resume: bool, overwrite: bool) -> list[str]:
+    """Refuse to train over an earlier run in ``out`` unless asked to resume or overwrite it;
+    returns the files of the run that ``overwrite`` replaces (the caller deletes them once
+    every setting is checked, so that no stale checkpoint outlives the new run)."""
     from torchik.train.loop import CHECKPOINT
 
     if resume and overwrite:
@@ -337,15 +391,14 @@ def _claim_out(out: Path, resume: bool, overwrite: bool) -> None:
     if resume:
         if not (out / CHECKPOINT).is_file():
             raise ValueError(f"--resume: there is no {out / CHECKPOINT} to resume from")
-        return
+        return []
     found = [name for name in _RUN_FILES if (out / name).exists()]
     if found and not overwrite:
         raise ValueError(
             f"{out} already holds a run ({', '.join(found)}): pass --resume to continue it, "
             "--overwrite to replace it, or another --out"
         )
-    for name in found:
-        (out / name).unlink()
+    return found
 
 
 def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:

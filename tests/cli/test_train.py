@@ -1,0 +1,56 @@
+"""``torchik train``: a refused run changes nothing, resuming checks its data, the resume line."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from torchik.cli import main
+
+RUN = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.json")
+
+
+def run(capsys, *argv: str) -> tuple[int, str, str]:
+    code = main(list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+def assert_one_line_error(code: int, err: str) -> None:
+    assert code == 1
+    assert "Traceback" not in err
+    assert len(err.strip().splitlines()) == 1, err
+    assert err.startswith("torchik: error: ")
+
+
+def _train(capsys, data: Path, out: Path, *extra: str) -> tuple[int, str, str]:
+    return run(capsys, "train", "--data", str(data), "--model", "mdn", "--preset", "tiny",
+               "--steps", "4", "--out", str(out), "--config", "batch_size=8", "log_every=1",
+               *extra)  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def snake_data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "s2.pt"
+    assert main(["dataset", "snake2", "-n", "64", "--out", str(path), "--seed", "3"]) == 0
+    return path
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--preset", "paper"],  # mdn has only tiny
+        ["--config", "width=0"],
+        ["--config", "batch_size=1000"],  # more than the 58 training rows
+        ["--config", "no_such_key=1"],
+        ["--val-fraction", "1"],
+    ],
+)
+def test_a_refused_overwrite_leaves_the_earlier_run_intact(tmp_path, capsys, snake_data, bad):
+    out = tmp_path / "run"
+    assert _train(capsys, snake_data, out)[0] == 0
+    before = {name: (out / name).read_bytes() for name in RUN}
+    code, _, err = _train(capsys, snake_data, out, "--overwrite", *bad)
+    assert_one_line_error(code, err)
+    assert {name: (out / name).read_bytes() for name in RUN} == before
