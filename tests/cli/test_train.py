@@ -54,3 +54,25 @@ def test_a_refused_overwrite_leaves_the_earlier_run_intact(tmp_path, capsys, sna
     code, _, err = _train(capsys, snake_data, out, "--overwrite", *bad)
     assert_one_line_error(code, err)
     assert {name: (out / name).read_bytes() for name in RUN} == before
+
+
+@pytest.mark.parametrize("second_ctrl_c", [False, True])
+def test_a_resumed_run_interrupted_before_its_first_step_is_at_its_checkpoint(
+    tmp_path, capsys, snake_data, monkeypatch, second_ctrl_c
+):
+    import torchik.train.loop
+    from torchik.train.loop import TrainingInterrupted
+
+    out = tmp_path / "run"
+    assert _train(capsys, snake_data, out)[0] == 0
+
+    def stopped_at_once(*args, **kwargs):  # Ctrl-C while the checkpoint is read
+        if second_ctrl_c:
+            raise KeyboardInterrupt
+        raise TrainingInterrupted(4, out / "checkpoint.pt")
+
+    monkeypatch.setattr(torchik.train.loop, "train", stopped_at_once)
+    code, _, err = _train(capsys, snake_data, out, "--steps", "8", "--resume")
+    assert code == 130, err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("interrupted at step 4; resume with: torchik train "), line

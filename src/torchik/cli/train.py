@@ -270,9 +270,9 @@ def _train(args: argparse.Namespace) -> int:
     try:
         result = train(setup.model, setup.source, setup.val, config, out, resume=args.resume,
                        robot=setup.robot, callback=lambda n, _: step.__setitem__(0, n))  # fmt: skip
-    except KeyboardInterrupt:
+    except KeyboardInterrupt as err:  # TrainingInterrupted knows the step, a resumed one too
         if main:
-            print(_interrupted(out, step[0], args.argv), file=sys.stderr)
+            print(_interrupted(out, getattr(err, "step", step[0]), args.argv), file=sys.stderr)
         return _INTERRUPTED
     if main:
         result.model.save(out / "model.pt")
@@ -414,6 +414,7 @@ def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
         saved = load_tensors(path, "cpu")["training"]["step"]
     except Exception:  # a torch error of any type, or a checkpoint without training state
         return f"interrupted at step {step}; {path} cannot be read: nothing to resume"
+    step = max(step, saved)  # a resumed run stopped before its first step is at its checkpoint
     command = [a for a in argv if a not in ("--overwrite", "--resume")] + ["--resume"]
     if not any(a == "--out" or a.startswith("--out=") for a in argv):
         command[-1:-1] = ["--out", str(out)]
