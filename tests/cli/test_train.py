@@ -37,6 +37,13 @@ def snake_data(tmp_path_factory) -> Path:
     return path
 
 
+@pytest.fixture(scope="module")
+def other_data(tmp_path_factory) -> Path:
+    path = tmp_path_factory.mktemp("data") / "other.pt"
+    assert main(["dataset", "snake2", "-n", "64", "--out", str(path), "--seed", "4"]) == 0
+    return path
+
+
 @pytest.mark.parametrize(
     "bad",
     [
@@ -76,3 +83,48 @@ def test_a_resumed_run_interrupted_before_its_first_step_is_at_its_checkpoint(
     assert code == 130, err
     line = err.strip().splitlines()[-1]
     assert line.startswith("interrupted at step 4; resume with: torchik train "), line
+
+
+def test_resuming_on_other_data_is_refused_and_the_same_rows_moved_are_taken(
+    tmp_path, capsys, snake_data, other_data
+):
+    import json
+    import shutil
+
+    out = tmp_path / "run"
+    assert _train(capsys, snake_data, out)[0] == 0
+    before = {name: (out / name).read_bytes() for name in RUN}
+    code, _, err = _train(capsys, other_data, out, "--steps", "6", "--resume")
+    assert_one_line_error(code, err)
+    assert str(snake_data) in err and str(other_data) in err and "--overwrite" in err
+    assert {name: (out / name).read_bytes() for name in RUN} == before
+    moved = tmp_path / "moved.pt"
+    shutil.copy(snake_data, moved)
+    code, _, err = _train(capsys, moved, out, "--steps", "6", "--resume")
+    assert code == 0, err
+    assert json.loads((out / "train_data.json").read_text())["path"] == str(moved.resolve())
+
+
+def test_an_interrupted_run_records_its_data_for_the_resume(
+    tmp_path, capsys, snake_data, other_data, monkeypatch
+):
+    import torchik.train.loop
+
+    real = torchik.train.loop.train
+
+    def interrupted(*args, callback=None, **kwargs):
+        def stop_at_3(step, metrics):
+            callback(step, metrics)
+            if step == 3:
+                raise KeyboardInterrupt
+
+        return real(*args, callback=stop_at_3, **kwargs)
+
+    monkeypatch.setattr(torchik.train.loop, "train", interrupted)
+    out = tmp_path / "run"
+    code, _, err = _train(capsys, snake_data, out, "--config", "batch_size=8", "checkpoint_every=2")
+    assert code == 130 and (out / "train_data.json").is_file(), err
+    monkeypatch.setattr(torchik.train.loop, "train", real)
+    code, _, err = _train(capsys, other_data, out, "--resume")
+    assert_one_line_error(code, err)
+    assert "--resume: the run in" in err

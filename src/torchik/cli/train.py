@@ -27,7 +27,7 @@ from torchik.cli.common import (
     _robot_for,
     _torch_file,
 )
-from torchik.files import load_tensors, write_text
+from torchik.files import load_tensors, read_text, write_text
 
 
 def add_parser(sub) -> None:
@@ -155,7 +155,8 @@ def _split_settings(settings: dict[str, Any], model_config: type, train_config: 
     return model, {k: v for k, v in settings.items() if k not in fields[0]}
 
 
-_RUN_FILES = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.json")
+_DATA_RECORD = "train_data.json"
+_RUN_FILES = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", _DATA_RECORD)
 
 
 def run(args: argparse.Namespace) -> int:
@@ -229,7 +230,7 @@ def _setup(args: argparse.Namespace) -> _Setup:
     source, val, robot, rows, provenance = _training_data(args, config)
     spec = source.spec
     out = Path(args.out or f"runs/{args.model}_{spec.robot}")
-    found = _claim_on_rank_0(out, args.resume, args.overwrite)
+    found = _claim_on_rank_0(out, args.resume, args.overwrite, provenance)
     preset, model_config = _model_config(cls, args.preset, model_kw, spec.dof)
     torch.manual_seed(args.seed)  # the initial weights: one --seed, one run, bit for bit
     model = cls(spec, model_config)
@@ -266,17 +267,23 @@ def _train(args: argparse.Namespace) -> int:
         size = sum(p.numel() for p in setup.model.parameters())
         print(f"training {args.model} ({setup.preset}, {size:,} parameters) on {setup.rows} for "
               f"{config.steps} steps; run folder {out}", file=sys.stderr, flush=True)  # fmt: skip
-    step = [0]
+    step, recorded = [0], [False]
+
+    def callback(n: int, _: dict) -> None:  # rank 0's: the data is recorded with a checkpoint
+        step[0] = n
+        recorded[0] = recorded[0] or _record_data(out, setup.provenance)
+
     try:
         result = train(setup.model, setup.source, setup.val, config, out, resume=args.resume,
-                       robot=setup.robot, callback=lambda n, _: step.__setitem__(0, n))  # fmt: skip
+                       robot=setup.robot, callback=callback)  # fmt: skip
     except KeyboardInterrupt as err:  # TrainingInterrupted knows the step, a resumed one too
         if main:
+            _record_data(out, setup.provenance)
             print(_interrupted(out, getattr(err, "step", step[0]), args.argv), file=sys.stderr)
         return _INTERRUPTED
     if main:
         result.model.save(out / "model.pt")
-        write_text(out / "train_data.json", json.dumps(setup.provenance) + "\n")
+        write_text(out / _DATA_RECORD, json.dumps(setup.provenance) + "\n")
         print(_train_summary(result, setup.robot is not None, out))
     return 0
 
@@ -319,15 +326,17 @@ def _replace_option(argv: Sequence[str], option: str, replacement: list[str]) ->
     return out
 
 
-def _claim_on_rank_0(out: Path, resume: bool, overwrite: bool) -> list[str]:
-    """:func:`_claim_out` on rank 0 alone (the files to replace; none on the other ranks); its
-    verdict reaches every rank."""
+def _claim_on_rank_0(out: Path, resume: bool, overwrite: bool, provenance: dict) -> list[str]:
+    """:func:`_claim_out` and, to resume, :func:`_check_resumed_data` on rank 0 alone (the
+    files to replace; none on the other ranks); its verdict reaches every rank."""
     from torchik.train import distributed
 
     error, found = None, []
     if distributed.is_main():
         try:
             found = _claim_out(out, resume, overwrite)
+            if resume:
+                _check_resumed_data(out, provenance)
         except ValueError as err:
             error = str(err)
     error = distributed.broadcast(error)
@@ -399,6 +408,36 @@ def _claim_out(out: Path, resume: bool, overwrite: bool) -> list[str]:
             "--overwrite to replace it, or another --out"
         )
     return found
+
+
+def _check_resumed_data(out: Path, provenance: dict) -> None:
+    """Refuse to resume the run in ``out`` on another data set than its ``train_data.json``
+    records (the same rows under another path are the same data: they are told by hash)."""
+    record = out / _DATA_RECORD
+    if "sha256" not in provenance or not record.is_file():
+        return  # a stream, or a run without a record (an older torchik's): nothing to compare
+    try:
+        trained = json.loads(read_text(record))
+        old, digest = str(trained["path"]), trained["sha256"]
+    except (ValueError, KeyError, TypeError):
+        raise ValueError(f"--resume: {record} cannot be read: the run's data is unknown") from None
+    if digest != provenance["sha256"]:
+        raise ValueError(
+            f"--resume: the run in {out} was trained on {old}, and --data {provenance['path']} "
+            f"holds other rows: resume with --data {old}, or train on the new data as a new run "
+            "(another --out, or --overwrite to replace this one)"
+        )
+
+
+def _record_data(out: Path, provenance: dict) -> bool:
+    """Write ``out/train_data.json`` (what ``eval`` and a resume check the data against) once
+    the run has a checkpoint; whether it was written."""
+    from torchik.train.loop import CHECKPOINT
+
+    if not (out / CHECKPOINT).is_file():
+        return False
+    write_text(out / _DATA_RECORD, json.dumps(provenance) + "\n")
+    return True
 
 
 def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
