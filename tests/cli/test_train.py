@@ -128,3 +128,104 @@ def test_an_interrupted_run_records_its_data_for_the_resume(
     code, _, err = _train(capsys, other_data, out, "--resume")
     assert_one_line_error(code, err)
     assert "--resume: the run in" in err
+
+
+def test_the_workers_of_nproc_run_the_command_as_given_so_its_resume_line_keeps_nproc(tmp_path):
+    from torchik.cli.entry import build_parser
+    from torchik.cli.train import _interrupted, _workers_command
+
+    argv = ["train", "--stream", "snake2", "--model", "mdn", "--nproc", "2", "--out", "r"]
+    args = build_parser().parse_args(argv)
+    args.argv = argv
+    command = _workers_command(args)
+    assert command[-len(argv) :] == argv and command[-len(argv) - 1] == "2"
+    (tmp_path / "checkpoint.pt").write_bytes(b"")  # unreadable: the line says so
+    assert "cannot be read" in _interrupted(tmp_path, 3, command[-len(argv) :])
+
+
+@pytest.mark.parametrize(
+    "bad",
+    [
+        ["--data", "nothere.pt"],
+        ["--data", "{data}", "--preset", "paper"],
+        ["--data", "{data}", "--config", "batch_size=7"],  # not a multiple of 2 processes
+        ["--stream", "nosuch"],
+    ],
+)
+def test_nproc_checks_the_settings_before_starting_processes(capsys, monkeypatch, snake_data, bad):
+    import subprocess
+
+    def no_processes(*args, **kwargs):
+        raise AssertionError("a process was started")
+
+    monkeypatch.setattr(subprocess, "Popen", no_processes)
+    bad = [a.replace("{data}", str(snake_data)) for a in bad]
+    code, _, err = run(capsys, "train", "--model", "mdn", "--preset", "tiny", "--steps", "4",
+                       "--nproc", "2", *bad)  # fmt: skip
+    assert_one_line_error(code, err)
+
+
+def test_the_errors_of_the_workers_are_printed_once_each_in_their_order(tmp_path, monkeypatch):
+    from torchik.cli.train import _launcher_errors, _report_to_launcher
+
+    monkeypatch.setenv("RANK", "1")
+    assert _report_to_launcher(str(tmp_path), RuntimeError("peer closed"))
+    monkeypatch.setenv("RANK", "0")
+    assert _report_to_launcher(str(tmp_path), FileNotFoundError(2, "No such file", "d.pt"))
+    assert _report_to_launcher(str(tmp_path), RuntimeError("peer   closed"))
+    assert not _report_to_launcher(str(tmp_path), KeyError("a bug: its traceback shows"))
+    assert _launcher_errors(str(tmp_path)) == ["peer closed", "file not found: d.pt"]
+
+
+def _nproc_command(data: Path, out: Path, *extra: str) -> list[str]:
+    import sys
+
+    return [sys.executable, "-m", "torchik", "train", "--data", str(data), "--model", "mdn",
+            "--preset", "tiny", "--out", str(out), "--config", "batch_size=8",
+            "checkpoint_every=20", "log_every=100000", *extra]  # fmt: skip
+
+
+@pytest.mark.slow
+def test_an_error_in_the_workers_of_nproc_is_one_line(tmp_path, snake_data):
+    import os
+    import subprocess
+
+    out = tmp_path / "run"
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+    assert subprocess.run(_nproc_command(snake_data, out, "--steps", "4"), env=env).returncode == 0
+    command = _nproc_command(snake_data, out, "--steps", "8", "--nproc", "2", "--resume")
+    done = subprocess.run(command, capture_output=True, text=True, timeout=240, env=env)
+    assert done.returncode == 1, done.stderr
+    errors = [line for line in done.stderr.splitlines() if line.startswith("torchik: error")]
+    assert errors == [errors[0]] and "resume with --nproc 1" in errors[0], done.stderr
+    assert "Traceback" not in done.stderr
+
+
+@pytest.mark.slow
+def test_ctrl_c_under_nproc_prints_a_resume_line_with_nproc_and_no_traceback(tmp_path, snake_data):
+    import os
+    import shlex
+    import signal
+    import subprocess
+    import time
+
+    out = tmp_path / "run"
+    command = _nproc_command(snake_data, out, "--steps", "1000000", "--nproc", "2")
+    env = {**os.environ, "OMP_NUM_THREADS": "1"}
+
+    def ctrl_c_back() -> None:  # a runner in the background has SIGINT ignored
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+
+    proc = subprocess.Popen(command, stderr=subprocess.PIPE, text=True, env=env,
+                            preexec_fn=ctrl_c_back)  # fmt: skip
+    deadline = time.monotonic() + 120
+    while not (out / "checkpoint.pt").exists() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    proc.send_signal(signal.SIGINT)
+    _, err = proc.communicate(timeout=120)
+    assert proc.returncode == 130, err
+    assert "Traceback" not in err and "SignalException" not in err
+    line = err.strip().splitlines()[-1]
+    assert line.startswith("interrupted at step"), err
+    argv = shlex.split(line.split("resume with: torchik ")[1])
+    assert argv[argv.index("--nproc") + 1] == "2" and argv[-1] == "--resume"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import argparse
 import dataclasses
 import json
+import os
 import sys
 from collections.abc import Sequence
 from pathlib import Path
@@ -168,23 +169,129 @@ def run(args: argparse.Namespace) -> int:
         _check_minutes(args, distributed.launched())
     if args.nproc > 1 and not distributed.launched():
         return _launch(args)
-    with intra_op_threads(args.threads, "--threads"), distributed.group_from_env(args.device) as d:
-        args.device = d
-        return _train(args)
+    errors = os.environ.get(_ERRORS_DIR) if distributed.launched() else None
+    try:
+        with (
+            intra_op_threads(args.threads, "--threads"),
+            distributed.group_from_env(args.device) as device,
+        ):
+            args.device = device
+            return _train(args)
+    except Exception as err:
+        if errors is None or not _report_to_launcher(errors, err):
+            raise
+        return 1
+
+
+_ERRORS_DIR = "TORCHIK_TRAIN_ERRORS"
+"""The environment variable naming the folder where the workers of ``--nproc`` write their
+errors, for the launching process to print each once."""
+
+_TORCHRUN = "import sys; from torchik.cli.train import _torchrun; sys.exit(_torchrun(sys.argv[1:]))"
 
 
 def _launch(args: argparse.Namespace) -> int:
-    """Run this command again on ``args.nproc`` processes under ``torchrun`` (one machine)."""
+    """Check every setting here (one line, before a process starts), then run this command on
+    ``args.nproc`` processes under ``torchrun`` (one machine); Ctrl-C or SIGTERM reach it once,
+    forwarded, and the workers' errors are printed once each."""
+    import shutil
     import subprocess
+    import tempfile
 
-    argv = _replace_option(args.argv, "--nproc", [])  # the same command without --nproc
+    _setup(args)  # nothing in --out changes: the first worker claims it again
     print(f"training on {args.nproc} processes (torch.distributed)", file=sys.stderr, flush=True)
-    runner = [sys.executable, "-m", "torch.distributed.run", "--standalone"]
-    runner += [f"--nproc-per-node={args.nproc}", "-m", "torchik", *argv]
+    errors = tempfile.mkdtemp(prefix="torchik-train-")
     try:
-        return subprocess.call(runner)
-    except KeyboardInterrupt:
-        return _INTERRUPTED
+        env = {**os.environ, _ERRORS_DIR: errors}
+        # a session of its own: a terminal's Ctrl-C reaches torchrun once, from this process
+        proc = subprocess.Popen(_workers_command(args), env=env, start_new_session=True)
+        code = _wait_forwarding_signals(proc)
+        messages = _launcher_errors(errors)
+    finally:
+        shutil.rmtree(errors, ignore_errors=True)
+    for message in messages:
+        print(f"torchik: error: {message}", file=sys.stderr)
+    return 1 if messages and code != _INTERRUPTED else code
+
+
+def _workers_command(args: argparse.Namespace) -> list[str]:
+    """The ``torchrun`` command of ``--nproc``: each worker runs this command as given,
+    ``--nproc N`` included (a worker under torchrun does not launch again), so that the resume
+    line of Ctrl-C keeps it."""
+    return [sys.executable, "-c", _TORCHRUN, str(args.nproc), *args.argv]
+
+
+def _wait_forwarding_signals(proc: Any) -> int:
+    """``proc``'s exit status, SIGINT and SIGTERM passed on to it meanwhile (as 130: Ctrl-C
+    that only stops this process would leave the workers running)."""
+    import signal
+    import threading
+
+    def forward(signum: int, _frame: Any) -> None:
+        proc.send_signal(signum)
+
+    caught = (signal.SIGINT, signal.SIGTERM)
+    main = threading.current_thread() is threading.main_thread()
+    old = {sig: signal.signal(sig, forward) for sig in caught} if main else {}
+    try:
+        return proc.wait()
+    finally:
+        for sig, handler in old.items():
+            signal.signal(sig, handler)
+
+
+def _torchrun(argv: list[str]) -> int:
+    """``torchrun --standalone --nproc-per-node=argv[0] -m torchik argv[1:]`` without its own
+    logging and tracebacks (the workers say what failed; the launching process prints it): 0,
+    1 where a worker failed, 128 + N on signal N. The command is not parsed by torchrun, whose
+    abbreviations take ``--nproc`` for its own ``--nproc-per-node``."""
+    import logging
+
+    from torch.distributed.elastic.multiprocessing.api import SignalException
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.run import parse_args
+    from torch.distributed.run import run as torchrun
+
+    logging.disable(logging.ERROR)  # the elastic agent's lines about its workers
+    try:
+        options = parse_args(["--standalone", f"--nproc-per-node={argv[0]}", "-m", "torchik"])
+        options.training_script_args = argv[1:]
+        torchrun(options)
+    except SignalException as err:
+        return 128 + int(err.sigval)
+    except ChildFailedError as err:
+        codes = {failure.exitcode for failure in err.failures.values()}
+        return _INTERRUPTED if codes == {_INTERRUPTED} else 1
+    except Exception as err:  # the rendezvous: a port, the network
+        print(f"torchik: error: torchrun: {' '.join(str(err).split())}", file=sys.stderr)
+        return 1
+    return 0
+
+
+def _report_to_launcher(folder: str, err: Exception) -> bool:
+    """Write this worker's error (one line) for the launching process to print; whether it
+    is one the command line reports in one line (otherwise its traceback shows)."""
+    import time
+
+    from torchik.cli.entry import _ERRORS, _message
+    from torchik.train import distributed
+
+    if not isinstance(err, _ERRORS):
+        return False
+    rank = int(os.environ.get("RANK", distributed.world()[0]))
+    name = f"{time.time_ns():020d}-{rank}.txt"  # read back in the order they failed
+    write_text(Path(folder) / name, _message(err))
+    return True
+
+
+def _launcher_errors(folder: str) -> list[str]:
+    """The workers' errors in ``folder``, each once, in the order they happened."""
+    messages: list[str] = []
+    for path in sorted(Path(folder).glob("*.txt")):
+        text = path.read_text(encoding="utf-8").strip()
+        if text and text not in messages:
+            messages.append(text)
+    return messages
 
 
 @dataclasses.dataclass
