@@ -432,7 +432,10 @@ def test_robot_without_moving_joints():
 def test_the_robot_is_callable_and_functional_call_takes_its_origins():
     """``robot(q, link)`` is FK; ``torch.func.functional_call`` with other origins (and vmap
     over them: a calibration per sample) gives FK of those origins, not of the kept ones."""
+    from torchik.kinematics import native
+
     robot = load_robot("panda", dtype=torch.float64)
+    native.warm_up(robot.tree)  # loaded: "auto" takes it, unless the constants are transformed
     q = robot.random_configuration(3, generator=torch.Generator().manual_seed(1))
     torch.testing.assert_close(robot(q, "panda_hand"), robot.forward_kinematics(q, "panda_hand"))
     robot.learnable_origins()

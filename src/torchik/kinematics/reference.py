@@ -328,7 +328,20 @@ def recording(q: Tensor, tree: KinematicTree) -> bool:
     (then nothing may be in place here, and :mod:`torchik.kinematics.native` does not serve)."""
     if torch.is_grad_enabled() and (q.requires_grad or tree.w_joint.requires_grad):
         return True
-    return _is_functorch_wrapped(q) or _is_dual(q)
+    if _is_functorch_wrapped(q) or _is_dual(q):
+        return True
+    # the constants too, under vmap over a learnable robot's origins (functional_call): once
+    # per tree (a learnable robot's is new at every call), kept with it
+    watched = tree._cache.get(_TRANSFORMED)
+    if watched is None:
+        constants = (tree.w_joint, tree.w_link)
+        watched = tree._cache[_TRANSFORMED] = any(
+            _is_functorch_wrapped(c) or _is_dual(c) for c in constants
+        )
+    return watched
+
+
+_TRANSFORMED = ("constants transformed",)
 
 
 def _is_dual(x: Tensor) -> bool:
