@@ -399,8 +399,12 @@ def test_a_scene_steps_on_its_manifold_and_whole_body_ik_moves_the_targets_body(
     torch.testing.assert_close(robot.difference(q, q1), v, atol=1e-12, rtol=0)
     quats = q1[:, [3, 4, 5, 6, 10, 11, 12, 13]].reshape(4, 2, 4)
     torch.testing.assert_close(quats.norm(dim=-1), torch.ones(4, 2, dtype=F64))
-    neutral = robot.neutral()
+    neutral = robot.neutral()  # the free bodies' zero poses
     assert neutral[3] == 1 and neutral[10] == 1 and neutral.abs().sum() == 2
+    rest = robot.default_configuration()  # the free bodies where the file puts them: qpos0
+    model = mujoco.MjModel.from_xml_string(xml)
+    qpos0 = torch.from_numpy(model.qpos0[qpos_index(model, list(robot.joint_names[:14]))])
+    assert torch.equal(rest[:14], qpos0) and bool(rest[:3].abs().sum() > 0)
     target = robot.forward_kinematics(q, "a_handle")
     # whole-body IK moves the free body that carries the target; the other stays at rest
     result = torchik.solve_wholebody(robot, {"a_handle": target},
@@ -409,7 +413,7 @@ def test_a_scene_steps_on_its_manifold_and_whole_body_ik_moves_the_targets_body(
     best = result.q[:, 0]
     torch.testing.assert_close(robot.forward_kinematics(best, "a_handle"), target,
                                atol=1e-3, rtol=0)  # fmt: skip
-    assert torch.equal(best[:, 7:14], neutral[7:14].expand(4, 7))  # body b where the file has it
+    assert torch.equal(best[:, 7:14], rest[7:14].expand(4, 7))  # body b where the file has it
     with pytest.raises(ValueError, match="on 2 free bodies") as info:
         torchik.solve_wholebody(robot, {"a_handle": target, "b": target})
     assert "\n" not in str(info.value)
@@ -419,6 +423,40 @@ def test_a_scene_steps_on_its_manifold_and_whole_body_ik_moves_the_targets_body(
         torchik.solve_ik(robot, target, link="a_handle")
     chain = robot.chain("world", "a_handle")  # one free body: a floating robot rooted at it
     assert chain.floating_bases == 1 and chain.base_of(chain.root) == 0
+
+
+def test_free_bodies_rest_where_the_file_puts_them_in_ik():
+    """solve_ik and solve_wholebody on one body of a scene leave the other free bodies at
+    their pose in the file (MuJoCo's qpos0; they went to the world's origin)."""
+    xml = """<mujoco><worldbody>
+      <body name="box" pos="1 0 0.5" quat="0.7071068 0 0 0.7071068"><freejoint name="box_free"/>
+        <geom size="0.05"/></body>
+      <body name="upper" pos="0 0 0.5"><joint name="shoulder" axis="0 1 0" range="-2 2"/>
+        <geom size="0.02"/><body name="hand" pos="0.3 0 0"/></body></worldbody></mujoco>"""
+    model = mujoco.MjModel.from_xml_string(xml)
+    robot = Robot.from_mjcf(xml, dtype=F64)
+    qpos0 = torch.from_numpy(model.qpos0[:7])
+    target = torch.tensor([[0.3, 0.0, 0.5]], dtype=F64)
+    gen = torch.Generator().manual_seed(0)
+    held = [
+        torchik.solve_wholebody(robot, {"hand": target}, generator=gen).q[0, :, :7],
+        torchik.solve_ik(robot, target, "hand", position_only=True, generator=gen).q[0, :, :7],
+    ]
+    for q in held:
+        torch.testing.assert_close(q, qpos0.expand_as(q), atol=1e-15, rtol=0)
+
+
+def test_a_follower_joints_own_range_is_noted_and_free_joints_take_no_limits():
+    xml = """<mujoco><compiler angle="radian"/><worldbody><body name="a">
+      <joint name="ja" axis="0 0 1" range="-1 1"/><geom size=".1"/><body name="c" pos="0.3 0 0">
+      <joint name="jc" axis="0 1 0" range="-1 1"/><geom size=".1"/></body></body></worldbody>
+      <equality><joint joint1="ja" joint2="jc" polycoef="0.5 2 0 0 0"/></equality></mujoco>"""
+    with pytest.warns(MJCFWarning, match=r"joint 'ja' mimics 'jc': its own limits \[-1, 1\] "
+                      r"are not enforced, the driver's limits give it \[-1.5, 2.5\]"):  # fmt: skip
+        Robot.from_mjcf(xml)
+    scene = _scene(TORSO)
+    with pytest.raises(MJCFError, match=r"limits= names the free joints \['root'\]"):
+        Robot.from_mjcf(scene, limits={"root": (-1.0, 1.0)})
 
 
 def test_a_single_free_root_loads_with_a_site_on_the_world():

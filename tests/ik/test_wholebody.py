@@ -380,6 +380,7 @@ def test_weights_trade_targets_that_cannot_both_be_met(robot):
     [
         ({"targets": {"nose": "pose"}}, ValueError, "unknown link 'nose'"),
         ({"weights": {"left_hand": -1.0}}, ValueError, "weight of 'left_hand'"),
+        ({"weights": {"left_hand": 0.0}}, ValueError, "weight of 'left_hand' is 0: .*leave the"),
         ({"weights": {"nose": 1.0}}, ValueError, "weights name 'nose'"),
         (
             {"targets": {"left_hand": torch.zeros(2, 3), "right_hand": torch.zeros(3, 3)}},
@@ -471,6 +472,29 @@ def test_floating_base_given_seeds_keep_a_unit_quaternion(floater):
     result = solve_wholebody(floater, targets, seeds=seeds, max_iters=300)
     torch.testing.assert_close(result.q[..., 3:7].norm(dim=-1), torch.ones(8, 2).double())
     assert bool(result.success.any(-1).all())
+
+
+def test_exact_seeds_and_a_held_rest_with_longer_quaternions_are_the_same_rotations(floater):
+    """A quaternion of any length is its rotation: exact seeds scaled by 2 converge at once
+    (a clamp of each component to [-1, 1] turned them: 2-3 iterations, 0.3 mm off), and a
+    held base's rest scaled by 3 is taken (it was 'held outside its limits')."""
+    targets, q_true = _floating_targets(floater, 6, seed=21)
+    for scale in (2.0, 0.5):
+        seeds = q_true[:, None].clone()
+        seeds[..., 3:7] *= scale
+        result = solve_wholebody(floater, targets, seeds=seeds)
+        assert int(result.iterations.max()) == 0 and bool(result.success.all())
+        torch.testing.assert_close(result.q[..., 3:7].norm(dim=-1), torch.ones(6, 1).double())
+    rest = q_true.clone()
+    rest[:, 3:7] *= 3.0
+    joints = [n for n in floater.joint_names if n not in BASE]
+    g = torch.Generator().manual_seed(22)
+    result = solve_wholebody(floater, targets, rest=rest, active=joints, num_seeds=8,
+                             max_iters=300, generator=g)  # fmt: skip
+    torch.testing.assert_close(result.q[..., :7], q_true[:, None, :7].expand(-1, 8, -1))
+    assert bool(result.success.any(-1).all())
+    with pytest.raises(ValueError, match="^rest: the quaternion of floating base 0 is zero"):
+        solve_wholebody(floater, targets, rest=torch.zeros(floater.dof, dtype=torch.float64))
 
 
 def test_the_base_frame_is_made_once_per_robot_and_follows_its_dtype(floater):

@@ -15,7 +15,13 @@ import torch
 import torchik
 from tests.paths import DATA, ROBOT_FILES
 from torchik import Robot, URDFError, load_robot
-from torchik.geometry.floating import base_pose, difference, integrate, velocity_coordinates
+from torchik.geometry.floating import (
+    base_pose,
+    difference,
+    integrate,
+    normalize_bases,
+    velocity_coordinates,
+)
 
 DATA = DATA / "urdf_lenient"
 F64 = torch.float64
@@ -115,6 +121,18 @@ def test_integrate_and_difference_are_inverse() -> None:
     a = fixed.random_configuration(3)
     torch.testing.assert_close(fixed.integrate(a, fixed.difference(a, 2 * a)), 2 * a)
     assert (fixed.nq, fixed.nv, fixed.floating) == (7, 7, False)
+
+
+def test_normalize_bases_keeps_positions_and_joints() -> None:
+    q = torch.tensor([[1.0, 2.0, 3.0, 0.0, 0.0, 3.0, 4.0, 7.0, 8.0, 9.0, 2.0, 0.0, 0.0, 0.0, 0.5]])
+    out = normalize_bases(q, 2)
+    want = [1.0, 2.0, 3.0, 0.0, 0.0, 0.6, 0.8, 7.0, 8.0, 9.0, 1.0, 0.0, 0.0, 0.0, 0.5]
+    torch.testing.assert_close(out, torch.tensor([want]))
+    assert normalize_bases(q, 0) is q
+    with pytest.raises(ValueError, match="quaternion of floating base 1 is zero"):
+        normalize_bases(torch.cat((q[:, :10], torch.zeros(1, 4), q[:, 14:]), dim=-1), 2)
+    robot = load_robot("g1", floating_base=True)
+    assert torch.equal(robot.default_configuration(), robot.neutral())  # a URDF: no file pose
 
 
 def test_pure_functions_on_batches() -> None:

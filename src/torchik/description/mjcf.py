@@ -52,7 +52,14 @@ import torch
 from torch import Tensor
 
 from torchik.description.reading import MAX_MAGNITUDE, MAX_URDF_BYTES, URDFError, xml_root_tag
-from torchik.description.urdf import Joint, Mimic, Origin, URDFModel, URDFWarning
+from torchik.description.urdf import (
+    Joint,
+    Mimic,
+    Origin,
+    URDFModel,
+    URDFWarning,
+    _note_mimic_limits,
+)
 from torchik.files import FileRefused, read_regular_file
 from torchik.geometry.floating import BASE_COORDINATES
 from torchik.geometry.rotations import quat_to_rotmat, rotmat_to_rpy
@@ -108,13 +115,18 @@ def parse_mjcf(
         The model: links are the bodies (and the helper links above) in MuJoCo's body order,
         then the sites.
 
+    Warns:
+        MJCFWarning: MuJoCo's warnings, and a follower joint of a joint equality whose own
+            range its leader's can leave (torchik keeps the leader's range only; MuJoCo
+            enforces both).
+
     Raises:
         ImportError: If the ``mujoco`` package is missing (``pip install torchik[mjcf]``).
         MJCFError: If the file is a URDF, or refers to a file that is not a regular file,
             MuJoCo refuses it, or it has a ball joint, a free joint with
             ``free_joint="error"``, a slide joint with no range, a number that is not finite
-            or beyond ``1e9``, or ``limits`` names an unknown joint; the message names the file
-            and the element.
+            or beyond ``1e9``, or ``limits`` names an unknown joint or a free joint; the message
+            names the file and the element.
     """
     if free_joint not in FREE_JOINT_OPTIONS:
         raise ValueError(f"free_joint must be one of {FREE_JOINT_OPTIONS}, not {free_joint!r}")
@@ -125,6 +137,10 @@ def parse_mjcf(
         raise MJCFError(f"{label}: {err}") from None
     for message in said:  # MuJoCo's warnings, once the model loads (a refusal says enough)
         warnings.warn(f"{label}: MuJoCo: {message}", MJCFWarning, stacklevel=3)
+    notes: list[str] = []
+    _note_mimic_limits(parsed.joints, notes)  # MuJoCo holds both; torchik the leader's only
+    if notes:
+        warnings.warn(f"{label}: {'; '.join(notes)}", MJCFWarning, stacklevel=3)
     return parsed
 
 
@@ -308,6 +324,12 @@ def _build(
     unknown = sorted(set(limits) - set(joint_names))
     if unknown:
         raise MJCFError(f"limits= names {unknown}, which are not joints of the model")
+    free = sorted(n for j, n in enumerate(joint_names) if int(model.jnt_type[j]) == _FREE)
+    if free_named := sorted(set(limits) & set(free)):
+        raise MJCFError(
+            f"limits= names the free joints {free_named}: a free body's pose takes no range "
+            "(with_limits bounds its position coordinates, <joint>/x ...)"
+        )
     floating = free_joint == "floating" and _floating_base(model)
     builder = _Builder(model, bodies, joint_names, free_joint, limits)
     builder.mimics = _joint_mimics(model, joint_names)
@@ -482,7 +504,9 @@ class _Builder:
 
     def _add_floating(self, j: int, parent: str, child: str) -> None:
         self.links.append(child)  # MuJoCo allows free joints in top-level bodies only
-        self.joints.append(Joint(self.joint_names[j], "floating", parent, child))
+        name, at = self.joint_names[j], int(self.model.jnt_qposadr[j])
+        rest = _checked(self.model.qpos0[at : at + 7], f"free joint {name!r}: its pose")
+        self.joints.append(Joint(name, "floating", parent, child, rest=tuple(rest.tolist())))
 
     def _add_joint(self, j, kind, parent, child, origin, axis) -> None:
         name = self.joint_names[j]

@@ -64,7 +64,9 @@ class Mimic:
 class Joint:
     """One URDF joint. ``axis`` is unit length (a planar joint's plane normal); limits are
     ``None`` when the joint is unlimited (continuous, floating, planar, or a revolute or
-    prismatic joint whose ``<limit>`` gives no bound or ``lower > upper``)."""
+    prismatic joint whose ``<limit>`` gives no bound or ``lower > upper``). ``rest``: a
+    floating joint's pose in the file, ``(x, y, z, qw, qx, qy, qz)`` (an MJCF free body's
+    place, MuJoCo's ``qpos0``), where the description gives one; ``None``: the origin."""
 
     name: str
     type: str
@@ -75,6 +77,7 @@ class Joint:
     lower: float | None = None
     upper: float | None = None
     mimic: Mimic | None = None
+    rest: tuple[float, ...] | None = None
 
 
 @dataclass(frozen=True)

@@ -32,6 +32,7 @@ __all__ = [
     "base_pose",
     "difference",
     "integrate",
+    "normalize_bases",
     "velocity_coordinates",
 ]
 
@@ -75,6 +76,29 @@ def base_jacobian(
     linear = torch.cat((rot, -lever @ rot, rot @ jac[..., :3, :]), dim=-1)
     angular = torch.cat((zeros, rot, rot @ jac[..., 3:, :]), dim=-1)
     return torch.cat((linear, angular), dim=-2), world
+
+
+def normalize_bases(q: Tensor, bases: int) -> Tensor:
+    """``q (..., nq)`` with each of its ``bases`` quaternions of unit length (the same
+    rotations; what a solver steps from).
+
+    Example:
+        >>> normalize_bases(torch.tensor([1.0, 2.0, 3.0, 2.0, 0.0, 0.0, 0.0, 0.5]), 1)
+        tensor([1.0000, 2.0000, 3.0000, 1.0000, 0.0000, 0.0000, 0.0000, 0.5000])
+
+    Raises:
+        ValueError: a zero quaternion (no rotation to keep).
+    """
+    k = int(bases)
+    if not k:
+        return q
+    parts = []
+    for b in range(k):
+        quat = q[..., 7 * b + 3 : 7 * b + 7]
+        if q.device.type != "meta" and bool((quat == 0).all(dim=-1).any()):
+            raise ValueError(f"the quaternion of floating base {b} is zero: no rotation")
+        parts += [q[..., 7 * b : 7 * b + 3], quat_normalize(quat)]
+    return torch.cat((*parts, q[..., 7 * k :]), dim=-1)
 
 
 def integrate(q: Tensor, v: Tensor, bases: int) -> Tensor:

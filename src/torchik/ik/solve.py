@@ -241,7 +241,7 @@ def _scene_body(robot, link: str) -> tuple[Robot, Tensor] | None:
 def _on_scene_body(robot, body, target, link, seeds, lower, upper, options) -> IKResult:
     """``solve_ik`` of a link on a scene's fixed tree: the scene's checks, then the solve of
     that tree (``body``: :func:`_scene_body`), its ``q`` back in the scene's coordinates, the
-    free bodies at :meth:`Robot.neutral` (where the file puts them)."""
+    free bodies at :meth:`Robot.default_configuration` (where the file puts them)."""
     part, kept = body
     batch = check_target(robot, target, options["position_only"])[0]
     rows = target.reshape(-1, *target.shape[len(batch) :])
@@ -251,7 +251,7 @@ def _on_scene_body(robot, body, target, link, seeds, lower, upper, options) -> I
     bounds = check_bounds(robot, lower, upper, batch)
     lower, upper = (None, None) if bounds is None else (b[:, kept] for b in bounds)
     result = solve_ik(part, rows, link, seeds=seeds, lower=lower, upper=upper, **options)
-    return reshape_result(result.in_scene(robot, kept, robot.neutral()), batch)
+    return reshape_result(result.in_scene(robot, kept, robot.default_configuration()), batch)
 
 
 def _refuse_floating(robot, link: str) -> None:

@@ -32,6 +32,7 @@ from torchik.geometry.floating import BASE_COORDINATES
 __all__ = [
     "MAX_CONFIGURATIONS",
     "check_q",
+    "default_configuration",
     "limits_of",
     "neutral",
     "random_configuration",
@@ -73,7 +74,9 @@ def limits_of(actuated: Sequence[Joint], bases: Sequence[Joint]) -> dict[str, li
 
 def neutral(robot) -> Tensor:
     """``(nq,)``: zeros, or the middle of the range for joints whose range excludes zero;
-    floating bases at the origin with the identity quaternion ``(1, 0, 0, 0)``. A new tensor
+    floating bases at the origin with the identity quaternion ``(1, 0, 0, 0)`` (their zero
+    pose, as Pinocchio's ``neutral``; :func:`default_configuration` puts them where the file
+    does). A new tensor
     each call (a copy of the one kept with the robot's flattened tree, which a change of
     limits rebuilds: a whole-body solve asks for it several times)."""
 
@@ -86,6 +89,22 @@ def neutral(robot) -> Tensor:
         return q
 
     return robot.tree.cached(("configuration", "neutral", robot._limits_stamp()), build).clone()
+
+
+def default_configuration(robot) -> Tensor:
+    """``(nq,)``: :func:`neutral`, with each free body where the description puts it (an MJCF
+    body's place, MuJoCo's ``qpos0``; a URDF floating joint has no such pose: the origin).
+    Where IK holds the free bodies that carry no target. A new tensor each call."""
+
+    def build() -> Tensor:
+        q = neutral(robot)
+        for k, base in enumerate(robot._bases):
+            if base.rest is not None:
+                q[7 * k : 7 * k + 7] = torch.tensor(base.rest, dtype=q.dtype, device=q.device)
+        return q
+
+    key = ("configuration", "default", robot._limits_stamp())
+    return robot.tree.cached(key, build).clone()
 
 
 def random_configuration(robot, n: int, generator: torch.Generator | None = None) -> Tensor:

@@ -552,6 +552,10 @@ class Robot(nn.Module):
         """``(nq,)`` see :func:`torchik.robot.configuration.neutral`."""
         return robot_config.neutral(self)
 
+    def default_configuration(self) -> Tensor:
+        """``(nq,)`` see :func:`torchik.robot.configuration.default_configuration`."""
+        return robot_config.default_configuration(self)
+
     def random_configuration(self, n: int, generator: torch.Generator | None = None) -> Tensor:
         """``(n, nq)`` see :func:`torchik.robot.configuration.random_configuration`."""
         return robot_config.random_configuration(self, n, generator)

@@ -94,13 +94,13 @@ class WholeBodyProblem(IKProblem):
         return torch.stack(poses, dim=1)
 
     def project(self, q: Tensor) -> Tensor:
-        """``q (N, nq)`` into the limits, each moving floating base's quaternion normalised (a
-        held one stays exactly where its box holds it)."""
-        q = super().project(q)
+        """``q (N, nq)`` into the limits, each moving floating base's quaternion normalised
+        first (a clamp of a longer one's components to [-1, 1] would turn it; a held one stays
+        exactly where its box holds it)."""
         if not self.moving_bases:
-            return q
+            return super().project(q)
         parts, start = [], 0
         for b in self.moving_bases:
             parts += [q[:, start : 7 * b + 3], quat_normalize(q[:, 7 * b + 3 : 7 * b + 7])]
             start = 7 * b + 7
-        return torch.cat((*parts, q[:, start:]), dim=-1)
+        return super().project(torch.cat((*parts, q[:, start:]), dim=-1))

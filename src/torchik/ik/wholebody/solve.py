@@ -43,6 +43,7 @@ from __future__ import annotations
 
 import functools
 import math
+import numbers
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import replace
 from typing import Any, cast
@@ -56,7 +57,7 @@ from torchik.checks import (
     check_int,
     intra_op_threads,
 )
-from torchik.geometry.floating import velocity_coordinates
+from torchik.geometry.floating import normalize_bases, velocity_coordinates
 from torchik.ik import host
 from torchik.ik.base import (
     ITERATION_LIMIT,
@@ -256,7 +257,13 @@ def _check_targets(robot, targets, weights, position_only):
     batch, positions, rotmats, ws = None, [], [], []
     for link, target in targets.items():
         robot.link_index(link)  # a clear error for unknown links
-        w = check_float(f"weight of {link!r}", weights.get(link, 1.0), 0.0)
+        w = weights.get(link, 1.0)
+        if isinstance(w, numbers.Real) and not isinstance(w, bool) and w == 0:
+            raise ValueError(
+                f"weight of {link!r} is 0: a target without weight cannot steer the solve, "
+                "while success still asks for it; leave the target out"
+            )
+        w = check_float(f"weight of {link!r}", w, positive=True)
         is_position = isinstance(target, Tensor) and target.shape[-2:] != (4, 4)
         try:
             shape, position, rotmat = check_target(robot, target, position_only or is_position)
@@ -269,8 +276,6 @@ def _check_targets(robot, targets, weights, position_only):
         positions.append(position)
         rotmats.append(rotmat)
         ws.append(float(w))
-    if not any(ws):
-        raise ValueError("at least one target needs a weight > 0")
     return batch, tuple(targets), positions, rotmats, ws
 
 
@@ -338,8 +343,9 @@ def _columns(robot: Robot, mask: Tensor) -> Tensor:
 
 
 def _check_rest(robot: Robot, rest, batch) -> Tensor:
-    """``(T, dof)`` rest (and held) configuration; ``None``: :meth:`Robot.neutral`."""
-    rest = robot.neutral() if rest is None else rest
+    """``(T, dof)`` rest (and held) configuration; ``None``: :meth:`Robot.default_configuration`
+    (free bodies where the file puts them)."""
+    rest = robot.default_configuration() if rest is None else rest
     if not isinstance(rest, Tensor) or rest.shape[-1:] != (robot.dof,):
         got = tuple(rest.shape) if isinstance(rest, Tensor) else type(rest).__name__
         raise ValueError(f"rest must be a (..., {robot.dof}) tensor, got {got}")
@@ -348,7 +354,10 @@ def _check_rest(robot: Robot, rest, batch) -> Tensor:
     except RuntimeError:
         raise ValueError(f"rest shape {tuple(rest.shape)} does not broadcast to the targets' "
                          f"{tuple(batch)}") from None  # fmt: skip
-    return rest.reshape(-1, robot.dof)
+    try:  # a held base's quaternion of any length: the rotation it gives
+        return normalize_bases(rest.reshape(-1, robot.dof), robot.floating_bases)
+    except ValueError as err:
+        raise ValueError(f"rest: {err}") from None
 
 
 def _limits(robot, active, rest, bounds, n_targets) -> JointLimits:
@@ -400,13 +409,14 @@ def solve_wholebody(
         robot: the robot.
         targets: link name -> ``(..., 4, 4)`` poses or ``(..., 3)`` positions, the same batch
             shape ``(...)`` for every link.
-        weights: link name -> weight ``>= 0`` of its residual in the cost (default 1).
+        weights: link name -> weight ``> 0`` of its residual in the cost (default 1).
         active: the joints the solver moves (names, or a ``(dof,)`` bool mask); the others
             stay at their value in ``rest``. ``None``: every joint. A floating base moves as a
             whole: its name (``root_joint``) or all 7 of its coordinates, or none of them;
             free bodies that carry no target (a scene's objects) never move.
         rest: ``(..., dof)`` or ``(dof,)`` rest configuration of the posture term and held
-            values of the inactive joints; ``None``: :meth:`Robot.neutral`.
+            values of the inactive joints; ``None``: :meth:`Robot.default_configuration`
+            (:meth:`Robot.neutral`, free bodies where the file puts them).
         posture: gain in ``[0, 1]`` of the step towards ``rest`` in the null space of the
             targets (0: no posture term); it never pulls a floating base.
         posture_iters: with ``posture > 0``, iterations run after convergence so the posture
@@ -444,7 +454,7 @@ def solve_wholebody(
 
     Raises:
         ValueError: targets on the links of two free bodies, an active free body that
-            carries no target, an unknown link or joint, a negative weight, targets of
+            carries no target, an unknown link or joint, a weight <= 0, targets of
             different batch shapes, malformed targets, seeds, rest or boxes, an inactive joint
             held outside its limits, ``num_seeds`` or ``seed_pool`` above
             :data:`~torchik.ik.inputs.MAX_SEEDS` or :data:`~torchik.ik.inputs.MAX_SEED_POOL`,
@@ -624,6 +634,11 @@ def _problem(robot, targets, weights, active, rest, posture, position_only, seed
     mask = _check_active(robot, active, _moving_base(robot, links))
     rest = _check_rest(robot, rest, batch)
     q0 = None if seeds is None else check_seeds(robot, seeds, batch)
+    if q0 is not None:  # unit quaternions: a clamp to [-1, 1] would turn the others
+        try:
+            q0 = normalize_bases(q0, robot.floating_bases)
+        except ValueError as err:
+            raise ValueError(f"seeds: {err}") from None
     k = num_seeds if seeds is None else seeds.shape[-2]
     group = torch.arange(n_targets, device=robot.device).repeat_interleave(k)
     coordinates = velocity_coordinates(robot.nv, robot.floating_bases, robot.device)
