@@ -128,6 +128,36 @@ def test_write_text_and_save_figure(tmp_path):
         write_text(tmp_path / "no" / "such" / "folder.txt", "x")
 
 
+def test_output_file_refuses_a_missing_file_or_unwritable_folder_and_an_empty_path(
+    tmp_path, monkeypatch
+):
+    """A path in a missing folder failed only after the work, naming the temporary file
+    (``file not found: nodir/s.json.tmp8202``); ``''`` was "a directory"."""
+    with pytest.raises(FileNotFoundError, match="the folder '.*nodir' does not exist: '.*s.json"):
+        output_file(tmp_path / "nodir" / "s.json")
+    (tmp_path / "f.txt").write_text("x")
+    with pytest.raises(NotADirectoryError, match="'.*f.txt' is a file, not a folder"):
+        output_file(tmp_path / "f.txt" / "s.json")
+    (tmp_path / "dangling").symlink_to("nodir/made.txt")
+    with pytest.raises(FileNotFoundError, match="the folder '.*nodir' does not exist"):
+        output_file(tmp_path / "dangling")
+    with pytest.raises(FileRefused, match="the output path is empty"):
+        output_file("")
+    monkeypatch.setattr(files.os, "access", lambda path, mode: False)  # root may write anywhere
+    with pytest.raises(PermissionError, match="the folder '.*' is not writable: '.*new.txt'"):
+        write_text(tmp_path / "new.txt", "x")
+    assert output_file(tmp_path / "f.txt") == tmp_path / "f.txt"  # a file there: its own check
+
+
+def test_an_error_of_the_temporary_file_names_the_file_written(tmp_path):
+    def denied(tmp: str) -> None:
+        raise PermissionError(errno.EACCES, "Permission denied", tmp)
+
+    with pytest.raises(PermissionError) as err:
+        atomic_write(tmp_path / "x.pt", denied)
+    assert err.value.filename == str(tmp_path / "x.pt") and ".tmp" not in str(err.value)
+
+
 # ---------------------------------------------------------------------------- reading
 def test_load_tensors_refuses_special_files_without_blocking(tmp_path):
     with deadline():

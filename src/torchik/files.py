@@ -78,7 +78,10 @@ def output_file(path: str | os.PathLike) -> Path:
 
     Raises:
         FileRefused: something that is not a regular file is there (a device, a FIFO, a
-            socket, a directory): it is never replaced.
+            socket, a directory): it is never replaced; or ``path`` is empty.
+        FileNotFoundError: its folder does not exist (the message names the folder).
+        NotADirectoryError: its folder is a file.
+        PermissionError: its folder is not writable.
 
     Example:
         >>> output_file("/dev/null")
@@ -86,17 +89,37 @@ def output_file(path: str | os.PathLike) -> Path:
         ...
         torchik.files.FileRefused: '/dev/null' is a character device, not a regular file: ...
     """
+    if not os.fspath(path):  # Path("") is the current folder
+        raise FileRefused("the output path is empty: give a file name; nothing was written")
     given = Path(path)
     target = Path(os.path.realpath(given)) if given.is_symlink() else given
     try:
         mode = os.stat(target).st_mode
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError):
+        _check_folder(path, target)
         return target
     if not stat.S_ISREG(mode):
         raise FileRefused(
             f"{os.fspath(path)!r} is {_kind(mode)}, not a regular file: nothing was written"
         )
     return target
+
+
+def _check_folder(path: str | os.PathLike, target: Path) -> None:
+    """Refuse to create ``target`` (given as ``path``) in a folder that is missing, not a
+    folder, or not writable (the write would fail only after the work, naming a temporary
+    file)."""
+    folder = target.parent
+    name = os.fspath(path)
+    if not os.path.exists(folder):
+        raise FileNotFoundError(errno.ENOENT, f"the folder {os.fspath(folder)!r} does not "
+                                f"exist: {name!r} was not written")  # fmt: skip
+    if not os.path.isdir(folder):
+        raise NotADirectoryError(errno.ENOTDIR, f"{os.fspath(folder)!r} is a file, not a "
+                                 f"folder: {name!r} was not written")  # fmt: skip
+    if not os.access(folder, os.W_OK | os.X_OK):
+        raise PermissionError(errno.EACCES, f"the folder {os.fspath(folder)!r} is not "
+                              f"writable: {name!r} was not written")  # fmt: skip
 
 
 def _kind(mode: int) -> str:
@@ -127,7 +150,9 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
 
     Raises:
         FileRefused: ``path`` is not a regular file (see :func:`output_file`).
-        OSError: the folder does not exist, or the disk is full ("no space left on ...").
+        OSError: the folder does not exist or is not writable (see :func:`output_file`), or
+            the disk is full ("no space left on ..."); an error of the temporary file names
+            ``path``.
     """
     target = output_file(path)
     _remove_orphans(os.fspath(target))
@@ -141,6 +166,8 @@ def atomic_write(path: str | os.PathLike, write: Callable[[str], object]) -> Pat
         if err.errno in _NO_SPACE:
             raise OSError(err.errno, f"no space left on {os.fspath(path)}: it was not "
                           "written (an earlier file there is unchanged)") from err  # fmt: skip
+        if tmp in (err.filename, err.filename2) and err.strerror:  # name the file, not tmp
+            raise OSError(err.errno, err.strerror, os.fspath(path)) from err
         raise
     finally:
         if os.path.lexists(tmp):

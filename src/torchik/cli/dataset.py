@@ -22,8 +22,10 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    from torchik.files import output_file
     from torchik.learn.data import make_dataset
 
+    output_file(args.out)  # refuse a bad path before the work, not after it
     robot = _robot(args.robot)
     std = args.std[0] if len(args.std) == 1 else args.std
     link = _end_link(args, robot)

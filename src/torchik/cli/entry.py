@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import os
+import re
 import sys
 import warnings
 from collections.abc import Sequence
@@ -52,11 +53,14 @@ def _version() -> str:
 
 
 def _message(err: BaseException) -> str:
-    if isinstance(err, FileNotFoundError) and err.filename:
-        return f"file not found: {err.filename}"
+    filename = getattr(err, "filename", None)
+    if isinstance(filename, str):  # the file written, not its temporary (torchik.files)
+        filename = re.sub(r"\.tmp\d+$", "", filename)
+    if isinstance(err, FileNotFoundError) and filename:
+        return f"file not found: {filename}"
     text = str(err)
     if isinstance(err, OSError) and err.strerror:  # without Python's "[Errno 28] "
-        text = err.strerror if err.filename is None else f"{err.strerror}: {err.filename}"
+        text = err.strerror if filename is None else f"{err.strerror}: {filename}"
     text = " ".join(text.split()) or type(err).__name__
     return text if len(text) <= 500 else text[:497] + "..."
 

@@ -23,7 +23,7 @@ from torchik.cli.common import (
     _target,
 )
 from torchik.cli.solve import _solve_numerically
-from torchik.files import save_figure
+from torchik.files import output_file, save_figure
 
 
 def add_parser(sub) -> None:
@@ -53,6 +53,7 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    output_file(args.out)  # refuse a bad path before the work, not after it
     try:
         import matplotlib
     except ImportError:

@@ -98,9 +98,11 @@ def run(args: argparse.Namespace) -> int:
     from torchik.viewer.scene import load_solutions
 
     target = _target(args)
-    if args.screenshot:  # before the seconds the viewer takes to start, and before its logs
+    if args.screenshot is not None:  # before the seconds the viewer takes to start, its logs
+        from torchik.files import output_file
         from torchik.viewer.browser import require_chromium
 
+        output_file(args.screenshot)
         require_chromium()
         _say(f"starting the viewer of {args.robot} for {args.screenshot}...")
     robot, urdf = open_robot(args.robot)
@@ -121,7 +123,7 @@ def run(args: argparse.Namespace) -> int:
         if frames is not None:
             viewer.play(frames)
         viewer.set_target(target) if target is not None else viewer.solve()
-        if args.screenshot:
+        if args.screenshot is not None:
             return _screenshot(viewer, args.screenshot, *args.size)
         print(f"torchik: viewer of {viewer.robot.name} at {viewer.url} (Ctrl-C to stop)")
         sys.stdout.flush()

@@ -1,0 +1,58 @@
+"""The files the commands write: a bad output path is refused in one line before the work, an
+existing file is never replaced by accident, and no message names a temporary file."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.cli.test_cli import assert_one_line_error, run
+
+
+def _no_work(monkeypatch) -> None:
+    """Make the work of dataset, fit-sampler, plot and view fail loudly if it starts."""
+    from torchik.cli import dataset, fit, plot
+    from torchik.viewer import app
+
+    def work(*args, **kwargs):
+        raise AssertionError("the work started")
+
+    for module, name in ((dataset, "_robot"), (fit, "_load_model"), (plot, "_robot"),
+                         (app, "open_robot")):  # fmt: skip
+        monkeypatch.setattr(module, name, work)
+
+
+OUT_COMMANDS = {
+    "dataset": ["dataset", "snake2", "-n", "10", "--out"],
+    "fit-sampler": "fit-sampler --model pretrained --robot ur5 --iters 3 --steps 2 --out".split(),
+    "plot": ["plot", "arm", "snake2", "--position", "0.1", "0.1", "--out"],
+    "view": ["view", "snake2", "--screenshot"],
+}
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS)
+def test_an_output_in_a_missing_folder_is_refused_before_the_work(capsys, monkeypatch, command):
+    """It was refused after the work, as ``file not found: nodir/s.json.tmp8202``."""
+    _no_work(monkeypatch)
+    code, _, err = run(capsys, *OUT_COMMANDS[command], "nodir/out.x")
+    assert_one_line_error(code, err)
+    assert code == 1 and "the folder 'nodir' does not exist: 'nodir/out.x' was not written" in err
+
+
+@pytest.mark.parametrize("command", OUT_COMMANDS)
+def test_an_empty_output_path_is_named_so(capsys, monkeypatch, command):
+    """``--out ''`` said "'' is a directory"."""
+    _no_work(monkeypatch)
+    code, _, err = run(capsys, *OUT_COMMANDS[command], "")
+    assert_one_line_error(code, err)
+    assert "the output path is empty" in err
+
+
+def test_the_message_names_the_file_not_its_temporary():
+    from torchik.cli.entry import _message
+
+    assert _message(FileNotFoundError(2, "No such file", "a/s.json.tmp8202")) == (
+        "file not found: a/s.json"
+    )
+    assert _message(PermissionError(13, "Permission denied", "x.pt.tmp9")) == (
+        "Permission denied: x.pt"
+    )
