@@ -268,19 +268,37 @@ def _torchrun(argv: list[str]) -> int:
     return 0
 
 
+_REPORTED = (
+    ValueError,
+    TypeError,
+    OSError,
+    RuntimeError,
+    ArithmeticError,
+    ImportError,
+    MemoryError,
+)
+"""The errors a worker reports in one line: ``torchik.cli.entry``'s, copied (entry imports this
+module); their one home would be ``torchik.cli.common``."""
+
+
 def _report_to_launcher(folder: str, err: Exception) -> bool:
-    """Write this worker's error (one line) for the launching process to print; whether it
-    is one the command line reports in one line (otherwise its traceback shows)."""
+    """Write this worker's error (one line, as the command line prints it) for the launching
+    process to print; whether it is one the command line reports in one line (otherwise its
+    traceback shows)."""
     import time
 
-    from torchik.cli.entry import _ERRORS, _message
     from torchik.train import distributed
 
-    if not isinstance(err, _ERRORS):
+    if not isinstance(err, _REPORTED):
         return False
+    text = " ".join(str(err).split()) or type(err).__name__
+    if isinstance(err, OSError) and err.strerror:  # as entry: without "[Errno 2] "
+        text = err.strerror if err.filename is None else f"{err.strerror}: {err.filename}"
+    if isinstance(err, FileNotFoundError) and err.filename:
+        text = f"file not found: {err.filename}"
     rank = int(os.environ.get("RANK", distributed.world()[0]))
     name = f"{time.time_ns():020d}-{rank}.txt"  # read back in the order they failed
-    write_text(Path(folder) / name, _message(err))
+    write_text(Path(folder) / name, text)
     return True
 
 
