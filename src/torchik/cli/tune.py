@@ -118,8 +118,7 @@ def run(args: argparse.Namespace) -> int:
         result = tune(config, out, space, args.storage, args.study, args.resume, args.jobs,
                       progress=not args.quiet)  # fmt: skip
     except KeyboardInterrupt:
-        print(f"interrupted; continue the study with: torchik tune ... --out {out} --resume",
-              file=sys.stderr)  # fmt: skip
+        print(_interrupted(out, args.argv), file=sys.stderr)
         return _INTERRUPTED
     print(f"{result.trials} trials in {result.seconds:.1f} s; best {config.objective} "
           f"{result.best_value:.4g} with {result.best_config}")  # fmt: skip
@@ -130,6 +129,17 @@ def run(args: argparse.Namespace) -> int:
     if "best" in result.files:
         print(f"train it: torchik train --config {result.files['best']} {_stream(config)}")
     return 0
+
+
+def _interrupted(out: Path, argv: list[str]) -> str:
+    """The line an interrupted ``tune`` prints: the command that continues the study, to
+    paste as it is (the same one, with ``--out`` and ``--resume``)."""
+    import shlex
+
+    command = [a for a in argv if a != "--resume"] + ["--resume"]
+    if not any(a == "--out" or a.startswith("--out=") for a in argv):
+        command[-1:-1] = ["--out", str(out)]
+    return f"interrupted; continue the study with: torchik {shlex.join(command)}"
 
 
 def _stream(config) -> str:

@@ -27,6 +27,7 @@ __all__ = [
     "InvalidSettings",
     "baseline_params",
     "build_trial",
+    "check_settings",
     "final_objective",
     "make_objective",
     "make_problem",
@@ -41,7 +42,7 @@ def problem_robot(robot: str):
     """``(Robot, PlanarArm or None, prior std or None)`` of ``robot`` (a bundled name,
     ``planar:L1,L2,...``, ``rail_arm`` or a URDF file): a planar or the rail arm get their
     closed form and the posterior protocol's prior (0.2 per joint; the rail arm's own)."""
-    from torchik.description.bundled import RAIL_ARM_PRIOR_STD
+    from torchik.description.bundled import RAIL_ARM_PRIOR_STD, list_robots
     from torchik.robot.planar import PlanarArm
     from torchik.robot.robot import Robot, load_robot
 
@@ -56,6 +57,11 @@ def problem_robot(robot: str):
         return load_robot("planar", link_lengths=lengths), arm, [0.2] * len(lengths)
     if Path(robot).is_file():
         return Robot.from_urdf(Path(robot)), None, None
+    if robot not in list_robots():  # load_robot's message spells a planar arm as Python does
+        raise ValueError(
+            f"unknown robot {robot!r}: use a bundled robot ({', '.join(list_robots())}), "
+            "'planar:L1,L2,...' or the path of a URDF file"
+        )
     return load_robot(robot), None, None
 
 
@@ -200,6 +206,37 @@ def baseline_params(config, space: dict[str, Param | Any], dof: int) -> dict[str
     return out
 
 
+def _batch_sizes(config, space: dict[str, Param | Any]) -> list[int]:
+    """The batch sizes a trial of ``space`` can draw (the study's own where not searched)."""
+    param = space.get("batch_size", config.batch_size)
+    if isinstance(param, Int):
+        return [param.low, param.high]
+    if isinstance(param, Choice):
+        return [c for c in param.choices if isinstance(c, int)] or [config.batch_size]
+    return [param]
+
+
+def check_settings(config, space: dict[str, Param | Any], dof: int) -> None:
+    """Refuse, before a study starts, settings that fail every trial of ``space``: a batch
+    that the training set cannot fill, or fixed values (the space's, on the study's preset)
+    that their config refuses.
+
+    Raises:
+        ValueError: in one line, saying what to change.
+    """
+    smallest = min(_batch_sizes(config, space))
+    if smallest > config.train_size:
+        raise ValueError(
+            f"the training set has {config.train_size} rows, fewer than batch_size={smallest}: "
+            "every trial would fail; raise train_size or lower batch_size"
+        )
+    fixed = {k: v for k, v in space.items() if not isinstance(v, Float | Int | Choice)}
+    try:
+        trial_configs(config, fixed, dof)
+    except (ValueError, TypeError) as err:
+        raise ValueError(f"every trial would fail: {' '.join(str(err).split())}") from None
+
+
 class InvalidSettings(ValueError):
     """A trial's settings that its config refuses (the trial fails; the study goes on)."""
 
@@ -227,6 +264,14 @@ def final_objective(result, problem: _Problem, config) -> tuple[float, dict[str,
     return metrics[config.objective], metrics
 
 
+def _check_rows(train_config, rows: int) -> None:
+    """A drawn batch size that the training set cannot fill (what ``train`` refuses)."""
+    if train_config.batch_size > rows:
+        raise ValueError(
+            f"the training set has {rows} rows, fewer than batch_size={train_config.batch_size}"
+        )
+
+
 def make_objective(config, space: dict[str, Param], problem: _Problem):
     """The Optuna objective of ``config``'s study: draw settings from ``space``, train, report
     every validation to the pruner, return the objective (settings and metrics recorded in the
@@ -241,6 +286,7 @@ def make_objective(config, space: dict[str, Param], problem: _Problem):
         trial.set_user_attr("seed", config.seed)
         try:
             model, train_config = build_trial(config, params, problem.train_set.spec)
+            _check_rows(train_config, len(problem.train_set))
         except (ValueError, TypeError) as err:
             raise InvalidSettings(f"trial {trial.number}: {err}") from err
 

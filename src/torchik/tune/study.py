@@ -47,10 +47,12 @@ from torchik.files import pid_alive
 from torchik.tune.objective import (
     InvalidSettings,
     baseline_params,
+    check_settings,
     make_objective,
     make_problem,
     problem_robot,
 )
+from torchik.tune.progress import TrialProgress
 from torchik.tune.results import search_curve, write_results
 from torchik.tune.space import Param, default_space, parse_space, space_to_json
 
@@ -400,10 +402,14 @@ def _worker_process(*args) -> None:
     except (OSError, ValueError) as err:
         print(f"torchik: tune worker {os.getpid()}: error: {err}", file=sys.stderr)
         raise SystemExit(1) from None
+    except KeyboardInterrupt:  # Ctrl-C reached every worker: the parent says how to resume
+        raise SystemExit(130) from None
 
 
 def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed, share, bar):
     """The body of :func:`_worker`, with the worker's threads set."""
+    import optuna
+
     study = open_study(config, _storage(storage_url, Path(out_dir)), name, False, seed)
     if share <= 0 or counted_trials(study) >= config.trials:
         return
@@ -427,11 +433,18 @@ def _optimize(config: TuneConfig, space: dict, storage_url, out_dir, name, seed,
                 return objective(trial)
         except KeyboardInterrupt:
             trial.set_user_attr("interrupted", True)
+            failed.numbers.add(trial.number)  # Optuna's traceback of it: not a failure
             raise
         except OSError as err:  # past Optuna, which would record it and log its traceback:
             raise _Stopped(err) from None  # the trial stays running, resume runs it again
         except (FloatingPointError, InvalidSettings) as err:
             return failed.record(trial, err)
+        except optuna.TrialPruned:
+            raise
+        except Exception as err:  # it stops the study, raised to the caller: not logged too
+            trial.set_user_attr("error", " ".join(str(err).split()) or type(err).__name__)
+            failed.numbers.add(trial.number)
+            raise
 
     optuna_log = logging.getLogger("optuna.study._optimize")  # where it logs failed trials
     optuna_log.addFilter(failed)
@@ -553,16 +566,15 @@ def tune(
             objective, or (embedded storage) an existing study without ``resume``.
         ConnectionError: the storage cannot be reached.
     """
-    from torchik.train.progress import Progress
-
     check_int("jobs", jobs, 1)
     start, out = time.perf_counter(), Path(out_dir)
     dof = problem_robot(config.robot)[0].dof  # an unknown robot fails here, before a study
+    check_settings(config, default_space(config.family) if space is None else space, dof)
     name = study_name or config.study_name
     study, space = _prepare_study(config, space, storage, out, name, resume, dof)
     left = max(0, config.trials - counted_trials(study))
-    bar = Progress(config.trials, config.trials - left, enabled=progress,
-                   title=f"tuning {config.family} on {config.robot}: study {name!r}")  # fmt: skip
+    title = f"tuning {config.family} on {config.robot}: study {name!r}"
+    bar = TrialProgress(config.trials, config.trials - left, enabled=progress, title=title)
     try:
         _run_workers(config, space, storage, out, name, _shares(left, jobs), study, bar)
     finally:
@@ -608,9 +620,12 @@ def _prepare_study(config, space, storage, out: Path, name: str, resume: bool, d
             f"study {name!r} searches another space ({json.dumps(stored)}): give its space "
             "file or none (nothing was changed)"
         )
+    if stored is not None:  # an existing study's space: every trial of it checked too
+        space = parse_space(stored, config.family, base={})
+        check_settings(config, space, dof)
     if resume:
         _requeue_interrupted(study)
-    return study, parse_space(stored, config.family, base={}) if stored else space
+    return study, space
 
 
 def _run_workers(config, space, storage, out, name, shares, study, bar) -> None:
