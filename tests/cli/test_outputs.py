@@ -56,3 +56,44 @@ def test_the_message_names_the_file_not_its_temporary():
     assert _message(PermissionError(13, "Permission denied", "x.pt.tmp9")) == (
         "Permission denied: x.pt"
     )
+
+
+@pytest.mark.parametrize("command", ["dataset", "fit-sampler"])
+def test_an_existing_file_is_replaced_only_with_overwrite(capsys, monkeypatch, tmp_path, command):
+    """``torchik dataset snake2 -n 100 --out snake2.pt`` silently replaced a larger data set
+    that a run's provenance names."""
+    out = tmp_path / "earlier"
+    out.write_text("kept")
+    _no_work(monkeypatch)
+    code, _, err = run(capsys, *OUT_COMMANDS[command], str(out))
+    assert_one_line_error(code, err)
+    assert code == 1 and f"'{out}' exists: pass --overwrite to replace it" in err
+    assert out.read_text() == "kept"
+    monkeypatch.undo()
+    if command == "dataset":
+        code, _, err = run(capsys, *OUT_COMMANDS[command], str(out), "--overwrite")
+        assert code == 0 and out.stat().st_size > 4, err
+
+
+def test_fit_sampler_overwrites_when_asked(capsys, tmp_path):
+    import torch
+
+    from torchik import load_robot
+    from torchik.learn import ProblemSpec
+    from torchik.models import FlowMatching, FMConfig
+    from torchik.models.fm_fit import load_sampler
+
+    torch.manual_seed(0)
+    spec = ProblemSpec.from_robot(load_robot("snake2"))
+    FlowMatching(spec, FMConfig(width=8, blocks=1, steps=2)).save(tmp_path / "fm.pt")
+    out = tmp_path / "sampler.json"
+    out.write_text("{}")
+    argv = ["fit-sampler", "--model", str(tmp_path / "fm.pt"), "--out", str(out), "--steps",
+            "2", "--iters", "2", "--no-progress"]  # fmt: skip
+    code, _, err = run(capsys, *argv, "--overwrite")
+    assert code == 0 and load_sampler(out).steps == 2, err
+
+
+def test_plot_help_says_an_existing_image_is_replaced(capsys):
+    code, out, _ = run(capsys, "plot", "arm", "--help")
+    assert code == 0 and "an existing one is replaced" in " ".join(out.split())

@@ -6,6 +6,7 @@ them, models from ``--model`` and printed records."""
 from __future__ import annotations
 
 import argparse
+import errno
 import json
 import math
 import os
@@ -89,6 +90,24 @@ def _common(parser: argparse.ArgumentParser, device: bool = True, seed: bool = T
                             help="cpu, cuda, cuda:N or mps (default: cpu)")  # fmt: skip
     if seed:
         parser.add_argument("--seed", type=int, default=0, help="random seed (default: 0)")
+
+
+def _add_out(parser: argparse.ArgumentParser, help: str) -> None:
+    """``--out FILE`` (required) and ``--overwrite``, for :func:`_new_output`."""
+    parser.add_argument("--out", required=True, help=help)
+    parser.add_argument("--overwrite", action="store_true", help="replace an existing --out file")
+
+
+def _new_output(path: str, overwrite: bool) -> None:
+    """Refuse ``--out`` before the work: a bad path (:func:`torchik.files.output_file`), or an
+    existing file unless ``--overwrite`` (a run may name it: a data set replaced by a smaller
+    one silently changed what the run's provenance points to)."""
+    from torchik.files import output_file
+
+    target = output_file(path)
+    if not overwrite and os.path.lexists(target):
+        raise FileExistsError(errno.EEXIST, f"{path!r} exists: pass --overwrite to replace it "
+                              "(nothing was written)")  # fmt: skip
 
 
 # ---------------------------------------------------------------------------- robots and inputs

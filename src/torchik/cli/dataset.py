@@ -4,14 +4,22 @@ from __future__ import annotations
 
 import argparse
 
-from torchik.cli.common import _TARGET_KINDS, _common, _end_link, _positive_int, _robot
+from torchik.cli.common import (
+    _TARGET_KINDS,
+    _add_out,
+    _common,
+    _end_link,
+    _new_output,
+    _positive_int,
+    _robot,
+)
 
 
 def add_parser(sub) -> None:
     p = sub.add_parser("dataset", help="sample joints and their FK targets into a file")
     p.add_argument("robot", help="bundled name, planar:L1,L2,..., a URDF or an MJCF file")
     p.add_argument("-n", type=_positive_int, required=True, help="number of samples")
-    p.add_argument("--out", required=True, help="output file (e.g. panda.pt)")
+    _add_out(p, "output file (e.g. panda.pt); an existing one needs --overwrite")
     p.add_argument("--targets", choices=_TARGET_KINDS, default="position")
     p.add_argument("--sampler", choices=("uniform", "normal"), default="uniform")
     p.add_argument("--std", type=float, nargs="+", default=[0.2],
@@ -22,10 +30,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
-    from torchik.files import output_file
     from torchik.learn.data import make_dataset
 
-    output_file(args.out)  # refuse a bad path before the work, not after it
+    _new_output(args.out, args.overwrite)  # refuse a bad path before the work, not after it
     robot = _robot(args.robot)
     std = args.std[0] if len(args.std) == 1 else args.std
     link = _end_link(args, robot)

@@ -8,7 +8,14 @@ import sys
 
 import torch
 
-from torchik.cli.common import _common, _load_model, _positive_int, _require_robot
+from torchik.cli.common import (
+    _add_out,
+    _common,
+    _load_model,
+    _new_output,
+    _positive_int,
+    _require_robot,
+)
 
 
 def add_parser(sub) -> None:
@@ -17,7 +24,8 @@ def add_parser(sub) -> None:
     p.add_argument("--model", required=True, help=what)
     p.add_argument("--robot", help="the robot: a bundled name, or a URDF if the model's robot "
                    "is not bundled")  # fmt: skip
-    p.add_argument("--out", required=True, help="the JSON file to write (e.g. RUN/sampler.json)")
+    _add_out(p, "the JSON file to write (e.g. RUN/sampler.json); an existing one needs "
+             "--overwrite")  # fmt: skip
     p.add_argument("--steps", type=_positive_int, default=8, help="passes (default 8)")
     p.add_argument("--iters", type=_positive_int, default=200, help="Adam steps (default 200)")
     p.add_argument("--no-progress", action="store_true", help="no progress bar")
@@ -27,10 +35,9 @@ def add_parser(sub) -> None:
 
 def run(args: argparse.Namespace) -> int:
     """``torchik fit-sampler``: fit, print the sampler's grid, write the JSON."""
-    from torchik.files import output_file
     from torchik.models.fm_fit import SamplerFit, fit_sampler, save_sampler
 
-    output_file(args.out)  # refuse a bad path before the work, not after it
+    _new_output(args.out, args.overwrite)  # refuse a bad path before the work, not after it
     model = _load_model(args.model, args.robot, torch.device(args.device))
     if model.family != "fm":
         raise ValueError(f"fit-sampler is for flow-matching models; this model is {model.family!r}")

@@ -47,7 +47,8 @@ def add_parser(sub) -> None:
         k = kinds.add_parser(name, help=f"curves or bars from a {text}")
         k.add_argument("source", help=text)
     for k in kinds.choices.values():
-        k.add_argument("--out", default="torchik.png", help="PNG file (default torchik.png)")
+        text = "PNG file (default torchik.png); an existing one is replaced"
+        k.add_argument("--out", default="torchik.png", help=text)
         k.add_argument("--dpi", type=_dpi, default=120, help="resolution (1 to 1200, default 120)")
     p.set_defaults(func=run)
 
