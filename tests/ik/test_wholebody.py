@@ -467,10 +467,10 @@ def test_floating_base_targets_are_met_with_the_base_free(floater):
 
 def test_floating_base_given_seeds_keep_a_unit_quaternion(floater):
     targets, q_true = _floating_targets(floater, 8, seed=12)
-    seeds = floater.random_configuration(8 * 2, torch.Generator().manual_seed(13)).view(8, 2, -1)
+    seeds = floater.random_configuration(8 * 4, torch.Generator().manual_seed(13)).view(8, 4, -1)
     seeds[..., 3:7] *= 3.0  # any nonzero norm is a rotation; the solver normalises it
     result = solve_wholebody(floater, targets, seeds=seeds, max_iters=300)
-    torch.testing.assert_close(result.q[..., 3:7].norm(dim=-1), torch.ones(8, 2).double())
+    torch.testing.assert_close(result.q[..., 3:7].norm(dim=-1), torch.ones(8, 4).double())
     assert bool(result.success.any(-1).all())
 
 
@@ -694,17 +694,17 @@ def test_a_floating_robot_in_a_scene_moves_its_base_and_holds_the_other_bodies()
         robot.base_link(2)
     g = torch.Generator().manual_seed(20)
     q = robot.random_configuration(20, g)
-    q[:, :7], q[:, 7:10] = robot.neutral()[:7], torch.rand(20, 3, generator=g, dtype=q.dtype)
+    q[:, :7], q[:, 7:10] = robot.default_configuration()[:7], torch.rand(20, 3, generator=g, dtype=q.dtype)
     targets = robot.forward_kinematics(q, "hand")
     result = solve_wholebody(robot, {"hand": targets}, generator=g)
     assert bool(result.success[:, 0].all())
     best = result.q[:, 0]
     torch.testing.assert_close(robot.forward_kinematics(best, "hand"), targets, atol=2e-3, rtol=0)
-    assert torch.equal(result.q[..., :7], robot.neutral()[:7].expand(20, 2, 7))
+    assert torch.equal(result.q[..., :7], robot.default_configuration()[:7].expand(20, 2, 7))
     torch.testing.assert_close(best[:, 10:14].norm(dim=-1), torch.ones(20, dtype=torch.float64))
     assert float((best[:, 7:10] - robot.neutral()[7:10]).norm(dim=-1).min()) > 0.05  # it moved
     seeds = robot.random_configuration(20 * 2, g).view(20, 2, -1)
-    seeds[..., :7] = robot.neutral()[:7]
+    seeds[..., :7] = robot.default_configuration()[:7]
     seeds[..., 10:14] *= 3.0  # any nonzero norm is a rotation; the solver normalises it
     given = solve_wholebody(robot, {"hand": targets}, seeds=seeds, max_iters=300)
     torch.testing.assert_close(given.q[..., 10:14].norm(dim=-1), torch.ones(20, 2).double())
@@ -729,7 +729,7 @@ def test_a_fixed_arm_in_a_scene_holds_the_free_bodies():
     for posture in (0.0, 0.5):
         result = solve_wholebody(robot, {"hand": targets}, posture=posture, generator=g)
         assert bool(result.success.any(-1).all())
-        assert torch.equal(result.q[..., :7], robot.neutral()[:7].expand(20, 2, 7))
+        assert torch.equal(result.q[..., :7], robot.default_configuration()[:7].expand(20, 2, 7))
     with pytest.raises(ValueError, match="'box_free' carries no target and stays at its rest"):
         solve_wholebody(robot, {"hand": targets}, active=["box_free", "shoulder"])
 

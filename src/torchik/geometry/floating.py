@@ -80,7 +80,8 @@ def base_jacobian(
 
 def normalize_bases(q: Tensor, bases: int) -> Tensor:
     """``q (..., nq)`` with each of its ``bases`` quaternions of unit length (the same
-    rotations; what a solver steps from).
+    rotations; what a solver steps from). A quaternion of unit length to a few units in the
+    last place is kept bit for bit (a held base stays exactly where it was given).
 
     Example:
         >>> normalize_bases(torch.tensor([1.0, 2.0, 3.0, 2.0, 0.0, 0.0, 0.0, 0.5]), 1)
@@ -97,7 +98,8 @@ def normalize_bases(q: Tensor, bases: int) -> Tensor:
         quat = q[..., 7 * b + 3 : 7 * b + 7]
         if q.device.type != "meta" and bool((quat == 0).all(dim=-1).any()):
             raise ValueError(f"the quaternion of floating base {b} is zero: no rotation")
-        parts += [q[..., 7 * b : 7 * b + 3], quat_normalize(quat)]
+        unit = (quat.norm(dim=-1, keepdim=True) - 1).abs() <= 8 * torch.finfo(q.dtype).eps
+        parts += [q[..., 7 * b : 7 * b + 3], torch.where(unit, quat, quat_normalize(quat))]
     return torch.cat((*parts, q[..., 7 * k :]), dim=-1)
 
 
