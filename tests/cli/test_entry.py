@@ -1,0 +1,53 @@
+"""The console script: Ctrl-C while torch imports, and the command line's own errors."""
+
+from __future__ import annotations
+
+import builtins
+import signal
+import subprocess
+import sys
+
+from tests.paths import REPO
+
+_INTERRUPTED_EARLY = """import sys
+print("ready", file=sys.stderr, flush=True)
+sys.argv = ["torchik", "info", "snake2"]
+from _torchik_cli import main
+sys.exit(main())
+"""
+
+
+def test_the_console_script_is_the_launcher_and_it_imports_no_torch():
+    assert 'torchik = "_torchik_cli:main"' in (REPO / "pyproject.toml").read_text()
+    code = "import sys, _torchik_cli; print('torch' in sys.modules, 'torchik' in sys.modules)"
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.split() == ["False", "False"]
+
+
+def test_ctrl_c_while_torch_imports_is_one_line_and_130():
+    """Ctrl-C in a command's first seconds printed a long traceback ending in
+    KeyboardInterrupt (``from torchik.cli import main`` imports torch: some 3 s). The signal is
+    sent as soon as the child says it starts the import; were the import over by then, the
+    command's own handler gives the same line."""
+    with subprocess.Popen([sys.executable, "-c", _INTERRUPTED_EARLY], stderr=subprocess.PIPE,
+                          text=True) as child:  # fmt: skip
+        assert child.stderr.readline() == "ready\n"
+        child.send_signal(signal.SIGINT)
+        err = child.stderr.read()
+        child.wait(timeout=120)
+    assert child.returncode == 130 and err == "torchik: interrupted\n", err
+
+
+def test_the_launcher_turns_an_interrupted_import_into_130(monkeypatch, capsys):
+    from _torchik_cli import main
+
+    real = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "torchik.cli":
+            raise KeyboardInterrupt
+        return real(name, *args, **kwargs)
+
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    assert main() == 130
+    assert capsys.readouterr().err == "torchik: interrupted\n"
