@@ -71,15 +71,20 @@ def run(args: argparse.Namespace) -> int:
 
 
 def _plot_arm(args, plot):
+    from torchik.models.pipeline import check_model_fits
+
     robot = _robot(args.robot)
     link = _end_link(args, robot)
+    model = None
+    if args.model is not None:  # a model of another robot or link: refused before sampling
+        model = _load_model(args.model, args.robot, torch.device(args.device))
+        check_model_fits(model, robot, link)
     target, position_only = _target(args, robot, link)
     position = target if position_only else target[:3, 3]
-    if args.model is None:
+    if model is None:
         args.method, args.tol_position, args.tol_rotation = "lm", 1e-3, 1.0
         result, _ = _solve_numerically(args, robot, target, position_only, link)
         return plot.plot_arm_samples(robot, result.q, position, start=robot.neutral(), link=link)
-    model = _load_model(args.model, args.robot, torch.device(args.device))
     encoded = _encode_for(model, target, position_only)
     gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
     with torch.no_grad():
