@@ -179,6 +179,47 @@ def _bomb(path: Path, numel: int) -> None:
             bomb.writestr(entry.filename, plain.read(entry.filename))
 
 
+def test_load_tensors_says_what_a_file_that_is_no_torch_file_is(tmp_path):
+    """A truncated checkpoint said "[Errno 22] Invalid argument" or miniz's "failed finding
+    central directory"; a CSV or PNG file said "is refused: it holds objects ... pickled code
+    is never run" (torch read it as a pickle)."""
+    atomic_save({"w": torch.arange(1000.0)}, tmp_path / "good.pt")
+    blob = (tmp_path / "good.pt").read_bytes()
+    cases = {
+        "a.csv": (b"step,loss\n1,2\n", "it is text, not a file of torch.save"),
+        "a.png": (b"\x89PNG\r\n\x1a\n" + bytes(64), "it is a PNG image, not a file of torch"),
+        "a.json": (b' {"a": 1}', "it is JSON text, not a file of torch.save"),
+        "a.urdf": (b"<robot/>", "it is an XML file (a URDF?), not a file of torch.save"),
+        "a.bin": (bytes(range(256)), "it is neither a zip archive nor a pickle, not a file"),
+        "empty.pt": (b"", "it is empty"),
+    }
+    truncated = "it is truncated or damaged (not a complete file: a copy or a save cut short?)"
+    for cut in (10, 200, len(blob) // 2, len(blob) - 1):
+        cases[f"cut{cut}.pt"] = (blob[:cut], truncated)
+    cases["middle.pt"] = (blob[:300] + blob[-3000:], truncated)  # its end, not its entries
+    for name, (content, says) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError) as err:
+            load_tensors(tmp_path / name, "cpu", "torch file of configurations")
+        expected = f"'{tmp_path / name}' is not a readable torch file of configurations: {says}"
+        assert str(err.value).startswith(expected), str(err.value)
+        assert files.torch_file_problem(tmp_path / name) == str(err.value).split(": ", 1)[1]
+    assert files.torch_file_problem(tmp_path / "good.pt") is None
+    torch.save({"w": torch.ones(2)}, tmp_path / "legacy.pt", _use_new_zipfile_serialization=False)
+    assert files.torch_file_problem(tmp_path / "legacy.pt") is None  # a pickle: torch reads it
+    assert torch.equal(load_tensors(tmp_path / "legacy.pt", "cpu")["w"], torch.ones(2))
+
+
+def test_read_head_reads_the_first_bytes_of_a_regular_file_only(tmp_path):
+    (tmp_path / "a.txt").write_bytes(b"0123456789")
+    assert files.read_head(tmp_path / "a.txt", 4) == b"0123"
+    assert files.read_head(tmp_path / "a.txt") == b"0123456789"
+    with deadline():
+        for path in special_files(tmp_path).values():
+            with pytest.raises(FileRefused, match="not a regular file: it is never read"):
+                files.read_head(path)
+
+
 def test_load_tensors_refuses_a_zip_bomb_before_inflating_it(tmp_path, monkeypatch):
     _bomb(tmp_path / "bomb.pt", 2_000_000)  # 8 MB of zeros in about 8 KB
     loads = []

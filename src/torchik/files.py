@@ -39,9 +39,11 @@ __all__ = [
     "load_tensors",
     "output_file",
     "pid_alive",
+    "read_head",
     "read_regular_file",
     "read_text",
     "save_figure",
+    "torch_file_problem",
     "write_text",
 ]
 
@@ -238,10 +240,11 @@ def load_tensors(
     """``torch.load(path, weights_only=True)`` of a regular file whose zip entries are checked
     first.
 
-    The file is opened non-blocking and must be a regular file (a FIFO would block forever); a
-    zip archive (what ``torch.save`` writes) whose entries would inflate to more than
-    :data:`MAX_INFLATION` times the file's size is refused before anything is decompressed
-    (``torch`` checks each tensor's declared size against its entry).
+    The file is opened non-blocking and must be a regular file (a FIFO would block forever);
+    its bytes must be a torch file's (:func:`torch_file_problem`: an image, text, an empty or
+    truncated file is named as such); a zip archive (what ``torch.save`` writes) whose entries
+    would inflate to more than :data:`MAX_INFLATION` times the file's size is refused before
+    anything is decompressed (``torch`` checks each tensor's declared size against its entry).
 
     Args:
         path: the file.
@@ -256,12 +259,19 @@ def load_tensors(
     name = os.fspath(path)
     try:
         with _open_regular(path) as (file, info):
-            _check_inflation(file, info.st_size)
-            return torch.load(file, map_location=map_location, weights_only=True)
-    except (FileNotFoundError, FileRefused) as err:
-        if isinstance(err, FileRefused):
-            raise FileRefused(f"{name!r}: {err}") from None
-        raise
+            problem = _torch_problem(file, info.st_size)
+            if problem is None:
+                _check_inflation(file, info.st_size)
+                return _torch_load(file, map_location, name, what)
+    except FileRefused as err:
+        raise FileRefused(f"{name!r}: {err}") from None
+    raise ValueError(f"{name!r} is not a readable {what}: {problem}")
+
+
+def _torch_load(file: IO[bytes], map_location: Any, name: str, what: str) -> Any:
+    """``torch.load(file, weights_only=True)``, its errors as one ValueError naming ``name``."""
+    try:
+        return torch.load(file, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:  # not torch's advice to retry with weights_only=False
         found = re.search(r"GLOBAL ([\w.]+)", str(err))
         found_what = f"it would import {found.group(1)}" if found else "it holds objects"
@@ -272,6 +282,59 @@ def load_tensors(
     except Exception as err:  # torch raises many types for corrupt or foreign files
         reason = (str(err).splitlines() or [type(err).__name__])[0]
         raise ValueError(f"{name!r} is not a readable {what}: {reason}") from err
+
+
+_ZIP = b"PK\x03\x04"  # what torch.save writes
+_PICKLE = b"\x80"  # torch's legacy format: a pickle (protocol 2 or later)
+
+
+def torch_file_problem(path: str | os.PathLike) -> str | None:
+    """Why the regular file ``path`` is not a torch file, as a clause ("it is empty", "it is
+    truncated or damaged (...)", "it is a PNG image, not a file of torch.save", ...), or
+    ``None`` where it may be one (its bytes are read, not its suffix; nothing is unpickled).
+
+    Raises:
+        FileRefused: not a regular file.
+        OSError: it cannot be opened.
+    """
+    with _open_regular(path) as (file, info):
+        return _torch_problem(file, info.st_size)
+
+
+def _torch_problem(file: IO[bytes], size: int) -> str | None:
+    """:func:`torch_file_problem` of an open file (left at its start)."""
+    head = file.read(16)
+    file.seek(0)
+    if not head:
+        return "it is empty"
+    if head.startswith(_PICKLE):
+        return None  # torch.load reads it, or says why not
+    if not head.startswith(_ZIP):
+        return f"it is {_foreign(head)}, not a file of torch.save"
+    try:  # a zip archive lists its entries at its end: a file cut short has none
+        with zipfile.ZipFile(file) as archive:
+            entries = archive.infolist()
+        end = max((e.header_offset + e.compress_size for e in entries), default=0)
+        stored = sum(e.compress_size for e in entries)
+    except (zipfile.BadZipFile, OSError, EOFError, ValueError):  # a cut one may say EINVAL
+        end = stored = size + 1
+    file.seek(0)
+    if max(end, stored) > size:  # entries beyond the end, or more than the file holds
+        return "it is truncated or damaged (not a complete file: a copy or a save cut short?)"
+    return None
+
+
+def _foreign(head: bytes) -> str:
+    """What a file that is neither a zip archive nor a pickle looks like, from its first bytes."""
+    if head.startswith(b"\x89PNG"):
+        return "a PNG image"
+    text = head.lstrip(b"\xef\xbb\xbf \t\r\n")  # a UTF-8 BOM, white space
+    if text.startswith(b"<"):
+        return "an XML file (a URDF?)"
+    if text[:1] in (b"{", b"["):
+        return "JSON text"
+    printable = all(32 <= c < 127 or c in b"\t\r\n" for c in head)
+    return "text" if printable else "neither a zip archive nor a pickle"
 
 
 def _check_inflation(file: IO[bytes], size: int) -> None:
@@ -324,6 +387,21 @@ def read_regular_file(path: str | os.PathLike, max_bytes: int | None) -> bytes:
             if size > limit:  # the file grew while we read it
                 raise FileRefused(f"over the limit of {max_bytes} bytes (max_bytes=)")
     return b"".join(chunks)
+
+
+def read_head(path: str | os.PathLike, size: int = 4096) -> bytes:
+    """The first ``size`` bytes of a regular file (fewer if it is shorter), to tell what kind
+    of file it is before reading it whole; opened non-blocking, as :func:`read_regular_file`.
+
+    Raises:
+        FileRefused: not a regular file (the message names it).
+        OSError: the file cannot be opened (``FileNotFoundError`` among others).
+    """
+    try:
+        with _open_regular(path) as (file, _):
+            return file.read(size)
+    except FileRefused as err:
+        raise FileRefused(f"{os.fspath(path)!r}: {err}") from None
 
 
 def read_text(path: str | os.PathLike, max_bytes: int | None = MAX_TEXT_BYTES) -> str:

@@ -97,3 +97,44 @@ def test_fit_sampler_overwrites_when_asked(capsys, tmp_path):
 def test_plot_help_says_an_existing_image_is_replaced(capsys):
     code, out, _ = run(capsys, "plot", "arm", "--help")
     assert code == 0 and "an existing one is replaced" in " ".join(out.split())
+
+
+# ------------------------------------------------------------------------ files given as inputs
+def test_a_text_or_image_file_given_to_view_play_is_named_so(capsys, tmp_path):
+    """It said "is refused: it holds objects; ... pickled code is never run"."""
+    pytest.importorskip("viser")
+    (tmp_path / "q.csv").write_text("a,b\n1,2\n")
+    (tmp_path / "q.png").write_bytes(b"\x89PNG\r\n\x1a\n" + bytes(32))
+    for name, kind in (("q.csv", "text"), ("q.png", "a PNG image")):
+        code, _, err = run(capsys, "view", "panda", "--play", str(tmp_path / name))
+        assert_one_line_error(code, err)
+        assert f"it is {kind}, not a file of torch.save" in err and "pickled" not in err
+
+
+def test_a_truncated_model_file_is_named_so(capsys, tmp_path):
+    from torchik.models import load_pretrained
+
+    load_pretrained("snake2").save(tmp_path / "m.pt")
+    (tmp_path / "cut.pt").write_bytes((tmp_path / "m.pt").read_bytes()[:3000])
+    code, _, err = run(capsys, "solve", "snake2", "--position", "0.1", "0.1", "--model",
+                       str(tmp_path / "cut.pt"))  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "it is truncated or damaged (not a complete file" in err and "miniz" not in err
+
+
+def test_plot_training_of_a_file_that_is_no_log_says_what_it_takes(capsys, tmp_path):
+    """A run's JSON file said "has no rows yet: the run stopped before its first log row"."""
+    (tmp_path / "train_data.json").write_text('{"rows": 10}\n')
+    code, _, err = run(capsys, "plot", "training", str(tmp_path / "train_data.json"),
+                       "--out", str(tmp_path / "a.png"))  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "is not a training log" in err and "a run folder of torchik train or its log.csv" in err
+
+
+def test_a_file_where_a_folder_is_made_is_named_so(tmp_path):
+    """``torchik train ... --out img.png`` (a file) said ``File exists: img.png``."""
+    from torchik.cli.entry import _message
+
+    (tmp_path / "img.png").write_bytes(b"x")
+    err = FileExistsError(17, "File exists", str(tmp_path / "img.png"))
+    assert _message(err) == f"'{tmp_path / 'img.png'}' is a file, not a folder"

@@ -195,15 +195,13 @@ def _is_file(name: str) -> bool:
 
 
 def _torch_file(path: str, what: str) -> str:
-    """``path``, checked to be a torch archive before torch reads it (torch's own messages for
-    other files, such as "pop from empty list" for a URDF, say nothing to a user)."""
-    import zipfile
+    """``path``, checked to be a torch file before torch reads it
+    (:func:`torchik.files.torch_file_problem`), the message saying what the flag takes."""
+    from torchik.files import torch_file_problem
 
-    if os.path.isfile(path) and not zipfile.is_zipfile(path):
-        with open(path, "rb") as f:
-            head = f.read(256).lstrip()
-        kind = "an XML file (a URDF?)" if head.startswith(b"<") else "not a torch file"
-        raise ValueError(f"{path!r} is {kind}: {what}")
+    problem = torch_file_problem(path) if os.path.isfile(path) else None
+    if problem is not None:
+        raise ValueError(f"{path!r} is not a readable torch file: {problem}; {what}")
     return path
 
 

@@ -58,6 +58,8 @@ def _message(err: BaseException) -> str:
         filename = re.sub(r"\.tmp\d+$", "", filename)
     if isinstance(err, FileNotFoundError) and filename:
         return f"file not found: {filename}"
+    if isinstance(err, FileExistsError) and filename and os.path.isfile(filename):
+        return f"{filename!r} is a file, not a folder"  # a folder was to be made there
     text = str(err)
     if isinstance(err, OSError) and err.strerror:  # without Python's "[Errno 28] "
         text = err.strerror if filename is None else f"{err.strerror}: {filename}"

@@ -121,5 +121,17 @@ _PLOTS = {
 
 
 def _log_path(source: str) -> Path:
+    """The training log of ``source`` (a run folder or its ``log.csv``), checked by its header
+    (a run's JSON file said "has no rows yet: the run stopped before its first log row")."""
+    from torchik.files import read_head
+
     path = Path(source)
-    return path / "log.csv" if path.is_dir() else path
+    path = path / "log.csv" if path.is_dir() else path
+    if path.is_file():
+        first = read_head(path).split(b"\n", 1)[0].decode("utf-8", "replace")
+        if not {"step", "loss"} <= {c.strip() for c in first.split(",")}:
+            raise ValueError(
+                f"{source!r} is not a training log (its first line is not a header of step, "
+                "loss, ...): plot training takes a run folder of torchik train or its log.csv"
+            )
+    return path
