@@ -160,6 +160,32 @@ def test_convex_hull_area_of_the_unit_square_trims_an_outlier():
     assert m.convex_hull_area(line, 100.0) == 0
 
 
+def test_convex_hull_area_does_not_depend_on_the_orientation():
+    pytest.importorskip("scipy")
+    corners = torch.tensor([[0.0, 0.0], [1.0, 0.0], [0.0, 1.0], [1.0, 1.0]], dtype=F64)
+    c, s = math.cos(0.7), math.sin(0.7)
+    turned = corners @ torch.tensor([[c, s], [-s, c]], dtype=F64) + 3.0
+    diamond = torch.tensor([[1.0, 0.0], [0.0, 1.0], [-1.0, 0.0], [0.0, -1.0]], dtype=F64)
+    for points, area in ((corners, 1.0), (turned, 1.0), (diamond, 2.0)):  # the lower median
+        torch.testing.assert_close(m.convex_hull_area(points), torch.tensor(area, dtype=F64))
+
+
+def test_convex_hull_area_leaves_nan_rows_out_per_target():
+    pytest.importorskip("scipy")
+    points = torch.randn(2, 60, 2, dtype=F64, generator=torch.Generator().manual_seed(0))
+    holed = points.clone()
+    holed[0, 5] = torch.nan  # rejection_sample fills an incomplete target with NaN rows
+    holed[1, 7:, :] = torch.nan
+    expected = [m.convex_hull_area(points[0, torch.arange(60) != 5]),
+                m.convex_hull_area(points[1, :7])]  # fmt: skip
+    torch.testing.assert_close(m.convex_hull_area(holed), torch.stack(expected))
+    assert m.convex_hull_area(holed[0]) > 1  # one NaN point gave 0
+    assert m.hull_selection(holed)[0, 5].item() is False
+    nothing = torch.full((3, 2), torch.nan, dtype=F64)
+    assert m.convex_hull_area(nothing).isnan()  # not one finite point: unknown
+    assert m.convex_hull_area(torch.cat([nothing, points[0, :2]])) == 0  # too few points
+
+
 def _refused(call, error, match):
     with pytest.raises(error, match=match) as caught:
         call()

@@ -70,6 +70,20 @@ def test_resimulation_and_posterior(tmp_path):
     assert len(plot.plot_posterior(torch.randn(50, 6), torch.randn(50, 6)).axes) == 6
 
 
+def test_resimulation_draws_the_measured_hull_and_skips_nan_rows():
+    pytest.importorskip("scipy")
+    from torchik.learn import convex_hull_area
+
+    points = torch.randn(200, 2, dtype=torch.float64, generator=torch.Generator().manual_seed(1))
+    points[7] = torch.nan  # an incomplete rejection sample
+    fig = plot.plot_resimulation(points, [2.0, 0.0])  # a target off the cloud's centre
+    assert "no hull" not in fig.axes[0].get_title()
+    loop = fig.axes[0].patches[0].get_xy()
+    x, y = loop[:, 0], loop[:, 1]
+    drawn = 0.5 * abs((x[:-1] * y[1:] - x[1:] * y[:-1]).sum())  # shoelace
+    assert drawn == pytest.approx(convex_hull_area(points).item(), rel=1e-9)
+
+
 def test_training_curves_from_csv_and_dict(tmp_path):
     rows = [{"step": s, "loss": 1.0 / s, "lr": 1e-3, "val_loss": "",
              "val_position_error": 0.1 / s if s % 2 == 0 else "", "seconds": 0.5 * s}

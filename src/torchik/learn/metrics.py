@@ -21,6 +21,7 @@ __all__ = [
     "accuracy",
     "best_of_n",
     "convex_hull_area",
+    "hull_selection",
     "limit_violations",
     "mean_pairwise_distance",
     "mmd",
@@ -355,19 +356,56 @@ def resimulation_error(
     return (end - targets[..., None, :].to(end)).square().sum(dim=-1).mean(dim=-1)
 
 
-def convex_hull_area(points: Tensor, percentile: float = 97.0) -> Tensor:
-    """Area of the convex hull of the ``percentile`` % of 2-D points closest to their median.
+def hull_selection(points: Tensor, percentile: float = 97.0) -> Tensor:
+    """Which points :func:`convex_hull_area` keeps: the ``percentile`` % closest to their centre.
 
-    Points are ranked by distance to the coordinate-wise median (robust to the outliers being
-    trimmed); those within the ``percentile``-th percentile of that distance are kept. Needs
-    SciPy (the ``eval`` extra), imported on first use.
+    The centre is the coordinate-wise median of the finite points, the mean of the two middle
+    values for an even count (as ``numpy.median``): the lower median alone moves the centre
+    of a symmetric cloud off its middle and makes the kept set depend on its orientation.
+    Points are ranked by distance to that centre (robust to the outliers being trimmed); those
+    within the ``percentile``-th percentile of the distances are kept. Rows with a non-finite
+    coordinate (:func:`torchik.learn.rejection_sample` fills incomplete targets with NaN) are
+    left out per target and never kept.
+
+    Args:
+        points: ``(..., n, 2)``.
+        percentile: in ``(0, 100]``.
+
+    Returns:
+        ``(..., n)`` bool on the CPU, True for the kept points.
+
+    Raises:
+        ValueError: ``points`` not ``(..., n, 2)``, ``percentile`` outside ``(0, 100]``.
+        TypeError: ``points`` not a floating-point tensor, ``percentile`` not a number.
+    """
+    check_tensor("points", points, (None, 2))
+    percentile = check_float("percentile", percentile, 0.0, 100.0)
+    if percentile == 0.0:
+        raise ValueError("percentile must be in (0, 100], got 0.0")
+    if points.shape[-2] == 0:
+        return torch.zeros(points.shape[:-1], dtype=torch.bool)
+    pts = points.detach().to("cpu", torch.float64)
+    pts = pts.where(pts.isfinite().all(dim=-1, keepdim=True), torch.nan)  # nanquantile skips
+    centre = pts.nanquantile(0.5, dim=-2, keepdim=True)  # linear: the two middle values' mean
+    dist = (pts - centre).norm(dim=-1)  # NaN for the left-out rows
+    limit = dist.nanquantile(percentile / 100.0, dim=-1, keepdim=True)
+    return dist <= limit  # NaN compares False
+
+
+def convex_hull_area(points: Tensor, percentile: float = 97.0) -> Tensor:
+    """Area of the convex hull of the ``percentile`` % of 2-D points closest to their centre.
+
+    The points are chosen by :func:`hull_selection` (the coordinate-wise median as centre;
+    rows with a NaN or infinite coordinate left out per target). Needs SciPy (the ``eval``
+    extra), imported on first use.
 
     Args:
         points: ``(..., n, 2)``, e.g. the forward map of a model's samples for each target.
         percentile: in ``(0, 100]``.
 
     Returns:
-        ``(...)`` float64 areas; 0 where fewer than 3 points are kept or they are collinear.
+        ``(...)`` float64 areas; NaN for a target without a finite point (its area is
+        unknown); 0 where fewer than 3 points are kept, they are collinear or ``n == 0``.
 
     Raises:
         ValueError: ``points`` not ``(..., n, 2)``, ``percentile`` outside ``(0, 100]``.
@@ -375,20 +413,19 @@ def convex_hull_area(points: Tensor, percentile: float = 97.0) -> Tensor:
     """
     from scipy.spatial import ConvexHull, QhullError
 
-    check_tensor("points", points, (None, 2))
-    percentile = check_float("percentile", percentile, 0.0, 100.0)
-    if percentile == 0.0:
-        raise ValueError("percentile must be in (0, 100], got 0.0")
+    keep = hull_selection(points, percentile)
     if points.shape[-2] == 0:  # no points: no area
         return torch.zeros(points.shape[:-2], dtype=torch.float64)
+    keep = keep.reshape(-1, points.shape[-2])
     flat = points.detach().to("cpu", torch.float64).reshape(-1, *points.shape[-2:])
-    dist = (flat - flat.median(dim=-2, keepdim=True).values).norm(dim=-1)
-    limit = dist.quantile(percentile / 100.0, dim=-1, keepdim=True)
     areas = []
-    for pts, keep in zip(flat, dist <= limit, strict=True):
-        kept = pts[keep].numpy()
+    for pts, kept in zip(flat, keep, strict=True):
+        chosen = pts[kept].numpy()
+        if len(chosen) == 0 and len(pts) > 0:  # not one finite point: unknown
+            areas.append(float("nan"))
+            continue
         try:
-            areas.append(ConvexHull(kept).volume if len(kept) >= 3 else 0.0)  # 2-D volume: area
+            areas.append(ConvexHull(chosen).volume if len(chosen) >= 3 else 0.0)  # 2-D: area
         except QhullError:  # all points on a line
             areas.append(0.0)
     return torch.tensor(areas, dtype=torch.float64).reshape(points.shape[:-2])

@@ -30,6 +30,7 @@ from torchik.checks import (
     check_values,
     short_repr,
 )
+from torchik.learn.metrics import hull_selection
 from torchik.plot.results import _SAMPLE_COLOR, _figure
 
 if TYPE_CHECKING:
@@ -299,8 +300,11 @@ def plot_resimulation(
     Args:
         points: ``(n, 2)`` end points, FK of the samples.
         target: ``(2,)`` the target end point.
-        hull_percentile: the hull encloses the points whose distance to the target is within
-            this percentile of the distances (97: the 3 % farthest are left out).
+        hull_percentile: the hull encloses the points that
+            :func:`torchik.learn.convex_hull_area` measures (chosen by
+            :func:`torchik.learn.metrics.hull_selection`): those whose distance to their median
+            is within this percentile (97: the 3 % farthest are left out). Rows with a NaN
+            coordinate (an incomplete rejection sample) are left out.
         ground_truth: ``(2,)`` or ``(m, 2)`` reference end points to mark (e.g. of the true or
             rejection-sampled configurations).
 
@@ -317,13 +321,13 @@ def plot_resimulation(
     if hull_percentile == 0.0:
         raise ValueError("hull_percentile must be in (0, 100], got 0.0")
     truth = None if ground_truth is None else _rows(ground_truth, "ground_truth", 2)
+    kept = hull_selection(torch.from_numpy(pts), hull_percentile).numpy()
     distance = np.linalg.norm(pts - goal, axis=1)
-    cutoff = np.percentile(distance, hull_percentile)
     fig = _figure(5.5, 5.0)
     ax = fig.subplots()
     ax.scatter(pts[:, 0], pts[:, 1], s=4, color=_SAMPLE_COLOR, alpha=0.35, linewidths=0,
                label=f"{len(pts)} re-simulated end points")  # fmt: skip
-    drawn = _hull(ax, pts[distance <= cutoff], f"convex hull of the closest {hull_percentile:g} %")
+    drawn = _hull(ax, pts[kept], f"convex hull of the central {hull_percentile:g} %")
     if truth is not None:
         ax.scatter(truth[:, 0], truth[:, 1], s=30, marker="x", color=_TRUTH_COLOR,
                    label="ground truth")  # fmt: skip
@@ -332,7 +336,7 @@ def plot_resimulation(
     ax.grid(alpha=0.3)
     ax.legend(fontsize="small", loc="best")
     note = "" if drawn else " (no hull: SciPy missing or too few points)"
-    ax.set_title(f"median distance to target {np.median(distance) * 1000:.1f} mm{note}")
+    ax.set_title(f"median distance to target {np.nanmedian(distance) * 1000:.1f} mm{note}")
     return fig
 
 
