@@ -146,6 +146,16 @@ def test_sequential_ik_tracks_a_smooth_path():
         assert result.max_jump.max() < 4 * true_step
 
 
+def test_a_one_step_path_has_no_jump():
+    robot = load_robot("digit_arm", dtype=F64)
+    q_true, targets = make_smooth_targets(robot, n_paths=1, steps=2, generator=_gen(9))
+    result = sequential_ik_path(robot, targets[0, :1], start=q_true[0, 0])  # S >= 1 documented
+    assert result.jumps.shape == (1, 0, robot.dof)
+    assert result.max_jump.tolist() == [0.0] and result.mean_jump.tolist() == [0.0]
+    summary = result.summary()  # raised IndexError: amax() of an empty dimension
+    assert summary["max_jump"] == 0.0 and summary["mean_jump"] == 0.0
+
+
 def test_smooth_targets_stay_inside_the_limits_and_move_smoothly():
     robot = load_robot("digit_arm", dtype=F64)
     q, targets = make_smooth_targets(robot, steps=50, n_paths=5, max_move=1.0, generator=_gen())

@@ -151,13 +151,17 @@ class PathResult:
 
     @property
     def max_jump(self) -> Tensor:
-        """``(P,)`` largest change of any joint between two steps of each path."""
-        return self.jumps.flatten(1).amax(dim=-1)
+        """``(P,)`` largest change of any joint between two steps of each path (0 for one
+        step)."""
+        jumps = self.jumps.flatten(1)
+        return jumps.amax(dim=-1) if jumps.shape[-1] else jumps.new_zeros(jumps.shape[0])
 
     @property
     def mean_jump(self) -> Tensor:
-        """``(P,)`` mean absolute change of a joint between two steps of each path."""
-        return self.jumps.flatten(1).mean(dim=-1)
+        """``(P,)`` mean absolute change of a joint between two steps of each path (0 for one
+        step)."""
+        jumps = self.jumps.flatten(1)
+        return jumps.mean(dim=-1) if jumps.shape[-1] else jumps.new_zeros(jumps.shape[0])
 
     def distinct(self, tol: float = DISTINCT_TOL) -> int:
         """Number of distinct paths (see :func:`count_distinct_paths`)."""
