@@ -11,6 +11,7 @@ import torch
 from tests.paths import DATA
 from torchik import Robot, load_robot, make_dataset
 from torchik.learn import (
+    PathResult,
     ProblemSpec,
     count_distinct_paths,
     follow_path,
@@ -134,6 +135,12 @@ def test_follow_path_on_snake2_has_bounded_jumps_and_errors():
     assert refined.position_error.max() < 1e-4
     assert refined.max_jump.max() <= radius + 1e-6  # refined within the radius
     assert refined.radius == radius
+    assert refined.success.shape == (16, 25) and refined.tol_position == 1e-5
+    assert (refined.position_error[refined.success] <= 1e-5 * (1 + 1e-6)).all()
+    loose = follow_path(model, targets[0, :, :2], 16, radius, robot=robot, tol_position=0.01,
+                        generator=_gen(7))  # fmt: skip
+    assert torch.equal(loose.success, loose.position_error <= 0.01)
+    assert loose.summary()["within_tol"] == loose.success.double().mean().item() > 0.5
 
 
 def test_sequential_ik_tracks_a_smooth_path():
@@ -144,6 +151,24 @@ def test_sequential_ik_tracks_a_smooth_path():
         assert result.position_error.max() < 1e-4
         true_step = (q_true[i, 1:] - q_true[i, :-1]).abs().max()
         assert result.max_jump.max() < 4 * true_step
+
+
+def test_a_path_reports_the_step_it_misses():
+    robot = load_robot("digit_arm", dtype=F64)
+    q_true, targets = make_smooth_targets(robot, n_paths=1, steps=12, generator=_gen(9))
+    targets = targets[0].clone()
+    targets[5] = torch.tensor([2.0, 2.0, 2.0], dtype=F64)  # about 2.5 m out of reach
+    result = sequential_ik_path(robot, targets, start=q_true[0, 0])
+    assert result.success.shape == (1, 12) and result.tol_position == 1e-5
+    assert not result.success[0, 5] and result.success[0, :5].all()
+    summary = result.summary()
+    assert summary["worst_step_error"] > 2.0 > 0.5 > summary["worst_error"]  # the mean hid it
+    assert summary["within_tol"] == result.success.double().mean().item() < 1
+    assert {"mean_error", "best_error", "worst_error", "max_jump", "distinct"} <= summary.keys()
+    refined = refine_path(robot, targets, result.q, radius=0.2)
+    assert not refined.success[0, 5] and refined.summary()["worst_step_error"] > 2.0
+    old = PathResult(result.q, result.position_error, result.continuous)  # made by hand
+    assert math.isnan(old.summary()["within_tol"])
 
 
 def test_a_one_step_path_has_no_jump():

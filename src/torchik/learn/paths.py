@@ -124,20 +124,36 @@ class PathResult:
         position_error: ``(P, S)`` distance (m) of the end link to each step's target.
         continuous: ``(D,)`` bool mask of continuous joints (for the jumps).
         radius: the window radius the paths were sampled with, if any.
+        success: ``(P, S)`` bool, the step's error within ``tol_position`` (the solver's own
+            verdict where a numerical solver produced the step); ``None`` if not measured.
+        tol_position: the tolerance (m) of ``success``, if measured.
     """
 
     q: Tensor
     position_error: Tensor
     continuous: Tensor
     radius: float | None = None
+    success: Tensor | None = None
+    tol_position: float | None = None
 
     @classmethod
     def measure(
-        cls, robot: Robot, link: str, targets: Tensor, q: Tensor, radius: float | None = None
+        cls,
+        robot: Robot,
+        link: str,
+        targets: Tensor,
+        q: Tensor,
+        radius: float | None = None,
+        *,
+        tol_position: float | None = None,
+        success: Tensor | None = None,
     ) -> PathResult:
-        """Errors of paths ``q (P, S, D)`` against ``targets (S, 3)`` (FK in ``robot``'s dtype)."""
+        """Errors of paths ``q (P, S, D)`` against ``targets (S, 3)`` (FK in ``robot``'s dtype);
+        ``success`` as given, else ``position_error <= tol_position`` where a tolerance is."""
         error = position_error(robot, q, targets.to(robot.dtype), link)
-        return cls(q, error, robot.continuous.cpu(), radius)
+        if success is None and tol_position is not None:
+            success = error <= tol_position
+        return cls(q, error, robot.continuous.cpu(), radius, success, tol_position)
 
     @property
     def mean_error(self) -> Tensor:
@@ -169,8 +185,11 @@ class PathResult:
 
     def summary(self, tol: float = DISTINCT_TOL) -> dict[str, float]:
         """Plain numbers: mean / best / worst of the per-path mean errors (m), largest and
-        mean joint jump, and the number of distinct paths."""
+        mean joint jump, the number of distinct paths, the worst error of any step
+        (``worst_step_error``, m: one unreachable step shows here, not in the means) and the
+        share of steps within tolerance (``within_tol``, NaN where ``success`` is not known)."""
         mean = self.mean_error
+        within = math.nan if self.success is None else self.success.double().mean().item()
         return {
             "paths": self.q.shape[0],
             "mean_error": mean.mean().item(),
@@ -179,6 +198,8 @@ class PathResult:
             "max_jump": self.max_jump.max().item(),
             "mean_jump": self.mean_jump.mean().item(),
             "distinct": self.distinct(tol),
+            "worst_step_error": self.position_error.max().item(),
+            "within_tol": within,
         }
 
 
@@ -289,6 +310,7 @@ def follow_path(
     robot: Robot | None = None,
     *,
     candidates: int = 1,
+    tol_position: float = 1e-5,
     generator: torch.Generator | None = None,
 ) -> PathResult:
     """``n_paths`` smooth joint paths through ``targets`` by windowed sampling (Eq. 15).
@@ -308,10 +330,12 @@ def follow_path(
         robot: the robot for the errors (default: the bundled robot named by the model's spec).
         candidates: draw this many windowed samples per path and step and keep the one nearest
             the target (1: plain sampling, no kinematics in the loop).
+        tol_position: a step succeeds within this distance of its target (m); with
+            ``refine`` it is also where the solver stops (see :func:`refine_path`).
         generator: random generator on the model's device.
 
     Returns:
-        A :class:`PathResult` with ``q (P, S, D)``.
+        A :class:`PathResult` with ``q (P, S, D)`` and ``success (P, S)``.
 
     Raises:
         TypeError: ``model`` has no ``sample_within`` (only IKNet models follow paths).
@@ -341,9 +365,10 @@ def follow_path(
         path.append(keep(q, step))
     q = torch.stack(path, dim=1)
     if refine:
-        return refine_path(robot, position, q, link, radius=radius, start=start)
+        return refine_path(robot, position, q, link, radius=radius, start=start,
+                           tol_position=tol_position)  # fmt: skip
     r = float(radius) if torch.as_tensor(radius).dim() == 0 else None
-    return PathResult.measure(robot, link, position, q, r)
+    return PathResult.measure(robot, link, position, q, r, tol_position=tol_position)
 
 
 def refine_path(
@@ -393,7 +418,8 @@ def refine_path(
         generator: random generator for the restarts (on the robot's device).
 
     Returns:
-        A :class:`PathResult` of the refined paths (with ``radius`` recorded if a number).
+        A :class:`PathResult` of the refined paths (with ``radius`` recorded if a number) and
+        the solver's ``success`` of every step (within ``tol_position``).
     """
     from torchik.ik.solve import default_link
 
@@ -405,33 +431,40 @@ def refine_path(
     )  # fmt: skip
     if radius is None:
         goal = targets.expand(*paths.shape[:-1], 3)
-        q = solve(goal, seeds=seeds[..., None, :], restarts=False).q[..., 0, :]
-        return PathResult.measure(robot, link, targets, q)
+        result = solve(goal, seeds=seeds[..., None, :], restarts=False)
+        success = result.success[..., 0]
+        return PathResult.measure(robot, link, targets, result.q[..., 0, :],
+                                  tol_position=tol_position, success=success)  # fmt: skip
     r = torch.as_tensor(radius, dtype=seeds.dtype, device=seeds.device)  # 0.1 as float64
-    q, error = _refine_in_order(solve, targets, seeds, r, start)
+    q, error, success = _refine_in_order(solve, targets, seeds, r, start)
     if both_ways and start is None:
-        q_back, error_back = _refine_in_order(solve, targets.flip(0), seeds.flip(1), r, None)
-        backwards = (error_back.mean(dim=-1) < error.mean(dim=-1))[:, None, None]
-        q = torch.where(backwards, q_back.flip(1), q)
+        q_back, error_back, success_back = _refine_in_order(
+            solve, targets.flip(0), seeds.flip(1), r, None
+        )
+        backwards = (error_back.mean(dim=-1) < error.mean(dim=-1))[:, None]
+        q = torch.where(backwards[..., None], q_back.flip(1), q)
+        success = torch.where(backwards, success_back.flip(1), success)
     scalar = float(radius) if r.dim() == 0 else None
-    return PathResult.measure(robot, link, targets, q, scalar)
+    return PathResult.measure(robot, link, targets, q, scalar, tol_position=tol_position,
+                              success=success)  # fmt: skip
 
 
 def _refine_in_order(solve, targets: Tensor, seeds: Tensor, radius: Tensor, start):
     """Steps refined one after the other, each within ``radius`` of the one before (step 0
-    within ``radius`` of ``start`` if given); ``q (P, S, D)`` and errors ``(P, S)``."""
+    within ``radius`` of ``start`` if given); ``q (P, S, D)``, errors and successes ``(P, S)``."""
     n_paths, previous = seeds.shape[0], None
     if start is not None:  # (D,) or (k, D) with P a multiple of k, as in follow_path
         start = start.to(seeds).reshape(-1, seeds.shape[-1])
         previous = start.repeat(n_paths // start.shape[0], 1)
-    path, error = [], []
+    path, error, success = [], [], []
     for step, target in enumerate(targets):
         box = {} if previous is None else {"lower": previous - radius, "upper": previous + radius}
         result = solve(target.expand(n_paths, 3), seeds=seeds[:, step, None], restarts=True, **box)
         previous = result.q[:, 0]
         path.append(previous)
         error.append(result.position_error[:, 0])
-    return torch.stack(path, dim=1), torch.stack(error, dim=1)
+        success.append(result.success[:, 0])
+    return torch.stack(path, dim=1), torch.stack(error, dim=1), torch.stack(success, dim=1)
 
 
 def sequential_ik_path(
@@ -454,7 +487,8 @@ def sequential_ik_path(
         max_iters: LM iterations per step.
 
     Returns:
-        A :class:`PathResult` with ``q (P, S, D)``.
+        A :class:`PathResult` with ``q (P, S, D)`` and the solver's ``success (P, S)`` of
+        every step (within ``tol_position``).
 
     Raises:
         ValueError: ``targets`` not ``(S, 3)`` with ``S >= 1``, ``start`` not ``(D,)`` or
@@ -471,7 +505,7 @@ def sequential_ik_path(
                          f"{tuple(targets.shape)} and {tuple(start.shape)}")  # fmt: skip
     q = start.to(robot.dtype).reshape(-1, robot.dof)
     targets = targets.to(robot.dtype)
-    path = []
+    path, success = [], []
     for target in targets:
         result = solve_ik(
             robot, target.expand(q.shape[0], 3), link, position_only=True, seeds=q[:, None],
@@ -479,4 +513,6 @@ def sequential_ik_path(
         )  # fmt: skip
         q = result.q[:, 0]
         path.append(q)
-    return PathResult.measure(robot, link, targets, torch.stack(path, dim=1))
+        success.append(result.success[:, 0])
+    q, done = torch.stack(path, dim=1), torch.stack(success, dim=1)
+    return PathResult.measure(robot, link, targets, q, tol_position=tol_position, success=done)
