@@ -10,9 +10,10 @@ import errno
 import json
 import math
 import os
+import re
 import sys
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 import torch
 from torch import Tensor
@@ -24,12 +25,27 @@ _TARGET_KINDS = ("position", "pose", "planar")
 _NOT_DATA = "--data takes a file written by 'torchik dataset ROBOT -n N --out FILE'"
 
 
+# A negative number, in scientific notation too, and -inf, -nan (for _finite's message): an
+# argument value, not an option (argparse's own pattern took -5e-1 for an unknown option).
+_NEGATIVE_NUMBER = re.compile(r"^-((\d+\.?\d*|\.\d+)([eE][-+]?\d+)?|inf(inity)?|nan)$", re.I)
+
+
 class _Parser(argparse.ArgumentParser):
-    """argparse with a one-line error (argparse prints the whole usage first)."""
+    """argparse with a one-line error (argparse prints the whole usage first) that reads
+    ``-5e-1`` as a number."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._negative_number_matcher = _NEGATIVE_NUMBER
 
     def error(self, message: str) -> None:  # type: ignore[override]
-        print(f"{self.prog}: error: {message} (see --help)", file=sys.stderr)
-        raise SystemExit(2)
+        _usage_error(self.prog, message)
+
+
+def _usage_error(prog: str, message: str) -> NoReturn:
+    """A malformed command line: one line on stderr, exit status 2 (as argparse's errors)."""
+    print(f"{prog}: error: {message} (see --help)", file=sys.stderr)
+    raise SystemExit(2)
 
 
 # ---------------------------------------------------------------------------- argument types
@@ -63,6 +79,19 @@ def _positive(text: str) -> float:
     value = _finite(text)
     if value <= 0:
         raise argparse.ArgumentTypeError(f"must be > 0, got {text}")
+    return value
+
+
+def _coordinate(text: str) -> float:
+    """A number of a target (``--position``, ``--pose``): finite and within ±1e9, as a URDF's
+    numbers (:data:`torchik.description.reading.MAX_MAGNITUDE`; 1e300 made errors of inf, a
+    quaternion of 1e300 a NaN target)."""
+    from torchik.description.reading import MAX_MAGNITUDE
+
+    value = _finite(text)
+    if abs(value) > MAX_MAGNITUDE:
+        limit = f"{MAX_MAGNITUDE:.0e}".replace("e+0", "e")  # 1e9, not 1e+09
+        raise argparse.ArgumentTypeError(f"must be within ±{limit}, got {text}")
     return value
 
 
@@ -209,11 +238,11 @@ def _torch_file(path: str, what: str) -> str:
 def _add_target(parser: argparse.ArgumentParser) -> None:
     group = parser.add_mutually_exclusive_group(required=True)
     group.add_argument(
-        "--position", type=_finite, nargs="+", metavar="X",
+        "--position", type=_coordinate, nargs="+", metavar="X",
         help="target position x y z (m); x y for planar arms (orientation free)",
     )  # fmt: skip
     group.add_argument(
-        "--pose", type=_finite, nargs=7, metavar=("X", "Y", "Z", "QW", "QX", "QY", "QZ"),
+        "--pose", type=_coordinate, nargs=7, metavar=("X", "Y", "Z", "QW", "QX", "QY", "QZ"),
         help="target pose: position (m) and unit quaternion w x y z",
     )  # fmt: skip
 
@@ -247,27 +276,54 @@ def _is_planar(robot, link: str) -> bool:
         return bool(robot.link_positions(q, link)[:, 2].abs().max() < 1e-9)
 
 
-def _encode_for(model, target: Tensor, position_only: bool) -> Tensor:
+def _encode_for(model, target: Tensor, position_only: bool, bundled: str | None) -> Tensor:
     """The model's ``(T,)`` encoding of a ``--position``/``--pose`` target
-    (:func:`torchik.learn.as_target`), in the model's dtype and device."""
+    (:func:`torchik.learn.as_target`), in the model's dtype and device; ``bundled`` names a
+    bundled model (for :func:`_check_target_kind`)."""
     from torchik.learn.data import as_target
 
-    if model.spec.targets == "pose" and position_only:
-        raise ValueError("this model was trained on full poses: pass --pose, not --position")
+    _check_target_kind(model, position_only, bundled)
     return as_target(target, model.spec.targets).to(model.target_mean)
+
+
+def _check_target_kind(model, position_only: bool, bundled: str | None) -> None:
+    """Refuse ``--position`` for a model of full poses, naming the bundled position model of
+    the robot where there is one (``panda`` -> ``panda_position``)."""
+    from torchik.models import PRETRAINED
+
+    if model.spec.targets != "pose" or not position_only:
+        return
+    other = f"{model.spec.robot}_position"
+    hint = f", or --model {other} (positions)" if bundled and other in PRETRAINED else ""
+    raise ValueError(f"this model was trained on full poses: pass --pose, not --position{hint}")
 
 
 # ---------------------------------------------------------------------------- models
 def _load_model(name: str, robot_name: str | None, device: torch.device):
-    from torchik.models import load_pretrained
+    """The model of ``--model``: ``pretrained`` (the bundled model of ``robot_name``), a bundled
+    model's name (:data:`torchik.models.PRETRAINED`) or a file of ``torchik train``."""
+    from torchik.models import PRETRAINED, load_pretrained
     from torchik.models.registry import load
+
+    bundled = _bundled(name, robot_name)
+    if bundled is not None:
+        return load_pretrained(bundled).to(device)
+    takes = (f"'pretrained', a bundled model ({', '.join(PRETRAINED)}) or a file written by "
+             "'torchik train' (RUN/model.pt)")  # fmt: skip
+    if not os.path.exists(name):
+        raise ValueError(f"--model {name!r} is no file nor bundled model: it takes {takes}")
+    return load(_torch_file(name, f"--model takes {takes}"), map_location=device)
+
+
+def _bundled(name: str, robot_name: str | None) -> str | None:
+    """The bundled model that ``--model`` names (``pretrained``: the robot's), else None."""
+    from torchik.models import PRETRAINED
 
     if name == "pretrained":
         if not robot_name:
             raise ValueError("--model pretrained needs the robot: pass --robot NAME")
-        return load_pretrained(robot_name).to(device)
-    what = "--model takes 'pretrained' or a file written by 'torchik train' (RUN/model.pt)"
-    return load(_torch_file(name, what), map_location=device)
+        return robot_name
+    return name if name in PRETRAINED else None
 
 
 def _provenance(path: str, data) -> dict[str, Any]:

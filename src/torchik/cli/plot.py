@@ -11,6 +11,7 @@ import torch
 
 from torchik.cli.common import (
     _add_target,
+    _bundled,
     _common,
     _dpi,
     _encode_for,
@@ -85,7 +86,7 @@ def _plot_arm(args, plot):
         args.method, args.tol_position, args.tol_rotation = "lm", 1e-3, 1.0
         result, _ = _solve_numerically(args, robot, target, position_only, link)
         return plot.plot_arm_samples(robot, result.q, position, start=robot.neutral(), link=link)
-    encoded = _encode_for(model, target, position_only)
+    encoded = _encode_for(model, target, position_only, _bundled(args.model, args.robot))
     gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
     with torch.no_grad():
         q = model.sample(encoded, args.n, generator=gen)
@@ -101,7 +102,7 @@ def _plot_model(args, plot, kind: str):
     model = _load_model(args.model, args.robot, device)
     robot = _require_robot(model.spec, args.robot)
     target, position_only = _target(args, robot, model.spec.link)
-    encoded = _encode_for(model, target, position_only)
+    encoded = _encode_for(model, target, position_only, _bundled(args.model, args.robot))
     if kind == "densities":
         return plot.plot_joint_densities(model, encoded, n=args.n)
     gen = torch.Generator(device).manual_seed(args.seed)

@@ -12,14 +12,17 @@ import torch
 
 from torchik.cli.common import (
     _add_target,
+    _bundled,
+    _check_target_kind,
     _common,
     _end_link,
     _load_model,
-    _non_negative,
+    _positive,
     _positive_int,
     _print_records,
     _robot,
     _target,
+    _usage_error,
 )
 
 _UNSOLVED = 3  # the exit status of a solve with no solution within tolerance
@@ -49,10 +52,10 @@ def add_parser(sub) -> None:
                         "'few-bf16', 'model' (the model's own, 64 passes for the bundled "
                         "ones) or a JSON file of 'torchik fit-sampler'")  # fmt: skip
     p.add_argument("--method", choices=METHODS, default="lm", help="numerical solver")
-    p.add_argument("--tol-position", type=_non_negative, default=1e-3,
+    p.add_argument("--tol-position", type=_positive, default=1e-3,
                    help="position tolerance in metres (default 1e-3)")  # fmt: skip
     p.add_argument("--tol-rotation-deg", "--tol-rotation", dest="tol_rotation",
-                   type=_non_negative, default=1.0,
+                   type=_positive, default=1.0,
                    help="rotation tolerance in degrees (default 1; --tol-rotation is the same "
                         "flag; solve_ik's tol_rotation is in radians)")  # fmt: skip
     p.add_argument("--format", choices=("table", "json", "csv"), default="table")
@@ -61,6 +64,9 @@ def add_parser(sub) -> None:
 
 
 def run(args: argparse.Namespace) -> int:
+    if args.model is None and (args.refine or args.sampler is not None):
+        flag = "--refine" if args.refine else "--sampler"
+        _usage_error("torchik solve", f"{flag} is for a model's samples: pass --model too")
     robot = _robot(args.robot).to(args.device)
     link = _end_link(args, robot)
     robot = _fixed_part(robot, link)
@@ -150,9 +156,9 @@ def _solve_with_model(args, robot, target, position_only, link):
 
     model = _load_model(args.model, args.robot, torch.device(args.device))
     check_model_fits(model, robot, link)
-    options = _sample_options(
-        model, args.sampler, args.robot if args.model == "pretrained" else None
-    )
+    bundled = _bundled(args.model, args.robot)
+    _check_target_kind(model, position_only, bundled)
+    options = _sample_options(model, args.sampler, bundled)
     gen = torch.Generator(model.target_mean.device).manual_seed(args.seed)
     tol_rotation = math.radians(args.tol_rotation)
     name = f"{model.family} model"

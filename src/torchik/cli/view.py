@@ -10,7 +10,7 @@ import time
 
 import torch
 
-from torchik.cli.common import _finite, _positive_int
+from torchik.cli.common import _coordinate, _positive_int
 
 
 def add_parser(sub) -> None:
@@ -35,11 +35,11 @@ def add_parser(sub) -> None:
     p.add_argument("--raw", action="store_true", help="show the model's samples unrefined")
     target = p.add_mutually_exclusive_group()
     target.add_argument(
-        "--position", type=_finite, nargs=3, metavar="X", help="initial target position x y z (m)"
+        "--position", type=_coordinate, nargs=3, metavar="X", help="initial target x y z (m)"
     )
     target.add_argument(
         "--pose",
-        type=_finite,
+        type=_coordinate,
         nargs=7,
         metavar=("X", "Y", "Z", "QW", "QX", "QY", "QZ"),
         help="initial target pose: position, quaternion w x y z",
