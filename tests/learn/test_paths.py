@@ -312,6 +312,34 @@ def test_follow_path_names_the_models_that_follow_paths():
         follow_path(MLP(data.spec, MLPConfig(depth=1, width=8)), targets, 2, 0.1)
 
 
+def test_follow_path_refuses_bad_arguments_in_one_line():
+    """A start beyond the limits broke 'step 0 within radius of start' silently (refine raised
+    from ik/base.py); shapes failed in torch; n_paths=0 said 'n must be >= 1'."""
+    robot = load_robot("snake2", dtype=F64)
+    spec = ProblemSpec.from_robot(load_robot("snake2"), targets="planar")
+    model = IKNet(spec, IKNet.tiny_config()).eval()
+    targets = torch.zeros(3, 2)
+    beyond = robot.upper.cpu() + torch.tensor([0.0, 0.5], dtype=F64)
+    name = robot.joint_names[1]
+    cases = [
+        (dict(start=beyond), ValueError, rf"within the joint limits.*outside them: {name}$"),
+        (dict(start=beyond, refine=True), ValueError, "within the joint limits"),
+        (dict(start=torch.zeros(3)), ValueError, r"start must have shape \(2,\) or \(4, 2\)"),
+        (dict(start=torch.zeros(3, 2)), ValueError, r"start must have shape .*got \(3, 2\)"),
+        (dict(radius=torch.full((3,), 0.1)), ValueError, r"radius must be a number or \(2,\)"),
+        (dict(radius="x"), TypeError, "radius must be a number"),
+        (dict(n_paths=0), ValueError, "n_paths must be >= 1"),
+        (dict(candidates=0), ValueError, "candidates must be >= 1"),
+    ]
+    for kwargs, error, match in cases:
+        arguments = {"n_paths": 4, "radius": 0.1, "robot": robot, **kwargs}
+        with pytest.raises(error, match=match) as caught:
+            follow_path(model, targets, **arguments)
+        assert "\n" not in str(caught.value)
+    inside = follow_path(model, targets, 4, 0.1, start=robot.upper.cpu(), robot=robot)
+    assert inside.q.shape == (4, 3, 2)
+
+
 def test_path_metrics_refuse_bad_arguments_in_one_line():
     """Paths and masks are checked before torch meets them (it said "where expected condition
     to be a boolean tensor", "too many indices", or an AttributeError for a list)."""

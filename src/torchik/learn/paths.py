@@ -292,6 +292,39 @@ def _first_step(model, target: Tensor, rows: int, start, radius, generator) -> T
     return model.sample_within(target, rows, center, radius, generator=generator)
 
 
+def _check_follow(robot: Robot, n_paths: int, radius, start, candidates: int) -> None:
+    """follow_path's arguments, each refused in one line naming it."""
+    from torchik.checks import check_int
+    from torchik.robot.configuration import MAX_CONFIGURATIONS
+
+    check_int("n_paths", n_paths, 1, MAX_CONFIGURATIONS)
+    check_int("candidates", candidates, 1, MAX_CONFIGURATIONS // n_paths)
+    d = robot.dof
+    try:
+        shape = torch.as_tensor(radius, dtype=torch.float64).shape
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"radius must be a number or a ({d},) tensor, got "
+                        f"{type(radius).__name__}") from None  # fmt: skip
+    if shape not in ((), (d,)):
+        raise ValueError(f"radius must be a number or ({d},), one per joint, got {tuple(shape)}")
+    if start is None:
+        return
+    try:
+        q = torch.as_tensor(start).detach().to("cpu", torch.float64)
+    except (TypeError, ValueError, RuntimeError):
+        raise TypeError(f"start must be a ({d},) or ({n_paths}, {d}) tensor, got "
+                        f"{type(start).__name__}") from None  # fmt: skip
+    rows = q.numel() // d if q.dim() in (1, 2) and q.shape[-1] == d else 0
+    if not rows or n_paths % rows:  # (k, D) with P a multiple of k is taken, as refine_path does
+        raise ValueError(f"start must have shape ({d},) or ({n_paths}, {d}), got {tuple(q.shape)}")
+    lower, upper = robot.lower.cpu().double(), robot.upper.cpu().double()
+    outside = ((q < lower - 1e-6) | (q > upper + 1e-6) | q.isnan()) & ~robot.continuous.cpu()
+    if outside.any():
+        names = [robot.joint_names[j] for j in outside.reshape(-1, d).any(dim=0).nonzero()[:, 0]]
+        raise ValueError(f"start must be within the joint limits (step 0 stays within radius "
+                         f"of it); outside them: {', '.join(names)}")  # fmt: skip
+
+
 def _best_candidates(q: Tensor, robot: Robot, link: str, target: Tensor, n_paths: int) -> Tensor:
     """The candidate of each path (``q (m * P, D)``, candidate-major) nearest its target."""
     q = q.reshape(-1, n_paths, q.shape[-1])
@@ -324,7 +357,8 @@ def follow_path(
         targets: ``(S, T)`` targets of the model's kind (positions ``(S, 3)``).
         n_paths: paths ``P`` to draw.
         radius: window half-width (rad or m): a number or ``(D,)``.
-        start: ``(D,)`` or ``(P, D)`` configuration the paths start near.
+        start: ``(D,)`` or ``(P, D)`` configuration the paths start near, within the joint
+            limits (continuous joints excepted).
         refine: polish every step with :func:`refine_path` within ``radius`` of the refined
             previous step (and of ``start``): the jumps stay bounded by ``radius``.
         robot: the robot for the errors (default: the bundled robot named by the model's spec).
@@ -338,7 +372,11 @@ def follow_path(
         A :class:`PathResult` with ``q (P, S, D)`` and ``success (P, S)``.
 
     Raises:
-        TypeError: ``model`` has no ``sample_within`` (only IKNet models follow paths).
+        TypeError: ``model`` has no ``sample_within`` (only IKNet models follow paths),
+            arguments of the wrong kind.
+        ValueError: ``n_paths`` or ``candidates`` below 1, ``radius`` not a number or
+            ``(D,)``, ``start`` not ``(D,)`` or ``(P, D)`` or outside the joint limits (the
+            joints are named; a start beyond them could not be kept within ``radius`` of step 0).
     """
     from torchik.learn.data import decode_target
 
@@ -349,10 +387,9 @@ def follow_path(
             f"{getattr(model, 'family', type(model).__name__)!r} model does not"
         )
     robot, link = _fk_robot(model, robot), model.spec.link
+    _check_follow(robot, n_paths, radius, start, candidates)
     targets = targets.to(model.target_mean)
     position, _ = decode_target(targets, model.spec.targets)
-    if start is not None and n_paths % torch.as_tensor(start).reshape(-1, robot.dof).shape[0]:
-        raise ValueError(f"start must have shape (D,) or ({n_paths}, D)")
     rows = n_paths * candidates
 
     def keep(q: Tensor, step: int) -> Tensor:
