@@ -24,7 +24,13 @@ def _target(rho: float, angle: float) -> torch.Tensor:
 
 
 @pytest.mark.parametrize(
-    ("rho", "angle", "std", "radius"), [(0.95, 0.3, 0.5, 0.1), (1.0, 3.0, 1.0, 0.2)]
+    ("rho", "angle", "std", "radius"),
+    [
+        (0.95, 0.3, 0.5, 0.1),
+        (1.0, 3.0, 1.0, 0.2),
+        (0.5, 0.0, 0.5, 0.6),  # the ball holds the base, yet only |θ| <= 0.473 is accepted
+        (0.05, 0.0, 0.5, 1.2),  # the ball holds the whole circle: the prior
+    ],
 )
 def test_one_joint_matches_the_exact_posterior(rho, angle, std, radius):
     arm = PlanarArm(1).double()
@@ -42,6 +48,34 @@ def test_one_joint_matches_the_exact_posterior(rho, angle, std, radius):
     rate = post.acceptance_rate.item()  # binomial: accepted of draws
     draws = post.draws.item()
     assert abs(rate - exact.mass) < 5 * math.sqrt(exact.mass / draws)
+
+
+@pytest.mark.parametrize("radius", [1e-2, 1e-5, 1e-8, 1e-10, 1e-12])
+def test_one_joint_posterior_keeps_its_precision_for_tiny_radii(radius):
+    """acos((l² + ρ² - r²) / (2 l ρ)) cancels for ρ near l: α was 0 at radius <= 1e-8."""
+    mpmath = pytest.importorskip("mpmath")
+    mpmath.mp.dps = 60
+    for rho, length in ((1.0, 1.0), (1.0 + radius / 2, 1.0), (0.7 - radius / 3, 0.7)):
+        exact = one_joint_posterior([rho, 0.0], 0.4, radius, length)  # φ = 0: (-α, α) exactly
+        r, p, l = mpmath.mpf(radius), mpmath.mpf(rho), mpmath.mpf(length)
+        alpha = mpmath.acos((l**2 + p**2 - r**2) / (2 * l * p))
+        mass = mpmath.ncdf(alpha / mpmath.mpf(0.4)) - mpmath.ncdf(-alpha / mpmath.mpf(0.4))
+        assert exact.intervals[1] == pytest.approx((-float(alpha), float(alpha)), rel=1e-12)
+        assert exact.mass == pytest.approx(float(mass), rel=1e-12)
+
+
+def test_one_joint_posterior_of_a_ball_around_the_base():
+    """The refusal said 'every angle is accepted' wherever the ball held the base."""
+    arc = one_joint_posterior([0.5, 0.0], 0.5, 0.6)
+    assert arc.intervals[1] == pytest.approx((-math.acos(0.89), math.acos(0.89)), rel=1e-12)
+    whole = one_joint_posterior([0.05, 0.0], 0.5, 1.2)
+    assert whole.intervals == ((-math.inf, math.inf),) and whole.mass == 1.0
+    assert (whole.mean, whole.std) == (0.0, 0.5)
+    with pytest.raises(ValueError, match=r"no angle reaches \[0.05, 0.0\] within 0.1$"):
+        one_joint_posterior([0.05, 0.0], 0.5, 0.1)
+    none = rejection_sample(PlanarArm(1).double(), [0.5], _target(0.05, 0.0), 4, 0.1,
+                            max_draws=1 << 14, generator=_gen(0), num_threads=1)  # fmt: skip
+    assert none.accepted.tolist() == [0]
 
 
 def test_one_joint_exact_moments_by_quadrature():

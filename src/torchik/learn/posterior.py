@@ -380,10 +380,23 @@ class OneJointPosterior:
         s = self.prior_std
         return math.exp(-0.5 * (x / s) ** 2) / (s * math.sqrt(2.0 * math.pi))
 
+    def _interval_mass(self, a: float, b: float) -> float:
+        """``Phi(b) - Phi(a)`` without forming ``1 + erf``: erf near 0, erfc in the tails, so a
+        narrow interval keeps its relative precision."""
+        k = self.prior_std * math.sqrt(2.0)
+        if a >= 0.0:
+            return 0.5 * (math.erfc(a / k) - math.erfc(b / k))
+        if b <= 0.0:
+            return 0.5 * (math.erfc(-b / k) - math.erfc(-a / k))
+        return 0.5 * (math.erf(b / k) - math.erf(a / k))
+
+    def _xpdf(self, x: float) -> float:  # x * pdf(x), 0 at an infinite end
+        return 0.0 if math.isinf(x) else x * self._pdf(x)
+
     @property
     def mass(self) -> float:
         """Prior probability of the intervals (the acceptance rate)."""
-        return sum(self._phi(b) - self._phi(a) for a, b in self.intervals)
+        return sum(self._interval_mass(a, b) for a, b in self.intervals)
 
     @property
     def mean(self) -> float:
@@ -412,7 +425,7 @@ class OneJointPosterior:
     @property
     def std(self) -> float:
         s2 = self.prior_std**2
-        edges = sum(a * self._pdf(a) - b * self._pdf(b) for a, b in self.intervals)
+        edges = sum(self._xpdf(a) - self._xpdf(b) for a, b in self.intervals)
         return math.sqrt(s2 * (1.0 + edges / self._some_mass()) - self.mean**2)
 
     def cdf(self, theta: Tensor) -> Tensor:
@@ -433,29 +446,35 @@ def one_joint_posterior(
 ) -> OneJointPosterior:
     """The exact :func:`rejection_sample` posterior of a one-joint arm ``y = l (cos θ, sin θ)``.
 
-    The accepted set ``|y(θ) - y*| <= radius`` is ``|θ - φ - 2πk| <= α`` with ``φ`` the angle of
-    ``y*`` and ``cos α = (l² + |y*|² - radius²) / (2 l |y*|)``; copies ``k = -1, 0, 1`` are kept
-    (farther ones have prior mass below ``Φ(-π / prior_std)``; use ``prior_std < 1``).
+    With ``ρ = |y*|`` the distance to the target is ``d² = (ρ - l)² + 4 l ρ sin²((θ - φ) / 2)``
+    (``φ`` the angle of ``y*``), so the accepted set ``d <= radius`` is: no angle where
+    ``|ρ - l| > radius``; every angle where ``ρ + l <= radius`` (the posterior is the prior,
+    one interval ``(-inf, inf)``); else the arcs ``|θ - φ - 2πk| <= α`` with
+    ``sin²(α / 2) = (radius - (ρ - l)) (radius + (ρ - l)) / (4 l ρ)``. This form keeps α to a
+    few ulps for tiny radii, where ``cos α = (l² + ρ² - radius²) / (2 l ρ)`` cancels (α was 0
+    at ``radius <= 1e-8``). Copies ``k = -1, 0, 1`` are kept (farther ones have prior mass
+    below ``Φ(-π / prior_std)``; use ``prior_std < 1``).
 
     ``target``, ``prior_std``, ``radius`` and ``length`` are finite, of magnitudes up to
     ``1e100`` (the last three in ``[1e-100, 1e100]``): their squares and products stay finite
     nonzero floats.
 
     Raises:
-        ValueError: no angle reaches the target within ``radius``, or the ball holds the base;
-            ``target`` not two numbers, a value out of range.
+        ValueError: no angle reaches the target within ``radius``; ``target`` not two numbers,
+            a value out of range.
         TypeError: ``prior_std``, ``radius`` or ``length`` not a number.
     """
     x, y = _point(target)
     for name, value in (("prior_std", prior_std), ("radius", radius), ("length", length)):
         check_float(name, value, 1 / _SCALE, _SCALE)
     rho, phi = math.hypot(x, y), math.atan2(y, x)
-    if rho <= radius:
-        raise ValueError("the acceptance ball contains the base: every angle is accepted")
-    cos_alpha = (length**2 + rho**2 - radius**2) / (2.0 * length * rho)
-    if cos_alpha > 1.0:
-        raise ValueError(f"no angle reaches {target} within {radius}")
-    alpha = math.acos(max(-1.0, cos_alpha))
+    gap = rho - length  # exact where rho and length are close (Sterbenz)
+    if abs(gap) > radius:
+        raise ValueError(f"no angle reaches {short_repr(target)} within {radius}")
+    if rho + length <= radius:  # the ball holds the whole circle: the prior itself
+        return OneJointPosterior(float(prior_std), ((-math.inf, math.inf),))
+    half = (radius - gap) * (radius + gap) / (4.0 * length * rho)  # sin²(α / 2), in [0, 1)
+    alpha = 2.0 * math.asin(math.sqrt(min(half, 1.0)))
     spans = [(phi - alpha + 2 * math.pi * k, phi + alpha + 2 * math.pi * k) for k in (-1, 0, 1)]
     return OneJointPosterior(float(prior_std), tuple(spans))
 
