@@ -8,6 +8,9 @@ import subprocess
 import sys
 import time
 
+import pytest
+
+from tests.cli.test_cli import assert_one_line_error, run
 from tests.paths import REPO
 
 _INTERRUPTED_EARLY = """import sys
@@ -53,3 +56,18 @@ def test_the_launcher_turns_an_interrupted_import_into_130(monkeypatch, capsys):
     monkeypatch.setattr(builtins, "__import__", interrupted)
     assert main() == 130
     assert capsys.readouterr().err == "torchik: interrupted\n"
+
+
+@pytest.mark.parametrize(
+    ("robot", "says"),
+    [
+        ("planar:-1,1", "'planar:-1,1': link length 1 of 2 must be positive and finite, got -1"),
+        ("planar:1,nan", "link length 2 of 2 must be positive and finite, got nan"),
+        ("planar:1,x", "planar arm lengths must be numbers, got 'planar:1,x'"),
+    ],
+)
+def test_a_bad_planar_arm_counts_its_lengths_from_one(capsys, robot, says):
+    """``planar:-1,1`` said ``link length 0 must be positive`` (the library's index)."""
+    code, _, err = run(capsys, "info", robot)
+    assert_one_line_error(code, err)
+    assert code == 1 and says in err
