@@ -84,6 +84,18 @@ def test_resimulation_draws_the_measured_hull_and_skips_nan_rows():
     assert drawn == pytest.approx(convex_hull_area(points).item(), rel=1e-9)
 
 
+@pytest.mark.filterwarnings("error")  # min(x, nan) warned and dropped the truth's range
+def test_posterior_leaves_nan_rows_out():
+    g = torch.Generator().manual_seed(2)
+    samples, truth = torch.randn(100, 2, generator=g), 3 + torch.randn(80, 2, generator=g)
+    samples[5], truth[-20:] = torch.nan, torch.nan  # rejection_sample fills with NaN rows
+    fig = plot.plot_posterior(samples, truth)  # numpy said 'range of [nan, nan] is not finite'
+    lo, hi = fig.axes[0].patches[0].get_path().get_extents().intervalx
+    finite = torch.cat([samples[:5], samples[6:], truth[:-20]])[:, 0]
+    assert (lo, hi) == pytest.approx((finite.min().item(), finite.max().item()))
+    assert len(plot.plot_posterior(torch.randn(20, 5), torch.full((20, 5), torch.nan)).axes) == 5
+
+
 def test_training_curves_from_csv_and_dict(tmp_path):
     rows = [{"step": s, "loss": 1.0 / s, "lr": 1e-3, "val_loss": "",
              "val_position_error": 0.1 / s if s % 2 == 0 else "", "seconds": 0.5 * s}

@@ -345,6 +345,9 @@ def plot_posterior(
 ) -> Figure:
     """Model samples against ground-truth samples (e.g. rejection sampling) of one posterior.
 
+    Rows with a NaN coordinate (an incomplete :func:`torchik.learn.rejection_sample` target) are
+    left out of both; the axes' ranges come from the finite values of both.
+
     Args:
         samples: ``(n, D)`` model samples.
         ground_truth_samples: ``(m, D)`` samples of the true posterior.
@@ -362,6 +365,7 @@ def plot_posterior(
     first = _numpy(samples, "samples")
     d = first.shape[-1] if first.ndim else 0
     ours, truth = _rows(first, "samples", d), _rows(ground_truth_samples, "ground_truth_samples", d)
+    ours, truth = (x[np.isfinite(x).all(axis=1)] for x in (ours, truth))
     labels = list(labels) if labels is not None else [f"q{j + 1}" for j in range(d)]
     if len(labels) != d or not all(isinstance(label, str) for label in labels):
         raise ValueError(f"labels must be {d} joint names, got {short_repr(labels)}")
@@ -389,9 +393,12 @@ def plot_posterior(
 
 
 def _histograms(ax: Axes, ours: np.ndarray, truth: np.ndarray) -> None:
-    lo, hi = min(ours.min(), truth.min()), max(ours.max(), truth.max())
+    both = np.concatenate([ours, truth])
+    lo, hi = (both.min(), both.max()) if both.size else (0.0, 1.0)  # no finite row: empty axes
     for values, color, label in ((truth, _TRUTH_COLOR, "ground truth"),
                                  (ours, _SAMPLE_COLOR, "model")):  # fmt: skip
+        if not values.size:  # a density of no sample is 0 / 0
+            continue
         ax.hist(values, bins=40, range=(lo, hi), density=True, histtype="stepfilled",
                 color=color, alpha=0.45, label=label)  # fmt: skip
 
