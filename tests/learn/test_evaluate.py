@@ -65,6 +65,19 @@ def test_a_known_offset_is_that_distance(arm):
     assert report.best_of[1] == pytest.approx(0.05, abs=1e-12)
 
 
+def test_one_sample_of_one_target_has_a_std_of_0_without_a_warning(arm):
+    """``torchik eval --data one.pt -n 1`` printed torch's "std(): degrees of freedom is <= 0"
+    (and the std was NaN)."""
+    import warnings
+
+    robot, spec = arm
+    q = _configs(1, seed=3)
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        report = evaluate_samples(robot, q[:, None], _hand(q) + 0.01, spec)
+    assert report.position_std == 0.0 and report.position_mean == pytest.approx(0.01 * 2**0.5)
+
+
 def test_best_of_and_diversity_of_two_samples(arm):
     robot, spec = arm
     q = _configs(3, seed=2)

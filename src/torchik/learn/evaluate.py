@@ -53,7 +53,8 @@ class SampleReport:
     Attributes:
         targets: ``B``.
         samples_per_target: ``N``.
-        position_mean, position_std, position_median: of the position error of every sample (m).
+        position_mean, position_std, position_median: of the position error of every sample (m);
+            the std is the sample standard deviation, 0 for a single sample.
         rotation_mean, rotation_median: of the rotation error (rad); None unless pose targets.
         accuracy: threshold (m) -> fraction of samples whose position error is below it.
         best_of: ``k`` -> mean over targets of the smallest position error of the first ``k``
@@ -153,7 +154,7 @@ def evaluate_samples(
         targets=b,
         samples_per_target=n,
         position_mean=pos.mean().item(),
-        position_std=pos.std().item(),
+        position_std=pos.std().item() if pos.numel() > 1 else 0.0,  # torch warns on one
         position_median=pos.median().item(),
         rotation_mean=None if rot is None else rot.mean().item(),
         rotation_median=None if rot is None else rot.median().item(),
