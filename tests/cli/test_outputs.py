@@ -48,7 +48,7 @@ def test_an_empty_output_path_is_named_so(capsys, monkeypatch, command):
 
 
 def test_the_message_names_the_file_not_its_temporary():
-    from torchik.cli.entry import _message
+    from torchik.cli.common import _message
 
     assert _message(FileNotFoundError(2, "No such file", "a/s.json.tmp8202")) == (
         "file not found: a/s.json"
@@ -133,7 +133,7 @@ def test_plot_training_of_a_file_that_is_no_log_says_what_it_takes(capsys, tmp_p
 
 def test_a_file_where_a_folder_is_made_is_named_so(tmp_path):
     """``torchik train ... --out img.png`` (a file) said ``File exists: img.png``."""
-    from torchik.cli.entry import _message
+    from torchik.cli.common import _message
 
     (tmp_path / "img.png").write_bytes(b"x")
     err = FileExistsError(17, "File exists", str(tmp_path / "img.png"))

@@ -21,6 +21,8 @@ from torch import Tensor
 from torchik.checks import check_device
 
 _INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+_ERRORS = (ValueError, TypeError, OSError, RuntimeError, ArithmeticError, ImportError, MemoryError)
+"""The errors the command line reports in one line (others show their traceback)."""
 _TARGET_KINDS = ("position", "pose", "planar")
 _NOT_DATA = "--data takes a file written by 'torchik dataset ROBOT -n N --out FILE'"
 
@@ -385,3 +387,19 @@ def _print_records(records: list[dict[str, Any]], fmt: str) -> None:
     for row in cells:
         aligned = zip(row, widths, text, strict=True)
         print("  ".join(c.ljust(w) if left else c.rjust(w) for c, w, left in aligned))
+
+
+def _message(err: BaseException) -> str:
+    """``err`` as the one line the command line prints (and a worker of ``--nproc`` writes)."""
+    filename = getattr(err, "filename", None)
+    if isinstance(filename, str):  # the file written, not its temporary (torchik.files)
+        filename = re.sub(r"\.tmp\d+$", "", filename)
+    if isinstance(err, FileNotFoundError) and filename:
+        return f"file not found: {filename}"
+    if isinstance(err, FileExistsError) and filename and os.path.isfile(filename):
+        return f"{filename!r} is a file, not a folder"  # a folder was to be made there
+    text = str(err)
+    if isinstance(err, OSError) and err.strerror:  # without Python's "[Errno 28] "
+        text = err.strerror if filename is None else f"{err.strerror}: {filename}"
+    text = " ".join(text.split()) or type(err).__name__
+    return text if len(text) <= 500 else text[:497] + "..."

@@ -21,18 +21,16 @@ from __future__ import annotations
 
 import argparse
 import os
-import re
 import sys
 import warnings
 from collections.abc import Sequence
 
 from torchik.cli import bench, dataset, eval, fit, info, plot, solve, train, tune, view
-from torchik.cli.common import _Parser
+from torchik.cli.common import _ERRORS, _message, _Parser
 
 __all__ = ["build_parser", "main"]
 
 _COMMANDS = (info, dataset, train, eval, fit, solve, plot, bench, tune, view)
-_ERRORS = (ValueError, TypeError, OSError, RuntimeError, ArithmeticError, ImportError, MemoryError)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -50,21 +48,6 @@ def _version() -> str:
     from torchik._version import __version__
 
     return f"torchik {__version__}"
-
-
-def _message(err: BaseException) -> str:
-    filename = getattr(err, "filename", None)
-    if isinstance(filename, str):  # the file written, not its temporary (torchik.files)
-        filename = re.sub(r"\.tmp\d+$", "", filename)
-    if isinstance(err, FileNotFoundError) and filename:
-        return f"file not found: {filename}"
-    if isinstance(err, FileExistsError) and filename and os.path.isfile(filename):
-        return f"{filename!r} is a file, not a folder"  # a folder was to be made there
-    text = str(err)
-    if isinstance(err, OSError) and err.strerror:  # without Python's "[Errno 28] "
-        text = err.strerror if filename is None else f"{err.strerror}: {filename}"
-    text = " ".join(text.split()) or type(err).__name__
-    return text if len(text) <= 500 else text[:497] + "..."
 
 
 def _show_warning(message, category, filename, lineno, file=None, line=None) -> None:

@@ -16,11 +16,13 @@ import torch
 
 from torchik.checks import intra_op_threads
 from torchik.cli.common import (
+    _ERRORS,
     _INTERRUPTED,
     _NOT_DATA,
     _TARGET_KINDS,
     _common,
     _end_link,
+    _message,
     _positive,
     _positive_int,
     _provenance,
@@ -268,19 +270,6 @@ def _torchrun(argv: list[str]) -> int:
     return 0
 
 
-_REPORTED = (
-    ValueError,
-    TypeError,
-    OSError,
-    RuntimeError,
-    ArithmeticError,
-    ImportError,
-    MemoryError,
-)
-"""The errors a worker reports in one line: ``torchik.cli.entry``'s, copied (entry imports this
-module); their one home would be ``torchik.cli.common``."""
-
-
 def _report_to_launcher(folder: str, err: Exception) -> bool:
     """Write this worker's error (one line, as the command line prints it) for the launching
     process to print; whether it is one the command line reports in one line (otherwise its
@@ -289,13 +278,9 @@ def _report_to_launcher(folder: str, err: Exception) -> bool:
 
     from torchik.train import distributed
 
-    if not isinstance(err, _REPORTED):
+    if not isinstance(err, _ERRORS):
         return False
-    text = " ".join(str(err).split()) or type(err).__name__
-    if isinstance(err, OSError) and err.strerror:  # as entry: without "[Errno 2] "
-        text = err.strerror if err.filename is None else f"{err.strerror}: {err.filename}"
-    if isinstance(err, FileNotFoundError) and err.filename:
-        text = f"file not found: {err.filename}"
+    text = _message(err)
     rank = int(os.environ.get("RANK", distributed.world()[0]))
     name = f"{time.time_ns():020d}-{rank}.txt"  # read back in the order they failed
     write_text(Path(folder) / name, text)
