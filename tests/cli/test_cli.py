@@ -30,6 +30,25 @@ def assert_one_line_error(code: int, err: str) -> None:
     assert len(err.strip().splitlines()) == 1, err
 
 
+def interrupt_training(monkeypatch, at: int = 3):
+    """Make ``torchik.train.loop.train`` raise KeyboardInterrupt after step ``at`` (as Ctrl-C
+    would); returns the real one, to put back."""
+    import torchik.train.loop
+
+    real = torchik.train.loop.train
+
+    def interrupted(*args, callback=None, **kwargs):
+        def stop(step, metrics):
+            callback(step, metrics)
+            if step == at:
+                raise KeyboardInterrupt
+
+        return real(*args, callback=stop, **kwargs)
+
+    monkeypatch.setattr(torchik.train.loop, "train", interrupted)
+    return real
+
+
 def test_each_command_is_a_module_with_add_parser_and_run():
     import importlib
 
@@ -373,17 +392,7 @@ def test_train_interrupted_says_how_to_resume(tmp_path, capsys, snake_data, monk
 
     import torchik.train.loop
 
-    real = torchik.train.loop.train
-
-    def interrupted(*args, callback=None, **kwargs):
-        def stop_at_3(step, metrics):
-            callback(step, metrics)
-            if step == 3:
-                raise KeyboardInterrupt
-
-        return real(*args, callback=stop_at_3, **kwargs)
-
-    monkeypatch.setattr(torchik.train.loop, "train", interrupted)
+    real = interrupt_training(monkeypatch)
     out = tmp_path / "run"
     code, _, err = _train(capsys, snake_data, out, "checkpoint_every=2")
     assert code == 130 and "Traceback" not in err

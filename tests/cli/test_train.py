@@ -6,22 +6,10 @@ from pathlib import Path
 
 import pytest
 
+from tests.cli.test_cli import assert_one_line_error, interrupt_training, run
 from torchik.cli import main
 
 RUN = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.json")
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str) -> None:
-    assert code == 1
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, err
-    assert err.startswith("torchik: error: ")
 
 
 def _train(capsys, data: Path, out: Path, *extra: str) -> tuple[int, str, str]:
@@ -110,17 +98,7 @@ def test_an_interrupted_run_records_its_data_for_the_resume(
 ):
     import torchik.train.loop
 
-    real = torchik.train.loop.train
-
-    def interrupted(*args, callback=None, **kwargs):
-        def stop_at_3(step, metrics):
-            callback(step, metrics)
-            if step == 3:
-                raise KeyboardInterrupt
-
-        return real(*args, callback=stop_at_3, **kwargs)
-
-    monkeypatch.setattr(torchik.train.loop, "train", interrupted)
+    real = interrupt_training(monkeypatch)
     out = tmp_path / "run"
     code, _, err = _train(capsys, snake_data, out, "--config", "batch_size=8", "checkpoint_every=2")
     assert code == 130 and (out / "train_data.json").is_file(), err

@@ -11,24 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from torchik.cli import main
+from tests.cli.test_cli import assert_one_line_error, run
 
 SMALL = ["--model", "mdn", "--preset", "tiny", "--trials", "2", "--steps", "4", "--val-every",
          "2", "--train-size", "64", "--val-size", "16", "--batch-size", "16", "--quiet",
          "--no-baseline"]  # fmt: skip
-
-
-def run(capsys, *argv: str) -> tuple[int, str, str]:
-    code = main(list(argv))
-    out, err = capsys.readouterr()
-    return code, out, err
-
-
-def assert_one_line_error(code: int, err: str) -> None:
-    assert code == 1
-    assert "Traceback" not in err
-    assert len(err.strip().splitlines()) == 1, err
-    assert err.startswith("torchik: error: ")
 
 
 @pytest.fixture
