@@ -249,3 +249,18 @@ def test_an_mjcf_file_opens_without_urdf_visuals(tmp_path):
         assert viewer.skipped == []
     finally:
         viewer.close()
+
+
+def test_a_scene_opens_with_its_free_bodies_where_the_file_puts_them(tmp_path):
+    """The viewer starts at ``default_configuration``: a free box at its place in the file
+    (it was drawn at the world's origin, ``neutral``)."""
+    pytest.importorskip("mujoco", reason="the optional mjcf extra (mujoco) is not installed")
+    scene = tmp_path / "scene.xml"
+    scene.write_text(
+        '<mujoco><worldbody><body name="box" pos="1 0 0.5"><freejoint name="box_free"/>'
+        '<geom size="0.05"/></body><body name="upper" pos="0 0 0.5">'
+        '<joint name="shoulder" axis="0 1 0" range="-2 2"/><geom size="0.02"/>'
+        '<body name="hand" pos="0.3 0 0"/></body></worldbody></mujoco>'
+    )
+    with view(str(scene), port=0, link="hand") as viewer:
+        torch.testing.assert_close(viewer.q[:3], torch.tensor([1.0, 0.0, 0.5], dtype=torch.float64))

@@ -290,7 +290,7 @@ class Viewer:
         ]
         for ghost in self.ghosts:
             ghost.set_visible(False)
-        self.q = self.robot.neutral().double()
+        self.q = self.robot.default_configuration().double()  # free bodies where the file has them
         pose = link_poses(self.robot, self.q)[self.robot.link_index(self.link)]
         wxyz, xyz = to_wxyz_position(pose)
         self.gizmo = scene.add_transform_controls(
