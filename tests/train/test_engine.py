@@ -141,6 +141,7 @@ def test_resuming_with_a_stream_of_another_seed_or_processes_is_not_called_damag
         "the checkpoint was written by 2 process(es), this run has 1: resume with --nproc 2"
     )
     assert distributed.other_world({"stream": {}}) is None
+    assert distributed.first_rank(two) == {"stream": {}} and distributed.first_rank(5) == 5
 
 
 # ---------------------------------------------------------------------------- the step

@@ -307,6 +307,6 @@ def finetune(
     check_kind("config", config, TrainConfig)
     new = copy.deepcopy(model) if model.spec == data.spec else _transfer(model, data)
     # the weights were learned with the model's normalisation: new statistics would move them
-    config = dataclasses.replace(config, normalize=False, batch_size=min(config.batch_size,
-                                                                         len(data)))  # fmt: skip
+    batch_size = min(config.batch_size, len(data))
+    config = dataclasses.replace(config, normalize=False, batch_size=batch_size)
     return train(new, data, config=config, **train_kwargs)

@@ -37,6 +37,7 @@ if TYPE_CHECKING:
 __all__ = [
     "any_rank",
     "broadcast",
+    "first_rank",
     "gather",
     "group_from_env",
     "init_from_env",
@@ -44,6 +45,7 @@ __all__ = [
     "launched",
     "mean",
     "no_sync",
+    "other_world",
     "pick",
     "shard_stream",
     "shutdown",
@@ -176,6 +178,12 @@ def gather(obj: Any) -> Any:
     out: list[Any] = [None] * size
     dist.all_gather_object(out, obj, group=_FLAGS.get("group"))
     return {"ranks": out}
+
+
+def first_rank(saved: Any) -> Any:
+    """Rank 0's part of what :func:`gather` saved (what one process saved is its own)."""
+    ranks = saved.get("ranks") if isinstance(saved, dict) else None
+    return ranks[0] if isinstance(ranks, list) and ranks else saved
 
 
 def other_world(saved: Any) -> str | None:

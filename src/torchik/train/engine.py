@@ -414,8 +414,7 @@ def batches_kind(state: Any) -> str | None:
     Returns:
         :attr:`Rows.kind` or :attr:`StreamRows.kind`; ``None`` for neither (a damaged state).
     """
-    ranks = state.get("ranks") if isinstance(state, dict) else None
-    first = ranks[0] if isinstance(ranks, list) and ranks else state
+    first = distributed.first_rank(state)
     if not isinstance(first, dict):
         return None
     if "stream" in first:

@@ -293,8 +293,7 @@ def _other_run(state: dict[str, Any], run: _Run) -> str | None:
     processes, or a stream of another seed; ``None`` where neither."""
     if (why := distributed.other_world(state["batches"])) is not None:
         return why
-    ranks = state["batches"].get("ranks") if isinstance(state["batches"], dict) else None
-    first = ranks[0] if isinstance(ranks, list) and ranks else state["batches"]
+    first = distributed.first_rank(state["batches"])
     saved = first.get("stream") if isinstance(first, dict) else None
     if isinstance(run.rows, StreamRows) and isinstance(saved, dict):
         seed = run.rows.stream.seed
