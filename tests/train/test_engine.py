@@ -384,3 +384,14 @@ def test_a_mutated_training_state_is_refused_on_resume(tmp_path, where, value, m
     with pytest.raises(ValueError, match=f"cannot resume from .*damaged training state: {message}"):
         model = MLP(data.spec, MLPConfig(width=8, depth=1))
         train(model, data, config=config, out_dir=tmp_path, resume=True)
+
+
+def test_check_batch_size_is_what_training_refuses():
+    from torchik.train.engine import check_batch_size
+
+    check_batch_size(16, 16, 2)
+    check_batch_size(1 << 20)  # a stream fills any batch
+    with pytest.raises(ValueError, match="^the training set has 8 rows, fewer than batch_size=16$"):
+        check_batch_size(16, 8)
+    with pytest.raises(ValueError, match="^batch_size=15 must be a multiple of the 2 processes$"):
+        check_batch_size(15, None, 2)

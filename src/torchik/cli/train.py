@@ -354,15 +354,10 @@ def _check_batches(source: Any, config: Any, processes: int) -> None:
     """Refuse a batch that the training set cannot fill or the processes cannot share (what
     :func:`torchik.train.train` refuses, checked before an earlier run is replaced)."""
     from torchik.learn.data import IKDataset
+    from torchik.train.engine import check_batch_size
 
-    if isinstance(source, IKDataset) and len(source) < config.batch_size:
-        raise ValueError(
-            f"the training set has {len(source)} rows, fewer than batch_size={config.batch_size}"
-        )
-    if config.batch_size % processes:
-        raise ValueError(
-            f"batch_size={config.batch_size} must be a multiple of the {processes} processes"
-        )
+    rows = len(source) if isinstance(source, IKDataset) else None
+    check_batch_size(config.batch_size, rows, processes)
 
 
 def _train(args: argparse.Namespace) -> int:

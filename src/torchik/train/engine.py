@@ -45,6 +45,7 @@ __all__ = [
     "TrainConfig",
     "autocast",
     "batches_kind",
+    "check_batch_size",
     "check_training_state",
     "lr_factor",
     "matmul_precision",
@@ -324,10 +325,8 @@ class Rows:
 
     def __init__(self, data: IKDataset, batch_size: int, seed: int, like: Tensor):
         n = len(data)
-        if n < batch_size:
-            raise ValueError(f"the training set has {n} rows, fewer than batch_size={batch_size}")
         self.rank, self.world = distributed.world()
-        _check_divisible(batch_size, self.world)
+        check_batch_size(batch_size, n, self.world)
         self.q, self.target = data.q.to(like), data.target.to(like)
         self.n, self.batch_size = n, batch_size
         self.generator = torch.Generator().manual_seed(seed)
@@ -377,7 +376,7 @@ class StreamRows:
 
     def __init__(self, stream: FKStream, batch_size: int, like: Tensor):
         world = distributed.world()[1]
-        _check_divisible(batch_size, world)
+        check_batch_size(batch_size, processes=world)
         self.stream = distributed.shard_stream(_restarted(stream, like.device))
         self.batch_size, self.dtype = batch_size // world, like.dtype
 
@@ -422,9 +421,18 @@ def batches_kind(state: Any) -> str | None:
     return Rows.kind if "order_drawn_from" in first or "order" in first else None
 
 
-def _check_divisible(batch_size: int, world: int) -> None:
-    if batch_size % world:
-        raise ValueError(f"batch_size={batch_size} must be a multiple of the {world} processes")
+def check_batch_size(batch_size: int, rows: int | None = None, processes: int = 1) -> None:
+    """Refuse a batch that a training set of ``rows`` cannot fill (``None``: a stream, which
+    fills any) or that ``processes`` cannot share: what :func:`~torchik.train.train` refuses,
+    for the callers that check it before their work (the command line, a study).
+
+    Raises:
+        ValueError: in one line.
+    """
+    if rows is not None and rows < batch_size:
+        raise ValueError(f"the training set has {rows} rows, fewer than batch_size={batch_size}")
+    if batch_size % processes:
+        raise ValueError(f"batch_size={batch_size} must be a multiple of the {processes} processes")
 
 
 # ---------------------------------------------------------------------------- the step

@@ -224,12 +224,13 @@ def check_settings(config, space: dict[str, Param | Any], dof: int) -> None:
     Raises:
         ValueError: in one line, saying what to change.
     """
-    smallest = min(_batch_sizes(config, space))
-    if smallest > config.train_size:
-        raise ValueError(
-            f"the training set has {config.train_size} rows, fewer than batch_size={smallest}: "
-            "every trial would fail; raise train_size or lower batch_size"
-        )
+    from torchik.train.engine import check_batch_size
+
+    try:
+        check_batch_size(min(_batch_sizes(config, space)), config.train_size)
+    except ValueError as err:
+        raise ValueError(f"{err}: every trial would fail; raise train_size or lower "
+                         "batch_size") from None  # fmt: skip
     fixed = {k: v for k, v in space.items() if not isinstance(v, Float | Int | Choice)}
     try:
         trial_configs(config, fixed, dof)
@@ -266,10 +267,9 @@ def final_objective(result, problem: _Problem, config) -> tuple[float, dict[str,
 
 def _check_rows(train_config, rows: int) -> None:
     """A drawn batch size that the training set cannot fill (what ``train`` refuses)."""
-    if train_config.batch_size > rows:
-        raise ValueError(
-            f"the training set has {rows} rows, fewer than batch_size={train_config.batch_size}"
-        )
+    from torchik.train.engine import check_batch_size
+
+    check_batch_size(train_config.batch_size, rows)
 
 
 def make_objective(config, space: dict[str, Param], problem: _Problem):
