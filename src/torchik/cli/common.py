@@ -403,3 +403,14 @@ def _message(err: BaseException) -> str:
         text = err.strerror if filename is None else f"{err.strerror}: {filename}"
     text = " ".join(text.split()) or type(err).__name__
     return text if len(text) <= 500 else text[:497] + "..."
+
+
+def _resume_command(argv: list[str] | tuple[str, ...], out: Path) -> str:
+    """``argv`` as the command that continues its run in ``out``, to paste as it is:
+    ``--overwrite`` left out, ``--resume`` (and ``--out`` where it was not given) added."""
+    import shlex
+
+    command = [a for a in argv if a not in ("--overwrite", "--resume")] + ["--resume"]
+    if not any(a == "--out" or a.startswith("--out=") for a in argv):
+        command[-1:-1] = ["--out", str(out)]
+    return f"torchik {shlex.join(command)}"

@@ -26,6 +26,7 @@ from torchik.cli.common import (
     _positive,
     _positive_int,
     _provenance,
+    _resume_command,
     _robot,
     _robot_for,
     _torch_file,
@@ -547,8 +548,6 @@ def _record_data(out: Path, provenance: dict) -> bool:
 
 def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
     """The line an interrupted ``train`` prints: where it stopped and how to resume."""
-    import shlex
-
     from torchik.train.loop import CHECKPOINT
 
     path = out / CHECKPOINT
@@ -559,11 +558,8 @@ def _interrupted(out: Path, step: int, argv: Sequence[str]) -> str:
     except Exception:  # a torch error of any type, or a checkpoint without training state
         return f"interrupted at step {step}; {path} cannot be read: nothing to resume"
     step = max(step, saved)  # a resumed run stopped before its first step is at its checkpoint
-    command = [a for a in argv if a not in ("--overwrite", "--resume")] + ["--resume"]
-    if not any(a == "--out" or a.startswith("--out=") for a in argv):
-        command[-1:-1] = ["--out", str(out)]
     where = f"at step {step}" + (f" (last checkpoint at step {saved})" if saved != step else "")
-    return f"interrupted {where}; resume with: torchik {shlex.join(command)}"
+    return f"interrupted {where}; resume with: {_resume_command(list(argv), out)}"
 
 
 def _train_summary(result, metric_is_error: bool, out: Path) -> str:

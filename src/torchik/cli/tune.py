@@ -7,7 +7,7 @@ import argparse
 import sys
 from pathlib import Path
 
-from torchik.cli.common import _INTERRUPTED, _positive_int
+from torchik.cli.common import _INTERRUPTED, _positive_int, _resume_command
 
 
 def add_parser(sub) -> None:
@@ -134,12 +134,7 @@ def run(args: argparse.Namespace) -> int:
 def _interrupted(out: Path, argv: list[str]) -> str:
     """The line an interrupted ``tune`` prints: the command that continues the study, to
     paste as it is (the same one, with ``--out`` and ``--resume``)."""
-    import shlex
-
-    command = [a for a in argv if a != "--resume"] + ["--resume"]
-    if not any(a == "--out" or a.startswith("--out=") for a in argv):
-        command[-1:-1] = ["--out", str(out)]
-    return f"interrupted; continue the study with: torchik {shlex.join(command)}"
+    return f"interrupted; continue the study with: {_resume_command(argv, out)}"
 
 
 def _stream(config) -> str:
