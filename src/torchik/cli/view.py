@@ -68,14 +68,17 @@ def add_parser(sub) -> None:
 
 
 def _port(text: str) -> int:
-    """``--port``: a whole number in [0, 65535]."""
+    """``--port``: a whole number in [0, 65535] (:func:`torchik.viewer.app.check_port`)."""
+    from torchik.viewer.app import check_port
+
     try:
         value = int(text)
     except ValueError:
         raise argparse.ArgumentTypeError(f"{text!r} is not a whole number") from None
-    if not 0 <= value <= 65535:
-        raise argparse.ArgumentTypeError(f"must be from 0 to 65535, got {text}")
-    return value
+    try:
+        return check_port(value)
+    except ValueError as err:
+        raise argparse.ArgumentTypeError(str(err)) from None
 
 
 def _target(args: argparse.Namespace):
