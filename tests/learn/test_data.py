@@ -210,3 +210,23 @@ def test_a_model_samples_from_poses_as_from_its_targets():
     a = model.sample(pose, 4, generator=torch.Generator().manual_seed(1))  # float64 poses
     b = model.sample(encode_target(pose, "pose").float(), 4, torch.Generator().manual_seed(1))
     assert a.shape == (3, 4, 7) and torch.equal(a, b)
+
+
+@pytest.mark.parametrize("sampler", ["uniform", "normal"])
+def test_std_is_checked_whatever_the_sampler(sampler):
+    """The uniform sampler ignores std, but a negative, NaN or misshapen one passed silently."""
+    snake = load_robot("snake2", dtype=torch.float64)
+    bad = [
+        (-1.0, ValueError, r"^std must be finite and > 0, got -1.0$"),
+        (math.nan, ValueError, r"^std must be finite and > 0, got nan$"),
+        ([0.1, 0.2, 0.3], ValueError, r"^std must be one number or 2 numbers, got \(3,\)$"),
+        ("0.2", TypeError, r"^std must be a number or a list of numbers, got '0.2'$"),
+        (None, TypeError, r"^std must be a number or a list of numbers, got None$"),
+        (True, TypeError, r"^std must be a number or a list of numbers, got True$"),
+    ]
+    for std, kind, match in bad:
+        with pytest.raises(kind, match=match):
+            make_dataset(snake, 4, sampler=sampler, std=std)
+        with pytest.raises(kind, match=match):
+            FKStream(snake, sampler=sampler, std=std)
+    assert len(make_dataset(snake, 4, sampler=sampler, std=[0.1, 0.3])) == 4

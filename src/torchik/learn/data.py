@@ -265,7 +265,16 @@ def _sample_joints(
 
 
 def _check_std(std: float | Sequence[float], dof: int) -> None:
-    values = torch.as_tensor(std, dtype=torch.float64)
+    """Refuse a ``std`` that is not one or ``dof`` finite numbers ``> 0``, whatever the sampler
+    (the uniform sampler ignores it, but a negative or NaN one is a mistake all the same)."""
+    try:
+        if isinstance(std, bool):
+            raise TypeError
+        values = torch.as_tensor(std, dtype=torch.float64, device="cpu").detach()
+    except (TypeError, ValueError, RuntimeError, NotImplementedError):  # a str, None, meta
+        raise TypeError(
+            f"std must be a number or a list of numbers, got {short_repr(std)}"
+        ) from None
     if values.dim() > 1 or values.numel() not in (1, dof):
         raise ValueError(f"std must be one number or {dof} numbers, got {tuple(values.shape)}")
     if not bool(torch.isfinite(values).all() and (values > 0).all()):
@@ -291,7 +300,8 @@ def make_dataset(
             **clamped** to the limits (the count is ``meta["n_clamped"]``; the benchmark priors
             sit far inside their robots' limits, so there it is 0).
         std: the normal sampler's standard deviation: one number or one per joint (e.g.
-            :data:`torchik.description.RAIL_ARM_PRIOR_STD`).
+            :data:`torchik.description.RAIL_ARM_PRIOR_STD`); finite and ``> 0`` whatever
+            the sampler (the uniform one ignores it).
         targets: ``"position"``, ``"pose"`` or ``"planar"`` (see :func:`encode_target`).
         seed: seeds a private generator (the global RNG is untouched).
 
@@ -306,8 +316,7 @@ def make_dataset(
     spec = ProblemSpec.from_robot(robot, link, targets)
     check_int("n", n, 0, MAX_CONFIGURATIONS)
     check_int("seed", seed, 0, 2**64 - 1)  # torch's seeds
-    if sampler == "normal":
-        _check_std(std, robot.dof)
+    _check_std(std, robot.dof)
     fk_robot = _fk_copy(robot, torch.float64, torch.device("cpu"))
     gen = torch.Generator().manual_seed(seed)
     q, n_clamped = _sample_joints(fk_robot, n, sampler, std, gen)
@@ -375,7 +384,8 @@ class FKStream:
         link: the end link (default: the robot's default end link).
         targets: ``"position"``, ``"pose"`` or ``"planar"`` (see :func:`encode_target`).
         sampler: ``"uniform"`` or ``"normal"``.
-        std: the normal sampler's standard deviation (one number or one per joint).
+        std: the normal sampler's standard deviation (one number or one per joint; finite
+            and ``> 0`` whatever the sampler: the uniform one ignores it).
         seed: seeds the stream's generator.
         device: where joints are drawn and FK runs (default: the robot's device).
         fk_dtype: the dtype of the FK.
@@ -401,8 +411,7 @@ class FKStream:
         self.spec = ProblemSpec.from_robot(robot, link, targets)
         if sampler not in ("uniform", "normal"):
             raise ValueError(f"sampler must be 'uniform' or 'normal', got {sampler!r}")
-        if sampler == "normal":
-            _check_std(std, robot.dof)
+        _check_std(std, robot.dof)
         if fk_dtype not in (torch.float32, torch.float64):
             raise TypeError(f"fk_dtype must be torch.float32 or torch.float64, got {fk_dtype}")
         self.sampler, self.std, self.seed = sampler, std, check_int("seed", seed, 0, MAX_SEED)
