@@ -611,3 +611,26 @@ def test_mujoco_warnings_are_python_warnings_not_a_log_file(tmp_path, monkeypatc
         with pytest.raises(MJCFError, match="ball joint"):
             Robot.from_mjcf(ball)
     assert not (tmp_path / "MUJOCO_LOG.TXT").exists()
+
+
+@pytest.mark.parametrize("entry", ["parse_mjcf", "Robot.from_mjcf", "load_robot"])
+def test_an_mjcf_warning_points_at_the_users_line(entry, tmp_path):
+    """MuJoCo's warnings and a follower's own range are said at the caller's line (this file)
+    from each public way in, not at torchik's own call."""
+    xml = """<mujoco><compiler angle="radian"/><worldbody><body name="a">
+      <joint name="ja" axis="0 0 1" range="-1 1"/><joint name="jb" axis="0 0 1" range="-1 1"/>
+      <geom size=".1"/><body name="c" pos="0.3 0 0">
+      <joint name="jc" axis="0 1 0" range="-1 1"/><geom size=".1"/></body></body></worldbody>
+      <equality><joint joint1="ja" joint2="jc" polycoef="0.5 2 0 0 0"/></equality></mujoco>"""
+    path = tmp_path / "scene.xml"  # ja and jb on one axis: MuJoCo warns of the inertia too
+    path.write_text(xml)
+    call = {
+        "parse_mjcf": lambda: parse_mjcf(xml),
+        "Robot.from_mjcf": lambda: Robot.from_mjcf(path),
+        "load_robot": lambda: torchik.load_robot(path),
+    }[entry]
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        call()
+    assert [str(w.message).split(": ")[1] for w in said] == ["MuJoCo", "joint 'ja' mimics 'jc'"]
+    assert {w.filename for w in said} == {__file__}

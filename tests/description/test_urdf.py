@@ -558,3 +558,34 @@ def test_a_mimic_joints_own_limits_beyond_its_drivers_range_are_noted():
         warnings.simplefilter("error")
         parse_urdf(urdf('<limit lower="-1" upper="0"/>', multiplier="-1"))
         parse_urdf(urdf('<limit lower="0" upper="1.5"/>'))
+
+
+_GRIP = (
+    '<robot name="grip"><link name="b"/><link name="f1"/><link name="f2"/>'
+    '<joint name="drive" type="revolute"><parent link="b"/><child link="f1"/>'
+    '<limit lower="0" upper="1"/></joint>'
+    '<joint name="follow" type="revolute"><parent link="f1"/><child link="f2"/>'
+    '<limit lower="0" upper="0.2"/><mimic joint="drive"/></joint></robot>'
+)  # follow's own limits [0, 0.2] are left by drive's range [0, 1]: a URDFWarning
+
+
+@pytest.mark.parametrize("entry", ["parse_urdf", "Robot.from_urdf", "link=", "load_robot"])
+def test_a_urdf_warning_points_at_the_users_line(entry, tmp_path) -> None:
+    """Each public way in warns at the caller's line (this file), not at torchik's own call."""
+    import warnings
+
+    import torchik
+
+    path = tmp_path / "grip.urdf"
+    path.write_text(_GRIP)
+    call = {
+        "parse_urdf": lambda: parse_urdf(_GRIP),
+        "Robot.from_urdf": lambda: torchik.Robot.from_urdf(_GRIP),
+        "link=": lambda: torchik.Robot.from_urdf(path, link="f2"),
+        "load_robot": lambda: torchik.load_robot(path),
+    }[entry]
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        call()
+    assert [w.category for w in said] == [URDFWarning], [str(w.message) for w in said]
+    assert said[0].filename == __file__

@@ -43,7 +43,6 @@ from __future__ import annotations
 import os
 import re
 import stat
-import warnings
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -59,6 +58,7 @@ from torchik.description.urdf import (
     URDFModel,
     URDFWarning,
     _note_mimic_limits,
+    _warn_at_user,
 )
 from torchik.files import FileRefused, read_regular_file
 from torchik.geometry.floating import BASE_COORDINATES
@@ -136,11 +136,11 @@ def parse_mjcf(
     except MJCFError as err:
         raise MJCFError(f"{label}: {err}") from None
     for message in said:  # MuJoCo's warnings, once the model loads (a refusal says enough)
-        warnings.warn(f"{label}: MuJoCo: {message}", MJCFWarning, stacklevel=3)
+        _warn_at_user(f"{label}: MuJoCo: {message}", MJCFWarning)
     notes: list[str] = []
     _note_mimic_limits(parsed.joints, notes)  # MuJoCo holds both; torchik the leader's only
     if notes:
-        warnings.warn(f"{label}: {'; '.join(notes)}", MJCFWarning, stacklevel=3)
+        _warn_at_user(f"{label}: {'; '.join(notes)}", MJCFWarning)
     return parsed
 
 

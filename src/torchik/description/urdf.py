@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import math
 import os
+import sys
 import warnings
 import xml.etree.ElementTree as ET
 from dataclasses import dataclass, field, replace
@@ -41,6 +42,20 @@ BOUNDED_TYPES = ("revolute", "prismatic")  # those whose <limit lower upper> are
 class URDFWarning(UserWarning):
     """A description loaded leniently (limits missing or reversed); silence it with
     ``warnings.filterwarnings("ignore", category=torchik.description.URDFWarning)``."""
+
+
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.abspath(__file__))) + os.sep
+
+
+def _warn_at_user(message: str, category: type[Warning]) -> None:
+    """Warn at the first caller outside torchik: the user's ``load_robot(...)`` or
+    ``parse_urdf(...)`` line, however many torchik frames lie between (a fixed ``stacklevel``
+    points at torchik's own call for all but one entry point). Python 3.12's
+    ``skip_file_prefixes`` does this too; the floor is 3.10, so the frames are counted here."""
+    frame, level = sys._getframe(1), 2  # level 2: the frame that called this function
+    while frame.f_back is not None and frame.f_code.co_filename.startswith(_PACKAGE):
+        frame, level = frame.f_back, level + 1
+    warnings.warn(message, category, stacklevel=level)
 
 
 @dataclass(frozen=True)
@@ -146,7 +161,7 @@ def parse_urdf(
     if notes:
         shown = "; ".join(notes[:_SHOWN]) + ("; ..." if len(notes) > _SHOWN else "")
         where = "the URDF text" if label is None else label
-        warnings.warn(f"{where}: {shown}", URDFWarning, stacklevel=2)
+        _warn_at_user(f"{where}: {shown}", URDFWarning)
     return model
 
 
