@@ -210,6 +210,41 @@ def test_load_tensors_says_what_a_file_that_is_no_torch_file_is(tmp_path):
     assert torch.equal(load_tensors(tmp_path / "legacy.pt", "cpu")["w"], torch.ones(2))
 
 
+@pytest.mark.filterwarnings("ignore:Detected pickle protocol 4")  # torch's, before its error
+def test_a_damaged_pickle_or_one_of_another_writer_is_not_said_to_hold_objects(tmp_path):
+    """A cut legacy checkpoint said "EOFError" or "it would import torch._utils._rebuil", random
+    bytes that start as a pickle, a pickle of pickle.dump, a zip checkpoint with a damaged
+    data.pkl and tensors saved with pickle_protocol=4 said "it holds objects"."""
+    import pickle
+
+    torch.save({"w": torch.arange(50.0)}, tmp_path / "legacy.pt",
+               _use_new_zipfile_serialization=False)  # fmt: skip
+    legacy = (tmp_path / "legacy.pt").read_bytes()
+    torch.save({"w": torch.arange(50.0)}, tmp_path / "good.pt")
+    zipped = bytearray((tmp_path / "good.pt").read_bytes())
+    with zipfile.ZipFile(tmp_path / "good.pt") as archive:  # a byte of data.pkl's last part
+        entry = next(e for e in archive.infolist() if e.filename.endswith("data.pkl"))
+    at = zipped.index(b"\x80\x02", entry.header_offset) + entry.compress_size - 5
+    zipped[at] ^= 0xFF
+    truncated = "it is truncated or damaged (not a complete file"
+    cases = {
+        "random.pt": (b"\x80\x11\xfe" + bytes(range(200)), "it is neither a zip archive nor a"),
+        "pickled.pt": (pickle.dumps({"w": [1.0]}, protocol=2), "it is a pickle, not a file of"),
+        "damaged.pt": (bytes(zipped), "it is damaged (its bytes differ from those saved"),
+        **{f"cut{n}.pt": (legacy[:n], truncated) for n in (8, 20, 100, 300)},
+    }
+    for name, (content, says) in cases.items():
+        (tmp_path / name).write_bytes(content)
+        with pytest.raises(ValueError) as err:
+            load_tensors(tmp_path / name, "cpu")
+        assert f"is not a readable torchik checkpoint: {says}" in str(err.value), name
+        assert files.torch_file_problem(tmp_path / name) == str(err.value).split(": ", 1)[1]
+    torch.save({"w": torch.ones(2)}, tmp_path / "p4.pt", pickle_protocol=4)
+    assert files.torch_file_problem(tmp_path / "p4.pt") is None  # torch.load says why
+    with pytest.raises(ValueError, match="it was pickled with protocol 4 or later .* save it"):
+        load_tensors(tmp_path / "p4.pt", "cpu")
+
+
 def test_read_head_reads_the_first_bytes_of_a_regular_file_only(tmp_path):
     (tmp_path / "a.txt").write_bytes(b"0123456789")
     assert files.read_head(tmp_path / "a.txt", 4) == b"0123"

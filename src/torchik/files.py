@@ -25,7 +25,7 @@ import stat
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 import torch
 
@@ -241,10 +241,11 @@ def load_tensors(
     first.
 
     The file is opened non-blocking and must be a regular file (a FIFO would block forever);
-    its bytes must be a torch file's (:func:`torch_file_problem`: an image, text, an empty or
-    truncated file is named as such); a zip archive (what ``torch.save`` writes) whose entries
-    would inflate to more than :data:`MAX_INFLATION` times the file's size is refused before
-    anything is decompressed (``torch`` checks each tensor's declared size against its entry).
+    its bytes must be a torch file's (:func:`torch_file_problem`: an image, text, a pickle of
+    another writer, an empty, truncated or damaged file is named as such); a zip archive (what
+    ``torch.save`` writes) whose entries would inflate to more than :data:`MAX_INFLATION` times
+    the file's size is refused before anything is decompressed (``torch`` checks each
+    tensor's declared size against its entry).
 
     Args:
         path: the file.
@@ -273,6 +274,12 @@ def _torch_load(file: IO[bytes], map_location: Any, name: str, what: str) -> Any
     try:
         return torch.load(file, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:  # not torch's advice to retry with weights_only=False
+        if _newer_protocol(err):  # tensors, maybe: torch.save(..., pickle_protocol=4)
+            raise ValueError(
+                f"{name!r} is not a readable {what}: it was pickled with protocol 4 or later "
+                "(torch.save's pickle_protocol), which torch reads only by running pickled "
+                "code: save it with the default protocol"
+            ) from err
         found = re.search(r"GLOBAL ([\w.]+)", str(err))
         found_what = f"it would import {found.group(1)}" if found else "it holds objects"
         raise ValueError(
@@ -284,8 +291,20 @@ def _torch_load(file: IO[bytes], map_location: Any, name: str, what: str) -> Any
         raise ValueError(f"{name!r} is not a readable {what}: {reason}") from err
 
 
+def _newer_protocol(err: pickle.UnpicklingError) -> bool:
+    """Whether torch's loader refused an operation of pickle protocol 4 or later (such as
+    FRAME, which every such pickle opens with), not an object: it said "it holds objects"."""
+    import pickletools
+
+    found = re.search(r"Unsupported operand (\d+)", str(err))
+    code = chr(int(found.group(1))) if found else None
+    return any(op.code == code and op.proto >= 4 for op in pickletools.opcodes)
+
+
 _ZIP = b"PK\x03\x04"  # what torch.save writes
 _PICKLE = b"\x80"  # torch's legacy format: a pickle (protocol 2 or later)
+_TRUNCATED = "it is truncated or damaged (not a complete file: a copy or a save cut short?)"
+_DAMAGED = "it is damaged (its bytes differ from those saved: a bad copy or disk?)"
 
 
 def torch_file_problem(path: str | os.PathLike) -> str | None:
@@ -308,19 +327,67 @@ def _torch_problem(file: IO[bytes], size: int) -> str | None:
     if not head:
         return "it is empty"
     if head.startswith(_PICKLE):
-        return None  # torch.load reads it, or says why not
+        return _pickle_problem(file, head)
     if not head.startswith(_ZIP):
         return f"it is {_foreign(head)}, not a file of torch.save"
+    try:
+        return _zip_problem(file, size)
+    finally:
+        file.seek(0)
+
+
+def _zip_problem(file: IO[bytes], size: int) -> str | None:
+    """:func:`torch_file_problem` of a zip archive: its entries must lie within the file, and
+    its pickles (stored, as torch.save writes them) match their checksums: a damaged pickle
+    said "it holds objects" or "it would import torch._utils._rebuil" (it is read, not run)."""
     try:  # a zip archive lists its entries at its end: a file cut short has none
         with zipfile.ZipFile(file) as archive:
             entries = archive.infolist()
-        end = max((e.header_offset + e.compress_size for e in entries), default=0)
-        stored = sum(e.compress_size for e in entries)
-    except (zipfile.BadZipFile, OSError, EOFError, ValueError):  # a cut one may say EINVAL
-        end = stored = size + 1
-    file.seek(0)
-    if max(end, stored) > size:  # entries beyond the end, or more than the file holds
-        return "it is truncated or damaged (not a complete file: a copy or a save cut short?)"
+            end = max((e.header_offset + e.compress_size for e in entries), default=0)
+            if max(end, sum(e.compress_size for e in entries)) > size:  # beyond the end, or
+                return _TRUNCATED  # more than the file holds
+            for entry in entries:
+                if entry.filename.endswith(".pkl") and entry.compress_type == zipfile.ZIP_STORED:
+                    with archive.open(entry) as pickled:  # reading to its end checks its CRC
+                        while pickled.read(2**20):
+                            pass
+    except zipfile.BadZipFile as err:
+        return _DAMAGED if "CRC" in str(err) else _TRUNCATED
+    except (OSError, EOFError, ValueError):  # a cut one may say EINVAL
+        return _TRUNCATED
+    return None
+
+
+def _pickle_problem(file: IO[bytes], head: bytes) -> str | None:
+    """:func:`torch_file_problem` of a file that starts as a pickle: None for torch's legacy
+    format (``_use_new_zipfile_serialization=False``) whose five pickles (the magic number,
+    the format's version, the machine's, the object, its storages' keys) are complete before
+    the tensors' bytes. Their operations are read (:func:`pickletools.genops`), never run: a
+    cut or random file said "EOFError", or "it holds objects" (torch's loader refused it)."""
+    import mmap
+    import pickletools
+
+    from torch.serialization import MAGIC_NUMBER
+
+    try:
+        mapped = mmap.mmap(file.fileno(), 0, access=mmap.ACCESS_READ)
+    except (OSError, ValueError):  # a file system without mmap: torch.load says what it is
+        return None
+    with mapped:
+        data = cast(IO[bytes], mapped)  # read(n) stops at its end (a file's would allocate n)
+        try:
+            magic = [arg for _, arg, _ in pickletools.genops(data)]
+        except ValueError:  # the end reached (a file cut short), or an unknown operation
+            cut = data.tell() >= len(mapped)
+            return _TRUNCATED if cut else f"it is {_foreign(head)}, not a file of torch.save"
+        if MAGIC_NUMBER not in magic:
+            return "it is a pickle, not a file of torch.save (pickle.dump wrote it?)"
+        try:
+            for _ in range(4):
+                for _ in pickletools.genops(data):
+                    pass
+        except ValueError:
+            return _TRUNCATED
     return None
 
 
