@@ -511,7 +511,8 @@ def test_numbers_must_be_finite_and_within_the_magnitude_limit(body, inside, tmp
 
 def test_joint_equality_coefficients_and_limits_are_range_checked():
     xml = GRIPPER.replace('polycoef="0 1 0.5 0 0"', 'polycoef="0 1 0 0 0"')
-    parse_mjcf(xml)  # linear: c mimics a
+    with pytest.warns(MJCFWarning, match="joint 'c' mimics 'a': its own limits"):
+        parse_mjcf(xml)  # linear: c mimics a, its range [-1, 1] degree left by a's
     with pytest.raises(MJCFError, match=r"joint equality of 'c' and 'a' \(polycoef\) is .*1e\+300"):
         parse_mjcf(xml.replace('polycoef="0 1 0 0 0"', 'polycoef="0 1e300 0 0 0"'))
     with pytest.raises(MJCFError, match=r"limits= for joint 'b' is not finite"):

@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from tests.kinematics.lm_cases import case_robot
-from tests.kinematics.test_native import _random_tree
+from tests.kinematics.test_native import random_robot
 from torchik import Robot, load_robot
 from torchik.kinematics import native
 from torchik.kinematics import reference as kinematics
@@ -74,7 +74,7 @@ def test_random_trees_equal_the_reference():
               suppress_health_check=[HealthCheck.too_slow])  # fmt: skip
     @given(st.data())
     def check(data):
-        robot = Robot.from_urdf(data.draw(st.composite(_random_tree)()), dtype=torch.float64)
+        robot = random_robot(data)
         q, links = _q(robot, 8), tuple(range(len(robot.link_names)))
         torch.testing.assert_close(native.forward_kinematics(q, robot.tree, links),
                                    kinematics.forward_kinematics(q, robot.tree, links),
