@@ -8,6 +8,7 @@ The floating-base coordinates (position and unit quaternion of a base in ``q``) 
 from torchik.geometry import floating as floating
 from torchik.geometry.joints import (
     FULL_TURN_TOL,
+    angle_into_limits,
     circular_joints,
     joint_difference,
     joint_distance,
@@ -69,6 +70,7 @@ __all__ = [
     "wrap_angle",
     "wrap_into",
     "FULL_TURN_TOL",
+    "angle_into_limits",
     "circular_joints",
     "joint_difference",
     "joint_distance",

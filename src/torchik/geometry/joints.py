@@ -11,7 +11,9 @@ metric and plot of torchik uses:
   (:func:`joint_difference`, :func:`joint_distance`);
 - a projection moves a circular joint by whole turns into ``[lower, lower + 2 pi)`` and then
   clamps; a continuous joint may instead be put in its canonical ``(-pi, pi]``
-  (:func:`project_to_limits`).
+  (:func:`project_to_limits`);
+- an angle known only up to whole turns (a direction's ``atan2``) is read inside the limits,
+  or at the limit nearest round the circle (:func:`angle_into_limits`).
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from torch import Tensor
 
 __all__ = [
     "FULL_TURN_TOL",
+    "angle_into_limits",
     "circular_joints",
     "joint_difference",
     "joint_distance",
@@ -72,6 +75,40 @@ def wrap_into(q: Tensor, lower: Tensor | float) -> Tensor:
         ``lower + ((q - lower) mod 2 pi)``, the shape of ``q``; the gradient is 1.
     """
     return lower + torch.remainder(q - lower, TWO_PI)
+
+
+def angle_into_limits(angle: Tensor, lower: Tensor, upper: Tensor) -> Tensor:
+    """The ``angle + 2 pi k`` inside ``[lower, upper]``: ``angle`` itself where it is inside,
+    else the first whole-turn shift inside, else (``angle`` in the gap of a range shorter than
+    a turn) the limit nearest to it around the circle.
+
+    Unlike :func:`project_to_limits`, which moves a circular joint into ``[lower, lower + 2 pi)``
+    and clamps (a gap's angle always goes to ``upper``), this reads an angle that stands for all
+    its turns, such as a direction's ``atan2``.
+
+    Args:
+        angle: ``(..., D)`` (or any shape) angles in radians.
+        lower, upper: the limits, broadcast against ``angle``, of its dtype and device.
+
+    Returns:
+        The broadcast shape, within ``[lower, upper]``; the gradient is 1 where a turn is added
+        (the turns carry none) and 0 where an angle in a gap is put on a limit.
+
+    Example:
+        >>> lower, upper = torch.tensor([-0.0175, -3.0718]), torch.tensor([3.7525, -0.0698])
+        >>> angle_into_limits(torch.tensor([3.3 - 2 * math.pi, 1.0]), lower, upper)
+        tensor([ 3.3000, -0.0698])
+    """
+    # whole turns added to angle itself (not wrap_into's lower + remainder), so that k = 0
+    # returns angle exactly; the turns carry no gradient
+    turns = torch.ceil((lower - angle) / TWO_PI).detach()
+    above = angle + TWO_PI * turns  # the first a + 2 pi k not below lower
+    below = above - TWO_PI  # the last one below lower
+    # above - upper <= 0 when above is inside; in a gap, the nearer end of the range wins
+    # (minimum, not clamp: rounding of above + 2 pi k must not leave the range either)
+    nearest = torch.where(above - upper <= lower - below, torch.minimum(above, upper), lower)
+    inside = (angle >= lower) & (angle <= upper)
+    return torch.where(inside, angle, torch.maximum(nearest, lower))
 
 
 def circular_joints(

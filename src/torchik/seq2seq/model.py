@@ -50,6 +50,7 @@ from torchik.checks import (
     check_int,
     check_tensor,
 )
+from torchik.geometry.joints import angle_into_limits
 
 __all__ = [
     "ModelEmbedding",
@@ -338,19 +339,4 @@ def direction_to_angle(
         return angle
     if lower is None or upper is None:
         raise ValueError("pass both lower and upper, or neither")
-    return _angle_into_limits(angle, lower.to(angle), upper.to(angle))
-
-
-def _angle_into_limits(angle: Tensor, lower: Tensor, upper: Tensor) -> Tensor:
-    """``angle`` where it is inside ``[lower, upper]``, else ``angle + 2 pi k`` inside, else
-    the limit nearest to it around the circle."""
-    # whole turns added to angle itself (not wrap_into's lower + remainder), so that k = 0
-    # returns angle exactly; the turns carry no gradient
-    turns = torch.ceil((lower - angle) / (2 * math.pi)).detach()
-    above = angle + 2 * math.pi * turns  # the first a + 2 pi k not below lower
-    below = above - 2 * math.pi  # the last one below lower
-    # above - upper <= 0 when above is inside; in a gap, the nearer end of the range wins
-    # (minimum, not clamp: rounding of above + 2 pi k must not leave the range either)
-    nearest = torch.where(above - upper <= lower - below, torch.minimum(above, upper), lower)
-    inside = (angle >= lower) & (angle <= upper)
-    return torch.where(inside, angle, torch.maximum(nearest, lower))
+    return angle_into_limits(angle, lower.to(angle), upper.to(angle))
