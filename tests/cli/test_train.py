@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.cli.test_cli import assert_one_line_error, interrupt_training, run
+from tests.cli.test_cli import URDF, assert_one_line_error, interrupt_training, run
 from torchik.cli import main
 
 RUN = ("checkpoint.pt", "best.pt", "model.pt", "log.csv", "train_data.json")
@@ -141,6 +141,49 @@ def test_nproc_checks_the_settings_before_starting_processes(capsys, monkeypatch
     code, _, err = run(capsys, "train", "--model", "mdn", "--preset", "tiny", "--steps", "4",
                        "--nproc", "2", *bad)  # fmt: skip
     assert_one_line_error(code, err)
+
+
+@pytest.mark.parametrize("out", ["run.png", "run.png/sub"])
+def test_an_out_where_a_file_stands_is_refused_before_the_data_is_read(
+    tmp_path, capsys, monkeypatch, out
+):
+    """``--out run.png`` (an image there) was refused once the model was built, seconds in."""
+    import torchik.cli.train
+
+    def work(*args, **kwargs):
+        raise AssertionError("the work started")
+
+    monkeypatch.setattr(torchik.cli.train, "_training_data", work)
+    (tmp_path / "run.png").write_bytes(b"\x89PNG")
+    for nproc in ("1", "2"):
+        code, _, err = run(capsys, "train", "--stream", "snake2", "--model", "mdn", "--out",
+                           str(tmp_path / out), "--nproc", nproc)  # fmt: skip
+        assert_one_line_error(code, err)
+        assert f"'{tmp_path / 'run.png'}' is a file, not a folder" in err
+
+
+def test_the_end_link_of_a_file_robot_is_named_once_under_nproc(capsys, monkeypatch, tmp_path):
+    """The launching process and each of the ``--nproc 2`` workers named it: three lines."""
+    import subprocess
+
+    import torchik.cli.train
+    from torchik.train import distributed
+
+    class Workers:  # what Popen starts: done at once
+        def wait(self) -> int:
+            return 0
+
+    monkeypatch.setattr(subprocess, "Popen", lambda *args, **kwargs: Workers())
+    argv = ["train", "--stream", str(URDF / "two_branches.urdf"), "--model", "mdn", "--preset",
+            "tiny", "--nproc", "2", "--out", str(tmp_path / "r")]  # fmt: skip
+    code, _, err = run(capsys, *argv)
+    assert code == 0 and "end link" not in err, err  # the launcher leaves it to rank 0
+    args = torchik.cli.build_parser().parse_args(argv)
+    monkeypatch.setenv("WORLD_SIZE", "2")  # a worker of torchrun
+    for rank, says in ((0, True), (1, False)):
+        monkeypatch.setattr(distributed, "world", lambda rank=rank: (rank, 2))
+        torchik.cli.train._training_data(args, torchik.cli.train._settings(args)[2])
+        assert ("torchik: end link" in capsys.readouterr().err) == says
 
 
 def test_the_errors_of_the_workers_are_printed_once_each_in_their_order(tmp_path, monkeypatch):

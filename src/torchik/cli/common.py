@@ -213,16 +213,17 @@ def _require_robot(spec, name: str | None):
     return robot
 
 
-def _end_link(args, robot) -> str:
+def _end_link(args, robot, quiet: bool = False) -> str:
     """``--link`` if given, else :func:`torchik.description.default_end_link`, named on stderr when
-    the robot came from a file (a bundled robot's end link is documented)."""
+    the robot came from a file (a bundled robot's end link is documented) unless ``quiet`` (a
+    process of several that is not the one to say it)."""
     from torchik.description.end_link import default_end_link
 
     if args.link is not None:
         robot.link_index(args.link)  # a clear error for unknown links
         return args.link
     link = default_end_link(robot)
-    if _is_file(getattr(args, "stream", None) or args.robot):
+    if not quiet and _is_file(getattr(args, "stream", None) or args.robot):
         print(
             f"torchik: end link {link} (the tool frame of the longest moving chain; --link "
             "chooses another)",

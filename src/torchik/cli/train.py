@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import errno
 import json
 import os
 import sys
@@ -170,7 +171,7 @@ def run(args: argparse.Namespace) -> int:
 
     if args.minutes is not None:
         _check_minutes(args, distributed.launched())
-    if args.nproc > 1 and not distributed.launched():
+    if _launches(args):
         return _launch(args)
     errors = os.environ.get(_ERRORS_DIR) if distributed.launched() else None
     try:
@@ -184,6 +185,22 @@ def run(args: argparse.Namespace) -> int:
         if errors is None or not _report_to_launcher(errors, err):
             raise
         return 1
+
+
+def _launches(args: argparse.Namespace) -> bool:
+    """Whether this process starts the ``--nproc`` workers (and trains in none of them)."""
+    from torchik.train import distributed
+
+    return args.nproc > 1 and not distributed.launched()
+
+
+def _reports(args: argparse.Namespace) -> bool:
+    """Whether this process names what it chose (the end link): one process, rank 0 of the
+    workers (each worker chooses too), not the process that launches them (it only checks
+    every setting first)."""
+    from torchik.train import distributed
+
+    return distributed.is_main() and not _launches(args)
 
 
 _ERRORS_DIR = "TORCHIK_TRAIN_ERRORS"
@@ -337,10 +354,11 @@ def _setup(args: argparse.Namespace) -> _Setup:
     of an earlier run that ``--overwrite`` replaces are listed in ``found``, not yet deleted."""
     from torchik.train import distributed
 
+    given = _run_folder(Path(args.out)) if args.out is not None else None  # before any work
     cls, model_kw, config = _settings(args)
     source, val, robot, rows, provenance = _training_data(args, config)
     spec = source.spec
-    out = Path(args.out or f"runs/{args.model}_{spec.robot}")
+    out = given or _run_folder(Path(f"runs/{args.model}_{spec.robot}"))
     found = _claim_on_rank_0(out, args.resume, args.overwrite, provenance)
     preset, model_config = _model_config(cls, args.preset, model_kw, spec.dof)
     torch.manual_seed(args.seed)  # the initial weights: one --seed, one run, bit for bit
@@ -349,6 +367,18 @@ def _setup(args: argparse.Namespace) -> _Setup:
     if args.minutes is not None:
         config = _fit_minutes(args, model, source, config)
     return _Setup(config, source, val, robot, rows, provenance, out, preset, model, found)
+
+
+def _run_folder(out: Path) -> Path:
+    """``out``, refused where a file stands in the way of the folder (``--out run.png``, an
+    image that is there; or a file among its parents): the error the folder's creation would
+    raise once the data was read and the model built ("'run.png' is a file, not a folder")."""
+    for path in (out, *out.parents):
+        if os.path.lexists(path):
+            if not path.is_dir():
+                raise FileExistsError(errno.EEXIST, "File exists", str(path))
+            break
+    return out
 
 
 def _check_batches(source: Any, config: Any, processes: int) -> None:
@@ -465,7 +495,8 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
         return parts[0], val, robot, f"{len(parts[0])} rows", _provenance(args.data, data)
     robot = _robot(args.stream)
     std = args.std[0] if len(args.std) == 1 else args.std
-    stream = FKStream(robot, _end_link(args, robot), args.targets, args.sampler, std, args.seed)
+    link = _end_link(args, robot, quiet=not _reports(args))
+    stream = FKStream(robot, link, args.targets, args.sampler, std, args.seed)
     val = stream.draw(config.val_targets, seed=args.seed + 1) if args.val_fraction > 0 else None
     rows = f"fresh {args.targets} pairs of {robot.name} made by FK each step"
     return stream, val, robot, rows, {"stream": repr(stream)}
