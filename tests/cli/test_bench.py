@@ -46,3 +46,23 @@ def test_the_common_options_and_those_after_a_double_dash_are_forwarded(monkeypa
     assert module.main(argv) == 0
     tail = ["--wait-idle", "5.0", "--out", str(tmp_path), "--batches", "1"]
     assert [c[1:] for c in commands] == [["benchmarks/fk.py", *tail], ["benchmarks/ik.py", *tail]]
+
+
+def test_a_relative_out_is_a_folder_of_the_current_one(monkeypatch, tmp_path):
+    """``torchik bench fk --out res`` wrote the checkout's res/: run.py ran in the checkout."""
+    import contextlib
+    import os
+
+    from torchik.cli import bench, main
+
+    module, forwarded = _run_py(), []
+
+    def call(command, cwd=None, **_):  # run.py's parsing, where bench starts it
+        with contextlib.chdir(cwd or os.getcwd()):
+            forwarded.append(module._parse(command[2:], {"fk": RUN_PY})[1])
+        return 0
+
+    monkeypatch.setattr(bench.subprocess, "call", call)
+    monkeypatch.chdir(tmp_path)
+    assert main(["bench", "fk", "--out", "res"]) == 0
+    assert forwarded == [["--out", str(tmp_path / "res")]]

@@ -36,5 +36,6 @@ def run(args: argparse.Namespace) -> int:
             "torchik bench needs a source checkout (benchmarks/run.py was not found in the "
             "current directory or beside the installed package)"
         )
+    # in the current folder, where a relative --out is meant (run.py runs each script in root)
     command = [sys.executable, str(root / "benchmarks" / "run.py"), *args.rest]
-    return subprocess.call(command, cwd=root, env={**os.environ, "TORCHIK_PROG": "torchik bench"})
+    return subprocess.call(command, env={**os.environ, "TORCHIK_PROG": "torchik bench"})
