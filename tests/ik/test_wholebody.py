@@ -718,6 +718,13 @@ def test_a_floating_robot_in_a_scene_moves_its_base_and_holds_the_other_bodies()
     projected = problem.project(seeds.reshape(40, -1))
     torch.testing.assert_close(projected[:, 10:14].norm(dim=-1), torch.ones(40).double())
     assert torch.equal(projected[:, :7], seeds.reshape(40, -1)[:, :7])  # held: the box keeps it
+    # it runs in every step of the captured chunks: no read of the device (so not
+    # normalize_bases, which checks for a zero quaternion), each call the same
+    from tests.ik.recorder import Recorder
+
+    with Recorder() as seen:
+        again = problem.project(seeds.reshape(40, -1))
+    assert not seen.reads() and torch.equal(again, projected), seen.reads()
 
 
 def test_a_fixed_arm_in_a_scene_holds_the_free_bodies():

@@ -99,6 +99,9 @@ class WholeBodyProblem(IKProblem):
         exactly where its box holds it)."""
         if not self.moving_bases:
             return super().project(q)
+        # not normalize_bases: that checks for a zero quaternion (a device read, refused in the
+        # captured chunks), keeps near-unit ones and takes held bases too; the compiled loop
+        # (kinematics._lm_numba._advance) normalises a moving base as here
         parts, start = [], 0
         for b in self.moving_bases:
             parts += [q[:, start : 7 * b + 3], quat_normalize(q[:, 7 * b + 3 : 7 * b + 7])]
