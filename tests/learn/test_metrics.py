@@ -103,6 +103,24 @@ def test_timed():
     assert result.shape == (3,) and 0.0 <= seconds < 1.0
 
 
+@pytest.mark.parametrize(
+    ("options", "error", "message"),
+    [
+        ({"repeat": 0}, ValueError, "repeat must be >= 1, got 0"),
+        ({"repeat": -3}, ValueError, "repeat must be >= 1, got -3"),
+        ({"repeat": 10**12}, ValueError, "repeat must be <= 1000000, got 1000000000000"),
+        ({"warmup": -1}, ValueError, "warmup must be >= 0, got -1"),
+        ({"repeat": 2.5}, TypeError, "repeat must be an int, got float 2.5"),
+        ({"repeat": True}, TypeError, "repeat must be an int, got bool True"),
+    ],
+)
+def test_timed_refuses_a_bad_count_before_any_call(options, error, message):
+    calls = []
+    with pytest.raises(error, match=f"^{message}$"):
+        m.timed(calls.append, 1, **options)
+    assert calls == []
+
+
 def test_metrics_refuse_bad_arguments_in_one_line(panda):
     """What torch would meet with a message naming no argument (or an AttributeError for a
     list) is refused first, naming the argument."""

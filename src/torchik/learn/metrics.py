@@ -223,6 +223,11 @@ def _sync() -> None:
         torch.cuda.synchronize()
 
 
+_MAX_CALLS = 1_000_000
+"""The most calls :func:`timed` makes: every timed call's seconds are kept for the median (a
+typo's ``10**12`` would grow that list by gigabytes a minute, and run for days)."""
+
+
 def timed(
     fn: Callable[..., R], *args: Any, repeat: int = 1, warmup: int = 0, **kwargs: Any
 ) -> tuple[R, float]:
@@ -230,17 +235,21 @@ def timed(
 
     Args:
         fn: the function.
-        repeat: timed calls; the median is returned.
-        warmup: untimed calls first.
+        repeat: timed calls, 1 to 1 000 000; the median is returned.
+        warmup: untimed calls first, 0 to 1 000 000.
 
     Returns:
         ``(result of the last call, median seconds per call)``.
 
+    Raises:
+        TypeError: ``repeat`` or ``warmup`` not an int.
+        ValueError: ``repeat`` or ``warmup`` out of its range.
+
     Example:
         >>> out, seconds = timed(torch.ones, 3, repeat=3)
     """
-    if repeat < 1:
-        raise ValueError(f"repeat must be >= 1, got {repeat}")
+    repeat = check_int("repeat", repeat, 1, _MAX_CALLS)
+    warmup = check_int("warmup", warmup, 0, _MAX_CALLS)
     for _ in range(warmup):
         fn(*args, **kwargs)
     times = []
