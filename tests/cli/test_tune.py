@@ -35,11 +35,14 @@ def optuna_records():
 
 
 def test_a_batch_larger_than_the_training_set_is_refused_before_a_study(tmp_path, capsys):
+    """In the flags' names: it said "raise train_size or lower batch_size"."""
     out = tmp_path / "study"
     argv = [*SMALL, "--train-size", "8", "--out", str(out)]
     code, _, err = run(capsys, "tune", *argv)
     assert_one_line_error(code, err)
-    assert "fewer than batch_size=16" in err and not out.exists()
+    assert "--batch-size 16 is more than the --train-size 8 training pairs" in err
+    assert "raise --train-size or lower --batch-size" in err and "_size" not in err
+    assert not out.exists()
 
 
 def test_fixed_settings_every_trial_refuses_are_refused_before_a_study(tmp_path, capsys):

@@ -107,6 +107,7 @@ def run(args: argparse.Namespace) -> int:
         raise ValueError(f"--seed must be >= 0, got {args.seed}")
     config = _config(args)
     space = read_space(args.space, config.family) if args.space else None
+    _check_batch_size(args, space if space is not None else default_space(config.family))
     out = Path(args.out or f"runs/tune_{config.study_name}")
     try:
         if args.backend == "ray":
@@ -129,6 +130,23 @@ def run(args: argparse.Namespace) -> int:
     if "best" in result.files:
         print(f"train it: torchik train --config {result.files['best']} {_stream(config)}")
     return 0
+
+
+def _check_batch_size(args: argparse.Namespace, space: dict) -> None:
+    """Refuse a ``--batch-size`` that ``--train-size`` cannot fill, before the study and in
+    the flags' names (the study's own check names TuneConfig's fields: "raise train_size or
+    lower batch_size"); a batch size that ``--space`` searches is left to that check."""
+    from torchik.train.engine import check_batch_size
+
+    if "batch_size" in space:
+        return
+    try:
+        check_batch_size(args.batch_size, args.train_size)
+    except ValueError:
+        raise ValueError(
+            f"--batch-size {args.batch_size} is more than the --train-size {args.train_size} "
+            "training pairs: every trial would fail; raise --train-size or lower --batch-size"
+        ) from None
 
 
 def _interrupted(out: Path, argv: list[str]) -> str:
