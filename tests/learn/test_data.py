@@ -230,3 +230,27 @@ def test_std_is_checked_whatever_the_sampler(sampler):
         with pytest.raises(kind, match=match):
             FKStream(snake, sampler=sampler, std=std)
     assert len(make_dataset(snake, 4, sampler=sampler, std=[0.1, 0.3])) == 4
+
+
+def test_a_stream_names_the_first_setting_a_saved_state_differs_in():
+    snake = load_robot("snake2", dtype=torch.float64)
+    normal = FKStream(snake, sampler="normal", std=0.2, seed=1)
+    settings = {"seed": 1, "sampler": "normal", "std": 0.2, "fk_dtype": "torch.float64"}
+    assert normal.settings() == settings
+    assert FKStream(snake, sampler="normal", std=[0.1, 0.3]).settings()["std"] == [0.1, 0.3]
+    state = normal.state_dict()
+    assert normal.other(state) is None
+    assert FKStream(snake, sampler="normal", std=[0.2, 0.2], seed=1).other(state) is None
+    other = FKStream(snake, sampler="normal", std=0.5, seed=1)
+    assert other.other(state) == "std 0.2, this one has 0.5"
+    assert FKStream(snake, seed=1).other(state) == "sampler 'normal', this one has 'uniform'"
+    assert FKStream(snake, sampler="normal", seed=2).other(state) == "seed 1, this one has 2"
+    uniform = FKStream(snake, seed=1).state_dict()  # the uniform sampler has no std to differ in
+    assert FKStream(snake, std=0.5, seed=1).settings()["std"] is None
+    assert FKStream(snake, std=0.5, seed=1).other(uniform) is None
+    crafted = {**state, "std": torch.ones(3)}  # a tensor's == is no bool: named, not compared
+    assert other.other(crafted) == "std tensor([1., 1., 1.]), this one has 0.5"
+    older = {key: state[key] for key in ("seed", "drawn", "generator")}  # format 4's
+    assert other.other(older) is None
+    with pytest.raises(ValueError, match=r"^the saved stream has std 0.2, this one has 0.5$"):
+        other.load_state_dict(state)

@@ -144,6 +144,40 @@ def test_resuming_with_a_stream_of_another_seed_or_processes_is_not_called_damag
     assert distributed.first_rank(two) == {"stream": {}} and distributed.first_rank(5) == 5
 
 
+def test_resuming_on_a_stream_of_another_sampler_std_or_fk_dtype_is_refused_in_one_line(
+    tmp_path,
+):
+    """Only the seed was compared: a run resumed with another std or sampler trained on other
+    pairs, silently. A checkpoint of format 4 (the seed alone) resumes unchecked."""
+    from torchik.models.checkpoint import save_checkpoint
+
+    snake = load_robot("snake2", dtype=torch.float64)
+    normal = FKStream(snake, sampler="normal", std=0.2)
+    train(_mlp(normal.spec), normal, config=TrainConfig(steps=2, **QUIET), out_dir=tmp_path)
+    cases = [
+        (FKStream(snake, sampler="normal", std=0.5), "std 0.2, this one has 0.5"),
+        (FKStream(snake, sampler="normal", std=[0.2, 0.3]), r"std 0.2, this one has \[0.2, 0.3\]"),
+        (FKStream(snake), "sampler 'normal', this one has 'uniform'"),
+        (FKStream(snake, sampler="normal", fk_dtype=torch.float32),
+         "fk_dtype 'torch.float64', this one has 'torch.float32'"),
+    ]  # fmt: skip
+    config = TrainConfig(steps=4, **QUIET)
+    for stream, why in cases:
+        with pytest.raises(ValueError, match=f"^cannot resume from .*: it was trained on a "
+                                             f"stream of {why}$"):  # fmt: skip
+            train(_mlp(normal.spec), stream, config=config, out_dir=tmp_path, resume=True)
+    same = FKStream(snake, sampler="normal", std=[0.2, 0.2])  # the same std, given per joint
+    assert train(_mlp(normal.spec), same, config=config, out_dir=tmp_path, resume=True).steps == 4
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    for key in ("sampler", "std", "fk_dtype"):
+        del ckpt["training"]["batches"]["stream"][key]
+    ckpt["training"]["format_version"] = 4
+    save_checkpoint(ckpt, tmp_path / "checkpoint.pt")
+    config = TrainConfig(steps=6, **QUIET)
+    assert train(_mlp(normal.spec), cases[0][0], config=config, out_dir=tmp_path,
+                 resume=True).steps == 6  # fmt: skip
+
+
 # ---------------------------------------------------------------------------- the step
 def _batch():
     data = make_dataset(load_robot("snake2", dtype=torch.float64), 256, seed=0)

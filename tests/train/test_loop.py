@@ -233,6 +233,46 @@ def test_a_resumed_run_takes_the_new_lr_and_weight_decay(tmp_path, monkeypatch):
     assert group["lr"] == pytest.approx(5e-2 * lr_factor(8, new))
 
 
+def test_a_run_resumed_with_another_batch_size_seed_or_rows_is_refused_in_one_line(tmp_path):
+    """They passed silently: the resumed run drew other batches, or batches of other rows (a
+    data set of the same shape, or the same rows in another order: another split)."""
+    _, model, train_set, _ = _problem()
+    train(model, train_set, config=TrainConfig(steps=2, **QUIET), out_dir=tmp_path)
+    order = torch.randperm(len(train_set), generator=torch.Generator().manual_seed(0))
+    other = make_dataset(load_robot("snake2", dtype=torch.float64), len(train_set), seed=9)
+    rows = r"on other rows \(SHA-256 [0-9a-f]{12}\), this data set's are [0-9a-f]{12}"
+    cases = [
+        (train_set, {"batch_size": 32}, "with batch_size 64, this run has 32"),
+        (train_set, {"seed": 4}, "with seed 3, this run has 4"),
+        (other, {}, rows),
+        (train_set.subset(order), {}, rows),
+    ]
+    for data, change, why in cases:
+        config = TrainConfig(**{**QUIET, "steps": 4, **change})
+        with pytest.raises(ValueError, match=f"^cannot resume from .*: it was trained {why}$"):
+            train(_problem()[1], data, config=config, out_dir=tmp_path, resume=True)
+    same = train_set.subset(slice(None))  # the same rows in other tensors
+    config = TrainConfig(steps=4, **QUIET)
+    assert train(_problem()[1], same, config=config, out_dir=tmp_path, resume=True).steps == 4
+
+
+def test_a_checkpoint_without_the_hash_of_its_rows_resumes_unchecked(tmp_path):
+    """Checkpoints of format 4 had no hash of the rows (and a state may lack its config):
+    they resume as they did, those checks skipped."""
+    from torchik.models.checkpoint import save_checkpoint
+
+    _, model, train_set, _ = _problem()
+    train(model, train_set, config=TrainConfig(steps=2, **QUIET), out_dir=tmp_path)
+    ckpt = torch.load(tmp_path / "checkpoint.pt", weights_only=True)
+    assert ckpt["training"]["format_version"] == 5
+    del ckpt["training"]["batches"]["sha256"], ckpt["training"]["config"]
+    ckpt["training"]["format_version"] = 4
+    save_checkpoint(ckpt, tmp_path / "checkpoint.pt")
+    other = make_dataset(load_robot("snake2", dtype=torch.float64), len(train_set), seed=9)
+    config = TrainConfig(steps=4, **{**QUIET, "seed": 4})
+    assert train(_problem()[1], other, config=config, out_dir=tmp_path, resume=True).steps == 4
+
+
 def test_a_run_that_stopped_early_stays_stopped_on_resume(tmp_path, monkeypatch):
     values = iter([0.5, 0.4, 0.45, 0.41, 0.42, 0.3, 0.2])
     monkeypatch.setattr(train_module, "validate", lambda *a, **k: {"val_loss": next(values)})

@@ -281,6 +281,15 @@ def _check_std(std: float | Sequence[float], dof: int) -> None:
         raise ValueError(f"std must be finite and > 0, got {values.tolist()}")
 
 
+def _std_setting(sampler: str, std: float | Sequence[float], dof: int) -> Any:
+    """The ``std`` that the joints are drawn with, in plain types: one float where every joint
+    has the same, else one per joint; ``None`` for the uniform sampler, which has none."""
+    if sampler != "normal":
+        return None
+    values = torch.as_tensor(std, dtype=torch.float64, device="cpu").expand(dof).tolist()
+    return values[0] if len(set(values)) == 1 else values
+
+
 def make_dataset(
     robot: Robot,
     n: int,
@@ -464,14 +473,41 @@ class FKStream:
         meta = {"sampler": self.sampler, "seed": int(seed), "created_by": "FKStream.draw"}
         return IKDataset(q, target, self.spec, meta)
 
+    def settings(self) -> dict[str, Any]:
+        """What the pairs are drawn with, in plain types: ``seed``, ``sampler``, ``std`` (one
+        number, or one per joint; ``None`` for the uniform sampler, which has none) and
+        ``fk_dtype``."""
+        std = _std_setting(self.sampler, self.std, self.spec.dof)
+        return {"seed": self.seed, "sampler": self.sampler, "std": std,
+                "fk_dtype": str(self._fk_dtype)}  # fmt: skip
+
     def state_dict(self) -> dict[str, Any]:
-        """The position in the stream (plain types and a CPU tensor)."""
-        return {"seed": self.seed, "drawn": self.drawn, "generator": self.generator.get_state()}
+        """The position in the stream and its :meth:`settings` (plain types, a CPU tensor)."""
+        return {**self.settings(), "drawn": self.drawn, "generator": self.generator.get_state()}
+
+    def other(self, state: dict[str, Any]) -> str | None:
+        """Why :meth:`state_dict`'s ``state`` is another stream's than this one's: its first
+        setting that differs, as ``"std 0.2, this one has 0.5"``; ``None`` where none does (a
+        state of an older torchik has only the seed).
+
+        Args:
+            state: what :meth:`state_dict` returned.
+        """
+        for key, mine in self.settings().items():
+            saved, plain = state.get(key), type(state.get(key)) is type(mine)
+            if (key in state or key == "seed") and not (plain and saved == mine):
+                shown = repr(saved) if plain else short_repr(saved)  # a crafted file's: short
+                return f"{key} {shown}, this one has {mine!r}"
+        return None
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
-        """Continue where :meth:`state_dict` was taken (same seed and device type)."""
-        if state.get("seed") != self.seed:
-            raise ValueError(f"the saved stream has seed {state.get('seed')}, this one {self.seed}")
+        """Continue where :meth:`state_dict` was taken (same settings and device type).
+
+        Raises:
+            ValueError: a state of another stream (:meth:`other` says why).
+        """
+        if (why := self.other(state)) is not None:
+            raise ValueError(f"the saved stream has {why}")
         self.generator.set_state(state["generator"])
         self.drawn = int(state["drawn"])
 

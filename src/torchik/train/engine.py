@@ -26,6 +26,7 @@ from torch import Tensor, nn
 from torchik.checks import check_bool, check_choice, check_device, check_float, check_int
 from torchik.ik.fixed import on_side_stream
 from torchik.learn.data import FKStream, IKDataset
+from torchik.models.checkpoint import content_hash
 from torchik.train import distributed
 
 if TYPE_CHECKING:
@@ -330,7 +331,18 @@ class Rows:
         self.q, self.target = data.q.to(like), data.target.to(like)
         self.n, self.batch_size = n, batch_size
         self.generator = torch.Generator().manual_seed(seed)
+        self._sha256: str | None = None
         self._new_order(0)
+
+    @property
+    def sha256(self) -> str:
+        """SHA-256 (hex) of the rows in their order (:func:`~torchik.models.checkpoint.content_hash`
+        of ``q`` and ``target``), computed once, at the first checkpoint: checkpoints keep it,
+        so that a run resumed on other rows of the same shape is refused."""
+        if self._sha256 is None:
+            rows = {"q": self.q.contiguous(), "target": self.target.contiguous()}
+            self._sha256 = content_hash(rows)  # contiguous: an expanded view hashes too
+        return self._sha256
 
     def _new_order(self, cursor: int) -> None:
         """Draw the epoch's order, keeping the generator's state before it (the checkpoint
@@ -354,8 +366,19 @@ class Rows:
     def state_dict(self) -> dict[str, Any]:
         if self._drawn_from is None:  # resumed from a checkpoint that saved the order itself
             return {"generator": self.generator.get_state(), "order": self.order,
-                    "cursor": self.cursor}  # fmt: skip
-        return {"order_drawn_from": self._drawn_from, "cursor": self.cursor}
+                    "cursor": self.cursor, "sha256": self.sha256}  # fmt: skip
+        return {"order_drawn_from": self._drawn_from, "cursor": self.cursor, "sha256": self.sha256}
+
+    def other(self, state: Any) -> str | None:
+        """Why the batch state ``state`` (:meth:`state_dict`'s) is of other rows than these
+        (another data set of the same shape, another split or order of it), both hashes
+        named; ``None`` where they are these, or where ``state`` has no hash (written by an
+        older torchik: not compared)."""
+        saved = state.get("sha256") if isinstance(state, dict) else None
+        if saved is None or saved == self.sha256:
+            return None
+        return (f"it was trained on other rows (SHA-256 {str(saved)[:12]}), this data set's "
+                f"are {self.sha256[:12]}")  # fmt: skip
 
     def load_state_dict(self, state: dict[str, Any]) -> None:
         if "order" in state:  # checkpoints written before 2026-11-26
@@ -391,6 +414,15 @@ class StreamRows:
         if "stream" not in state:
             raise ValueError("the checkpoint was trained on a fixed data set, not on a stream")
         self.stream.load_state_dict(state["stream"])
+
+    def other(self, state: Any) -> str | None:
+        """Why the batch state ``state`` (:meth:`state_dict`'s) is of another stream than this
+        one, the setting and both values named; ``None`` where it is of this one (or damaged:
+        loading it says so)."""
+        saved = state.get("stream") if isinstance(state, dict) else None
+        if not isinstance(saved, dict) or (why := self.stream.other(saved)) is None:
+            return None
+        return f"it was trained on a stream of {why}"
 
 
 def _restarted(stream: FKStream, device: torch.device) -> FKStream:

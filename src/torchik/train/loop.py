@@ -30,7 +30,7 @@ from typing import TYPE_CHECKING, Any
 import torch
 from torch import Tensor
 
-from torchik.checks import check_kind
+from torchik.checks import check_kind, short_repr
 from torchik.learn.data import FKStream, IKDataset, decode_target
 from torchik.learn.metrics import position_error
 from torchik.models.base import IKModel
@@ -59,9 +59,11 @@ __all__ = [
     "validate",
 ]
 
-TRAIN_FORMAT_VERSION = 4
+TRAIN_FORMAT_VERSION = 5
 """Version of the training state in ``checkpoint.pt`` (1: before streams and EMA; 2: a fixed
-data set's epoch order saved whole, 8 bytes a row; 3: no ``stopped_early``; all still read)."""
+data set's epoch order saved whole, 8 bytes a row; 3: no ``stopped_early``; 4: no hash of the
+rows nor a stream's sampler, std and FK dtype, whose resume checks are then skipped; all still
+read)."""
 CHECKPOINT = "checkpoint.pt"
 BEST = "best.pt"
 LOG = "log.csv"
@@ -288,18 +290,23 @@ def _resume(run: _Run, out_dir: Path) -> bool:
     return True
 
 
+_SAME_RUN = ("batch_size", "seed")
+"""The settings of :class:`TrainConfig` that a resumed run keeps (``lr``, ``weight_decay`` and
+``steps`` may change: see :func:`_with_config`)."""
+
+
 def _other_run(state: dict[str, Any], run: _Run) -> str | None:
     """Why a sound training state belongs to another run than ``run``: another number of
-    processes, or a stream of another seed; ``None`` where neither."""
+    processes, another :data:`_SAME_RUN` setting, other rows or a stream of other settings;
+    ``None`` where none (what a checkpoint of an older torchik lacks is not compared)."""
     if (why := distributed.other_world(state["batches"])) is not None:
         return why
-    first = distributed.first_rank(state["batches"])
-    saved = first.get("stream") if isinstance(first, dict) else None
-    if isinstance(run.rows, StreamRows) and isinstance(saved, dict):
-        seed = run.rows.stream.seed
-        if saved.get("seed") != seed:
-            return f"it was trained on a stream of seed {saved.get('seed')!r}, this one has {seed}"
-    return None
+    saved = state.get("config")
+    for key in _SAME_RUN if isinstance(saved, dict) else ():
+        old, new = saved.get(key), getattr(run.config, key)
+        if key in saved and not (type(old) is type(new) and old == new):  # a tensor: no bool
+            return f"it was trained with {key} {short_repr(old)}, this run has {new!r}"
+    return run.rows.other(distributed.first_rank(state["batches"]))
 
 
 def _report(progress: Progress, row: dict[str, float]) -> None:
@@ -401,6 +408,10 @@ def train(
         out_dir: where ``log.csv``, ``checkpoint.pt`` (resumable; also loadable with
             :func:`torchik.models.load`) and ``best.pt`` go; ``None`` writes nothing.
         resume: continue from ``out_dir/checkpoint.pt`` if it exists (otherwise start afresh).
+            A checkpoint of another run is refused, in one line: another model, kind of data,
+            number of processes, ``batch_size`` or ``seed``, other rows (compared by hash), or
+            a stream of another seed, sampler, std or FK dtype. ``steps``, ``lr`` and
+            ``weight_decay`` may change.
         robot: enables the FK validation metric (mean position error of one sample per target),
             which then drives early stopping and ``best.pt`` instead of the validation loss.
         callback: called as ``callback(step, metrics)`` at the end of every step (after its
