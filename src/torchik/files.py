@@ -353,6 +353,8 @@ def _zip_problem(file: IO[bytes], size: int) -> str | None:
                             pass
     except zipfile.BadZipFile as err:
         return _DAMAGED if "CRC" in str(err) else _TRUNCATED
+    except NotImplementedError:  # a damaged header asks for a zip version, encryption or
+        return _DAMAGED  # compression that zipfile lacks (torch.save writes none of them)
     except (OSError, EOFError, ValueError):  # a cut one may say EINVAL
         return _TRUNCATED
     return None
