@@ -152,7 +152,12 @@ def _urdf_model(name: str):
     if name in robots.BUNDLED:
         return parse_urdf(robots.bundled_urdf(name))
     if name.startswith("planar:"):
-        return parse_urdf(robots.planar_arm_urdf(_planar_lengths(name)))
+        lengths = _planar_lengths(name)
+        try:
+            urdf = robots.planar_arm_urdf(lengths)
+        except ValueError as err:  # a length that is not positive (counted from 1)
+            raise ValueError(f"{name!r}: {err}") from None
+        return parse_urdf(urdf)
     if os.path.exists(name) or name.lower().endswith((".urdf", ".xml", ".mjcf")):
         return parse_mjcf(Path(name)) if is_mjcf(name) else parse_urdf(Path(name))
     known = ", ".join(robots.list_robots())
@@ -163,19 +168,12 @@ def _urdf_model(name: str):
 
 
 def _planar_lengths(name: str) -> list[float]:
-    """The link lengths of ``planar:L1,L2,...``, each a positive number, counted from 1 in the
-    messages as written (the library's ``link length 0`` was the first)."""
+    """The link lengths of ``planar:L1,L2,...`` (numbers; their values are the library's to
+    check)."""
     try:
-        lengths = [float(v) for v in name[len("planar:") :].split(",")]
+        return [float(v) for v in name[len("planar:") :].split(",")]
     except ValueError:
         raise ValueError(f"planar arm lengths must be numbers, got {name!r}") from None
-    for i, length in enumerate(lengths, 1):
-        if not (math.isfinite(length) and length > 0):
-            raise ValueError(
-                f"{name!r}: link length {i} of {len(lengths)} must be positive and finite, "
-                f"got {length:g}"
-            )
-    return lengths
 
 
 def _robot(name: str):

@@ -198,13 +198,14 @@ def _check_lengths(link_lengths: Sequence[float]) -> tuple[float, ...]:
         ) from None
     if not lengths:
         raise ValueError("a planar arm needs at least one link length")
-    for i, length in enumerate(lengths):
+    for i, length in enumerate(lengths, 1):  # counted as link_1..link_N are (and the CLI's)
+        where = f"link length {i} of {len(lengths)}"
         try:
             value = float(length)
         except (TypeError, ValueError, OverflowError):
-            raise ValueError(f"link length {i} is not a number: {short_repr(length)}") from None
+            raise ValueError(f"{where} is not a number: {short_repr(length)}") from None
         if not (math.isfinite(value) and value > 0.0):
-            raise ValueError(f"link length {i} must be positive and finite, got {length!r}")
+            raise ValueError(f"{where} must be positive and finite, got {value:g}")
     return tuple(float(length) for length in lengths)
 
 
