@@ -1,9 +1,16 @@
-"""``python -m torchik``: the command line of :mod:`torchik.cli`."""
+"""``python -m torchik``: the command line of :mod:`torchik.cli`, through the console script's
+launcher (:func:`_torchik_cli.main`: Ctrl-C while :mod:`torchik.cli` imports is one line and
+exit status 130).
+
+Ctrl-C in the first seconds, while ``torchik/__init__`` imports torch, still ends in a
+traceback: ``python -m torchik`` runs that ``__init__`` before any line of this module, and
+only the ``torchik`` console script starts before it.
+"""
 
 import os
 import sys
 
-from torchik.cli import main
+from _torchik_cli import main
 
 
 def _exit(code: int) -> None:

@@ -58,6 +58,26 @@ def test_the_launcher_turns_an_interrupted_import_into_130(monkeypatch, capsys):
     assert capsys.readouterr().err == "torchik: interrupted\n"
 
 
+def test_python_m_torchik_goes_through_the_launcher(monkeypatch, capsys):
+    """``python -m torchik`` imported torchik.cli itself: Ctrl-C in that import was a
+    traceback (in torchik's own ``__init__``, before any of its lines run, it still is)."""
+    import runpy
+
+    real = builtins.__import__
+
+    def interrupted(name, *args, **kwargs):
+        if name == "torchik.cli":
+            raise KeyboardInterrupt
+        return real(name, *args, **kwargs)
+
+    monkeypatch.delenv("WORLD_SIZE", raising=False)
+    monkeypatch.setattr(builtins, "__import__", interrupted)
+    with pytest.raises(SystemExit) as exit_:
+        runpy.run_module("torchik", run_name="__main__")
+    assert exit_.value.code == 130
+    assert capsys.readouterr().err == "torchik: interrupted\n"
+
+
 @pytest.mark.parametrize(
     ("robot", "says"),
     [

@@ -20,7 +20,7 @@ from torch import Tensor
 
 from torchik.checks import check_device
 
-_INTERRUPTED = 130  # 128 + SIGINT, as shells report it
+_INTERRUPTED = 130  # 128 + SIGINT, as shells report it (and _torchik_cli, which imports no torch)
 _ERRORS = (ValueError, TypeError, OSError, RuntimeError, ArithmeticError, ImportError, MemoryError)
 """The errors the command line reports in one line (others show their traceback)."""
 _TARGET_KINDS = ("position", "pose", "planar")

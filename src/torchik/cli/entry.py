@@ -26,7 +26,7 @@ import warnings
 from collections.abc import Sequence
 
 from torchik.cli import bench, dataset, eval, fit, info, plot, solve, train, tune, view
-from torchik.cli.common import _ERRORS, _message, _Parser
+from torchik.cli.common import _ERRORS, _INTERRUPTED, _message, _Parser
 
 __all__ = ["build_parser", "main"]
 
@@ -75,8 +75,8 @@ def _main(argv: list[str]) -> int:
         os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
         return 1
     except KeyboardInterrupt:
-        print("torchik: interrupted", file=sys.stderr)
-        return 130
+        print("torchik: interrupted", file=sys.stderr)  # as _torchik_cli's, during the import
+        return _INTERRUPTED
     except _ERRORS as err:
         print(f"torchik: error: {_message(err)}", file=sys.stderr)
         return 1
