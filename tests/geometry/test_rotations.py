@@ -573,3 +573,40 @@ def test_geodesic_distance_without_grad_mode_gives_the_same_values() -> None:
     with torch.no_grad():
         without = rot.geodesic_distance(r1, r2)
     assert torch.equal(with_grad, without) and bool((without[:8] == 0).all())
+
+
+WRONG_SHAPES = [  # (function, the arguments' shapes, the one refused (the first bad), its shape)
+    ("skew", [(5, 4)], "v", "(..., 3)"),
+    ("unskew", [(5, 4, 4)], "m", "(..., 3, 3)"),
+    ("rpy_to_rotmat", [(5, 2)], "rpy", "(..., 3)"),
+    ("rotmat_to_rpy", [(5, 9)], "rotmat", "(..., 3, 3)"),
+    ("axis_angle_to_rotmat", [(5, 4), (5,)], "axis", "(..., 3)"),
+    ("rotvec_to_quat", [(5, 4)], "rotvec", "(..., 3)"),
+    ("quat_to_rotvec", [(5, 5)], "quat", "(..., 4)"),
+    ("rotvec_to_rotmat", [(5, 4)], "rotvec", "(..., 3)"),
+    ("rotmat_to_rotvec", [(5, 3, 4)], "rotmat", "(..., 3, 3)"),
+    ("quat_to_rotmat", [(5, 3)], "quat", "(..., 4)"),
+    ("quat_to_rotmat", [()], "quat", "(..., 4)"),
+    ("rotmat_to_quat", [(5, 4, 4)], "rotmat", "(..., 3, 3)"),
+    ("quat_multiply", [(5, 4), (5, 3)], "q2", "(..., 4)"),
+    ("quat_conjugate", [(5, 3)], "quat", "(..., 4)"),
+    ("quat_canonical", [(4, 5)], "quat", "(..., 4)"),
+    ("rotmat_to_6d", [(5, 4, 4)], "rotmat", "(..., 3, 3)"),
+    ("sixd_to_rotmat", [(5, 9)], "sixd", "(..., 6)"),
+    ("geodesic_distance", [(5, 3, 3), (5, 4, 4)], "rotmat2", "(..., 3, 3)"),
+    ("pose_error", [(5, 4, 4), (5, 3, 4)], "target", "(..., 4, 4)"),
+    ("pose_to_matrix", [(5, 3), (5, 3, 4)], "rotmat", "(..., 3, 3)"),
+    ("matrix_to_pose", [(5, 3, 4)], "transform", "(..., 4, 4)"),
+    ("invert_transform", [(3, 3)], "transform", "(..., 4, 4)"),
+]
+
+
+@pytest.mark.parametrize(("name", "shapes", "argument", "needed"), WRONG_SHAPES)
+def test_a_wrong_trailing_shape_is_refused_in_one_line(name, shapes, argument, needed):
+    """Not an unpacking, indexing or broadcasting error from deep inside, nor (a larger matrix)
+    an answer read from its corner: a ValueError naming the function, argument and shape."""
+    args = [torch.zeros(shape, dtype=F64) for shape in shapes]
+    with pytest.raises(ValueError) as info:
+        getattr(rot, name)(*args)
+    wrong = shapes[0] if name == "axis_angle_to_rotmat" else shapes[-1]  # axis, else the last
+    assert str(info.value) == f"{name}: {argument} must have shape {needed}, got {wrong}"

@@ -5,7 +5,9 @@ Conventions:
 * rotation matrices ``(..., 3, 3)`` act on column vectors, ``x_parent = R @ x_child``;
 * quaternions are ``(w, x, y, z)``, scalar first, unit length;
 * rotation vectors (axis times angle, radians) are ``(..., 3)``;
-* homogeneous transforms are ``(..., 4, 4)`` with last row ``(0, 0, 0, 1)``.
+* homogeneous transforms are ``(..., 4, 4)`` with last row ``(0, 0, 0, 1)``;
+* an argument of another trailing shape is refused with a one-line ValueError naming it and the
+  shape it needs.
 
 Every function works for float32 and float64 on any device and is differentiable. Where a
 formula is singular (the rotation angle at the identity, ``atan2(0, 0)``, the norm of a zero
@@ -23,7 +25,7 @@ from collections.abc import Callable, Sequence
 import torch
 from torch import Tensor
 
-from torchik.geometry.transforms import matrix_to_pose
+from torchik.geometry.transforms import _check_shape, matrix_to_pose
 
 __all__ = [
     "skew",
@@ -116,6 +118,7 @@ def skew(v: Tensor) -> Tensor:
     Returns:
         Skew-symmetric matrices ``(..., 3, 3)``.
     """
+    _check_shape("skew", "v", v, (3,))
     x, y, z = v.unbind(-1)
     o = torch.zeros_like(x)
     return _mat3((o, -z, y, z, o, -x, -y, x, o))
@@ -130,6 +133,7 @@ def unskew(m: Tensor) -> Tensor:
     Returns:
         Vectors ``(..., 3)``.
     """
+    _check_shape("unskew", "m", m, (3, 3))
     return 0.5 * torch.stack(
         (
             m[..., 2, 1] - m[..., 1, 2],
@@ -149,6 +153,7 @@ def rpy_to_rotmat(rpy: Tensor) -> Tensor:
     Returns:
         Rotation matrices ``(..., 3, 3)``.
     """
+    _check_shape("rpy_to_rotmat", "rpy", rpy, (3,))
     cr, cp, cy = torch.cos(rpy).unbind(-1)
     sr, sp, sy = torch.sin(rpy).unbind(-1)
     return _mat3(
@@ -179,6 +184,7 @@ def rotmat_to_rpy(rotmat: Tensor) -> Tensor:
         ``(..., 3)`` as (roll, pitch, yaw) with roll and yaw in ``[-pi, pi]`` and pitch in
         ``[-pi/2, pi/2]``.
     """
+    _check_shape("rotmat_to_rpy", "rotmat", rotmat, (3, 3))
     r00, r01, r02, r10, r11, r12, r20, _, _ = rotmat.flatten(-2).unbind(-1)
     eps = torch.finfo(rotmat.dtype).eps
     locked = r00 * r00 + r10 * r10 < eps * eps
@@ -202,6 +208,7 @@ def axis_angle_to_rotmat(axis: Tensor, angle: Tensor) -> Tensor:
     Returns:
         Rotation matrices ``(..., 3, 3)``.
     """
+    _check_shape("axis_angle_to_rotmat", "axis", axis, (3,))
     k = skew(axis)
     a = angle[..., None, None]
     # 1 - cos(a) = 2 sin^2(a / 2) avoids the cancellation of the left-hand form for small a.
@@ -219,6 +226,7 @@ def rotvec_to_quat(rotvec: Tensor) -> Tensor:
         Unit quaternions ``(..., 4)``; ``w < 0`` when ``t > pi`` (no sign canonicalisation, so the
         map stays smooth).
     """
+    _check_shape("rotvec_to_quat", "rotvec", rotvec, (3,))
     half2 = 0.25 * (rotvec * rotvec).sum(dim=-1)
     w = _even_fn(half2, _SMALL_HALF_ANGLE_SQ, _COS, torch.cos)
     # sin(t/2) / t = 0.5 * sinc(t/2)
@@ -240,6 +248,7 @@ def quat_to_rotvec(quat: Tensor) -> Tensor:
     Returns:
         Rotation vectors ``(..., 3)``. At exactly ``pi`` the sign follows :func:`quat_canonical`.
     """
+    _check_shape("quat_to_rotvec", "quat", quat, (4,))
     q = quat_canonical(quat)
     w, v = q[..., 0], q[..., 1:]
     s2 = (v * v).sum(dim=-1)
@@ -263,6 +272,7 @@ def rotvec_to_rotmat(rotvec: Tensor) -> Tensor:
     Returns:
         Rotation matrices ``(..., 3, 3)``.
     """
+    _check_shape("rotvec_to_rotmat", "rotvec", rotvec, (3,))
     return quat_to_rotmat(rotvec_to_quat(rotvec))
 
 
@@ -279,6 +289,7 @@ def rotmat_to_rotvec(rotmat: Tensor) -> Tensor:
     Returns:
         Rotation vectors ``(..., 3)``.
     """
+    _check_shape("rotmat_to_rotvec", "rotmat", rotmat, (3, 3))
     return quat_to_rotvec(rotmat_to_quat(rotmat))
 
 
@@ -294,6 +305,7 @@ def quat_to_rotmat(quat: Tensor) -> Tensor:
     Returns:
         Rotation matrices ``(..., 3, 3)``.
     """
+    _check_shape("quat_to_rotmat", "quat", quat, (4,))
     w, x, y, z = quat.unbind(-1)
     s = 2.0 / (quat * quat).sum(dim=-1)
     return _mat3(
@@ -320,6 +332,7 @@ def rotmat_to_quat(rotmat: Tensor) -> Tensor:
     Returns:
         Unit quaternions ``(..., 4)`` in canonical form (see :func:`quat_canonical`).
     """
+    _check_shape("rotmat_to_quat", "rotmat", rotmat, (3, 3))
     r00, r01, r02, r10, r11, r12, r20, r21, r22 = rotmat.flatten(-2).unbind(-1)
     wx, wy, wz = r21 - r12, r02 - r20, r10 - r01
     xy, xz, yz = r01 + r10, r02 + r20, r12 + r21
@@ -347,6 +360,8 @@ def quat_multiply(q1: Tensor, q2: Tensor) -> Tensor:
     Returns:
         Quaternions ``(..., 4)``.
     """
+    _check_shape("quat_multiply", "q1", q1, (4,))
+    _check_shape("quat_multiply", "q2", q2, (4,))
     w1, x1, y1, z1 = q1.unbind(-1)
     w2, x2, y2, z2 = q2.unbind(-1)
     return torch.stack(
@@ -369,6 +384,7 @@ def quat_conjugate(quat: Tensor) -> Tensor:
     Returns:
         Quaternions ``(..., 4)``.
     """
+    _check_shape("quat_conjugate", "quat", quat, (4,))
     return quat * quat.new_tensor([1.0, -1.0, -1.0, -1.0])
 
 
@@ -381,6 +397,7 @@ def quat_normalize(quat: Tensor) -> Tensor:
     Returns:
         Unit quaternions ``(..., 4)``.
     """
+    # no shape check: it scales a vector of any length alike (an axis, say), as it always has
     return _normalize(quat)
 
 
@@ -396,6 +413,7 @@ def quat_canonical(quat: Tensor) -> Tensor:
     Returns:
         Quaternions ``(..., 4)``, ``quat`` or ``-quat``.
     """
+    _check_shape("quat_canonical", "quat", quat, (4,))
     key = quat[..., 0]
     for i in (1, 2, 3):
         key = torch.where(key == 0, quat[..., i], key)
@@ -411,6 +429,7 @@ def rotmat_to_6d(rotmat: Tensor) -> Tensor:
     Returns:
         ``(..., 6)``: column 0 followed by column 1.
     """
+    _check_shape("rotmat_to_6d", "rotmat", rotmat, (3, 3))
     return torch.cat((rotmat[..., :, 0], rotmat[..., :, 1]), dim=-1)
 
 
@@ -427,6 +446,7 @@ def sixd_to_rotmat(sixd: Tensor) -> Tensor:
     Returns:
         Rotation matrices ``(..., 3, 3)``.
     """
+    _check_shape("sixd_to_rotmat", "sixd", sixd, (6,))
     a, b = sixd[..., :3], sixd[..., 3:]
     c0 = _normalize(a)
     c1 = _normalize(b - (c0 * b).sum(dim=-1, keepdim=True) * c0)
@@ -450,6 +470,8 @@ def geodesic_distance(rotmat1: Tensor, rotmat2: Tensor) -> Tensor:
     Returns:
         Angles ``(...)`` in radians.
     """
+    _check_shape("geodesic_distance", "rotmat1", rotmat1, (3, 3))
+    _check_shape("geodesic_distance", "rotmat2", rotmat2, (3, 3))
     rel = rotmat1.transpose(-1, -2) @ rotmat2
     cos = 0.5 * (torch.diagonal(rel, dim1=-2, dim2=-1).sum(dim=-1) - 1.0)
     return torch.atan2(_safe_norm(unskew(rel)), cos)
@@ -471,6 +493,8 @@ def pose_error(transform: Tensor, target: Tensor) -> Tensor:
     Returns:
         ``(..., 6)``: position error (3) then orientation error (3).
     """
+    _check_shape("pose_error", "transform", transform, (4, 4))
+    _check_shape("pose_error", "target", target, (4, 4))
     position, rotmat = matrix_to_pose(transform)
     target_position, target_rotmat = matrix_to_pose(target)
     rot_err = rotmat_to_rotvec(target_rotmat @ rotmat.transpose(-1, -2))
