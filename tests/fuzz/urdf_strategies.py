@@ -166,8 +166,11 @@ def check_source(source: str | bytes, folder: Path | None = None) -> tuple[str, 
         ``HANG_S``), ``"non-finite"`` (FK or its gradient in float32 or float64) or
         ``"crash: <exception type>"``; detail a one-line description.
     """
+    if isinstance(source, bytes) and folder is None:  # a folder of its own, removed after
+        with tempfile.TemporaryDirectory() as made:
+            return check_source(source, Path(made))
     if isinstance(source, bytes):
-        folder = Path(folder or tempfile.mkdtemp())
+        folder = Path(folder)
         (folder / "fuzz.urdf").write_bytes(source)
         source = str(folder / "fuzz.urdf")
     start = time.perf_counter()
