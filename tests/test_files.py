@@ -214,7 +214,8 @@ def test_load_tensors_says_what_a_file_that_is_no_torch_file_is(tmp_path):
 def test_a_damaged_pickle_or_one_of_another_writer_is_not_said_to_hold_objects(tmp_path):
     """A cut legacy checkpoint said "EOFError" or "it would import torch._utils._rebuil", random
     bytes that start as a pickle, a pickle of pickle.dump, a zip checkpoint with a damaged
-    data.pkl and tensors saved with pickle_protocol=4 said "it holds objects"."""
+    data.pkl and tensors saved with pickle_protocol=4 said "it holds objects"; a header's
+    encryption flag raised zipfile's RuntimeError ("password required")."""
     import pickle
 
     torch.save({"w": torch.arange(50.0)}, tmp_path / "legacy.pt",
@@ -226,11 +227,14 @@ def test_a_damaged_pickle_or_one_of_another_writer_is_not_said_to_hold_objects(t
         entry = next(e for e in archive.infolist() if e.filename.endswith("data.pkl"))
     at = zipped.index(b"\x80\x02", entry.header_offset) + entry.compress_size - 5
     zipped[at] ^= 0xFF
+    encrypted = bytearray((tmp_path / "good.pt").read_bytes())
+    encrypted[encrypted.index(b"PK\x01\x02") + 8] |= 1  # a central header's flag: a password
     truncated = "it is truncated or damaged (not a complete file"
     cases = {
         "random.pt": (b"\x80\x11\xfe" + bytes(range(200)), "it is neither a zip archive nor a"),
         "pickled.pt": (pickle.dumps({"w": [1.0]}, protocol=2), "it is a pickle, not a file of"),
         "damaged.pt": (bytes(zipped), "it is damaged (its bytes differ from those saved"),
+        "encrypted.pt": (bytes(encrypted), "it is damaged (its bytes differ from those saved"),
         **{f"cut{n}.pt": (legacy[:n], truncated) for n in (8, 20, 100, 300)},
     }
     for name, (content, says) in cases.items():

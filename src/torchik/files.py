@@ -353,8 +353,8 @@ def _zip_problem(file: IO[bytes], size: int) -> str | None:
                             pass
     except zipfile.BadZipFile as err:
         return _DAMAGED if "CRC" in str(err) else _TRUNCATED
-    except NotImplementedError:  # a damaged header asks for a zip version, encryption or
-        return _DAMAGED  # compression that zipfile lacks (torch.save writes none of them)
+    except (NotImplementedError, RuntimeError):  # a header damaged into a zip version,
+        return _DAMAGED  # compression or encryption (a password) that torch.save never writes
     except (OSError, EOFError, ValueError):  # a cut one may say EINVAL
         return _TRUNCATED
     return None
