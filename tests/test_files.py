@@ -210,7 +210,6 @@ def test_load_tensors_says_what_a_file_that_is_no_torch_file_is(tmp_path):
     assert torch.equal(load_tensors(tmp_path / "legacy.pt", "cpu")["w"], torch.ones(2))
 
 
-@pytest.mark.filterwarnings("ignore:Detected pickle protocol 4")  # torch's, before its error
 def test_a_damaged_pickle_or_one_of_another_writer_is_not_said_to_hold_objects(tmp_path):
     """A cut legacy checkpoint said "EOFError" or "it would import torch._utils._rebuil", random
     bytes that start as a pickle, a pickle of pickle.dump, a zip checkpoint with a damaged
@@ -247,6 +246,32 @@ def test_a_damaged_pickle_or_one_of_another_writer_is_not_said_to_hold_objects(t
     assert files.torch_file_problem(tmp_path / "p4.pt") is None  # torch.load says why
     with pytest.raises(ValueError, match="it was pickled with protocol 4 or later .* save it"):
         load_tensors(tmp_path / "p4.pt", "cpu")
+
+
+def test_a_pickle_of_unknown_opcodes_with_a_good_checksum_is_damaged_and_torch_says_nothing(
+    tmp_path,
+):
+    """A data.pkl rewritten with its checksum (tests.fuzz.checkpoints --start 91000, seed
+    91032) whose second byte, the protocol, is 224 and which holds a byte that is no opcode:
+    "it holds objects", after torch's UserWarning asking to file an issue."""
+    import warnings
+
+    torch.save({"w": torch.arange(5.0)}, tmp_path / "good.pt")
+    with zipfile.ZipFile(tmp_path / "good.pt") as archive:
+        parts = {e.filename: archive.read(e) for e in archive.infolist()}
+    with zipfile.ZipFile(tmp_path / "bad.pt", "w") as archive:  # checksums written anew
+        for name, data in parts.items():
+            if name.endswith("data.pkl"):
+                data = b"\x80\xe0\xa1" + data[3:]  # protocol 224, then no opcode (161)
+            archive.writestr(name, data)
+    with warnings.catch_warnings(record=True) as said:
+        warnings.simplefilter("always")
+        with pytest.raises(ValueError, match="bad.pt' is not a readable .*: it is damaged"):
+            load_tensors(tmp_path / "bad.pt", "cpu")
+        torch.save({"w": torch.ones(2)}, tmp_path / "p4.pt", pickle_protocol=4)
+        with pytest.raises(ValueError, match="protocol 4 or later"):
+            load_tensors(tmp_path / "p4.pt", "cpu")
+    assert not [w for w in said if "pickle protocol" in str(w.message)], said
 
 
 def test_read_head_reads_the_first_bytes_of_a_regular_file_only(tmp_path):

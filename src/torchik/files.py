@@ -22,6 +22,7 @@ import os
 import pickle
 import re
 import stat
+import warnings
 import zipfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
@@ -272,8 +273,12 @@ def load_tensors(
 def _torch_load(file: IO[bytes], map_location: Any, name: str, what: str) -> Any:
     """``torch.load(file, weights_only=True)``, its errors as one ValueError naming ``name``."""
     try:
-        return torch.load(file, map_location=map_location, weights_only=True)
+        with warnings.catch_warnings():  # its "please file an issue" for a protocol it reads
+            warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
+            return torch.load(file, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:  # not torch's advice to retry with weights_only=False
+        if _operand(err) is not None and not _operand(err):  # no opcode of any protocol
+            raise ValueError(f"{name!r} is not a readable {what}: {_DAMAGED}") from err
         if _newer_protocol(err):  # tensors, maybe: torch.save(..., pickle_protocol=4)
             raise ValueError(
                 f"{name!r} is not a readable {what}: it was pickled with protocol 4 or later "
@@ -291,14 +296,22 @@ def _torch_load(file: IO[bytes], map_location: Any, name: str, what: str) -> Any
         raise ValueError(f"{name!r} is not a readable {what}: {reason}") from err
 
 
-def _newer_protocol(err: pickle.UnpicklingError) -> bool:
-    """Whether torch's loader refused an operation of pickle protocol 4 or later (such as
-    FRAME, which every such pickle opens with), not an object: it said "it holds objects"."""
+def _operand(err: pickle.UnpicklingError) -> list[Any] | None:
+    """The pickle opcodes (``pickletools.opcodes``) whose byte torch's loader called an
+    unsupported operand, ``[]`` for a byte that is no opcode at all (the pickle is damaged),
+    ``None`` where it refused something else."""
     import pickletools
 
     found = re.search(r"Unsupported operand (\d+)", str(err))
-    code = chr(int(found.group(1))) if found else None
-    return any(op.code == code and op.proto >= 4 for op in pickletools.opcodes)
+    if found is None:
+        return None
+    return [op for op in pickletools.opcodes if op.code == chr(int(found.group(1)))]
+
+
+def _newer_protocol(err: pickle.UnpicklingError) -> bool:
+    """Whether torch's loader refused an operation of pickle protocol 4 or later (such as
+    FRAME, which every such pickle opens with), not an object: it said "it holds objects"."""
+    return any(op.proto >= 4 for op in _operand(err) or [])
 
 
 _ZIP = b"PK\x03\x04"  # what torch.save writes
