@@ -250,3 +250,31 @@ def test_ctrl_c_under_nproc_prints_a_resume_line_with_nproc_and_no_traceback(tmp
     assert line.startswith("interrupted at step"), err
     argv = shlex.split(line.split("resume with: torchik ")[1])
     assert argv[argv.index("--nproc") + 1] == "2" and argv[-1] == "--resume"
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [["--sampler", "normal"], ["--std", "0.1"], ["--targets", "pose"], ["--link", "link_1"]],
+)
+def test_streams_options_with_data_are_refused_not_ignored(tmp_path, capsys, snake_data, extra):
+    """--data's file fixes its targets, joints and end link: --targets, --sampler, --std and
+    --link were ignored without a word."""
+    code, _, err = _train(capsys, snake_data, tmp_path / "run", *extra)
+    assert_one_line_error(code, err)
+    assert f"{extra[0]}: --stream's options; --data's file fixes" in err
+    assert not (tmp_path / "run").exists()
+
+
+def test_std_without_the_normal_sampler_is_refused_by_train_and_dataset(tmp_path, capsys):
+    """The uniform sampler has no std: --std alone was ignored."""
+    code, _, err = run(capsys, "train", "--stream", "snake2", "--model", "mdn", "--preset", "tiny",
+                       "--steps", "2", "--out", str(tmp_path / "run"), "--std", "0.5")  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "--std is the normal sampler's spread: add --sampler normal" in err
+    code, _, err = run(capsys, "dataset", "snake2", "-n", "8", "--out", str(tmp_path / "d.pt"),
+                       "--std", "0.5")  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "add --sampler normal" in err and not (tmp_path / "d.pt").exists()
+    code, out, _ = run(capsys, "dataset", "snake2", "-n", "8", "--out", str(tmp_path / "d.pt"),
+                       "--sampler", "normal", "--std", "0.5", "0.1")  # fmt: skip
+    assert code == 0 and "normal joints" in out

@@ -211,6 +211,22 @@ def _require_robot(spec, name: str | None):
     return robot
 
 
+def _std(args: argparse.Namespace) -> dict[str, Any]:
+    """``std=`` for :func:`~torchik.learn.make_dataset` or :class:`~torchik.learn.FKStream`
+    from ``--std`` (none given: the library's default). Refused with the uniform sampler, which
+    draws within the limits and has no std (it was ignored).
+
+    Raises:
+        ValueError: ``--std`` without ``--sampler normal``.
+    """
+    if args.std is None:
+        return {}
+    if args.sampler != "normal":
+        raise ValueError("--std is the normal sampler's spread: add --sampler normal (the "
+                         "uniform sampler draws within the limits and has none)")  # fmt: skip
+    return {"std": args.std[0] if len(args.std) == 1 else args.std}
+
+
 def _end_link(args, robot, quiet: bool = False) -> str:
     """``--link`` if given, else :func:`torchik.description.default_end_link`, named on stderr when
     the robot came from a file (a bundled robot's end link is documented) unless ``quiet`` (a

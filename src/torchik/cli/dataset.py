@@ -12,6 +12,7 @@ from torchik.cli.common import (
     _new_output,
     _positive_int,
     _robot,
+    _std,
 )
 
 
@@ -22,8 +23,9 @@ def add_parser(sub) -> None:
     _add_out(p, "output file (e.g. panda.pt); an existing one needs --overwrite")
     p.add_argument("--targets", choices=_TARGET_KINDS, default="position")
     p.add_argument("--sampler", choices=("uniform", "normal"), default="uniform")
-    p.add_argument("--std", type=float, nargs="+", default=[0.2],
-                   help="std of the normal sampler: one, or one per joint")  # fmt: skip
+    p.add_argument("--std", type=float, nargs="+",
+                   help="std of the normal sampler (with --sampler normal): one, or one per "
+                        "joint (default 0.2)")  # fmt: skip
     p.add_argument("--link", help="end link (default: the robot's end link)")
     _common(p, device=False)
     p.set_defaults(func=run)
@@ -33,10 +35,11 @@ def run(args: argparse.Namespace) -> int:
     from torchik.learn.data import make_dataset
 
     _new_output(args.out, args.overwrite)  # refuse a bad path before the work, not after it
+    std = _std(args)
     robot = _robot(args.robot)
-    std = args.std[0] if len(args.std) == 1 else args.std
     link = _end_link(args, robot)
-    data = make_dataset(robot, args.n, link, args.sampler, std, args.targets, seed=args.seed)
+    data = make_dataset(robot, args.n, link, args.sampler, targets=args.targets, seed=args.seed,
+                        **std)  # fmt: skip
     data.save(args.out)
     print(
         f"wrote {len(data)} samples of {robot.name} (link {data.spec.link}, {args.targets} "

@@ -30,6 +30,7 @@ from torchik.cli.common import (
     _resume_command,
     _robot,
     _robot_for,
+    _std,
     _torch_file,
 )
 from torchik.files import load_tensors, read_text, write_text
@@ -45,12 +46,13 @@ def add_parser(sub) -> None:
                         help="fresh pairs made by FK every step instead of a file: a bundled "
                              "name, planar:L1,L2,... or a URDF (with --targets, --sampler, "
                              "--std, --link)")  # fmt: skip
-    p.add_argument("--targets", choices=_TARGET_KINDS, default="position",
+    p.add_argument("--targets", choices=_TARGET_KINDS,
                    help="--stream's target kind (default position)")  # fmt: skip
-    p.add_argument("--sampler", choices=("uniform", "normal"), default="uniform",
+    p.add_argument("--sampler", choices=("uniform", "normal"),
                    help="--stream's joint sampler (default uniform in the limits)")  # fmt: skip
-    p.add_argument("--std", type=float, nargs="+", default=[0.2],
-                   help="--stream's normal sampler std: one, or one per joint")  # fmt: skip
+    p.add_argument("--std", type=float, nargs="+",
+                   help="--stream's normal sampler std (with --sampler normal): one, or one "
+                        "per joint (default 0.2)")  # fmt: skip
     p.add_argument("--link", help="--stream's end link (default: the robot's end link)")
     p.add_argument("--model", help="model family (iknet, mlp, ...); may come from --config FILE")
     p.add_argument(
@@ -169,6 +171,7 @@ def run(args: argparse.Namespace) -> int:
     ``args.threads`` CPU threads (the previous number is restored afterwards)."""
     from torchik.train import distributed
 
+    _check_stream_options(args)
     if args.minutes is not None:
         _check_minutes(args, distributed.launched())
     if _launches(args):
@@ -185,6 +188,27 @@ def run(args: argparse.Namespace) -> int:
         if errors is None or not _report_to_launcher(errors, err):
             raise
         return 1
+
+
+_STREAM_OPTIONS = ("targets", "sampler", "std", "link")
+
+
+def _check_stream_options(args: argparse.Namespace) -> None:
+    """Refuse ``--stream``'s options with ``--data`` (whose file fixes its targets and end
+    link: they were ignored) and ``--std`` without ``--sampler normal``.
+
+    Raises:
+        ValueError: in one line.
+    """
+    if args.stream is None:
+        given = [f"--{name}" for name in _STREAM_OPTIONS if getattr(args, name) is not None]
+        if given:
+            raise ValueError(
+                f"{', '.join(given)}: --stream's options; --data's file fixes its targets, "
+                "joints and end link ('torchik dataset' sets them)"
+            )
+        return
+    _std(args)
 
 
 def _launches(args: argparse.Namespace) -> bool:
@@ -494,11 +518,11 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
         robot = _robot_for(data.spec, args.robot)
         return parts[0], val, robot, f"{len(parts[0])} rows", _provenance(args.data, data)
     robot = _robot(args.stream)
-    std = args.std[0] if len(args.std) == 1 else args.std
     link = _end_link(args, robot, quiet=not _reports(args))
-    stream = FKStream(robot, link, args.targets, args.sampler, std, args.seed)
+    targets = args.targets or "position"
+    stream = FKStream(robot, link, targets, args.sampler or "uniform", seed=args.seed, **_std(args))
     val = stream.draw(config.val_targets, seed=args.seed + 1) if args.val_fraction > 0 else None
-    rows = f"fresh {args.targets} pairs of {robot.name} made by FK each step"
+    rows = f"fresh {targets} pairs of {robot.name} made by FK each step"
     return stream, val, robot, rows, {"stream": repr(stream)}
 
 
