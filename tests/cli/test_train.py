@@ -49,6 +49,8 @@ def test_a_refused_overwrite_leaves_the_earlier_run_intact(tmp_path, capsys, sna
     code, _, err = _train(capsys, snake_data, out, "--overwrite", *bad)
     assert_one_line_error(code, err)
     assert {name: (out / name).read_bytes() for name in RUN} == before
+    if "batch_size=1000" in bad:  # says how, in the command's terms
+        assert "fewer than batch_size=1000: set another with --config batch_size=N" in err
 
 
 @pytest.mark.parametrize("second_ctrl_c", [False, True])

@@ -412,7 +412,10 @@ def _check_batches(source: Any, config: Any, processes: int) -> None:
     from torchik.train.engine import check_batch_size
 
     rows = len(source) if isinstance(source, IKDataset) else None
-    check_batch_size(config.batch_size, rows, processes)
+    try:
+        check_batch_size(config.batch_size, rows, processes)
+    except ValueError as err:  # how to change it, in the command's terms
+        raise ValueError(f"{err}: set another with --config batch_size=N") from None
 
 
 def _train(args: argparse.Namespace) -> int:
