@@ -6,8 +6,9 @@ override theirs), against the model's own sampler (``--teacher few``: :data:`FEW
 accurate than their own for the bundled position models); the record (the sampler's fields, the
 settings, the teacher, the first and last losses, the machine, the date, the command) is merged
 into ``OUT/samplers.json`` (default ``src/torchik/models/pretrained``), where
-:func:`torchik.models.pretrained.fitted_sampler` reads it. About 80 seconds on the 2-core
-development machine. Its accuracy on the held-out targets: ``scripts/fm_samplers.py``.
+:func:`torchik.models.pretrained.fitted_sampler` reads it. About 2 minutes on the 2-core
+development machine (the bundled Panda sampler's record says 112 s). Its accuracy on the
+held-out targets: ``scripts/fm_samplers.py``.
 
     python scripts/fit_sampler.py --steps 7             # panda, as bundled (default 8 steps)
     python scripts/fit_sampler.py --model ur5 --teacher few

@@ -530,9 +530,9 @@ def bf16_is_fast(device: torch.device | str) -> bool:
     compute capability 8 or more (Ampere on), or a CPU with AMX (Intel Xeon since Sapphire
     Rapids). There the bfloat16 samplers were measured faster than the float32 ones at the same
     accuracy: on an H200, 1000 samples of one Panda pose in 1.6 ms against 2.4
-    (``benchmarks/results/gpu.md``); on two cores of a Xeon with AMX 68 ms against 274, and
-    10 000 samples of 1000 poses in 1.2 s against 3.5. Elsewhere bfloat16 may be emulated,
-    and slower than float32: with oneDNN capped below AMX (``ONEDNN_MAX_CPU_ISA=AVX2``) 10
+    (``benchmarks/results/gpu.md``); on two cores of a Xeon with AMX 47 ms against 145 (the
+    fitted 7-pass sampler, ``benchmarks/results/fm_samplers.md``). Elsewhere bfloat16 may be
+    emulated, and slower than float32: with oneDNN capped below AMX (``ONEDNN_MAX_CPU_ISA=AVX2``) 10
     samples of each of 1000 Panda poses took 14 s in bfloat16 against 1.6 s in float32, so a
     CPU whose oneDNN is capped so counts as without AMX.
 
