@@ -65,3 +65,33 @@ def test_cuda_in_cuda_out():
     q = robot.random_configuration(8).cuda()
     assert robot.forward_kinematics(q, "panda_hand").device == q.device
     assert robot.jacobian(q, "panda_hand").device == q.device
+
+
+@pytest.mark.parametrize("floating_base", [False, True])
+@pytest.mark.parametrize("batch", [4, 64])  # the small-batch path and the batched kernel
+def test_autocast_leaves_fk_and_jacobians_in_the_robots_dtype(batch, floating_base):
+    robot = load_robot("panda", dtype=torch.float32, floating_base=floating_base)
+    exact = load_robot("panda", dtype=torch.float64, floating_base=floating_base)
+    q = _q(exact, batch, seed=4)
+    x = q.float().requires_grad_()  # in a loss: the differentiable path
+    with torch.autocast("cpu", dtype=torch.bfloat16):  # bfloat16 products: 1e-2 off
+        hand = robot.forward_kinematics(x, "panda_hand")
+        every = robot.forward_kinematics(x)
+        jac = robot.jacobian(x, "panda_hand")
+    assert hand.dtype == every.dtype == jac.dtype == torch.float32
+    expected = (exact.forward_kinematics(q, "panda_hand"), exact.forward_kinematics(q))
+    torch.testing.assert_close(hand.detach().double(), expected[0], atol=1e-5, rtol=0)
+    torch.testing.assert_close(every.detach().double(), expected[1], atol=1e-5, rtol=0)
+    jac_exact = exact.jacobian(q, "panda_hand")
+    torch.testing.assert_close(jac.detach().double(), jac_exact, atol=1e-5, rtol=0)
+
+
+def test_analytic_backward_inside_autocast_is_exact():
+    robot = load_robot("panda", dtype=torch.float32)
+    exact = load_robot("panda", dtype=torch.float64)
+    q = _q(exact, 64, seed=5)
+    x, x64 = q.float().requires_grad_(), q.clone().requires_grad_()
+    with torch.autocast("cpu", dtype=torch.bfloat16):
+        robot.forward_kinematics(x).square().sum().backward()  # the subtree sums: matmuls
+    exact.forward_kinematics(x64).square().sum().backward()
+    torch.testing.assert_close(x.grad.double(), x64.grad, atol=1e-4, rtol=1e-5)

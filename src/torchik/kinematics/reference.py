@@ -25,6 +25,7 @@ derivatives are exact at every batch size.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import Callable, Hashable
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -40,6 +41,7 @@ __all__ = [
     "jacobian",
     "frames_to_matrix",
     "recording",
+    "without_autocast",
 ]
 
 REVOLUTE = 0
@@ -207,6 +209,29 @@ def _motion_patterns(kinds: list[int], like: Tensor) -> Tensor:
     prismatic[2, 11] = 1.0
     mask = torch.tensor([kind == REVOLUTE for kind in kinds], dtype=torch.bool, device=like.device)
     return torch.where(mask[:, None, None], revolute, prismatic)
+
+
+def without_autocast(device: torch.device) -> contextlib.AbstractContextManager:
+    """A context in which a caller's ``torch.autocast`` is off on ``device``'s type, so that
+    kinematics runs in the robot's dtype (float32 or float64) inside a mixed-precision loss too.
+
+    Under CPU bfloat16 autocast the matrix products of FK and of its backward ran in bfloat16:
+    a Jacobian 6e-3 off and a gradient 2e-2 off in float32, a batch of up to 16 poses returned
+    as bfloat16, and its Jacobian raised. A no-op (no context entered) where autocast is off.
+
+    Args:
+        device: the device of the configurations.
+
+    Returns:
+        ``torch.autocast(device.type, enabled=False)``, or a null context.
+    """
+    try:
+        enabled = torch.is_autocast_enabled(device.type)
+    except TypeError:  # pragma: no cover (torch < 2.4 takes no device type: just enter it)
+        enabled = True
+    except RuntimeError:  # a device type that autocast does not know (meta)
+        enabled = False
+    return torch.autocast(device.type, enabled=False) if enabled else contextlib.nullcontext()
 
 
 SMALL_BATCH = 16  # up to this batch size, per-op overhead dominates: see :func:`_path_pose`
@@ -406,26 +431,35 @@ class _AnalyticFK(torch.autograd.Function):
     def backward(ctx, grad: Tensor | None, *_unused):
         q, lf, axis, moment = ctx.saved_tensors
         plan: _Plan = ctx.tree.plan(ctx.links)
-        n_links, batch = lf.shape[0], lf.shape[3]
+        batch = lf.shape[3]
         if grad is None or not plan.needed or batch == 0:
             return lf.new_zeros(batch, ctx.tree.dof), None, None
-        if torch.is_grad_enabled():  # create_graph=True: the gradient must be differentiable
-            pose = frames_to_matrix(_frames(q, ctx.tree, plan, ctx.links)[1])
-            return torch.autograd.grad(pose, q, grad, create_graph=True)[0], None, None
-        g = grad[..., :3, :].permute(1, 3, 2, 0).contiguous()  # (L, 4 columns, 3 rows, B)
-        u = _cross(lf, g).sum(dim=1)  # Σ_k c_k(T) x c_k(G): (L, 3, B)
-        g_p = g[:, 3]
-        if n_links == 1:  # every needed joint moves the one link: no subtree sums
-            u_sum, g_sum = u, g_p
-        else:
-            u_sum = (plan.subtree @ u.view(n_links, -1)).view(-1, 3, batch)
-            g_sum = (plan.subtree @ g_p.reshape(n_links, -1)).view(-1, 3, batch)
-        rev = plan.revolute[:, None]
-        dtheta = torch.where(rev, (axis * u_sum).sum(1) + (moment * g_sum).sum(1), 0.0)
-        if not plan.all_revolute:
-            dtheta = dtheta + torch.where(rev, 0.0, (axis * g_sum).sum(1))
-        dq = dtheta if plan.to_q is None else plan.to_q.T @ dtheta  # (D, B)
-        return dq.T, None, None
+        with without_autocast(q.device):  # a backward called inside autocast too
+            if torch.is_grad_enabled():  # create_graph=True: the gradient must be differentiable
+                pose = frames_to_matrix(_frames(q, ctx.tree, plan, ctx.links)[1])
+                return torch.autograd.grad(pose, q, grad, create_graph=True)[0], None, None
+            return _analytic_gradient(plan, grad, lf, axis, moment), None, None
+
+
+def _analytic_gradient(plan: _Plan, grad: Tensor, lf: Tensor, axis: Tensor, moment: Tensor):
+    """``dL/dq (B, D)`` from the upstream gradient ``grad (B, L', 4, 4)`` of the poses, the
+    link frames ``lf (L', 4, 3, B)`` and the joints' Plücker axes ``(n, 3, B)`` (see
+    :class:`_AnalyticFK`)."""
+    n_links, batch = lf.shape[0], lf.shape[3]
+    g = grad[..., :3, :].permute(1, 3, 2, 0).contiguous()  # (L, 4 columns, 3 rows, B)
+    u = _cross(lf, g).sum(dim=1)  # Σ_k c_k(T) x c_k(G): (L, 3, B)
+    g_p = g[:, 3]
+    if n_links == 1:  # every needed joint moves the one link: no subtree sums
+        u_sum, g_sum = u, g_p
+    else:
+        u_sum = (plan.subtree @ u.view(n_links, -1)).view(-1, 3, batch)
+        g_sum = (plan.subtree @ g_p.reshape(n_links, -1)).view(-1, 3, batch)
+    rev = plan.revolute[:, None]
+    dtheta = torch.where(rev, (axis * u_sum).sum(1) + (moment * g_sum).sum(1), 0.0)
+    if not plan.all_revolute:
+        dtheta = dtheta + torch.where(rev, 0.0, (axis * g_sum).sum(1))
+    dq = dtheta if plan.to_q is None else plan.to_q.T @ dtheta  # (D, B)
+    return dq.T
 
 
 def forward_kinematics(
@@ -441,8 +475,15 @@ def forward_kinematics(
             the plain autograd graph, which also supports higher derivatives).
 
     Returns:
-        ``(B, L', 4, 4)`` homogeneous transforms ``T_root_link``.
+        ``(B, L', 4, 4)`` homogeneous transforms ``T_root_link``, in ``q``'s dtype also under
+        ``torch.autocast`` (see :func:`without_autocast`).
     """
+    with without_autocast(q.device):
+        return _poses(q, tree, links, analytic)
+
+
+def _poses(q: Tensor, tree: KinematicTree, links: tuple[int, ...], analytic: bool) -> Tensor:
+    """:func:`forward_kinematics` with autocast off."""
     plan = tree.plan(links)
     transformed = _is_functorch_wrapped(q) or _is_dual(q)  # plain differentiable ops only
     if len(links) == 1 and plan.needed and 0 < q.shape[0] <= SMALL_BATCH and not transformed:
@@ -465,8 +506,14 @@ def jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]
     Returns:
         ``(B, 6, D)``: rows 0-2 the linear velocity of the link origin, rows 3-5 the angular
         velocity, both in the root frame, per unit joint velocity; and the pose ``(B, 4, 4)``
-        (computed on the way).
+        (computed on the way); in ``q``'s dtype also under ``torch.autocast``.
     """
+    with without_autocast(q.device):
+        return _jacobian(q, tree, link)
+
+
+def _jacobian(q: Tensor, tree: KinematicTree, link: int) -> tuple[Tensor, Tensor]:
+    """:func:`jacobian` with autocast off."""
     plan = tree.plan((link,))
     batch = q.shape[0]
     if not plan.needed:

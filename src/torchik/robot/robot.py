@@ -693,15 +693,17 @@ class Robot(nn.Module):
             link: a link name, a sequence of names, or ``None`` for every link.
 
         Returns:
-            ``(..., 4, 4)`` for a single name, else ``(..., L, 4, 4)``.
+            ``(..., 4, 4)`` for a single name, else ``(..., L, 4, 4)``, in the robot's dtype
+            also under ``torch.autocast`` (kinematics runs with it off).
         """
         idx, single = self._links(link)
         flat = self._check_q(q)
         joints = flat[:, self.dof - self._n_joints :]  # after a floating base's 7
         tree = self.tree  # once: learnable origins build their constants at every access
-        poses = self._kernels(flat, tree).forward_kinematics(joints, tree, idx)
-        if self._bases:
-            poses = self._with_bases(flat, poses, idx)
+        with kin.without_autocast(flat.device):  # the robot's dtype inside autocast too
+            poses = self._kernels(flat, tree).forward_kinematics(joints, tree, idx)
+            if self._bases:
+                poses = self._with_bases(flat, poses, idx)
         poses = poses.reshape(*q.shape[:-1], len(idx), 4, 4)
         return poses[..., 0, :, :] if single else poses
 
@@ -728,9 +730,10 @@ class Robot(nn.Module):
         tree = self.tree
         kernels = self._kernels(flat, tree) if not flat.requires_grad else kin  # no fused backward
         joints = flat[:, self.dof - self._n_joints :]
-        jac, pose = kernels.jacobian(joints, tree, idx)
-        if self._bases:
-            jac, pose = self._base_jacobian(flat, jac, pose, self._owner[idx])
+        with kin.without_autocast(flat.device):  # the robot's dtype inside autocast too
+            jac, pose = kernels.jacobian(joints, tree, idx)
+            if self._bases:
+                jac, pose = self._base_jacobian(flat, jac, pose, self._owner[idx])
         jac = jac.reshape(*q.shape[:-1], 6, self.nv)
         return (jac, pose.reshape(*q.shape[:-1], 4, 4)) if return_pose else jac
 
