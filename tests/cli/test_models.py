@@ -89,3 +89,46 @@ def test_a_negative_number_in_scientific_notation_is_a_number(capsys, z):
     assert code == 3 and len(json.loads(out)) == 1, err  # parsed: (0.1, -0.5) is out of reach
     code, _, err = run(capsys, "solve", "snake2", "--position", "0.1", "-inf")
     assert code == 2 and "'-inf' is not a finite number" in err
+
+
+@pytest.fixture(scope="module")
+def left_tip_model(tmp_path_factory):
+    """An untrained MLP of ``two_branches.urdf`` for ``left_tip``, not the robot's end link."""
+    import torchik
+    from tests.cli.test_cli import URDF
+    from torchik.learn import ProblemSpec
+    from torchik.models import MLP
+
+    urdf = str(URDF / "two_branches.urdf")
+    spec = ProblemSpec.from_robot(torchik.load_robot(urdf), link="left_tip")
+    path = tmp_path_factory.mktemp("models") / "left_tip.pt"
+    MLP(spec).save(path)
+    return urdf, str(path)
+
+
+def test_solve_with_a_model_places_the_models_link_by_default(capsys, left_tip_model):
+    """Without --link, solve placed the robot's end link (right_tip) and refused the model
+    trained for left_tip: ``link 'right_tip', not 'left_tip'``."""
+    urdf, model = left_tip_model
+    code, out, err = run(capsys, "solve", urdf, "--position", "0.0", "0.2", "0.5", "--model",
+                         model, "-n", "2", "--refine", "--format", "json")  # fmt: skip
+    assert code in (0, 3), err
+    assert "right_tip" not in err and "the model's samples" in err
+    assert len(json.loads(out)) == 2
+
+
+def test_plot_arm_with_a_model_places_the_models_link_by_default(capsys, tmp_path, left_tip_model):
+    pytest.importorskip("matplotlib")
+    urdf, model = left_tip_model
+    out = tmp_path / "a.png"
+    code, _, err = run(capsys, "plot", "arm", urdf, "--position", "0.0", "0.2", "0.5",
+                       "--model", model, "-n", "2", "--out", str(out))  # fmt: skip
+    assert code == 0 and out.exists(), err
+
+
+def test_a_models_link_the_robot_lacks_is_refused_in_one_line(capsys, left_tip_model):
+    _, model = left_tip_model
+    code, _, err = run(capsys, "solve", "panda", "--position", "0.4", "0.1", "0.5", "--model",
+                       model)  # fmt: skip
+    assert_one_line_error(code, err)
+    assert "the model is for robot 'tree', link 'left_tip', not for this one" in err

@@ -246,6 +246,19 @@ def _end_link(args, robot, quiet: bool = False) -> str:
     return link
 
 
+def _model_link(args, robot, model) -> str:
+    """The link ``solve`` and ``plot arm`` place: ``--link``, else the one ``model`` (None: no
+    ``--model``) was trained for, else the robot's end link (:func:`_end_link`); a model's link
+    the robot lacks is refused as the model of another robot."""
+    if model is None or args.link is not None:
+        return _end_link(args, robot)
+    if model.spec.link not in robot.link_names:
+        from torchik.models.pipeline import check_model_fits
+
+        check_model_fits(model, robot)  # raises: says which robot and link the model is for
+    return model.spec.link
+
+
 def _is_file(name: str) -> bool:
     from torchik.description.bundled import BUNDLED
 

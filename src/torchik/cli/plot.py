@@ -15,8 +15,8 @@ from torchik.cli.common import (
     _common,
     _dpi,
     _encode_for,
-    _end_link,
     _load_model,
+    _model_link,
     _Parser,
     _positive_int,
     _require_robot,
@@ -33,7 +33,9 @@ def add_parser(sub) -> None:
     arm = kinds.add_parser("arm", help="arm configurations solving one target")
     arm.add_argument("robot", help="bundled name, planar:L1,L2,..., a URDF or an MJCF file")
     arm.add_argument("--model", help="draw samples of this model (default: numerical IK)")
-    arm.add_argument("--link", help="link to place (default: the robot's end link)")
+    arm.add_argument(
+        "--link", help="link to place (default: the --model's link, else the robot's end link)"
+    )
     for name, text in (("densities", "per-joint densities"), ("resim", "re-simulated ends")):
         q = kinds.add_parser(name, help=f"a model's {text} for one target")
         q.add_argument("--model", required=True, help="a model file")
@@ -75,10 +77,11 @@ def _plot_arm(args, plot):
     from torchik.models.pipeline import check_model_fits
 
     robot = _robot(args.robot)
-    link = _end_link(args, robot)
     model = None
-    if args.model is not None:  # a model of another robot or link: refused before sampling
+    if args.model is not None:
         model = _load_model(args.model, args.robot, torch.device(args.device))
+    link = _model_link(args, robot, model)
+    if model is not None:  # a model of another robot or link: refused before sampling
         check_model_fits(model, robot, link)
     target, position_only = _target(args, robot, link)
     position = target if position_only else target[:3, 3]

@@ -15,8 +15,8 @@ from torchik.cli.common import (
     _bundled,
     _check_target_kind,
     _common,
-    _end_link,
     _load_model,
+    _model_link,
     _positive,
     _positive_int,
     _print_records,
@@ -38,7 +38,9 @@ def add_parser(sub) -> None:
     )  # fmt: skip
     p.add_argument("robot", help="bundled name, planar:L1,L2,..., a URDF or an MJCF file")
     _add_target(p)
-    p.add_argument("--link", help="link to place (default: the robot's end link)")
+    p.add_argument(
+        "--link", help="link to place (default: the --model's link, else the robot's end link)"
+    )
     p.add_argument("--model", help="'pretrained' or a model file (default: numerical IK)")
     p.add_argument("-n", type=_positive_int, default=100,
                    help="solutions (seeds or samples), default 100")  # fmt: skip
@@ -68,16 +70,23 @@ def run(args: argparse.Namespace) -> int:
         flag = "--refine" if args.refine else "--sampler"
         _usage_error("torchik solve", f"{flag} is for a model's samples: pass --model too")
     robot = _robot(args.robot).to(args.device)
-    link = _end_link(args, robot)
+    model = None
+    if args.model is not None:
+        model = _load_model(args.model, args.robot, torch.device(args.device))
+    link = _model_link(args, robot, model)
     robot = _fixed_part(robot, link)
     if idle := _idle_joints(robot, link):
         shown = ", ".join(idle[:8]) + (f" and {len(idle) - 8} more" if len(idle) > 8 else "")
         joints = "1 joint does" if len(idle) == 1 else f"{len(idle)} joints do"
-        print(f"torchik: {joints} not move {link} ({shown}): their values are the solver's "
-              "random starts", file=sys.stderr)  # fmt: skip
+        source = "the solver's random starts" if model is None else "the model's samples"
+        print(f"torchik: {joints} not move {link} ({shown}): their values are {source}",
+              file=sys.stderr)  # fmt: skip
     target, position_only = _target(args, robot, link)
-    solve = _solve_numerically if args.model is None else _solve_with_model
-    result, method = solve(args, robot, target.to(robot.device), position_only, link)
+    target = target.to(robot.device)
+    if model is None:
+        result, method = _solve_numerically(args, robot, target, position_only, link)
+    else:
+        result, method = _solve_with_model(args, model, robot, target, position_only, link)
     records = _solution_records(result, robot, position_only)
     ok = sum(r["success"] for r in records)
     if args.format == "table":
@@ -151,10 +160,9 @@ def _one_shot(method: str, robot) -> Any:
 
 
 @torch.no_grad()
-def _solve_with_model(args, robot, target, position_only, link):
+def _solve_with_model(args, model, robot, target, position_only, link):
     from torchik.models.pipeline import check_model_fits, model_targets, solve_with_model
 
-    model = _load_model(args.model, args.robot, torch.device(args.device))
     check_model_fits(model, robot, link)
     bundled = _bundled(args.model, args.robot)
     _check_target_kind(model, position_only, bundled)
