@@ -456,6 +456,33 @@ def test_the_robot_is_callable_and_functional_call_takes_its_origins():
     torch.testing.assert_close(per_sample[0], robot(q, "panda_hand"), atol=1e-12, rtol=0)
 
 
+def test_functional_call_takes_the_buffers_of_a_fixed_robot():
+    """A robot whose origins are buffers: ``functional_call`` with other origins (alone, or
+    every buffer of a fleet of calibrated robots, ``stack_module_state`` under ``vmap``) gives
+    FK of those, not of the robot's cached tree, and the robot's own FK is unchanged after."""
+    base = load_robot("ur5", dtype=torch.float64)
+    fleet = []
+    for k in range(3):
+        robot = load_robot("ur5", dtype=torch.float64)
+        state = robot.state_dict()
+        state["origin_xyz"] = state["origin_xyz"] + 0.01 * (k + 1)
+        state["origin_rpy"] = state["origin_rpy"] - 0.02 * k
+        robot.load_state_dict(state)
+        fleet.append(robot)
+    q = base.random_configuration(5, generator=torch.Generator().manual_seed(8))
+    own = base(q, "ee_link")  # fills the cache
+    moved = fleet[0].origin_xyz
+    got = torch.func.functional_call(base, {"origin_xyz": moved}, (q, "ee_link"))
+    torch.testing.assert_close(got, fleet[0](q, "ee_link"), atol=1e-12, rtol=0)
+    params, buffers = torch.func.stack_module_state(fleet)
+    per_robot = torch.func.vmap(
+        lambda p, b: torch.func.functional_call(base, (p, b), (q, "ee_link"))
+    )(params, buffers)
+    want = torch.stack([robot(q, "ee_link") for robot in fleet])
+    torch.testing.assert_close(per_robot, want, atol=1e-12, rtol=0)
+    torch.testing.assert_close(base(q, "ee_link"), own, atol=0, rtol=0)
+
+
 def test_calibration_survives_load_state_dict():
     calibrated = load_robot("panda", dtype=torch.float64).learnable_origins()
     with torch.no_grad():

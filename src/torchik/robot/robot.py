@@ -38,6 +38,11 @@ LinkSpec = str | Sequence[str] | None
 SUPPORTED_DTYPES = (torch.float32, torch.float64)
 
 
+_REPLACEABLE = ("origin_xyz", "origin_rpy", "_w_joint", "_w_link")
+"""The buffers that the flattened tree is made of, which ``torch.func.functional_call`` may
+replace (see :meth:`Robot._replaced`)."""
+
+
 BACKENDS = ("auto", "reference", "fused", "native")
 """The values of :attr:`Robot.backend`."""
 
@@ -451,7 +456,7 @@ class Robot(nn.Module):
         self._learnable = enabled
         if not enabled:  # the learned values are the truth now: new float64 constants
             self._adopt({"origin_xyz": self.origin_xyz, "origin_rpy": self.origin_rpy})
-        self._tree_cache = None
+        self._invalidate()
         return self
 
     def _adopt(self, values: dict[str, Tensor]) -> None:
@@ -473,14 +478,26 @@ class Robot(nn.Module):
         float64 master in the robot's dtype and device, and the flattened tree is rebuilt on
         its next use. A robot built in float32 and moved to float64 so gets float64 constants
         back, not float32 roundings of them (2e-8 m off instead of 1e-15)."""
+        if self.device.type != "meta":
+            params = dict(self.named_parameters(recurse=False))
+            for name, value in self._master.items():
+                if name not in params:
+                    buf = getattr(self, name)
+                    setattr(self, name, value.to(buf.device, buf.dtype))
+        self._invalidate()
+
+    def _invalidate(self) -> None:
+        """Drop the flattened tree (rebuilt on its next use) and note which tensors are now the
+        robot's own origins and constants, which :meth:`_replaced` compares with."""
         self._tree_cache = None
-        if self.device.type == "meta":
-            return
-        params = dict(self.named_parameters(recurse=False))
-        for name, value in self._master.items():
-            if name not in params:
-                buf = getattr(self, name)
-                setattr(self, name, value.to(buf.device, buf.dtype))
+        self._own = {name: self._buffers.get(name) for name in _REPLACEABLE}
+
+    def _replaced(self, *names: str) -> bool:
+        """Whether other tensors are in the place of the buffers ``names`` than the robot's own
+        (``torch.func.functional_call(robot, buffers, ...)``, ``stack_module_state`` of a
+        fleet of calibrated robots); never on a robot pickled before the check."""
+        own = self.__dict__.get("_own", {})
+        return any(name in own and self._buffers.get(name) is not own[name] for name in names)
 
     def _keep_edited_limits(self) -> None:
         """Limits edited in place (``robot.lower[0] = 0.5``): the entries that differ from
@@ -517,7 +534,7 @@ class Robot(nn.Module):
         out = super()._apply(fn, recurse)
         if self.lower.dtype != before and not self.learnable:
             self._derive()  # values from the float64 masters, not roundings of the old dtype
-        self._tree_cache = None  # buffers moved or changed dtype: rebuild the flattened tree
+        self._invalidate()  # buffers moved or changed dtype: rebuild the flattened tree
         return out
 
     @property
@@ -525,10 +542,14 @@ class Robot(nn.Module):
         """The flattened tree that the pure functions of :mod:`torchik.kinematics` take.
 
         Cached (with its per-request index plans) unless the origins are learnable, in which
-        case the constants are recomputed from the parameters at every call.
+        case the constants are recomputed from the parameters at every call, and so they are
+        from the origins (or made of the constants) that ``torch.func.functional_call`` puts in
+        the place of the buffers (a robot per sample under ``vmap``: a fleet's calibrations).
         """
-        if self.learnable:
+        if self.learnable or self._replaced("origin_xyz", "origin_rpy"):
             return self._make_tree(*self._constants())
+        if self._replaced("_w_joint", "_w_link"):
+            return self._make_tree(self._w_joint, self._w_link)
         if self._tree_cache is None:
             self._tree_cache = self._make_tree(self._w_joint, self._w_link)
         return self._tree_cache
