@@ -118,6 +118,25 @@ def test_the_backend_takes_them_where_no_gradient_is_asked(monkeypatch):
         robot._kernels(q.to("meta"), robot.tree)
 
 
+def test_torch_compile_of_a_native_robot_traces_the_reference_without_warnings():
+    """Tracing takes the reference path, and does not reach ``native.available`` (a
+    ``functools.cache``: Dynamo warned of "silent incorrectness" once per process)."""
+    import warnings
+
+    from torch._dynamo import utils as dynamo_utils
+
+    robot = load_robot("panda", dtype=torch.float64, backend="native")
+    q = _q(robot, 20, seed=3)
+    torch._dynamo.reset()
+    getattr(dynamo_utils, "warn_once_cache", set()).clear()  # warned in an earlier test
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        pose = torch.compile(robot.forward_kinematics, fullgraph=True)(q, "panda_hand")
+    robot.backend = "reference"
+    torch.testing.assert_close(pose, robot.forward_kinematics(q, "panda_hand"))
+    assert not [w for w in caught if "lru_cache" in str(w.message)]
+
+
 @pytest.mark.parametrize("dtype", [torch.float32, torch.float64])
 def test_link_features_equal_those_of_the_links_poses(dtype):
     """``native.link_features``: the seeding features of several links (poses and positions)

@@ -110,8 +110,9 @@ def serves(q: Tensor, tree: KinematicTree) -> bool:
     """Whether :func:`forward_kinematics` and :func:`jacobian` serve ``q (B, D)``: where
     :func:`runs_on` and nothing records (:func:`torchik.kinematics.reference.recording`: no
     gradient asked, no ``torch.func`` transform, forward-mode AD or ``torch.compile``
-    tracing)."""
-    return runs_on(q, tree) and not recording(q, tree)
+    tracing). ``recording`` first: while ``torch.compile`` traces, :func:`available` (a
+    ``functools.cache``) is not reached, of which Dynamo warned of "silent incorrectness"."""
+    return not recording(q, tree) and runs_on(q, tree)
 
 
 def forward_kinematics(q: Tensor, tree: KinematicTree, links: tuple[int, ...]) -> Tensor:
