@@ -353,6 +353,30 @@ def test_float32_robot_moved_to_float64_keeps_full_precision():
     torch.testing.assert_close(moved.lower, exact.lower, atol=0, rtol=0)
 
 
+@pytest.mark.parametrize("name", ["panda", "mimic"])
+def test_a_learnable_float32_robot_moved_to_float64_keeps_full_precision(name):
+    """Its unlearned origins and its other constants (a mimic joint's offset) come back from
+    the float64 description; a learned origin keeps its value."""
+
+    def load(dtype):
+        if name == "panda":
+            return load_robot("panda", dtype=dtype)
+        return Robot.from_urdf(DATA / "urdf/mimic.urdf", dtype=dtype)
+
+    exact, moved = load(torch.float64), load(torch.float32).learnable_origins()
+    with torch.no_grad():
+        moved.origin_xyz[0, 0] += 0.125  # learned
+    learned = moved.origin_xyz[0, 0].item()
+    moved = moved.to(torch.float64)
+    assert moved.origin_xyz[0, 0].item() == learned
+    with torch.no_grad():
+        moved.origin_xyz[0, 0] = exact.origin_xyz[0, 0]
+    q = exact.random_configuration(64, generator=torch.Generator().manual_seed(9))
+    diff = moved.forward_kinematics(q) - exact.forward_kinematics(q)
+    assert diff.abs().max() < 1e-14
+    torch.testing.assert_close(moved._offset, exact._offset, atol=0, rtol=0)
+
+
 # --------------------------------------------------------------------------- hardened inputs
 
 

@@ -532,10 +532,24 @@ class Robot(nn.Module):
         before = self.lower.dtype
         self._keep_edited_limits()
         out = super()._apply(fn, recurse)
-        if self.lower.dtype != before and not self.learnable:
+        if self.lower.dtype != before:
             self._derive()  # values from the float64 masters, not roundings of the old dtype
+            self._unround_origins(before)
         self._invalidate()  # buffers moved or changed dtype: rebuild the flattened tree
         return out
+
+    def _unround_origins(self, before: torch.dtype) -> None:
+        """Learnable origins after a change of dtype from ``before``: the entries still at
+        their float64 truth (rounded to ``before``) get it back, learned ones keep their value
+        (a float32 robot made learnable and moved to float64 was 1e-8 m off)."""
+        if not self.learnable or self.device.type == "meta":
+            return
+        with torch.no_grad():
+            for name in ("origin_xyz", "origin_rpy"):
+                param = getattr(self, name)
+                master = self._master[name].to(param.device)
+                kept = param == master.to(before).to(param.dtype)
+                param.copy_(torch.where(kept, master.to(param.dtype), param))
 
     @property
     def tree(self) -> kin.KinematicTree:
