@@ -391,18 +391,34 @@ def _pickle_problem(file: IO[bytes], head: bytes) -> str | None:
     with mapped:
         data = cast(IO[bytes], mapped)  # read(n) stops at its end (a file's would allocate n)
         try:
-            magic = [arg for _, arg, _ in pickletools.genops(data)]
+            ops = [(op.name, arg) for op, arg, _ in pickletools.genops(data)]
         except ValueError:  # the end reached (a file cut short), or an unknown operation
             cut = data.tell() >= len(mapped)
             return _TRUNCATED if cut else f"it is {_foreign(head)}, not a file of torch.save"
-        if MAGIC_NUMBER not in magic:
-            return "it is a pickle, not a file of torch.save (pickle.dump wrote it?)"
+        if MAGIC_NUMBER not in [arg for _, arg in ops]:
+            imports = _imported(ops)
+            code = f"; it would import {imports}, and pickled code is never run" if imports else ""
+            return f"it is a pickle, not a file of torch.save (pickle.dump wrote it?){code}"
         try:
             for _ in range(4):
                 for _ in pickletools.genops(data):
                     pass
         except ValueError:
             return _TRUNCATED
+    return None
+
+
+def _imported(ops: list[tuple[str, Any]]) -> str | None:
+    """The first name a pickle's operations (``pickletools.genops``'s names and arguments)
+    would import: GLOBAL's ``"module name"``, or STACK_GLOBAL's two strings before it."""
+    strings: list[str] = []
+    for name, arg in ops:
+        if name == "GLOBAL":
+            return str(arg).replace(" ", ".")
+        if name == "STACK_GLOBAL" and len(strings) >= 2:
+            return ".".join(strings[-2:])
+        if isinstance(arg, str):
+            strings.append(arg)
     return None
 
 
