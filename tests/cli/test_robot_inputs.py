@@ -96,3 +96,19 @@ def test_load_robot_of_a_path_loads_the_file():
     assert robot.name == "ur10" and robot.dof == 6
     with pytest.raises(ValueError, match="no bundled robot named 'kuka' and no such file; bundl"):
         torchik.load_robot("kuka")
+
+
+@pytest.mark.parametrize("command", ["dataset", "train"])
+def test_planar_targets_of_an_arm_that_leaves_the_plane_are_refused(capsys, tmp_path, command):
+    """``--targets planar`` kept x, y of a spatial arm's end link and dropped z silently (a data
+    set or model of an ill-posed problem; ``solve`` refuses x y for that arm)."""
+    urdf = str(URDF / "two_branches.urdf")
+    argv = (["dataset", urdf, "-n", "10", "--out", str(tmp_path / "d.pt")]
+            if command == "dataset" else
+            ["train", "--stream", urdf, "--model", "mlp", "--preset", "tiny", "--steps", "2",
+             "--out", str(tmp_path / "run")])  # fmt: skip
+    code, _, err = run(capsys, *argv, "--targets", "planar")
+    assert code == 1 and "Traceback" not in err, err
+    assert err.splitlines()[-1].startswith("torchik: error: --targets planar:"), err
+    assert "right_tip leaves the plane z = 0" in err and "--targets position" in err
+    assert not (tmp_path / "d.pt").exists() and not (tmp_path / "run" / "model.pt").exists()

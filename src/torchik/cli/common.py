@@ -311,6 +311,16 @@ def _target(args, robot, link: str) -> tuple[Tensor, bool]:
     return pose_to_matrix(position, quat_to_rotmat(quat / quat.norm())), False
 
 
+def _check_target_kind_fits(robot, link: str, targets: str) -> None:
+    """Refuse ``--targets planar`` for a link that leaves the plane z = 0: its x, y alone would
+    be an ill-posed problem (``solve`` refuses x y for it too)."""
+    if targets == "planar" and not _is_planar(robot, link):
+        raise ValueError(
+            f"--targets planar: {robot.name}'s {link} leaves the plane z = 0, so x y do not "
+            "place it: use --targets position"
+        )
+
+
 def _is_planar(robot, link: str) -> bool:
     """Whether ``link`` stays in the plane z = 0 (checked on random configurations)."""
     q = robot.random_configuration(64, torch.Generator().manual_seed(0))

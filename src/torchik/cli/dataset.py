@@ -7,6 +7,7 @@ import argparse
 from torchik.cli.common import (
     _TARGET_KINDS,
     _add_out,
+    _check_target_kind_fits,
     _common,
     _end_link,
     _new_output,
@@ -38,6 +39,7 @@ def run(args: argparse.Namespace) -> int:
     std = _std(args)
     robot = _robot(args.robot)
     link = _end_link(args, robot)
+    _check_target_kind_fits(robot, link, args.targets)
     data = make_dataset(robot, args.n, link, args.sampler, targets=args.targets, seed=args.seed,
                         **std)  # fmt: skip
     data.save(args.out)

@@ -21,6 +21,7 @@ from torchik.cli.common import (
     _INTERRUPTED,
     _NOT_DATA,
     _TARGET_KINDS,
+    _check_target_kind_fits,
     _common,
     _end_link,
     _message,
@@ -523,6 +524,7 @@ def _training_data(args: argparse.Namespace, config) -> tuple[Any, Any, Any, str
     robot = _robot(args.stream)
     link = _end_link(args, robot, quiet=not _reports(args))
     targets = args.targets or "position"
+    _check_target_kind_fits(robot, link, targets)
     stream = FKStream(robot, link, targets, args.sampler or "uniform", seed=args.seed, **_std(args))
     val = stream.draw(config.val_targets, seed=args.seed + 1) if args.val_fraction > 0 else None
     rows = f"fresh {targets} pairs of {robot.name} made by FK each step"
