@@ -3,6 +3,7 @@ references."""
 
 from __future__ import annotations
 
+import math
 import re
 import sys
 import warnings
@@ -635,3 +636,31 @@ def test_an_mjcf_warning_points_at_the_users_line(entry, tmp_path):
         call()
     assert [str(w.message).split(": ")[1] for w in said] == ["MuJoCo", "joint 'ja' mimics 'jc'"]
     assert {w.filename for w in said} == {__file__}
+
+
+MISSING_ASSETS = """<mujoco model="meshy"><asset><mesh name="m" file="meshes/link.stl"/>
+  <texture name="t" type="2d" file="textures/wood.png"/><material name="wood" texture="t"/>
+  </asset><worldbody><body name="base" pos="0 0 0.1"><geom type="mesh" mesh="m"/>
+  <body name="arm" pos="0 0 0.2"><joint name="j" axis="0 1 0" range="-2 2"/>
+  <geom type="mesh" mesh="m" material="wood"/><site name="tool0" pos="0.3 0 0"/>
+  </body></body></worldbody></mujoco>"""
+
+
+def test_mesh_and_texture_files_that_are_absent_are_not_needed(tmp_path):
+    """An MJCF whose mesh files are absent was refused (``Error opening file``); kinematics
+    needs no mesh (a URDF's absent ``package://`` meshes never stopped it)."""
+    (tmp_path / "arm.xml").write_text(MISSING_ASSETS)
+    with pytest.warns(MJCFWarning, match=r"meshes/link.stl.*kinematics needs none"):
+        robot = Robot.from_mjcf(tmp_path / "arm.xml", dtype=torch.float64)
+    q = torch.tensor([0.5], dtype=torch.float64)
+    expected = [0.3 * math.cos(0.5), 0.0, 0.3 - 0.3 * math.sin(0.5)]  # turned about y
+    position = robot.forward_kinematics(q, "tool0")[:3, 3]
+    torch.testing.assert_close(position, torch.tensor(expected, dtype=torch.float64))
+
+
+def test_an_absent_include_is_still_refused(tmp_path):
+    (tmp_path / "arm.xml").write_text(
+        MISSING_ASSETS.replace("<worldbody>", '<include file="x.xml"/><worldbody>')
+    )
+    with pytest.raises(MJCFError, match="x.xml"):
+        Robot.from_mjcf(tmp_path / "arm.xml")

@@ -217,10 +217,36 @@ def _compile(source: str | os.PathLike | Any) -> tuple[Any, str, list[str]]:
             model = mujoco.MjModel.from_xml_path(str(source))
     except ValueError as err:
         message = " ".join(str(err).split())  # MuJoCo's message may span lines
-        raise MJCFError(f"{label}: MuJoCo cannot compile it: {message}") from None
+        model = _without_asset_files(mujoco, source, text) if "opening file" in message else None
+        if model is None:
+            raise MJCFError(f"{label}: MuJoCo cannot compile it: {message}") from None
+        said.append(
+            f"{message.removeprefix('Error: ')}: its meshes and height fields became small "
+            "spheres and its textures were left out (kinematics needs none of them)"
+        )
     finally:
         mujoco.set_mju_user_warning(previous)
     return model, label, list(dict.fromkeys(" ".join(m.split()) for m in said))
+
+
+def _without_asset_files(mujoco: Any, source: Any, text: bool) -> Any:
+    """``source`` compiled without its mesh, height-field, texture and skin files (absent ones
+    stop MuJoCo; body and site frames do not depend on them), or None if it still fails."""
+    try:
+        spec = (mujoco.MjSpec.from_string(source) if text  # <include> files are read here
+                else mujoco.MjSpec.from_file(str(source)))  # fmt: skip
+        kinds = mujoco.mjtGeom
+        for geom in spec.geoms:
+            if geom.type in (kinds.mjGEOM_MESH, kinds.mjGEOM_HFIELD, kinds.mjGEOM_SDF):
+                geom.type, geom.size = kinds.mjGEOM_SPHERE, [0.01, 0, 0]  # a body keeps a mass
+                geom.meshname = geom.hfieldname = ""
+        for material in spec.materials:
+            material.textures = [""] * len(material.textures)
+        for asset in [*spec.meshes, *spec.hfields, *spec.textures, *spec.skins]:
+            spec.delete(asset)
+        return spec.compile()
+    except (ValueError, AttributeError):  # AttributeError: a MuJoCo before MjSpec (3.2)
+        return None
 
 
 def _read(path: Path, label: str) -> str:
