@@ -302,7 +302,8 @@ def _other_run(state: dict[str, Any], run: _Run) -> str | None:
     if (why := distributed.other_world(state["batches"])) is not None:
         return why
     saved = state.get("config")
-    for key in _SAME_RUN if isinstance(saved, dict) else ():
+    saved = saved if isinstance(saved, dict) else {}
+    for key in _SAME_RUN:
         old, new = saved.get(key), getattr(run.config, key)
         if key in saved and not (type(old) is type(new) and old == new):  # a tensor: no bool
             return f"it was trained with {key} {short_repr(old)}, this run has {new!r}"
