@@ -7,7 +7,9 @@ protocols that train models for tens of minutes to hours on a CPU (``iknet``, ``
 Each benchmark runs in its own process (fresh thread pool and memory; its results stamp its own
 command) and writes ``benchmarks/results/<name>.md`` and ``.json`` (``--out DIR``: there).
 ``--wait-idle`` and ``--out`` are every script's; a script's own options go after ``--``
-(``run.py fk -- --batches 1 10``) and are forwarded as they are. ``make bench`` calls this.
+(``run.py fk -- --batches 1 10``) and are forwarded as they are: each script runs in the
+checkout, so a path among them is read from there (give it absolute; ``--out`` is resolved
+here, from the current folder). ``make bench`` calls this.
 """
 
 from __future__ import annotations
