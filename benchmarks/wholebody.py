@@ -4,6 +4,9 @@ The protocol is :mod:`experiments.wholebody`; this script adds the anchors, plac
 (``KinematicsSolver`` with two ``frame_task``s, floating base masked, joint limits on) and mink
 (``FrameTask``s on the bodies, ``ConfigurationLimit``, daqp), each started from a uniform random
 configuration per target and iterated through its documented loop, and writes the results.
+
+    python benchmarks/wholebody.py                 # -> benchmarks/results/wholebody.*
+    python benchmarks/wholebody.py --targets 100 --anchor-targets 10 --out /tmp/wb  # a quick look
 """
 
 from __future__ import annotations
@@ -20,6 +23,7 @@ import torch
 from common import add_common_args, dist_version, machine_stamp, wait_for_quiet
 
 import torchik
+from experiments.report import load_average
 from experiments.wholebody import (
     FEET,
     HANDS,
@@ -130,7 +134,7 @@ def main() -> None:
     args.out.mkdir(parents=True, exist_ok=True)  # before the run, not after it
     out = args.out / "wholebody"
     torch.set_num_threads(1)
-    stamp = machine_stamp()
+    started, stamp = time.perf_counter(), machine_stamp()
     stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     stamp["anchors"] = {d: dist_version(d) for d in ("placo", "mink", "mujoco", "daqp", "pin")}
     robot = torchik.load_robot("g1", dtype=torch.float64)
@@ -165,6 +169,8 @@ def main() -> None:
         except Exception as exc:  # an anchor that fails to import or run is reported, not fatal
             rows[name] = {"status": f"failed: {type(exc).__name__}: {exc}"[:200]}
     stamp["cpu_duration_s"] = round(time.process_time(), 1)
+    stamp["load_average_at_end"] = load_average()  # as every Report's stamp: load at both ends
+    stamp["duration_s"] = round(time.perf_counter() - started, 1)
     table = [
         {"method": name, "status": row.get("status", "ok"), **row} for name, row in rows.items()
     ]

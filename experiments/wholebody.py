@@ -29,6 +29,7 @@ from typing import Any
 import torch
 from torch import Tensor
 
+from experiments.report import Report, load_warning
 from torchik.description import Joint, Origin, bundled_urdf
 from torchik.ik import solve_wholebody
 from torchik.ik.wholebody import away_from_limits, seeds_near
@@ -315,8 +316,9 @@ def run_anchor(
 
 def wholebody_markdown(stamp: dict[str, Any], rows: dict[str, dict[str, Any]]) -> str:
     """The results file: title, machine stamp, the protocol in words, one row per method."""
-    lines = [f"# {TITLE}", "", "| machine | |",
-             "|---|---|", *(f"| {k} | {v} |" for k, v in stamp.items()), "",
+    report = Report("wholebody", TITLE, stamp=stamp, measured_here=False)
+    warning = load_warning(stamp)
+    lines = [f"# {TITLE}", "", report.stamp_markdown(), *([warning] if warning else []),
              "CPU time (`time.process_time`), `torch.set_num_threads(1)`, on a shared machine. "
              "Success checked here by FK in float64: both hands within 1 mm and 1°, every "
              "joint within limits. Targets: FK poses of configurations uniform in the limits "
@@ -332,13 +334,15 @@ def wholebody_markdown(stamp: dict[str, Any], rows: dict[str, dict[str, Any]]) -
              "with any orientation; each seed's base is fitted to the targets (weighted "
              "Procrustes), never taken from the configuration behind them; success by FK here "
              "(all four links within 1 mm and 1°).", "",
-             "| method | targets | success | CPU time, all targets | per target | notes |",
-             "|---|---|---|---|---|---|"]  # fmt: skip
+             "| method | targets | success | CPU time, all targets | per target | notes | status |",
+             "|---|---|---|---|---|---|---|"]  # fmt: skip
     for name, row in rows.items():
+        status = row.get("status", "ok")
         if "success" not in row:
-            lines.append(f"| {name} | | | | | {row.get('status', '')} |")
+            lines.append(f"| {name} | — | — | — | — | — | {status} |")
             continue
         per, note = row["cpu_s"] / row["targets"], row.get("settings", "")
-        lines.append(f"| {name} | {row['targets']} | {100 * row['success']:.1f} % | "
-                     f"{row['cpu_s']:.3f} s | {1e3 * per:.2f} ms | {note} |")  # fmt: skip
+        cells = [row["targets"], f"{100 * row['success']:.1f} %", f"{row['cpu_s']:.3f} s",
+                 f"{1e3 * per:.2f} ms", note, status]  # fmt: skip
+        lines.append(f"| {name} | " + " | ".join(map(str, cells)) + " |")
     return "\n".join(lines) + "\n"

@@ -111,6 +111,26 @@ def test_floating_base_rows_and_markdown():
     assert "| x | 3 |" in text and "failed: no" in text and text.startswith("# Whole-body")
 
 
+def test_markdown_has_a_status_column_and_the_reports_stamp():
+    """Every row says its status (a failed anchor in that column, not in the notes), and the
+    stamp is written as every other report's: the command in backticks, the anchors' versions
+    as text, and the loaded-machine flag when the load average passed the cores."""
+    row = {"targets": 4, "success": 0.5, "cpu_s": 0.2, "settings": "s"}
+    stamp = {
+        "command": "python x.py",
+        "cores": 2,
+        "anchors": {"placo": "0.10.2"},
+        "load_average_at_start": [0.5, 0.5, 0.5],
+        "load_average_at_end": [3.5, 1.0, 1.0],
+    }
+    text = wholebody_markdown(stamp, {"x": row, "placo": {"status": "failed: no"}})
+    assert "| notes | status |" in text
+    assert "| x | 4 | 50.0 % | 0.200 s | 50.00 ms | s | ok |" in text
+    assert "| placo | — | — | — | — | — | failed: no |" in text
+    assert "| command | `python x.py` |" in text and "| anchors | placo 0.10.2 |" in text
+    assert "**Loaded machine**" in text
+
+
 def test_warm_started_path_rows():
     """The path moves by small steps between waypoints (a floating base's quaternion stays a
     unit one); each call of the row is seeded with the previous answer and solved."""
