@@ -96,6 +96,13 @@ def mink_solver(robot, iters: int):
     return solve_one
 
 
+def anchor_status(exc: Exception) -> str:
+    """An anchor's row status: ``missing: …`` when it does not import (the README's rule: a
+    missing anchor is said so, not reported as a failure of the anchor), else ``failed: …``."""
+    kind = "missing" if isinstance(exc, ImportError) else "failed"
+    return f"{kind}: {type(exc).__name__}: {exc}"[:200]
+
+
 def _urdf(mujoco: bool = False) -> Path:
     """The bundled G1 as a file (for MuJoCo: the hand frames kept, small inertias added)."""
     text = torchik.description.bundled_urdf("g1")
@@ -167,7 +174,7 @@ def main() -> None:
             rows[name]["settings"] = (f"{args.anchor_iters} iterations per start, up to "
                                       f"{args.starts} random starts ({used} used)")  # fmt: skip
         except Exception as exc:  # an anchor that fails to import or run is reported, not fatal
-            rows[name] = {"status": f"failed: {type(exc).__name__}: {exc}"[:200]}
+            rows[name] = {"status": anchor_status(exc)}
     stamp["cpu_duration_s"] = round(time.process_time(), 1)
     stamp["load_average_at_end"] = load_average()  # as every Report's stamp: load at both ends
     stamp["duration_s"] = round(time.perf_counter() - started, 1)

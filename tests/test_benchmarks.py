@@ -70,3 +70,26 @@ def test_iknet_benchmark_runs_a_tiny_protocol(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=300)  # fmt: skip
     assert done.returncode == 0, done.stderr[-2000:]
     assert "| digit_arm" in (tmp_path / "iknet.md").read_text()
+
+
+def test_wholebody_benchmark_says_a_missing_anchor_is_missing(tmp_path: Path) -> None:
+    """``benchmarks/wholebody.py`` on a few targets: its stamp is complete (load at both ends,
+    the duration) and an anchor that does not import is ``missing: …``, not ``failed: …``
+    (the README's rule for every script); an installed one runs."""
+    import json
+    from importlib.util import find_spec
+
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT)]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "BENCH_THREADS": "1"}
+    args = ["--targets", "4", "--anchor-targets", "1", "--anchor-iters", "2", "--starts", "1",
+            "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, "benchmarks/wholebody.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "wholebody.json").read_text())
+    assert {"load_average_at_end", "duration_s", "command"} <= set(result["stamp"])
+    rows = {row["method"]: row["status"] for row in result["tables"][0]["rows"]}
+    for anchor in ("placo", "mink"):
+        expected = "ok" if find_spec(anchor) is not None else "missing: "
+        assert rows[anchor].startswith(expected), rows[anchor]
+    assert "| notes | status |" in (tmp_path / "wholebody.md").read_text()
