@@ -93,3 +93,22 @@ def test_wholebody_benchmark_says_a_missing_anchor_is_missing(tmp_path: Path) ->
         expected = "ok" if find_spec(anchor) is not None else "missing: "
         assert rows[anchor].startswith(expected), rows[anchor]
     assert "| notes | status |" in (tmp_path / "wholebody.md").read_text()
+
+
+RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
+
+
+@pytest.mark.parametrize("result", RESULTS, ids=lambda path: path.stem)
+def test_committed_result_is_stamped_and_every_row_has_a_status(result: Path) -> None:
+    """The protocols' promise for a committed result (``shared/BENCHMARKS.md``): the machine,
+    the date and the exact command in its stamp, the versions of torch, and a status on every
+    row of its tables (a missing anchor is a row saying so, never left out)."""
+    import json
+
+    data = json.loads(result.read_text())
+    stamp = data["stamp"]
+    assert {"date", "command", "torch"} <= set(stamp), sorted(stamp)
+    assert stamp.get("cpu") or stamp.get("gpu"), "no machine in the stamp"
+    for table in data.get("tables", []):
+        rows = table.get("rows", []) if isinstance(table, dict) else []
+        assert all("status" in row for row in rows), table.get("title")
