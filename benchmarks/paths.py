@@ -12,7 +12,7 @@ import dataclasses
 from pathlib import Path
 
 import torch
-from common import Report, add_common_args, log
+from common import Report, add_common_args, log, wait_for_quiet
 
 import torchik
 from experiments.paths import PathsSettings, paths_table
@@ -37,10 +37,11 @@ def main(argv: list[str] | None = None) -> int:
     torch.set_num_threads(1)  # common sets all cores; this machine is shared
     names = [f.name for f in dataclasses.fields(PathsSettings)]
     settings = PathsSettings(**{k: v for k, v in vars(args).items() if k in names})
+    report = Report("paths", "Path following (torchik.learn.paths), Digit arm")  # before training
+    report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     digit = torchik.load_robot("digit_arm")
     model, what = load_or_train_iknet(digit, args.model, args.steps, args.train_size)
     robot = torchik.load_robot("digit_arm", dtype=torch.float64)
-    report = Report("paths", "Path following (torchik.learn.paths), Digit arm")
     report.tables = [paths_table(robot, model, settings, "Digit arm", log)]
     report.intro = [f"Model: {what}.", *args.note]
     md, _ = report.write(args.out)

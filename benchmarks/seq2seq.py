@@ -3,6 +3,10 @@
 The protocol is experiments.seq2seq (what it trains and measures is written there and
 into the results file); this script takes the UR5 IKNet (--iknet, else the bundled model if it
 is an IKNet, else one trained here) and writes results/seq2seq.{md,json,png}.
+
+    python benchmarks/seq2seq.py                   # -> benchmarks/results/seq2seq.* (~10 min)
+    # a quick look elsewhere, under a minute (the default IKNet alone trains for minutes):
+    python benchmarks/seq2seq.py --epochs 3 --train-sequences 200 --iknet-steps 300 --out /tmp/s2s
 """
 
 from __future__ import annotations
@@ -13,7 +17,7 @@ import json
 from pathlib import Path
 
 import torch
-from common import Report, add_common_args, log
+from common import Report, add_common_args, log, wait_for_quiet
 
 import torchik
 from experiments import seq2seq as protocol
@@ -51,11 +55,13 @@ def main(argv: list[str] | None = None) -> int:
     names = [f.name for f in dataclasses.fields(protocol.Seq2SeqSettings)]
     values = {k: tuple(v) if isinstance(v, list) else v for k, v in vars(args).items()}
     settings = protocol.Seq2SeqSettings(**{k: v for k, v in values.items() if k in names})
+    # the stamp first: its date, load at start and duration cover the training, not the writing
+    report = Report("seq2seq", "Seq2seq representation: raw positions vs IKNet embedding (UR5)")
+    report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     iknet, what = load_or_train_iknet(torchik.load_robot("ur5"), args.iknet, args.iknet_steps,
                                       args.iknet_train_size, save=args.save_iknet)  # fmt: skip
     robot = torchik.load_robot("ur5", dtype=torch.float64)
     runs = protocol.seq2seq_runs(robot, iknet, settings, log=log)
-    report = Report("seq2seq", "Seq2seq representation: raw positions vs IKNet embedding (UR5)")
     report.intro = protocol.seq2seq_notes(robot, settings, what)
     report.tables = list(protocol.seq2seq_tables(runs, settings.epochs))
     args.out.mkdir(parents=True, exist_ok=True)

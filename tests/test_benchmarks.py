@@ -95,6 +95,28 @@ def test_wholebody_benchmark_says_a_missing_anchor_is_missing(tmp_path: Path) ->
     assert "| notes | status |" in (tmp_path / "wholebody.md").read_text()
 
 
+def test_seq2seq_stamp_covers_the_run(tmp_path: Path) -> None:
+    """``benchmarks/seq2seq.py``'s stamp is taken before it trains (its date, load at start and
+    duration_s covered only the writing of the file: 1.2 s of a 40 s run) and honours
+    ``--wait-idle`` (``run.py all --wait-idle`` forwards it to every script)."""
+    import json
+    import re
+
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT)]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "BENCH_THREADS": "1"}
+    args = ["--iknet-steps", "40", "--iknet-train-size", "2000", "--train-sequences", "4",
+            "--test-sequences", "2", "--length", "10", "--epochs", "1", "--seeds", "0",
+            "--variants", "raw", "--wait-idle", "0.1", "--out", str(tmp_path)]  # fmt: skip
+    done = subprocess.run([sys.executable, "benchmarks/seq2seq.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    result = json.loads((tmp_path / "seq2seq.json").read_text())
+    trained = re.search(r"(\d+) s on 1 CPU thread", " ".join(result["intro"]))
+    assert trained, result["intro"]
+    assert result["stamp"]["duration_s"] >= int(trained.group(1)), result["stamp"]
+    assert "waited_for_quiet_s" in result["stamp"]
+
+
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
 
 
