@@ -12,7 +12,7 @@ import argparse
 import dataclasses
 
 import torch
-from common import Report, add_common_args, log
+from common import Report, add_common_args, log, wait_for_quiet
 
 import torchik
 from experiments.finetune import FinetuneSettings, family_table, finetune_table
@@ -40,12 +40,14 @@ def main(argv: list[str] | None = None) -> int:
     family = lambda: family_table(arm, settings, "Digit arm", log)  # noqa: E731
     if args.family_only:
         report = Report("finetune_family", "One model for a family of Digit arms (reduced scale)")
+        report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
         report.tables = [family()]
     else:
         title = "Few-shot fine-tuning on a perturbed Digit arm (reduced scale)"
         if args.family_arms:
             title = "Perturbed Digit arms: (b) few-shot fine-tuning, (a) one model for a family"
         report = Report("finetune", title + " (reduced scale)" * bool(args.family_arms))
+        report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
         report.tables = [finetune_table(arm, settings, "Digit arm", log)]
         report.tables += [family()] if args.family_arms else []
     md, _ = report.write(args.out)

@@ -101,6 +101,7 @@ def main(argv: list[str] | None = None) -> int:
     common.add_common_args(parser)
     args = parser.parse_args(raw)
     report = common.Report("kernel_compile", "Fused kernels compiled for a GPU, on a CPU")
+    report.stamp["waited_for_quiet_s"] = common.wait_for_quiet(args.wait_idle)
     report.intro = [__doc__.split("\n\n")[2].replace("\n", " ")]
     table = common.Table(
         f"Compiled for sm_{args.arch} (Triton's compiler, no GPU)",

@@ -11,7 +11,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from common import Report, add_common_args, log
+from common import Report, add_common_args, log, wait_for_quiet
 
 from experiments.recipes import INTRO, RECIPES, RecipeRun, recipe_tables, run_recipes, scope_note
 
@@ -43,6 +43,7 @@ def main() -> None:
             scope_note(settings),
         ],
     )
+    report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     rows, curves = run_recipes(settings, log)
     report.tables = recipe_tables(rows, curves, settings)
     md, _ = report.write(args.out)

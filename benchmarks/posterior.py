@@ -12,7 +12,7 @@ from __future__ import annotations
 import argparse
 from dataclasses import fields
 
-from common import Report, add_common_args, log
+from common import Report, add_common_args, log, wait_for_quiet
 
 from experiments.posterior_run import (
     ARMS,
@@ -51,6 +51,7 @@ def main() -> None:
         "Posterior quality of learned IK (protocol Posterior)",
         intro=[INTRO, "", scope_note(settings, arms)],
     )
+    report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     rows, infos = [], []
     for name in args.arms:
         arm_rows, info = run_arm(name, settings, log)

@@ -14,7 +14,7 @@ from dataclasses import fields
 from pathlib import Path
 from typing import Any
 
-from common import Report, add_common_args, log
+from common import Report, add_common_args, log, wait_for_quiet
 
 from experiments.posterior_run import ARMS
 from experiments.tune_run import INTRO, TuneRun, run_arm, scope_note, tune_tables
@@ -40,6 +40,7 @@ def main() -> None:
     settings = TuneRun(**{f.name: getattr(args, f.name) for f in fields(TuneRun)})
     intro = [INTRO, "", scope_note(settings)]
     report = Report("tune", "Hyperparameter search (protocol tune), at CPU scale", intro=intro)
+    report.stamp["waited_for_quiet_s"] = wait_for_quiet(args.wait_idle)
     rows: list[dict[str, Any]] = []
     for arm in args.arms:
         rows += run_arm(arm, settings, log)

@@ -117,6 +117,16 @@ def test_seq2seq_stamp_covers_the_run(tmp_path: Path) -> None:
     assert "waited_for_quiet_s" in result["stamp"]
 
 
+@pytest.mark.parametrize("script", SCRIPTS, ids=lambda path: path.stem)
+def test_a_script_that_takes_wait_idle_waits(script: Path) -> None:
+    """``--wait-idle`` comes with ``common.add_common_args`` and ``run.py`` forwards it to every
+    script: a script that takes it waits (``wait_for_quiet``) and stamps the wait. Six scripts
+    took it and ignored it."""
+    text = script.read_text()
+    if "add_common_args(parser)" in text:
+        assert "wait_for_quiet(args.wait_idle)" in text, f"{script.name} ignores --wait-idle"
+
+
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
 
 
