@@ -3,9 +3,9 @@
 Panda (``panda_hand``) and UR5 (``ee_link``, the Neural IK paper's limits) through
 :func:`experiments.numerical.numerical_ik_table`: 1000 targets = FK poses of configurations uniform
 within limits (seed 0); every solver starts from random configurations (seed 1), never from the
-answer; every answer judged by an independent float64 FK (Pinocchio, or pytorch_kinematics if
-Pinocchio is missing). This script adds the anchors: TRAC-IK (pytracik), pytorch_kinematics
-PseudoInverseIK, IKPy.
+answer; every answer judged by an independent float64 FK (Pinocchio; torchik's own float64 FK
+if Pinocchio is missing, said under the table). This script adds the anchors: TRAC-IK
+(pytracik), pytorch_kinematics PseudoInverseIK, IKPy.
 
     python benchmarks/ik.py                        # full pose -> benchmarks/results/ik.*
     python benchmarks/ik.py --position-only        # also the position-only tables (slower)
