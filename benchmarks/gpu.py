@@ -1,5 +1,6 @@
 """GPU kinematics (issues 19, 34): FK, FK of every link, FK + backward and Jacobian throughput,
-reference path against the fused Triton kernels; numerical IK by the host loop and the
+reference path against the fused Triton kernels and, as the protocol asks, pytorch_kinematics
+in the same run (a ``missing: …`` row without it); numerical IK by the host loop and the
 fixed-shape loop (eager, and captured in CUDA graphs); whole-body IK of the G1's two hands (the
 protocol and its goals: :mod:`experiments.gpu`); the bundled Panda model's samples, drawn and
 refined. Writes ``benchmarks/results/gpu.{md,json}``.
@@ -7,7 +8,7 @@ refined. Writes ``benchmarks/results/gpu.{md,json}``.
 Run on a GPU machine (Triton installed, as with the CUDA torch wheels); ``make gpu-check``
 runs it:
 
-    python benchmarks/gpu.py                 # Panda, float32, 1 M and 4 M configurations
+    python benchmarks/gpu.py                 # Panda, float32, 1 to 4 M configurations
     python benchmarks/gpu.py --quick         # a smoke run (small sizes; also on the CPU)
 """
 
@@ -18,11 +19,12 @@ from functools import partial
 from pathlib import Path
 
 import torch
-from common import RESULTS_DIR, Report, log
+from common import RESULTS_DIR, Report, fixture_urdf, log, read_chain, try_import
 
 from experiments.gpu import (
     ROUTE_WHOLEBODY,
     WHOLEBODY_GPU,
+    anchor_fk_rows,
     failed_row,
     fk_rows,
     gpu_table,
@@ -38,7 +40,7 @@ from torchik import load_robot
 from torchik.models import load_pretrained
 from torchik.models.pretrained import fitted_sampler
 
-GROUPS = ["fk", "ik", "wholebody", "model", "wholebody_triton", "route"]
+GROUPS = ["fk", "pytorch_kinematics", "ik", "wholebody", "model", "wholebody_triton", "route"]
 ON_REQUEST = ("wholebody_triton", "route")
 
 
@@ -57,12 +59,13 @@ def main() -> None:
     device = "cuda" if torch.cuda.is_available() else "cpu"
     robot = load_robot(args.robot, dtype=torch.float32).to(device)
     link = robot.link_names[-1] if args.robot != "panda" else "panda_hand"
-    fk_sizes = [4096] if args.quick else [1, 1 << 20, 1 << 22]
+    fk_sizes = [4096] if args.quick else [1, 1024, 65536, 1 << 20, 1 << 22]  # the protocol's
     ik_sizes = [100] if args.quick else [1, 1000, 10_000, 100_000]
     g1 = load_robot("g1", dtype=torch.float32).to(device)
     hands = ["left_rubber_hand", "right_rubber_hand"]
     groups = [
         ("fk", lambda: fk_rows(robot, link, fk_sizes, args.seconds)),
+        ("pytorch_kinematics", lambda: pytorch_kinematics_rows(device, fk_sizes, args.seconds)),
         ("ik", lambda: ik_rows(robot, link, ik_sizes, args.seconds)),
         ("wholebody", lambda: wholebody_rows(g1, hands, 20 if args.quick else 1000,
                                                  args.seconds)),
@@ -92,6 +95,32 @@ def main() -> None:
         md, _ = report.write(args.out)  # after every group: a run cut short keeps its rows
     log(f"wrote {md}")
     print(md.read_text())
+
+
+def pytorch_kinematics_rows(device: str, sizes: list[int], seconds: float) -> list[dict]:
+    """The protocol's anchor in the same run: pytorch_kinematics' FK (its analytic backward
+    too) and Jacobian of the Panda fixture's ``panda_hand``, float32, joints uniform within the
+    URDF's limits (seed 0); one ``missing: …`` row when it does not import or the fixture is
+    absent (said, never left out)."""
+    pk, reason = try_import("pytorch_kinematics")
+    urdf = fixture_urdf("panda.urdf")
+    if pk is None or urdf is None:
+        why = reason or "fixture panda.urdf not found (no shared/ folder)"
+        return [{"what": "FK pose", "path": "pytorch_kinematics", "n": 0,
+                 "status": f"missing: {why}"[:160]}]  # fmt: skip
+    spec = read_chain(urdf, "panda_hand")
+    chain = pk.build_serial_chain_from_urdf(urdf.read_text(), "panda_hand")
+    chain = chain.to(dtype=torch.float32, device=device)
+    lower, upper = (torch.tensor(x, dtype=torch.float32, device=device)
+                    for x in (spec.lower, spec.upper))  # fmt: skip
+    gen = torch.Generator().manual_seed(0)
+
+    def sample(n: int) -> torch.Tensor:
+        return lower + (upper - lower) * torch.rand(n, spec.dof, generator=gen).to(device)
+
+    fk = lambda q: chain.forward_kinematics(q).get_matrix()  # noqa: E731
+    ops = {"FK pose": fk, "FK + backward": fk, "Jacobian": chain.jacobian}
+    return anchor_fk_rows("pytorch_kinematics", ops, sample, sizes, seconds)
 
 
 def _route_reading(rows: list[dict]) -> list[str]:

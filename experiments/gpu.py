@@ -35,9 +35,9 @@ from experiments.timing import time_call, time_cuda
 
 __all__ = [
     "HOST_ROUTE", "HOST_THREADS", "LOOPS", "ROUTE_GPU", "ROUTE_IK", "ROUTE_LIMITS",
-    "ROUTE_WHOLEBODY", "WHOLEBODY_GPU", "WHOLEBODY_PATHS", "WHOLEBODY_TRITON", "failed_row",
-    "fk_rows", "gpu_table", "ik_rows", "measured", "model_rows", "route_limits", "route_rows",
-    "wholebody_host_rows", "wholebody_rows", "wholebody_triton_rows",
+    "ROUTE_WHOLEBODY", "WHOLEBODY_GPU", "WHOLEBODY_PATHS", "WHOLEBODY_TRITON", "anchor_fk_rows",
+    "failed_row", "fk_rows", "gpu_table", "ik_rows", "measured", "model_rows", "route_limits",
+    "route_rows", "wholebody_host_rows", "wholebody_rows", "wholebody_triton_rows",
 ]  # fmt: skip
 
 
@@ -104,6 +104,39 @@ def fk_rows(robot: Any, link: str, sizes: Sequence[int], seconds: float) -> list
             ):
                 rows.append(measured(what, path, n, partial(_rate, fn, n, seconds, cuda)))
     robot.backend = "auto"
+    return rows
+
+
+def anchor_fk_rows(
+    name: str,
+    ops: dict[str, Callable[[torch.Tensor], torch.Tensor]],
+    sample: Callable[[int], torch.Tensor],
+    sizes: Sequence[int],
+    seconds: float,
+) -> list[dict[str, Any]]:
+    """The FK rows of another library, measured as :func:`fk_rows` measures torchik's (the
+    protocol asks pytorch_kinematics in the same run).
+
+    Args:
+        name: the library, written in the ``path`` column.
+        ops: ``"FK pose"``, ``"FK + backward"``, ``"Jacobian"`` (any of them) -> a function of
+            ``q (n, dof)`` returning a tensor; ``"FK + backward"`` is timed as
+            ``fn(q).sum().backward()`` with ``q`` requiring grad.
+        sample: ``n`` -> configurations ``(n, dof)`` on the device and dtype of the library.
+        sizes: batch sizes.
+        seconds: measurement per row.
+    """
+    rows = []
+    for n in sizes:
+        q = sample(n)
+        cuda = q.device.type == "cuda"
+        for what, op in ops.items():
+            if what == "FK + backward":
+                qg = q.clone().requires_grad_()
+                fn = lambda op=op, qg=qg: op(qg).sum().backward()  # noqa: E731
+            else:
+                fn = lambda op=op, q=q: op(q)  # noqa: E731
+            rows.append(measured(what, name, n, partial(_rate, fn, n, seconds, cuda)))
     return rows
 
 

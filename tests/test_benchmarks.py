@@ -127,6 +127,24 @@ def test_a_script_that_takes_wait_idle_waits(script: Path) -> None:
         assert "wait_for_quiet(args.wait_idle)" in text, f"{script.name} ignores --wait-idle"
 
 
+def test_gpu_benchmark_has_its_anchor_row(tmp_path: Path) -> None:
+    """The GPU protocol asks pytorch_kinematics in the same run: ``benchmarks/gpu.py`` writes
+    its rows, or one ``missing: …`` row where it does not import (it had neither)."""
+    import json
+    from importlib.util import find_spec
+
+    pythonpath = os.pathsep.join(filter(None, [str(ROOT / "src"), str(ROOT)]))
+    env = {**os.environ, "PYTHONPATH": pythonpath, "BENCH_THREADS": "1"}
+    args = ["--quick", "--only", "pytorch_kinematics", "--seconds", "0.01", "--out", str(tmp_path)]
+    done = subprocess.run([sys.executable, "benchmarks/gpu.py", *args], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=300)  # fmt: skip
+    assert done.returncode == 0, done.stderr[-2000:]
+    rows = json.loads((tmp_path / "gpu.json").read_text())["tables"][0]["rows"]
+    statuses = {row["status"] for row in rows if row["path"] == "pytorch_kinematics"}
+    expected = {"ok"} if find_spec("pytorch_kinematics") else {"missing: "}
+    assert {status[: len(next(iter(expected)))] for status in statuses} == expected, statuses
+
+
 RESULTS = sorted((ROOT / "benchmarks" / "results").glob("*.json"))
 
 

@@ -6,7 +6,7 @@ import os
 
 import torch
 
-from experiments.gpu import LOOPS, fk_rows, gpu_table, ik_rows, wholebody_rows
+from experiments.gpu import LOOPS, anchor_fk_rows, fk_rows, gpu_table, ik_rows, wholebody_rows
 from torchik import load_robot
 
 
@@ -28,6 +28,21 @@ def test_fk_ik_and_wholebody_rows_and_table():
     table = gpu_table(rows)
     assert len(table.rows) == 4 + len(LOOPS) + 3 and table.rows[-1]["success"] == 1.0
     assert "| IK full pose | fixed, CUDA graphs | 5 |" in table.markdown()
+
+
+def test_anchor_fk_rows_time_another_librarys_fk_backward_and_jacobian():
+    """The protocol's anchor (pytorch_kinematics) measured as torchik's rows are: each op at each
+    size, the backward through ``fn(q).sum()``; torchik's reference path stands in here."""
+    torch.set_num_threads(1)
+    robot = load_robot("snake2", backend="reference")
+    fk = lambda q: robot.forward_kinematics(q, "ee")  # noqa: E731
+    ops = {"FK pose": fk, "FK + backward": fk, "Jacobian": lambda q: robot.jacobian(q, "ee")}
+    rows = anchor_fk_rows("other", ops, robot.random_configuration, [1, 8], seconds=0.01)
+    assert [(r["what"], r["n"]) for r in rows] == [(w, n) for n in (1, 8) for w in ops]
+    assert all(r["path"] == "other" and r["G_per_s"] > 0 and "status" not in r for r in rows)
+    broken = anchor_fk_rows("other", {"FK pose": lambda q: q[:, 99]}, robot.random_configuration,
+                            [2], seconds=0.01)  # fmt: skip
+    assert broken[0]["status"].startswith("failed: ")
 
 
 def test_wholebody_triton_rows_name_the_program_and_the_chunks_and_put_the_switches_back():
