@@ -420,9 +420,9 @@ def convex_hull_area(points: Tensor, percentile: float = 97.0) -> Tensor:
         ValueError: ``points`` not ``(..., n, 2)``, ``percentile`` outside ``(0, 100]``.
         TypeError: ``points`` not a floating-point tensor, ``percentile`` not a number.
     """
+    keep = hull_selection(points, percentile)  # checks the arguments before SciPy's import
     from scipy.spatial import ConvexHull, QhullError
 
-    keep = hull_selection(points, percentile)
     if points.shape[-2] == 0:  # no points: no area
         return torch.zeros(points.shape[:-2], dtype=torch.float64)
     keep = keep.reshape(-1, points.shape[-2])
