@@ -177,7 +177,7 @@ PK_FLOAT32_NOTE = (
 TIMING_NOTES = [
     "time per call = one call on the whole batch, by `torch.utils.benchmark` "
     "(`experiments.timing.time_call`: warm-up, then blocks of calls until --min-run-time seconds "
-    "are measured); median over the blocks, IQR = q3 - q1 of the blocks.",
+    "are measured, 7 blocks at least); median over the blocks, IQR = q3 - q1 of the blocks.",
     "× faster than pytorch_kinematics = pytorch_kinematics' time / this row's time, same op, dtype "
     "and batch (> 1: faster). Only ratios travel between machines.",
     "pytorch_kinematics FK = `chain.forward_kinematics(q).get_matrix()` on "

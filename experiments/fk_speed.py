@@ -29,6 +29,7 @@ from experiments.timing import time_call
 
 __all__ = [
     "DTYPES",
+    "MIN_RUNS",
     "OPS",
     "Method",
     "agreement_table",
@@ -42,6 +43,9 @@ __all__ = [
 
 DTYPES = {"float32": torch.float32, "float64": torch.float64}
 OPS = ("FK", "FK+backward", "Jacobian")
+MIN_RUNS = 7
+"""Measured blocks per case at least: the protocol's median of >= 7 repetitions (a call slower
+than ``--min-run-time`` gave one block: pytorch_kinematics at batch 65536)."""
 BATCHES = (1, 1024, 65536)
 TORCHIK = "torchik"
 
@@ -224,9 +228,8 @@ def _time_case(
     log(f"{op:12s} {dtype} batch {batch}: {', '.join(m.name for m in here)}")
     for m in here:
         try:
-            t = time_call(
-                m.ops[op](prepare(m, q64[:batch], DTYPES[dtype])), min_run_time=min_run_time
-            )
+            thunk = m.ops[op](prepare(m, q64[:batch], DTYPES[dtype]))
+            t = time_call(thunk, min_run_time=min_run_time, min_runs=MIN_RUNS)
         except Exception as exc:
             table.add(m.name, status=_status_of(exc), **case)
             continue

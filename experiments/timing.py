@@ -46,6 +46,7 @@ def time_call(
     min_run_time: float = 0.2,
     threads: int | None = None,
     label: str = "",
+    min_runs: int = 1,
 ) -> Timing:
     """Seconds per call of ``fn()``, by ``torch.utils.benchmark.Timer.blocked_autorange``.
 
@@ -58,6 +59,8 @@ def time_call(
         threads: Intra-op threads for the calls (default: ``torch.get_num_threads()``; note that
             :class:`torch.utils.benchmark.Timer` itself would default to 1).
         label: A name for the measurement (shown in reprs of the timer's result only).
+        min_runs: Measured blocks at least: a call slower than ``min_run_time`` gives one
+            block, so more are timed (``shared/BENCHMARKS.md`` asks a median of >= 7).
 
     Returns:
         The :class:`Timing` of one call.
@@ -69,12 +72,20 @@ def time_call(
     threads = torch.get_num_threads() if threads is None else int(threads)
     if threads < 1:
         raise ValueError(f"threads must be >= 1, got {threads}")
+    if min_runs < 1:
+        raise ValueError(f"min_runs must be >= 1, got {min_runs}")
     timer = benchmark.Timer(stmt="fn()", globals={"fn": fn}, num_threads=threads, label=label)
     m = timer.blocked_autorange(min_run_time=min_run_time)
+    times = list(m.times)
+    while len(times) < min_runs:  # blocks of the same length, as blocked_autorange's
+        times += timer.timeit(m.number_per_run).times
+    quartiles = torch.tensor(times, dtype=torch.float64).quantile(
+        torch.tensor([0.25, 0.5, 0.75], dtype=torch.float64)
+    )  # as torch.utils.benchmark.Measurement computes its median and IQR
     return Timing(
-        median=float(m.median),
-        iqr=float(m.iqr),
-        runs=len(m.times),
+        median=float(quartiles[1]),
+        iqr=float(quartiles[2] - quartiles[0]),
+        runs=len(times),
         calls_per_run=int(m.number_per_run),
         threads=threads,
     )

@@ -6,6 +6,7 @@ import torch
 
 import torchik
 from experiments.fk_speed import (
+    MIN_RUNS,
     Method,
     agreement_table,
     fk_timing_table,
@@ -32,6 +33,7 @@ def test_timing_table_rows_statuses_and_ratios():
     assert len(fk_rows) == 6
     assert all(r["per_config_s"] > 0 for r in fk_rows)
     assert any(r["method"] == "other" and r["status"] == "missing: x" for r in table.rows)
+    assert all(r["reps"] >= MIN_RUNS == 7 for r in table.rows if "reps" in r)  # the protocol's
 
 
 def test_agreement_against_a_reference():
