@@ -277,9 +277,12 @@ def _torch_load(file: IO[bytes], map_location: Any, name: str, what: str) -> Any
             warnings.filterwarnings("ignore", "Detected pickle protocol", UserWarning)
             return torch.load(file, map_location=map_location, weights_only=True)
     except pickle.UnpicklingError as err:  # not torch's advice to retry with weights_only=False
-        if _operand(err) is not None and not _operand(err):  # no opcode of any protocol
+        opcodes = _operand(err)
+        if opcodes == []:  # a byte that is no opcode of any protocol
             raise ValueError(f"{name!r} is not a readable {what}: {_DAMAGED}") from err
-        if _newer_protocol(err):  # tensors, maybe: torch.save(..., pickle_protocol=4)
+        # an operation of protocol 4 or later refused (such as FRAME, which every such pickle
+        # opens with), not an object: tensors, maybe, of torch.save(..., pickle_protocol=4)
+        if any(op.proto >= 4 for op in opcodes or []):
             raise ValueError(
                 f"{name!r} is not a readable {what}: it was pickled with protocol 4 or later "
                 "(torch.save's pickle_protocol), which torch reads only by running pickled "
@@ -306,12 +309,6 @@ def _operand(err: pickle.UnpicklingError) -> list[Any] | None:
     if found is None:
         return None
     return [op for op in pickletools.opcodes if op.code == chr(int(found.group(1)))]
-
-
-def _newer_protocol(err: pickle.UnpicklingError) -> bool:
-    """Whether torch's loader refused an operation of pickle protocol 4 or later (such as
-    FRAME, which every such pickle opens with), not an object: it said "it holds objects"."""
-    return any(op.proto >= 4 for op in _operand(err) or [])
 
 
 _ZIP = b"PK\x03\x04"  # what torch.save writes
